@@ -1,0 +1,56 @@
+//! Typed errors of the library. Tool failures are not errors (they are tool outputs); these are
+//! the failures of configuration, start-up and the host API.
+
+use std::path::PathBuf;
+
+/// A configuration or start-up error: the CLI prints it on one line and exits 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown tool \"{name}\" in tools.builtin (known tools: {known})")]
+    UnknownTool { name: String, known: String },
+    #[error("tool \"{0}\" is not available in this build of rookery")]
+    UnavailableTool(String),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config {path}: {message}")]
+    InvalidConfig { path: PathBuf, message: String },
+    #[error("invalid script {path}: {message}")]
+    InvalidScript { path: PathBuf, message: String },
+    #[error("workspace {0} does not exist or is not a directory")]
+    Workspace(PathBuf),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Errors of the host and session API.
+#[derive(Debug, thiserror::Error)]
+pub enum RookeryError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("unknown session {0}")]
+    UnknownSession(String),
+    #[error("session {0} is busy: a task is already running")]
+    SessionBusy(String),
+    #[error("session {0} has ended")]
+    SessionEnded(String),
+    #[error("trace error: {0}")]
+    Trace(#[from] std::io::Error),
+    #[error("actor error: {0}")]
+    Actor(String),
+}
+
+impl<T> From<ractor::RactorErr<T>> for RookeryError {
+    fn from(e: ractor::RactorErr<T>) -> Self {
+        RookeryError::Actor(e.to_string())
+    }
+}
+
+impl From<ractor::SpawnErr> for RookeryError {
+    fn from(e: ractor::SpawnErr) -> Self {
+        RookeryError::Actor(e.to_string())
+    }
+}

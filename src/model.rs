@@ -1,0 +1,112 @@
+//! The model side: the `Model` trait a session streams requests through, the events a stream
+//! yields, and the request it is given.
+//!
+//! A model knows nothing of actors, approvals or traces: it turns one request into one stream of
+//! events that ends with exactly one [`ModelEvent::End`]. Retrying is the turn loop's job.
+
+pub mod scripted;
+
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+use crate::message::{ModelPayload, StopReason, Usage};
+
+/// Who the model is, for `session_meta`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    pub provider: String,
+    pub model_id: String,
+    /// Number or string, recorded verbatim.
+    pub context_window: Value,
+}
+
+/// One request: everything the model may see.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub system_prompt: Arc<str>,
+    /// Complete model messages (user texts, assistant texts/thinking/tool calls, tool outputs),
+    /// in conversation order, tool outputs paired with their calls in call order.
+    pub history: Arc<Vec<ModelPayload>>,
+    /// `{name, description, parameters}` of each available tool.
+    pub tools: Arc<Vec<Value>>,
+}
+
+impl ModelRequest {
+    /// Number of `tool_call_output` messages in the history.
+    pub fn tool_results(&self) -> usize {
+        self.history
+            .iter()
+            .filter(|m| matches!(m, ModelPayload::ToolCallOutput { .. }))
+            .count()
+    }
+}
+
+/// What a model stream yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// A `partial_text`, `partial_thinking` or `partial_tool_call` segment piece.
+    Partial(ModelPayload),
+    /// A complete `text`, `thinking` or `tool_call` (with `stop_reason: completed` for real calls).
+    Complete(ModelPayload),
+    /// Token use of this request (the last event before a completed `End`).
+    Usage(Usage),
+    /// The end of the stream; exactly one, always last.
+    End(ModelOutcome),
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelOutcome {
+    /// `completed`, or `failed|timeout|malformed` (retried), or `auth` (final).
+    pub status: StopReason,
+    pub error_message: Option<String>,
+    /// A `failed` that must not be retried (HTTP 400/404/422).
+    pub permanent: bool,
+    /// A server-requested wait before the next attempt (`Retry-After`), in ms.
+    pub retry_after_ms: Option<u64>,
+}
+
+impl ModelOutcome {
+    pub fn completed() -> Self {
+        ModelOutcome {
+            status: StopReason::Completed,
+            error_message: None,
+            permanent: false,
+            retry_after_ms: None,
+        }
+    }
+
+    pub fn error(status: StopReason, message: impl Into<String>) -> Self {
+        ModelOutcome {
+            status,
+            error_message: Some(message.into()),
+            permanent: false,
+            retry_after_ms: None,
+        }
+    }
+}
+
+/// What a model session knows about the session it serves.
+#[derive(Debug, Clone, Default)]
+pub struct ModelSessionContext {
+    pub session_id: String,
+    /// True for a subagent's (child) session.
+    pub is_subagent: bool,
+    /// A subagent's prompt (picks the scripted model's `children` entry).
+    pub first_prompt: Option<String>,
+}
+
+/// A model: shared by all sessions of a host.
+pub trait Model: Send + Sync + 'static {
+    fn info(&self) -> ModelInfo;
+    /// Per-session state (the scripted model's cursor and call counter).
+    fn open(&self, ctx: &ModelSessionContext) -> Box<dyn ModelSession>;
+}
+
+/// One session's view of a model. `stream` is called once per request, from the session actor;
+/// the returned stream is driven by a spawned task.
+pub trait ModelSession: Send + 'static {
+    fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent>;
+}

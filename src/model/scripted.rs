@@ -1,0 +1,1 @@
+//! The scripted model (stub, being written).

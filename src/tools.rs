@@ -1,0 +1,193 @@
+//! Tools: the `Tool` trait every builtin and library-registered tool implements, the context a
+//! call runs with, and the result it reports to the close-out.
+//!
+//! A tool streams text through [`ToolContext::emit`] and returns a [`ToolResult`]; it never
+//! builds protocol messages itself. Framing, timeouts, truncation and notes belong to
+//! [`environment`], never to a tool.
+
+pub mod args;
+pub mod edit_file;
+pub mod environment;
+pub mod fs_atomic;
+pub mod path_hint;
+pub mod read_file;
+pub mod registry;
+pub mod write_file;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::message::StopReason;
+pub use registry::{Permission, ToolDefinitionConfig, ToolRegistry};
+
+/// What a tool hands back when it ends. Text was already streamed through the context.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolResult {
+    /// The tool's own verdict (`completed` when `None`).
+    pub stop_reason: Option<StopReason>,
+    /// A note appended after the (possibly truncated) content, never cut (e.g. `[exit code: 1]`).
+    pub note: Option<String>,
+    /// Data URLs attached to a completed output.
+    pub images: Vec<String>,
+    /// The tool failed the way a thrown error would: becomes `[tool error] <msg>`.
+    pub error: Option<String>,
+}
+
+impl ToolResult {
+    pub fn completed() -> Self {
+        Self::default()
+    }
+
+    pub fn failed() -> Self {
+        ToolResult {
+            stop_reason: Some(StopReason::Failed),
+            ..Self::default()
+        }
+    }
+
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+}
+
+/// A finished synchronous tool's text and verdict (what the file tools return).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolReply {
+    pub text: String,
+    pub stop_reason: StopReason,
+}
+
+impl ToolReply {
+    pub fn ok(text: impl Into<String>) -> Self {
+        ToolReply {
+            text: text.into(),
+            stop_reason: StopReason::Completed,
+        }
+    }
+
+    pub fn fail(text: impl Into<String>) -> Self {
+        ToolReply {
+            text: text.into(),
+            stop_reason: StopReason::Failed,
+        }
+    }
+}
+
+/// Everything a running call may use. Cheap to clone.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Absolute workspace directory; relative paths resolve against it.
+    pub workspace: PathBuf,
+    /// The id of the call being run.
+    pub tool_call_id: String,
+    /// The configured definition of the tool (limits, permission).
+    pub definition: Arc<ToolDefinitionConfig>,
+    /// Fires on user abort or the per-tool timeout; long tools must watch it.
+    pub cancel: CancellationToken,
+    output: mpsc::UnboundedSender<String>,
+}
+
+impl ToolContext {
+    pub fn new(
+        workspace: PathBuf,
+        tool_call_id: String,
+        definition: Arc<ToolDefinitionConfig>,
+        cancel: CancellationToken,
+        output: mpsc::UnboundedSender<String>,
+    ) -> Self {
+        ToolContext {
+            workspace,
+            tool_call_id,
+            definition,
+            cancel,
+            output,
+        }
+    }
+
+    /// Streams a piece of output. Empty text is ignored.
+    pub fn emit(&self, text: impl Into<String>) {
+        let text = text.into();
+        if !text.is_empty() {
+            // The receiver lives as long as the close-out; after it is gone nobody listens.
+            let _ = self.output.send(text);
+        }
+    }
+
+    /// Resolves a path argument against the workspace.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        resolve_path(&self.workspace, path)
+    }
+}
+
+/// `path` if absolute, else `workspace/path`.
+pub fn resolve_path(workspace: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        workspace.join(p)
+    }
+}
+
+/// A tool the model can call. Implementations must not panic on any input; if one does, the
+/// close-out turns the panic into a failed output.
+pub trait Tool: Send + Sync + 'static {
+    /// Runs one call with already-parsed object arguments.
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult>;
+}
+
+/// Adapts a blocking `fn(workspace, args, definition) -> ToolReply` (the file tools) to [`Tool`]:
+/// runs it on the blocking pool and streams its text as one delta.
+pub struct BlockingTool {
+    run: fn(&Path, &Map<String, Value>, &ToolDefinitionConfig) -> ToolReply,
+}
+
+impl BlockingTool {
+    pub fn new(run: fn(&Path, &Map<String, Value>, &ToolDefinitionConfig) -> ToolReply) -> Self {
+        BlockingTool { run }
+    }
+}
+
+impl Tool for BlockingTool {
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        let run = self.run;
+        Box::pin(async move {
+            let workspace = ctx.workspace.clone();
+            let def = ctx.definition.clone();
+            match tokio::task::spawn_blocking(move || run(&workspace, &args, &def)).await {
+                Ok(reply) => {
+                    ctx.emit(reply.text);
+                    ToolResult {
+                        stop_reason: Some(reply.stop_reason),
+                        ..ToolResult::default()
+                    }
+                }
+                Err(e) if e.is_panic() => ToolResult {
+                    error: Some(panic_message(e.into_panic())),
+                    ..ToolResult::default()
+                },
+                Err(e) => ToolResult {
+                    error: Some(e.to_string()),
+                    ..ToolResult::default()
+                },
+            }
+        })
+    }
+}
+
+/// The text of a caught panic payload.
+pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        format!("tool panicked: {s}")
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        format!("tool panicked: {s}")
+    } else {
+        "tool panicked".to_string()
+    }
+}

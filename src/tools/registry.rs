@@ -1,0 +1,491 @@
+//! Tool definitions (`ToolDefinitionConfig`), the default table of the reference, and the
+//! registry a session assembles from it: which tools the model sees, with which limits.
+//!
+//! The registry only maps names to definitions and implementations; running a call is the
+//! close-out's job (`environment`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{BlockingTool, Tool};
+use crate::error::ConfigError;
+
+/// `r` tools only read; `rw` tools may change the workspace or run programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Permission {
+    #[serde(rename = "r")]
+    Read,
+    #[serde(rename = "rw")]
+    ReadWrite,
+}
+
+/// Which models a tool is offered to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForModel {
+    Vision,
+    TextOnly,
+}
+
+/// One tool's definition, as in PenguinHarness's `tools.builtin` entries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinitionConfig {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+    pub permission: Permission,
+    #[serde(rename = "forModel", default, skip_serializing_if = "Option::is_none")]
+    pub for_model: Option<ForModel>,
+    /// Per-call timeout; `<= 0` disables it.
+    #[serde(rename = "timeoutMs")]
+    pub timeout_ms: i64,
+    /// Output cap in characters; `<= 0` disables it.
+    #[serde(rename = "maxOutputLength")]
+    pub max_output_length: i64,
+    /// `false` strips the `description` property from the schema at assembly.
+    #[serde(default = "yes")]
+    pub call_description: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ToolDefinitionConfig {
+    /// A definition with the reference defaults (120 s timeout, 16000 chars).
+    pub fn new(name: &str, description: &str, parameters: Value, permission: Permission) -> Self {
+        ToolDefinitionConfig {
+            name: name.to_string(),
+            description: description.to_string(),
+            parameters,
+            permission,
+            for_model: None,
+            timeout_ms: 120_000,
+            max_output_length: 16_000,
+            call_description: true,
+        }
+    }
+
+    /// `{name, description, parameters}` as the model sees it.
+    pub fn model_spec(&self) -> Value {
+        let mut parameters = self.parameters.clone();
+        if !self.call_description {
+            strip_description_param(&mut parameters);
+        }
+        json!({"name": self.name, "description": self.description, "parameters": parameters})
+    }
+}
+
+fn strip_description_param(schema: &mut Value) {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        props.remove("description");
+    }
+    if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        req.retain(|v| v != "description");
+    }
+}
+
+const DESCRIPTION_PROP: &str = "One short user-facing sentence saying what this call does. Emit it first.";
+
+fn schema(props: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+/// The default definition of a builtin tool by name (the table of the reference, §3.0).
+pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
+    let d = |n: &str, desc: &str, params: Value, perm: Permission, timeout: i64, max: i64| {
+        let mut def = ToolDefinitionConfig::new(n, desc, params, perm);
+        def.timeout_ms = timeout;
+        def.max_output_length = max;
+        def
+    };
+    use Permission::{Read, ReadWrite};
+    let def = match name {
+        "read_file" => d(
+            "read_file",
+            "Read a text file. Returns lines in cat -n format (line numbers, a tab, the content). Use offset (1-based) and limit to page through long files.",
+            schema(
+                json!({
+                    "file_path": {"type": "string", "description": "Absolute path, or relative to the workspace."},
+                    "offset": {"type": "number", "description": "1-based line to start at (default 1)."},
+                    "limit": {"type": "number", "description": "How many lines to read (default 2000)."}
+                }),
+                &["file_path"],
+            ),
+            Read,
+            30_000,
+            64_000,
+        ),
+        "edit_file" => d(
+            "edit_file",
+            "Replace exact text in an existing file. old_string must match exactly once unless replace_all is true. Returns a unified diff of the change.",
+            schema(
+                json!({
+                    "file_path": {"type": "string", "description": "Absolute path, or relative to the workspace."},
+                    "old_string": {"type": "string", "description": "The exact text to replace."},
+                    "new_string": {"type": "string", "description": "The replacement text."},
+                    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
+                }),
+                &["file_path", "old_string", "new_string"],
+            ),
+            ReadWrite,
+            30_000,
+            16_000,
+        ),
+        "write_file" => d(
+            "write_file",
+            "Create or overwrite a file with the given content. Missing parent directories are created.",
+            schema(
+                json!({
+                    "file_path": {"type": "string", "description": "Absolute path, or relative to the workspace."},
+                    "content": {"type": "string", "description": "The full new content of the file."}
+                }),
+                &["file_path", "content"],
+            ),
+            ReadWrite,
+            30_000,
+            16_000,
+        ),
+        "exec_command" => d(
+            "exec_command",
+            "Run a shell command (bash -lc) in the workspace. Output streams back; a command still running after yield_time_ms keeps running in the background with a process_id.",
+            schema(
+                json!({
+                    "description": {"type": "string", "description": DESCRIPTION_PROP},
+                    "cmd": {"type": "string", "description": "The shell command."},
+                    "workdir": {"type": "string", "description": "Working directory (default: the workspace)."},
+                    "yield_time_ms": {"type": "number", "description": "How long to wait for output before returning (default 60000)."},
+                    "run_in_background": {"type": "boolean", "description": "Return at once; a completion notice arrives later."},
+                    "tty": {"type": "boolean", "description": "Run under a pseudo-terminal (default false)."}
+                }),
+                &["description", "cmd"],
+            ),
+            ReadWrite,
+            120_000,
+            16_000,
+        ),
+        "input_command" => d(
+            "input_command",
+            "Send input to a running command (or poll it with empty chars). Send \"\\u0003\" alone to interrupt it.",
+            schema(
+                json!({
+                    "description": {"type": "string", "description": DESCRIPTION_PROP},
+                    "process_id": {"type": "string", "description": "The process_id of the command."},
+                    "chars": {"type": "string", "description": "Text to write to stdin (default empty: poll)."},
+                    "yield_time_ms": {"type": "number", "description": "How long to collect output."}
+                }),
+                &["description", "process_id"],
+            ),
+            ReadWrite,
+            130_000,
+            16_000,
+        ),
+        "kill_command" => d(
+            "kill_command",
+            "Stop a background command and its process group.",
+            schema(
+                json!({
+                    "description": {"type": "string", "description": DESCRIPTION_PROP},
+                    "process_id": {"type": "string", "description": "The process_id of the command."}
+                }),
+                &["description", "process_id"],
+            ),
+            ReadWrite,
+            30_000,
+            16_000,
+        ),
+        "run_subagent" => d(
+            "run_subagent",
+            "Start a subagent with its own session on a prompt and collect its answer.",
+            schema(
+                json!({
+                    "description": {"type": "string", "description": DESCRIPTION_PROP},
+                    "prompt": {"type": "string", "description": "The task for the subagent."},
+                    "yield_time_ms": {"type": "number", "description": "How long to wait (default 300000)."},
+                    "run_in_background": {"type": "boolean", "description": "Return at once; a completion notice arrives later."}
+                }),
+                &["description", "prompt"],
+            ),
+            ReadWrite,
+            600_000,
+            16_000,
+        ),
+        "input_subagent" => d(
+            "input_subagent",
+            "Poll a subagent or send it a follow-up prompt.",
+            schema(
+                json!({
+                    "description": {"type": "string", "description": DESCRIPTION_PROP},
+                    "subagent_id": {"type": "string", "description": "The subagent_id."},
+                    "prompt": {"type": "string", "description": "Follow-up prompt (default empty: poll)."},
+                    "yield_time_ms": {"type": "number", "description": "How long to wait."}
+                }),
+                &["description", "subagent_id"],
+            ),
+            ReadWrite,
+            600_000,
+            16_000,
+        ),
+        "kill_subagent" => d(
+            "kill_subagent",
+            "Stop a subagent and remove it.",
+            schema(
+                json!({
+                    "description": {"type": "string", "description": DESCRIPTION_PROP},
+                    "subagent_id": {"type": "string", "description": "The subagent_id."}
+                }),
+                &["description", "subagent_id"],
+            ),
+            ReadWrite,
+            30_000,
+            16_000,
+        ),
+        "read_image" => {
+            let mut def = d(
+                "read_image",
+                "Read an image (local path or http(s) URL) and attach it to the conversation.",
+                schema(
+                    json!({"source": {"type": "string", "description": "Path or URL of the image."}}),
+                    &["source"],
+                ),
+                Read,
+                60_000,
+                16_000,
+            );
+            def.for_model = Some(ForModel::Vision);
+            def
+        }
+        "describe_image" => {
+            let mut def = d(
+                "describe_image",
+                "Have a vision model describe an image (local path or http(s) URL).",
+                schema(
+                    json!({
+                        "source": {"type": "string", "description": "Path or URL of the image."},
+                        "prompt": {"type": "string", "description": "What to ask about the image."}
+                    }),
+                    &["source"],
+                ),
+                Read,
+                90_000,
+                16_000,
+            );
+            def.for_model = Some(ForModel::TextOnly);
+            def
+        }
+        _ => return None,
+    };
+    Some(def)
+}
+
+/// Names of the reference's builtin table, in its order.
+pub const BUILTIN_NAMES: [&str; 11] = [
+    "read_file",
+    "edit_file",
+    "write_file",
+    "exec_command",
+    "input_command",
+    "kill_command",
+    "run_subagent",
+    "input_subagent",
+    "kill_subagent",
+    "read_image",
+    "describe_image",
+];
+
+/// The implementation of a builtin, when this build has one.
+pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
+    let tool: Arc<dyn Tool> = match name {
+        "read_file" => Arc::new(BlockingTool::new(super::read_file::read_file)),
+        "edit_file" => Arc::new(BlockingTool::new(super::edit_file::edit_file)),
+        "write_file" => Arc::new(BlockingTool::new(super::write_file::write_file)),
+        _ => return None,
+    };
+    Some(tool)
+}
+
+/// An entry of `tools.builtin`: a bare name, or a definition whose fields override the default.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum BuiltinEntry {
+    Name(String),
+    Override(ToolOverride),
+}
+
+/// Fields of a `tools.builtin` object entry; only `name` is required.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ToolOverride {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: Option<Value>,
+    pub permission: Option<Permission>,
+    #[serde(rename = "forModel")]
+    pub for_model: Option<ForModel>,
+    #[serde(rename = "timeoutMs")]
+    pub timeout_ms: Option<i64>,
+    #[serde(rename = "maxOutputLength")]
+    pub max_output_length: Option<i64>,
+    pub call_description: Option<bool>,
+}
+
+/// A registered tool: its definition and implementation.
+#[derive(Clone)]
+pub struct RegisteredTool {
+    pub definition: Arc<ToolDefinitionConfig>,
+    pub tool: Arc<dyn Tool>,
+}
+
+/// The tools of a session, in the order the model sees them.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    order: Vec<String>,
+    by_name: HashMap<String, RegisteredTool>,
+}
+
+impl ToolRegistry {
+    /// An empty registry (no tools).
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Every builtin this build implements, with the default definitions.
+    pub fn builtin() -> Self {
+        let mut reg = Self::empty();
+        for name in BUILTIN_NAMES {
+            if let (Some(def), Some(tool)) = (default_definition(name), builtin_implementation(name)) {
+                reg.register(def, tool);
+            }
+        }
+        reg
+    }
+
+    /// The list of a config's `tools.builtin`, replacing the default list wholesale.
+    /// An unknown or unavailable name is an error naming it.
+    pub fn from_entries(entries: &[BuiltinEntry]) -> Result<Self, ConfigError> {
+        let mut reg = Self::empty();
+        for entry in entries {
+            let (name, ov) = match entry {
+                BuiltinEntry::Name(n) => (n.as_str(), None),
+                BuiltinEntry::Override(o) => (o.name.as_str(), Some(o)),
+            };
+            let mut def = default_definition(name).ok_or_else(|| ConfigError::UnknownTool {
+                name: name.to_string(),
+                known: BUILTIN_NAMES.join(", "),
+            })?;
+            let tool = builtin_implementation(name)
+                .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
+            if let Some(o) = ov {
+                if let Some(v) = &o.description {
+                    def.description = v.clone();
+                }
+                if let Some(v) = &o.parameters {
+                    def.parameters = v.clone();
+                }
+                if let Some(v) = o.permission {
+                    def.permission = v;
+                }
+                if let Some(v) = o.for_model {
+                    def.for_model = Some(v);
+                }
+                if let Some(v) = o.timeout_ms {
+                    def.timeout_ms = v;
+                }
+                if let Some(v) = o.max_output_length {
+                    def.max_output_length = v;
+                }
+                if let Some(v) = o.call_description {
+                    def.call_description = v;
+                }
+            }
+            reg.register(def, tool);
+        }
+        Ok(reg)
+    }
+
+    /// Adds (or replaces) a tool. Library users register their own tools this way.
+    pub fn register(&mut self, definition: ToolDefinitionConfig, tool: Arc<dyn Tool>) {
+        let name = definition.name.clone();
+        if !self.by_name.contains_key(&name) {
+            self.order.push(name.clone());
+        }
+        self.by_name.insert(
+            name,
+            RegisteredTool {
+                definition: Arc::new(definition),
+                tool,
+            },
+        );
+    }
+
+    /// Removes a tool by name; true when it was there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.order.retain(|n| n != name);
+        self.by_name.remove(name).is_some()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.by_name.get(name)
+    }
+
+    pub fn permission(&self, name: &str) -> Option<Permission> {
+        self.by_name.get(name).map(|t| t.definition.permission)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.order.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// `{name, description, parameters}` of every tool, in order (for the model and
+    /// `tool_list_ready`).
+    pub fn model_specs(&self) -> Vec<Value> {
+        self.order
+            .iter()
+            .filter_map(|n| self.by_name.get(n))
+            .map(|t| t.definition.model_spec())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_table_limits() {
+        let r = default_definition("read_file").map(|d| (d.timeout_ms, d.max_output_length));
+        assert_eq!(r, Some((30_000, 64_000)));
+        let i = default_definition("input_command").map(|d| d.timeout_ms);
+        assert_eq!(i, Some(130_000));
+        assert!(BUILTIN_NAMES.iter().all(|n| default_definition(n).is_some()));
+    }
+
+    #[test]
+    fn call_description_false_strips_property() {
+        let mut def = default_definition("exec_command").unwrap_or_else(|| unreachable!());
+        def.call_description = false;
+        let spec = def.model_spec();
+        assert!(spec["parameters"]["properties"].get("description").is_none());
+        assert_eq!(spec["parameters"]["required"], json!(["cmd"]));
+    }
+
+    #[test]
+    fn unknown_name_is_an_error_naming_it() {
+        let err = ToolRegistry::from_entries(&[BuiltinEntry::Name("reed_file".into())])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("reed_file"), "{err}");
+    }
+}
