@@ -45,6 +45,7 @@ pub fn finite_number(args: &Map<String, Value>, arg: &str) -> Option<f64> {
 
 /// A number or a numeric string, floored. `Ok(None)` when absent or null; `Err(())` when present
 /// but not numeric.
+#[allow(clippy::result_unit_err)]
 pub fn lenient_integer(args: &Map<String, Value>, arg: &str) -> Result<Option<i64>, ()> {
     match args.get(arg) {
         None | Some(Value::Null) => Ok(None),

@@ -1,0 +1,5 @@
+//! The actor tree: the `Host` (session directory) and one `SessionActor` per session.
+//! Each actor owns its state; everything else talks to it through messages and handles.
+
+pub mod host;
+pub mod session;

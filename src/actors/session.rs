@@ -1,0 +1,329 @@
+//! `SessionActor`: one agent session — the turn loop, its history and carry-over, approvals and
+//! tool dispatch — and `SessionHandle`, the public handle on it.
+//!
+//! The actor never awaits I/O in `handle`: the model stream, each approval and each tool call run
+//! in spawned tasks that `cast` their results back tagged with the turn id, so stale results of an
+//! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
+
+mod carry;
+mod turn;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::mpsc;
+
+use crate::approval::Approver;
+use crate::config::AgentConfig;
+use crate::error::RookeryError;
+use crate::message::{Decision, ModelPayload, OmniMessage, SessionMeta, Usage};
+use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
+use crate::trace::writer::TraceMsg;
+
+pub use turn::TaskSummary;
+use turn::Task;
+
+/// A stream of a session's messages (partials, complete messages, events), in order.
+pub type MessageReceiver = mpsc::UnboundedReceiver<Arc<OmniMessage>>;
+
+/// The senders of every subscriber; shared with the host so it can report a crashed session.
+pub(crate) type Subscribers = Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<OmniMessage>>>>>;
+
+/// Sends `msg` to every live subscriber, dropping closed ones.
+pub(crate) fn broadcast(subs: &Subscribers, msg: &Arc<OmniMessage>) {
+    if let Ok(mut subs) = subs.lock() {
+        subs.retain(|s| s.send(msg.clone()).is_ok());
+    }
+}
+
+/// What a caller gives to create a session.
+#[derive(Clone)]
+pub struct SessionOptions {
+    /// Must exist; relative tool paths resolve against it.
+    pub workspace: PathBuf,
+    pub model: Arc<dyn Model>,
+    /// Decides each tool call. The library default ([`crate::approval::DenyAllApprover`]) denies all.
+    pub approver: Arc<dyn Approver>,
+    pub config: AgentConfig,
+    /// `session_meta.source` (`subagent`, `schedule`); `None` for a user session.
+    pub source: Option<String>,
+}
+
+impl SessionOptions {
+    pub fn new(workspace: impl Into<PathBuf>, model: Arc<dyn Model>) -> Self {
+        SessionOptions {
+            workspace: workspace.into(),
+            model,
+            approver: Arc::new(crate::approval::DenyAllApprover),
+            config: AgentConfig::default(),
+            source: None,
+        }
+    }
+}
+
+/// Idle or running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionStatus {
+    Idle,
+    Running,
+}
+
+/// Messages of the session actor. The variants after `Close` are internal.
+pub enum SessionMsg {
+    Subscribe(RpcReplyPort<MessageReceiver>),
+    StartTask(String, RpcReplyPort<Result<(), RookeryError>>),
+    Abort,
+    /// Replies when no task runs (at once if idle) with the last task's summary.
+    WaitIdle(RpcReplyPort<Option<TaskSummary>>),
+    Status(RpcReplyPort<SessionStatus>),
+    /// Aborts a running task, flushes and closes the trace, stops the actor.
+    Close(RpcReplyPort<()>),
+    Model { turn: u64, event: ModelEvent },
+    Approved { turn: u64, idx: usize, decision: Decision },
+    ToolPartial { turn: u64, msg: OmniMessage },
+    ToolDone { turn: u64, idx: usize, output: OmniMessage },
+    RetryNow { turn: u64 },
+    /// Test hook: makes `handle` panic.
+    #[doc(hidden)]
+    InjectPanic,
+}
+
+/// Start-up arguments (built by the host).
+pub struct SessionArgs {
+    pub id: String,
+    pub options: SessionOptions,
+    pub trace: ActorRef<TraceMsg>,
+    pub trace_path: PathBuf,
+    pub subscribers: Subscribers,
+}
+
+pub struct SessionActor;
+
+/// The actor's state: conversation, counters and the running task.
+pub struct SessionState {
+    pub(crate) id: String,
+    pub(crate) options: SessionOptions,
+    pub(crate) trace: ActorRef<TraceMsg>,
+    pub(crate) subscribers: Subscribers,
+    pub(crate) model: Box<dyn ModelSession>,
+    pub(crate) history: Vec<ModelPayload>,
+    pub(crate) carry_over: Vec<ModelPayload>,
+    pub(crate) session_usage: Usage,
+    pub(crate) turns: u64,
+    pub(crate) next_turn_id: u64,
+    pub(crate) tools_announced: bool,
+    pub(crate) task: Option<Task>,
+    pub(crate) last_summary: Option<TaskSummary>,
+    pub(crate) idle_waiters: Vec<RpcReplyPort<Option<TaskSummary>>>,
+    pub(crate) tool_specs: Arc<Vec<serde_json::Value>>,
+    pub(crate) system_prompt: Arc<str>,
+}
+
+impl SessionState {
+    /// Streams `msg` to subscribers and, if `record` and recordable, appends it to the trace.
+    pub(crate) fn emit(&self, msg: OmniMessage, record: bool) {
+        let msg = Arc::new(msg);
+        if record && msg.is_recordable() {
+            let _ = self.trace.cast(TraceMsg::Append(msg.clone()));
+        }
+        broadcast(&self.subscribers, &msg);
+    }
+
+    /// Appends to the trace without streaming (the task's own input).
+    pub(crate) fn record_only(&self, msg: OmniMessage) {
+        let _ = self.trace.cast(TraceMsg::Append(Arc::new(msg)));
+    }
+}
+
+impl Actor for SessionActor {
+    type Msg = SessionMsg;
+    type State = SessionState;
+    type Arguments = SessionArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: SessionArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let SessionArgs {
+            id,
+            options,
+            trace,
+            trace_path: _,
+            subscribers,
+        } = args;
+        let info = options.model.info();
+        let model = options.model.open(&ModelSessionContext {
+            session_id: id.clone(),
+            is_subagent: options.source.as_deref() == Some("subagent"),
+            first_prompt: None,
+        });
+        let meta = SessionMeta {
+            session_id: id.clone(),
+            provider: info.provider,
+            model_id: info.model_id,
+            model_context_window: info.context_window,
+            system_prompt: options.config.system_prompt.clone(),
+            agent_state: options.workspace.display().to_string(),
+            workspace: options.workspace.display().to_string(),
+            source: options.source.clone(),
+        };
+        let _ = trace.cast(TraceMsg::Append(Arc::new(OmniMessage::session_meta(meta))));
+        let tool_specs = Arc::new(options.config.tools.model_specs());
+        let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
+        Ok(SessionState {
+            id,
+            options,
+            trace,
+            subscribers,
+            model,
+            history: Vec::new(),
+            carry_over: Vec::new(),
+            session_usage: Usage::default(),
+            turns: 0,
+            next_turn_id: 1,
+            tools_announced: false,
+            task: None,
+            last_summary: None,
+            idle_waiters: Vec::new(),
+            tool_specs,
+            system_prompt,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: SessionMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SessionMsg::Subscribe(reply) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                if let Ok(mut subs) = state.subscribers.lock() {
+                    subs.push(tx);
+                }
+                let _ = reply.send(rx);
+            }
+            SessionMsg::StartTask(text, reply) => {
+                if state.task.is_some() {
+                    let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
+                } else {
+                    let _ = reply.send(Ok(()));
+                    turn::start_task(&myself, state, text);
+                }
+            }
+            SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),
+            SessionMsg::WaitIdle(reply) => {
+                if state.task.is_none() {
+                    let _ = reply.send(state.last_summary.clone());
+                } else {
+                    state.idle_waiters.push(reply);
+                }
+            }
+            SessionMsg::Status(reply) => {
+                let status = if state.task.is_some() {
+                    SessionStatus::Running
+                } else {
+                    SessionStatus::Idle
+                };
+                let _ = reply.send(status);
+            }
+            SessionMsg::Close(reply) => {
+                if state.task.is_some() {
+                    turn::abort(&myself, state, "session closed");
+                    turn::force_finish_abort(state);
+                }
+                let _ = ractor::call!(state.trace, TraceMsg::Shutdown);
+                let _ = reply.send(());
+                myself.stop(None);
+            }
+            SessionMsg::Model { turn, event } => turn::on_model_event(&myself, state, turn, event),
+            SessionMsg::Approved {
+                turn,
+                idx,
+                decision,
+            } => turn::on_approved(&myself, state, turn, idx, decision),
+            SessionMsg::ToolPartial { turn, msg } => {
+                if state.task.as_ref().is_some_and(|t| t.turn.id == turn) {
+                    state.emit(msg, false);
+                }
+            }
+            SessionMsg::ToolDone { turn, idx, output } => {
+                turn::on_tool_done(&myself, state, turn, idx, output)
+            }
+            SessionMsg::RetryNow { turn } => turn::on_retry_now(&myself, state, turn),
+            SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
+        }
+        Ok(())
+    }
+}
+
+/// The public handle on a session.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) id: String,
+    pub(crate) actor: ActorRef<SessionMsg>,
+    pub(crate) trace_path: PathBuf,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle").field("id", &self.id).finish()
+    }
+}
+
+impl SessionHandle {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn trace_path(&self) -> &std::path::Path {
+        &self.trace_path
+    }
+
+    /// A new stream of everything the session emits from now on.
+    pub async fn subscribe(&self) -> Result<MessageReceiver, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Subscribe)?)
+    }
+
+    /// Starts a task with a user message; fails with `SessionBusy` while one runs.
+    pub async fn start_task(&self, text: impl Into<String>) -> Result<(), RookeryError> {
+        ractor::call!(self.actor, SessionMsg::StartTask, text.into())?
+    }
+
+    /// Aborts the running task (no-op when idle).
+    pub fn abort(&self) -> Result<(), RookeryError> {
+        self.actor
+            .cast(SessionMsg::Abort)
+            .map_err(|e| RookeryError::Actor(e.to_string()))
+    }
+
+    /// Waits until no task runs; the last task's summary.
+    pub async fn wait_idle(&self) -> Result<Option<TaskSummary>, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::WaitIdle)?)
+    }
+
+    /// Runs one task to its end.
+    pub async fn run_task(&self, text: impl Into<String>) -> Result<TaskSummary, RookeryError> {
+        self.start_task(text).await?;
+        self.wait_idle()
+            .await?
+            .ok_or_else(|| RookeryError::SessionEnded(self.id.clone()))
+    }
+
+    pub async fn status(&self) -> Result<SessionStatus, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Status)?)
+    }
+
+    /// Aborts any task, writes out the trace and stops the session.
+    pub async fn close(&self) -> Result<(), RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Close)?)
+    }
+
+    #[doc(hidden)]
+    pub fn inject_panic_for_tests(&self) {
+        let _ = self.actor.cast(SessionMsg::InjectPanic);
+    }
+}

@@ -1,0 +1,563 @@
+//! The turn state machine of a session: request → stream → sequential approvals → concurrent
+//! tools → reordered outputs → next request, with reconnects, max turns and abort carry-over.
+//!
+//! Every function here runs inside the session actor's `handle` and returns at once: waiting is
+//! done by spawned tasks that cast back to the actor with the turn id.
+
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use ractor::ActorRef;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::carry;
+use super::{SessionMsg, SessionState};
+use crate::approval::ApprovalRequest;
+use crate::message::{Decision, EventType, ModelPayload, OmniMessage, Role, StopReason, Usage, build};
+use crate::model::{ModelEvent, ModelOutcome, ModelRequest};
+use crate::tools::environment::{self, ToolCallInfo};
+
+/// How a task ended, for callers waiting on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSummary {
+    /// `completed`, `failed` or `aborted`.
+    pub status: StopReason,
+    /// The last assistant text of the task.
+    pub final_text: Option<String>,
+    /// Tool calls the model made during the task.
+    pub tool_calls: usize,
+    /// The abort reason, when the task was aborted or failed with one.
+    pub abort_reason: Option<String>,
+}
+
+struct Call {
+    id: String,
+    name: String,
+    arguments: String,
+    output: Option<ModelPayload>,
+    running: bool,
+}
+
+/// One request attempt and the tool calls it produced.
+pub(crate) struct Turn {
+    pub(crate) id: u64,
+    /// The turn's input, without the retry transcript.
+    base_input: Vec<ModelPayload>,
+    /// `[turn_retried]` block after failed attempts.
+    retry_note: Option<ModelPayload>,
+    /// What failed attempts produced (for the transcript).
+    failed_produced: Vec<ModelPayload>,
+    attempt: u32,
+    stream: Option<JoinHandle<()>>,
+    approving: Option<JoinHandle<()>>,
+    backoff: Option<JoinHandle<()>>,
+    completed: bool,
+    produced: Vec<ModelPayload>,
+    calls: Vec<Call>,
+    approval_queue: VecDeque<usize>,
+    cancel: CancellationToken,
+    usage: Usage,
+}
+
+impl Turn {
+    fn input(&self) -> Vec<ModelPayload> {
+        let mut v = self.base_input.clone();
+        v.extend(self.retry_note.clone());
+        v
+    }
+
+    fn outputs_in_call_order(&self) -> Vec<ModelPayload> {
+        self.calls.iter().filter_map(|c| c.output.clone()).collect()
+    }
+
+    fn running_tools(&self) -> usize {
+        self.calls.iter().filter(|c| c.running).count()
+    }
+
+    fn stop_background(&mut self) {
+        for h in [self.stream.take(), self.approving.take(), self.backoff.take()]
+            .into_iter()
+            .flatten()
+        {
+            h.abort();
+        }
+        self.cancel.cancel();
+    }
+}
+
+pub(crate) struct Task {
+    pub(crate) turn: Turn,
+    aborting: Option<String>,
+    tool_calls: usize,
+    final_text: Option<String>,
+}
+
+fn new_turn(state: &mut SessionState, base_input: Vec<ModelPayload>) -> Turn {
+    let id = state.next_turn_id;
+    state.next_turn_id += 1;
+    Turn {
+        id,
+        base_input,
+        retry_note: None,
+        failed_produced: Vec::new(),
+        attempt: 1,
+        stream: None,
+        approving: None,
+        backoff: None,
+        completed: false,
+        produced: Vec::new(),
+        calls: Vec::new(),
+        approval_queue: VecDeque::new(),
+        cancel: CancellationToken::new(),
+        usage: Usage::default(),
+    }
+}
+
+/// Starts a task with the user's text (the caller checked that none runs).
+pub(crate) fn start_task(myself: &ActorRef<SessionMsg>, state: &mut SessionState, text: String) {
+    let mut input = std::mem::take(&mut state.carry_over);
+    let user = build::user_text(text, None);
+    state.record_only(user.clone());
+    if let Some(p) = user.as_model() {
+        input.push(p.clone());
+    }
+    if !state.tools_announced {
+        state.tools_announced = true;
+        state.emit(build::tool_list_ready(state.tool_specs.as_ref().clone()), true);
+    }
+    let turn = new_turn(state, input);
+    state.task = Some(Task {
+        turn,
+        aborting: None,
+        tool_calls: 0,
+        final_text: None,
+    });
+    begin_request(myself, state);
+}
+
+/// Sends the current turn's request (checking `max_turns` on a first attempt).
+fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+    let max = state.options.config.max_turns;
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    if task.turn.attempt == 1 && max > 0 && state.turns >= max as u64 {
+        let text = format!("[reached max turns ({max}); stopping]");
+        state.carry_over = task.turn.base_input.clone();
+        state.emit(build::partial_text(EventType::Start, "", StopReason::Completed), false);
+        state.emit(build::partial_text(EventType::Delta, text.clone(), StopReason::Completed), false);
+        state.emit(build::partial_text(EventType::Stop, "", StopReason::Failed), false);
+        state.emit(build::assistant_text(text, StopReason::Failed), true);
+        finish_task(state, StopReason::Failed, None);
+        return;
+    }
+    let mut history = state.history.clone();
+    history.extend(task.turn.input());
+    let request = ModelRequest {
+        system_prompt: state.system_prompt.clone(),
+        history: Arc::new(history),
+        tools: state.tool_specs.clone(),
+    };
+    let turn_id = task.turn.id;
+    state.emit(build::request_begin(), true);
+    let stream = state.model.stream(request);
+    let me = myself.clone();
+    let handle = tokio::spawn(async move {
+        let drive = async {
+            let mut stream = stream;
+            while let Some(event) = stream.next().await {
+                let is_end = matches!(event, ModelEvent::End(_));
+                if me.cast(SessionMsg::Model { turn: turn_id, event }).is_err() || is_end {
+                    return true;
+                }
+            }
+            false
+        };
+        let ended = AssertUnwindSafe(drive).catch_unwind().await;
+        let outcome = match ended {
+            Ok(true) => return,
+            Ok(false) => ModelOutcome::error(StopReason::Malformed, "model stream ended without a finish"),
+            Err(_) => ModelOutcome::error(StopReason::Failed, "model stream panicked"),
+        };
+        let _ = me.cast(SessionMsg::Model {
+            turn: turn_id,
+            event: ModelEvent::End(outcome),
+        });
+    });
+    if let Some(task) = state.task.as_mut() {
+        task.turn.stream = Some(handle);
+    }
+}
+
+fn live_task(state: &mut SessionState, turn: u64) -> Option<&mut Task> {
+    state
+        .task
+        .as_mut()
+        .filter(|t| t.turn.id == turn && t.aborting.is_none())
+}
+
+pub(crate) fn on_model_event(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    event: ModelEvent,
+) {
+    let Some(task) = live_task(state, turn) else {
+        return;
+    };
+    match event {
+        ModelEvent::Partial(p) => state.emit(OmniMessage::model(p), false),
+        ModelEvent::Usage(u) => task.turn.usage = u,
+        ModelEvent::Complete(p) => {
+            if let ModelPayload::Text {
+                role: Role::Assistant,
+                text,
+                ..
+            } = &p
+            {
+                task.final_text = Some(text.clone());
+            }
+            if let ModelPayload::ToolCall {
+                name,
+                arguments,
+                tool_call_id,
+                stop_reason: StopReason::Completed,
+                ..
+            } = &p
+            {
+                task.turn.calls.push(Call {
+                    id: tool_call_id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    output: None,
+                    running: false,
+                });
+                task.tool_calls += 1;
+                task.turn.approval_queue.push_back(task.turn.calls.len() - 1);
+            }
+            task.turn.produced.push(p.clone());
+            state.emit(OmniMessage::model(p), true);
+            pump_approvals(myself, state);
+        }
+        ModelEvent::End(outcome) => on_stream_end(myself, state, outcome),
+    }
+}
+
+fn on_stream_end(myself: &ActorRef<SessionMsg>, state: &mut SessionState, outcome: ModelOutcome) {
+    let retry = state.options.config.retry;
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    task.turn.stream = None;
+    let attempt = task.turn.attempt;
+    if outcome.status == StopReason::Completed {
+        let usage = task.turn.usage;
+        state.session_usage.add(&usage);
+        state.turns += 1;
+        let session_usage = state.session_usage;
+        let input = task.turn.input();
+        let produced = task.turn.produced.clone();
+        task.turn.completed = true;
+        state.history.extend(input);
+        state.history.extend(produced);
+        state.emit(build::token_usage(session_usage, usage), true);
+        let attempt_field = (attempt > 1).then_some(attempt);
+        state.emit(build::request_end(StopReason::Completed, None, attempt_field, None), true);
+        maybe_finish_turn(myself, state);
+        return;
+    }
+    let detail = outcome.error_message.clone().unwrap_or_else(|| "unknown".to_string());
+    let retryable = matches!(
+        outcome.status,
+        StopReason::Failed | StopReason::Timeout | StopReason::Malformed
+    ) && !outcome.permanent;
+    if retryable && attempt <= retry.max_retries {
+        let wait = outcome
+            .retry_after_ms
+            .unwrap_or(0)
+            .max(retry.backoff_ms(attempt));
+        // Tools of a failed attempt are cancelled; what the attempt produced is transcribed.
+        task.turn.cancel.cancel();
+        let outputs = task.turn.outputs_in_call_order();
+        let mut produced = std::mem::take(&mut task.turn.produced);
+        task.turn.failed_produced.append(&mut produced);
+        task.turn.retry_note = carry::retry_transcript(&task.turn.failed_produced, &outputs);
+        let me = myself.clone();
+        let turn_id = task.turn.id;
+        task.turn.backoff = Some(tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            let _ = me.cast(SessionMsg::RetryNow { turn: turn_id });
+        }));
+        state.emit(
+            build::request_end(outcome.status, Some(detail), Some(attempt), Some(wait)),
+            true,
+        );
+        return;
+    }
+    task.turn.stop_background();
+    state.carry_over = task.turn.input();
+    state.emit(
+        build::request_end(outcome.status, Some(detail.clone()), Some(attempt), None),
+        true,
+    );
+    let reason = if !retryable {
+        format!("llm request error: {detail}")
+    } else {
+        let n = retry.max_retries;
+        match outcome.status {
+            StopReason::Malformed => format!("malformed response failed after {n} retries"),
+            StopReason::Timeout => format!("reconnect failed after {n} retries"),
+            _ => format!("llm request failed after {n} retries: {detail}"),
+        }
+    };
+    state.emit(build::abort(Some(reason.clone())), true);
+    finish_task(state, StopReason::Failed, Some(reason));
+}
+
+pub(crate) fn on_retry_now(myself: &ActorRef<SessionMsg>, state: &mut SessionState, turn: u64) {
+    let next_id = state.next_turn_id;
+    let Some(task) = live_task(state, turn) else {
+        return;
+    };
+    task.turn.backoff = None;
+    // A fresh id so late events of the failed attempt are ignored.
+    task.turn.id = next_id;
+    task.turn.attempt += 1;
+    task.turn.produced.clear();
+    task.turn.calls.clear();
+    task.turn.approval_queue.clear();
+    task.turn.cancel = CancellationToken::new();
+    task.turn.usage = Usage::default();
+    state.next_turn_id += 1;
+    begin_request(myself, state);
+}
+
+fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+    let registry = &state.options.config.tools;
+    let approver = state.options.approver.clone();
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    if task.turn.approving.is_some() || task.aborting.is_some() {
+        return;
+    }
+    let Some(idx) = task.turn.approval_queue.pop_front() else {
+        return;
+    };
+    let call = &task.turn.calls[idx];
+    let request = ApprovalRequest {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+        permission: registry.permission(&call.name),
+        origin: Vec::new(),
+    };
+    let me = myself.clone();
+    let turn = task.turn.id;
+    task.turn.approving = Some(tokio::spawn(async move {
+        let decision = AssertUnwindSafe(approver.approve(request))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!("approver panicked; denying");
+                Decision::Deny
+            });
+        let _ = me.cast(SessionMsg::Approved {
+            turn,
+            idx,
+            decision,
+        });
+    }));
+}
+
+pub(crate) fn on_approved(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    idx: usize,
+    decision: Decision,
+) {
+    let workspace = state.options.workspace.clone();
+    let Some(task) = live_task(state, turn) else {
+        return;
+    };
+    task.turn.approving = None;
+    let Some(call) = task.turn.calls.get_mut(idx) else {
+        return;
+    };
+    let call_id = call.id.clone();
+    let denial = match decision {
+        Decision::Allow => None,
+        Decision::Deny => Some("Tool call denied by user."),
+        Decision::Forbidden => Some("Tool call denied by policy."),
+    };
+    let info = ToolCallInfo {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+    };
+    if denial.is_none() {
+        call.running = true;
+    }
+    let cancel = task.turn.cancel.clone();
+    state.emit(build::approval_decision(decision, call_id.clone()), true);
+    match denial {
+        Some(text) => {
+            let out = build::tool_call_output(call_id, text, Vec::new(), StopReason::Aborted);
+            set_output(state, idx, &out);
+            state.emit(out, true);
+        }
+        None => spawn_tool(myself, state, turn, idx, info, workspace, cancel),
+    }
+    pump_approvals(myself, state);
+    maybe_finish_turn(myself, state);
+}
+
+fn spawn_tool(
+    myself: &ActorRef<SessionMsg>,
+    state: &SessionState,
+    turn: u64,
+    idx: usize,
+    info: ToolCallInfo,
+    workspace: std::path::PathBuf,
+    cancel: CancellationToken,
+) {
+    let tool = state.options.config.tools.get(&info.name).cloned();
+    let me = myself.clone();
+    let partial_me = myself.clone();
+    let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
+        let _ = partial_me.cast(SessionMsg::ToolPartial { turn, msg });
+    });
+    tokio::spawn(async move {
+        let call_id = info.tool_call_id.clone();
+        let run = environment::execute(info, tool, workspace, cancel, emit);
+        let output = AssertUnwindSafe(run).catch_unwind().await.unwrap_or_else(|p| {
+            let msg = crate::tools::panic_message(p);
+            build::tool_call_output(call_id, format!("[tool error] {msg}"), Vec::new(), StopReason::Failed)
+        });
+        let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
+    });
+}
+
+fn set_output(state: &mut SessionState, idx: usize, out: &OmniMessage) {
+    if let (Some(task), Some(p)) = (state.task.as_mut(), out.as_model()) {
+        if let Some(call) = task.turn.calls.get_mut(idx) {
+            call.output = Some(p.clone());
+            call.running = false;
+        }
+    }
+}
+
+pub(crate) fn on_tool_done(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    idx: usize,
+    output: OmniMessage,
+) {
+    let Some(task) = state.task.as_mut().filter(|t| t.turn.id == turn) else {
+        return;
+    };
+    if task.turn.calls.get(idx).is_none_or(|c| c.output.is_some()) {
+        return;
+    }
+    let aborting = task.aborting.is_some();
+    set_output(state, idx, &output);
+    state.emit(output, true);
+    if aborting {
+        if state.task.as_ref().is_some_and(|t| t.turn.running_tools() == 0) {
+            finalize_abort(state);
+        }
+    } else {
+        maybe_finish_turn(myself, state);
+    }
+}
+
+fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    let turn = &task.turn;
+    if !turn.completed || turn.calls.iter().any(|c| c.output.is_none()) {
+        return;
+    }
+    if turn.calls.is_empty() {
+        finish_task(state, StopReason::Completed, None);
+        return;
+    }
+    let next_input = turn.outputs_in_call_order();
+    let next = new_turn(state, next_input);
+    if let Some(task) = state.task.as_mut() {
+        task.turn = next;
+    }
+    begin_request(myself, state);
+}
+
+/// Starts aborting the running task: stops the stream, approvals and backoff, cancels tools,
+/// and finishes once every running tool has reported.
+pub(crate) fn abort(_myself: &ActorRef<SessionMsg>, state: &mut SessionState, reason: &str) {
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    if task.aborting.is_some() {
+        return;
+    }
+    let in_backoff = task.turn.backoff.is_some();
+    task.aborting = Some(if in_backoff && reason == "aborted by user" {
+        "aborted during reconnect backoff".to_string()
+    } else {
+        reason.to_string()
+    });
+    task.turn.stop_background();
+    if task.turn.running_tools() == 0 {
+        finalize_abort(state);
+    }
+}
+
+/// Finishes an abort now, even if tools are still running (session close).
+pub(crate) fn force_finish_abort(state: &mut SessionState) {
+    if state.task.as_ref().is_some_and(|t| t.aborting.is_some()) {
+        finalize_abort(state);
+    }
+}
+
+fn finalize_abort(state: &mut SessionState) {
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    let reason = task.aborting.clone().unwrap_or_else(|| "aborted by user".to_string());
+    let turn = &task.turn;
+    state.carry_over = if turn.completed {
+        // Case A: the calls are committed; each keeps exactly one output.
+        turn.calls
+            .iter()
+            .map(|c| c.output.clone().unwrap_or_else(|| carry::placeholder(&c.id)))
+            .collect()
+    } else {
+        // Case B: nothing of this request is committed; flatten it for the model.
+        carry::flatten_aborted(&turn.input(), &turn.produced, &turn.outputs_in_call_order())
+    };
+    state.emit(build::abort(Some(reason.clone())), true);
+    finish_task(state, StopReason::Aborted, Some(reason));
+}
+
+fn finish_task(state: &mut SessionState, status: StopReason, abort_reason: Option<String>) {
+    let Some(mut task) = state.task.take() else {
+        return;
+    };
+    task.turn.stop_background();
+    state.emit(build::task_end(status), true);
+    let summary = super::TaskSummary {
+        status,
+        final_text: task.final_text.take(),
+        tool_calls: task.tool_calls,
+        abort_reason,
+    };
+    state.last_summary = Some(summary.clone());
+    for w in state.idle_waiters.drain(..) {
+        let _ = w.send(Some(summary.clone()));
+    }
+}

@@ -1,0 +1,76 @@
+//! The `rookery` command line: argument definitions and dispatch to subcommands.
+//!
+//! Parsing only; each subcommand lives in its own file under `cli/`. Usage and configuration
+//! errors exit 2 with a one-line reason on stderr.
+
+pub mod approve_prompt;
+pub mod render;
+pub mod run;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::approval::ApprovalMode;
+
+#[derive(Debug, Parser)]
+#[command(name = "rookery", version, about = "An actor-based session runtime for LLM agents")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one task in a new session and print its transcript.
+    Run(RunArgs),
+}
+
+/// Options shared by every subcommand that runs sessions.
+#[derive(Debug, Clone, Args)]
+pub struct SessionArgs {
+    /// Working directory of the session (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Where traces go (default: $ROOKERY_HOME, else ~/.rookery).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// A scripted-model JSON file (the built-in model: no network, no key).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How tool calls are approved.
+    #[arg(long, value_name = "MODE", default_value = "allow-all", value_parser = parse_mode)]
+    pub approve: ApprovalMode,
+    /// Stop after N model turns (<= 0: unlimited). Overrides the config.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_turns: Option<i64>,
+}
+
+fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
+    s.parse()
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Print every complete message and event as one JSON line.
+    #[arg(long)]
+    pub json: bool,
+    /// With --json, also print streaming partials.
+    #[arg(long, requires = "json")]
+    pub partials: bool,
+    /// The task for the agent.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: String,
+}
+
+/// Runs the parsed command; returns the process exit code.
+pub async fn dispatch(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Run(args) => run::run(args).await,
+    }
+}

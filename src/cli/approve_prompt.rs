@@ -1,0 +1,87 @@
+//! The terminal approver of the CLI: asks `Allow …? [Y/n]` on stderr and reads the answer from
+//! stdin, one question at a time. With no terminal on stdin it denies, with a one-line notice.
+//!
+//! It only answers questions; the mode (which calls to ask about) is `PolicyApprover`'s job.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::sync::Mutex;
+
+use crate::approval::{ApprovalRequest, Approver};
+use crate::message::Decision;
+
+/// Asks on the terminal.
+#[derive(Default)]
+pub struct TerminalApprover {
+    one_at_a_time: Arc<Mutex<()>>,
+}
+
+/// `y`, `yes` and an empty line allow; `n`, `no` deny; anything else asks again (`None`).
+pub fn parse_answer(line: &str) -> Option<Decision> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "" | "y" | "yes" => Some(Decision::Allow),
+        "n" | "no" => Some(Decision::Deny),
+        _ => None,
+    }
+}
+
+fn ask_blocking(request: &ApprovalRequest) -> Decision {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        eprintln!(
+            "rookery: no terminal to ask on; denied {} ({}). Use --approve allow-all to run tools unattended.",
+            request.name, request.tool_call_id
+        );
+        return Decision::Deny;
+    }
+    let who = if request.origin.is_empty() {
+        String::new()
+    } else {
+        format!(" [subagent {}]", request.origin.join(" > "))
+    };
+    let mut args = request.arguments.clone();
+    if args.chars().count() > 400 {
+        args = args.chars().take(400).collect::<String>() + "…";
+    }
+    loop {
+        eprint!("Allow {}{who} {args}? [Y/n] ", request.name);
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => return Decision::Deny,
+            Ok(_) => {
+                if let Some(d) = parse_answer(&line) {
+                    return d;
+                }
+                eprintln!("Please answer y or n.");
+            }
+        }
+    }
+}
+
+impl Approver for TerminalApprover {
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        let lock = self.one_at_a_time.clone();
+        Box::pin(async move {
+            let _guard = lock.lock().await;
+            tokio::task::spawn_blocking(move || ask_blocking(&request))
+                .await
+                .unwrap_or(Decision::Deny)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers() {
+        assert_eq!(parse_answer("\n"), Some(Decision::Allow));
+        assert_eq!(parse_answer("YES"), Some(Decision::Allow));
+        assert_eq!(parse_answer("n"), Some(Decision::Deny));
+        assert_eq!(parse_answer("maybe"), None);
+    }
+}

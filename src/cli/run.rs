@@ -1,0 +1,142 @@
+//! `rookery run`: one task in a new session, printed as a transcript or as JSON lines.
+//!
+//! Exit codes: 0 when the task completed, 1 when it failed or was aborted, 2 for usage or
+//! configuration errors. Ctrl-C aborts the task (every tool call keeps its output).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::approve_prompt::TerminalApprover;
+use super::{RunArgs, SessionArgs, render};
+use crate::actors::session::SessionOptions;
+use crate::approval::PolicyApprover;
+use crate::config::AgentConfig;
+use crate::error::ConfigError;
+use crate::message::{EventPayload, ModelPayload, StopReason};
+use crate::model::Model;
+use crate::model::scripted::ScriptedModel;
+use crate::trace::paths;
+use crate::Host;
+
+/// What a session-running subcommand needs, resolved from its flags.
+pub struct Resolved {
+    pub home: PathBuf,
+    pub options: SessionOptions,
+}
+
+/// Resolves the shared session flags: workspace, model, config, approval.
+pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
+    let model: Arc<dyn Model> = match &args.script {
+        Some(path) => Arc::new(ScriptedModel::from_file(path)?),
+        None => {
+            return Err(ConfigError::Other(
+                "no model configured: pass --script FILE to use the built-in scripted model (see README, \"Script format\")"
+                    .to_string(),
+            ));
+        }
+    };
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().map_err(|e| ConfigError::Other(e.to_string()))?,
+    };
+    if !workspace.is_dir() {
+        return Err(ConfigError::Workspace(workspace));
+    }
+    let mut config = match &args.config {
+        Some(path) => AgentConfig::from_file(path)?,
+        None => AgentConfig::default(),
+    };
+    if let Some(m) = args.max_turns {
+        config.max_turns = m;
+    }
+    let approver = Arc::new(PolicyApprover::new(
+        args.approve,
+        Arc::new(TerminalApprover::default()),
+    ));
+    let mut options = SessionOptions::new(workspace, model);
+    options.approver = approver;
+    options.config = config;
+    Ok(Resolved {
+        home: paths::rookery_home(args.home.as_deref()),
+        options,
+    })
+}
+
+pub async fn run(args: RunArgs) -> i32 {
+    let resolved = match resolve(&args.session) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 2;
+        }
+    };
+    let host = match Host::start(resolved.home.clone()).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 2;
+        }
+    };
+    let code = run_in_host(&host, resolved.options, &args).await;
+    host.shutdown().await;
+    code
+}
+
+async fn run_in_host(host: &Host, options: SessionOptions, args: &RunArgs) -> i32 {
+    let session = match host.create_session(options).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 2;
+        }
+    };
+    let mut rx = match session.subscribe().await {
+        Ok(rx) => rx,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 1;
+        }
+    };
+    if let Err(e) = session.start_task(args.prompt.clone()).await {
+        eprintln!("rookery: {e}");
+        return 1;
+    }
+    let mut status = StopReason::Failed;
+    let mut stdout = std::io::stdout().lock();
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut interrupted = false;
+    loop {
+        let msg = tokio::select! {
+            m = rx.recv() => m,
+            _ = &mut ctrl_c, if !interrupted => {
+                interrupted = true;
+                eprintln!("rookery: interrupted; aborting the task");
+                let _ = session.abort();
+                continue;
+            }
+        };
+        let Some(msg) = msg else { break };
+        let is_partial = msg.as_model().is_some_and(ModelPayload::is_partial);
+        if args.json {
+            if !is_partial || args.partials {
+                let _ = writeln!(stdout, "{}", msg.to_json());
+            }
+        } else if let Some(text) = render::render(&msg) {
+            let _ = writeln!(stdout, "{text}");
+        }
+        if let Some(EventPayload::TaskEnd { status: s }) = msg.as_event() {
+            if !msg.has_origin() {
+                status = *s;
+                break;
+            }
+        }
+    }
+    let _ = stdout.flush();
+    let _ = session.close().await;
+    if !args.json {
+        eprintln!("trace: {}", session.trace_path().display());
+    }
+    if status == StopReason::Completed { 0 } else { 1 }
+}

@@ -1,0 +1,179 @@
+//! The agent config file (YAML, `--config FILE`): system prompt, `max_turns`, the reconnect
+//! policy and the `tools.builtin` list that replaces the default tool set wholesale.
+//!
+//! This module parses and validates; it does not start anything.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+use crate::tools::ToolRegistry;
+use crate::tools::registry::BuiltinEntry;
+
+/// The default system prompt of a session.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful software agent working in the user's workspace. \
+Use the tools to inspect and change files and run commands; answer without tools when the task is done.";
+
+/// Reconnect policy for `failed | timeout | malformed` model errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Reconnects after the first attempt (default 5, so at most 6 attempts).
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Backoff before retry n is `min(base_ms · 2^(n−1), cap_ms)`.
+    #[serde(default = "default_base_ms")]
+    pub base_ms: u64,
+    #[serde(default = "default_cap_ms")]
+    pub cap_ms: u64,
+}
+
+fn default_max_retries() -> u32 {
+    5
+}
+fn default_base_ms() -> u64 {
+    2000
+}
+fn default_cap_ms() -> u64 {
+    30_000
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: default_max_retries(),
+            base_ms: default_base_ms(),
+            cap_ms: default_cap_ms(),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Backoff before retry `n` (1-based).
+    pub fn backoff_ms(&self, n: u32) -> u64 {
+        let shift = n.saturating_sub(1).min(30);
+        self.base_ms.saturating_mul(1u64 << shift).min(self.cap_ms)
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsSection {
+    builtin: Option<Vec<BuiltinEntry>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgentConfig {
+    system_prompt: Option<String>,
+    max_turns: Option<i64>,
+    retry: Option<RetryPolicy>,
+    tools: Option<ToolsSection>,
+}
+
+/// A validated agent config.
+#[derive(Clone)]
+pub struct AgentConfig {
+    pub system_prompt: String,
+    /// `<= 0` = unlimited (the default).
+    pub max_turns: i64,
+    pub retry: RetryPolicy,
+    pub tools: ToolRegistry,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+            max_turns: -1,
+            retry: RetryPolicy::default(),
+            tools: ToolRegistry::builtin(),
+        }
+    }
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("max_turns", &self.max_turns)
+            .field("retry", &self.retry)
+            .field("tools", &self.tools.names())
+            .finish()
+    }
+}
+
+impl AgentConfig {
+    /// Reads and validates a YAML config file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|e| match e {
+            ConfigError::Other(message) => ConfigError::InvalidConfig {
+                path: path.to_path_buf(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses a YAML config text. An empty document is the default config.
+    pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        let raw: RawAgentConfig = if text.trim().is_empty() {
+            RawAgentConfig::default()
+        } else {
+            serde_yaml::from_str(text).map_err(|e| ConfigError::Other(e.to_string()))?
+        };
+        let mut cfg = AgentConfig::default();
+        if let Some(p) = raw.system_prompt {
+            cfg.system_prompt = p;
+        }
+        if let Some(m) = raw.max_turns {
+            cfg.max_turns = m;
+        }
+        if let Some(r) = raw.retry {
+            cfg.retry = r;
+        }
+        if let Some(list) = raw.tools.and_then(|t| t.builtin) {
+            cfg.tools = ToolRegistry::from_entries(&list)?;
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_ladder() {
+        let r = RetryPolicy::default();
+        let ladder: Vec<u64> = (1..=6).map(|n| r.backoff_ms(n)).collect();
+        assert_eq!(ladder, vec![2000, 4000, 8000, 16000, 30000, 30000]);
+    }
+
+    #[test]
+    fn builtin_list_replaces_defaults() {
+        let cfg = AgentConfig::from_yaml(
+            "system_prompt: hi\nmax_turns: 3\ntools:\n  builtin:\n    - read_file\n    - name: write_file\n      timeoutMs: 5\n",
+        );
+        let cfg = match cfg {
+            Ok(c) => c,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(cfg.tools.names(), vec!["read_file", "write_file"]);
+        assert_eq!(cfg.tools.get("write_file").map(|t| t.definition.timeout_ms), Some(5));
+        assert_eq!(cfg.max_turns, 3);
+        assert_eq!(cfg.system_prompt, "hi");
+    }
+
+    #[test]
+    fn unknown_tool_and_unknown_key_are_errors() {
+        let e = AgentConfig::from_yaml("tools:\n  builtin: [read_fiel]\n").err().map(|e| e.to_string());
+        assert!(e.unwrap_or_default().contains("read_fiel"));
+        let e = AgentConfig::from_yaml("max_turn: 3\n").err().map(|e| e.to_string());
+        assert!(e.unwrap_or_default().contains("max_turn"));
+    }
+}

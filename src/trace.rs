@@ -1,0 +1,11 @@
+//! The session trace: the JSONL file format (`<home>/traces/<yyyy-mm-dd>/<session_id>_NNN.jsonl`,
+//! one `OmniMessage` envelope per line), its paths, its append mechanics and its tolerant reader.
+//!
+//! This module owns the file format. The `TraceActor` in `writer.rs` is the only writer of a
+//! session's trace: nothing else may open a `TraceFile` for appending. Readers (`reader.rs`)
+//! never modify a trace.
+
+pub mod file;
+pub mod paths;
+pub mod reader;
+pub mod writer; // the TraceActor

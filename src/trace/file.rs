@@ -1,0 +1,403 @@
+//! `TraceFile`: the one open handle on one trace file, and the append mechanics of the JSONL
+//! format (one `write(2)` per record on an `O_APPEND` file, torn-tail healing).
+//!
+//! This module owns bytes on disk only. It must not serialize messages, decide what is
+//! recorded, or be used by anyone but the `TraceActor` (which serializes all appends of a
+//! session); it never panics on I/O failures, it returns them.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Above this capacity the record buffer is released after an append, so one huge record
+/// does not pin its size in memory for the rest of the session.
+const MAX_KEPT_BUFFER: usize = 1 << 20;
+
+/// The sole handle on one trace file, kept open for the life of the writer.
+#[derive(Debug)]
+pub struct TraceFile {
+    file: File,
+    path: PathBuf,
+    /// The file may end in a partial line: the next record starts with `\n`.
+    torn: bool,
+    /// Reused record buffer: `[heal prefix] + line + "\n"`.
+    buf: Vec<u8>,
+    /// Bytes this handle has written (heal prefixes included).
+    bytes_written: u64,
+}
+
+impl TraceFile {
+    /// Opens (creating parent directories and the file, mode 0644) `path` for appending.
+    ///
+    /// When the existing file is non-empty and does not end with `\n` (a torn tail left by a
+    /// crash), the next record is prefixed with `\n` so it starts on its own line.
+    pub fn open(path: &Path) -> io::Result<TraceFile> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o644)
+            .open(path)?;
+        let len = file.metadata()?.len();
+        let torn = if len > 0 {
+            let mut last = [0u8; 1];
+            file.read_exact_at(&mut last, len - 1)?;
+            last[0] != b'\n'
+        } else {
+            false
+        };
+        if torn {
+            tracing::warn!(
+                "[trace] {} ends in a partial line; the next record starts on a new line",
+                path.display()
+            );
+        }
+        Ok(TraceFile {
+            file,
+            path: path.to_path_buf(),
+            torn,
+            buf: Vec::new(),
+            bytes_written: 0,
+        })
+    }
+
+    /// Appends one record. `line` is the serialized record without its newline; the file gets
+    /// `[\n if the tail is torn] + line + \n` in a single `write(2)` (looping only on short
+    /// writes).
+    ///
+    /// An error after partial progress marks the tail torn, so the next append heals it. A
+    /// write that makes no progress fails with
+    /// `Trace append made no progress at byte <n> of <total>`.
+    pub fn append(&mut self, line: &[u8]) -> io::Result<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        if self.torn {
+            buf.push(b'\n');
+        }
+        buf.extend_from_slice(line);
+        buf.push(b'\n');
+        let (done, result) = write_fully(&mut self.file, &buf);
+        if buf.capacity() <= MAX_KEPT_BUFFER {
+            self.buf = buf;
+        }
+        self.finish(done, result)
+    }
+
+    /// Books the outcome of one record write: `done` bytes reached the file. Success clears a
+    /// torn tail; a failure after partial progress leaves one.
+    fn finish(&mut self, done: usize, result: io::Result<()>) -> io::Result<()> {
+        self.bytes_written += done as u64;
+        match result {
+            Ok(()) => {
+                self.torn = false;
+                Ok(())
+            }
+            Err(e) => {
+                if done > 0 {
+                    self.torn = true;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Flushes the file's data to the device (`fdatasync`).
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// The path this handle was opened on.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes written through this handle since it was opened (heal prefixes included).
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+}
+
+/// Writes all of `buf` with as few `write` calls as the writer allows (one, for a regular
+/// file, normally), retrying only short writes and `EINTR`. Returns the bytes written and the
+/// outcome.
+fn write_fully<W: Write>(w: &mut W, buf: &[u8]) -> (usize, io::Result<()>) {
+    let total = buf.len();
+    let mut done = 0;
+    while done < total {
+        match w.write(&buf[done..]) {
+            Ok(0) => {
+                let message = format!("Trace append made no progress at byte {done} of {total}");
+                return (done, Err(io::Error::new(io::ErrorKind::WriteZero, message)));
+            }
+            Ok(n) => done += n.min(total - done),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    (done, Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{OmniMessage, StopReason, build};
+    use crate::trace::reader::read_trace;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn append_writes_exactly_the_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("traces/2026-07-18/s_001.jsonl");
+        let mut f = TraceFile::open(&path).unwrap();
+        assert_eq!(f.path(), path.as_path());
+        f.append(br#"{"a":1}"#).unwrap();
+        f.append(b"second").unwrap();
+        f.append(b"").unwrap();
+        f.sync().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"a\":1}\nsecond\n\n");
+        assert_eq!(f.bytes_written(), 16);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o600, 0o600, "owner can read and write");
+        assert_eq!(mode & 0o111, 0, "not executable");
+    }
+
+    #[test]
+    fn reopening_a_clean_file_appends_without_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        TraceFile::open(&path).unwrap().append(b"one").unwrap();
+        let mut f = TraceFile::open(&path).unwrap();
+        f.append(b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
+        assert_eq!(f.bytes_written(), 4);
+    }
+
+    #[test]
+    fn torn_tail_is_healed_on_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let first = build::user_text("hello", None).to_json();
+        let half = build::assistant_text("cut", StopReason::Completed).to_json();
+        let half = &half[..half.len() / 2];
+        std::fs::write(&path, format!("{first}\n{half}")).unwrap();
+
+        let mut f = TraceFile::open(&path).unwrap();
+        let next = build::request_begin().to_json();
+        f.append(next.as_bytes()).unwrap();
+        f.append(b"after").unwrap();
+        assert_eq!(f.bytes_written(), (1 + next.len() + 1 + 6) as u64);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, format!("{first}\n{half}\n{next}\nafter\n"));
+
+        // The half record is now a malformed middle line; the new record is intact.
+        std::fs::write(&path, format!("{first}\n{half}")).unwrap();
+        let mut f = TraceFile::open(&path).unwrap();
+        f.append(next.as_bytes()).unwrap();
+        let read = read_trace(&path).unwrap();
+        assert_eq!(read.skipped_lines, vec![2]);
+        assert!(!read.torn_tail);
+        assert_eq!(
+            read.records,
+            vec![
+                OmniMessage::from_json(&first).unwrap(),
+                OmniMessage::from_json(&next).unwrap()
+            ]
+        );
+    }
+
+    /// A writer that follows a script of outcomes (`Ok(n)` accepts up to n bytes).
+    struct Scripted {
+        steps: std::collections::VecDeque<io::Result<usize>>,
+        out: Vec<u8>,
+        calls: usize,
+    }
+
+    impl Scripted {
+        fn new(steps: Vec<io::Result<usize>>) -> Self {
+            Scripted {
+                steps: steps.into(),
+                out: Vec::new(),
+                calls: 0,
+            }
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.calls += 1;
+            let n = self
+                .steps
+                .pop_front()
+                .unwrap_or(Ok(buf.len()))?
+                .min(buf.len());
+            self.out.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn one_write_call_when_the_kernel_takes_everything() {
+        let mut w = Scripted::new(vec![]);
+        let (done, r) = write_fully(&mut w, b"record\n");
+        assert!(r.is_ok());
+        assert_eq!((done, w.calls, w.out.as_slice()), (7, 1, &b"record\n"[..]));
+    }
+
+    #[test]
+    fn short_writes_and_eintr_are_retried() {
+        let eintr = io::Error::from(io::ErrorKind::Interrupted);
+        let mut w = Scripted::new(vec![Ok(2), Err(eintr), Ok(3)]);
+        let (done, r) = write_fully(&mut w, b"abcdefgh");
+        assert!(r.is_ok());
+        assert_eq!((done, w.calls, w.out.as_slice()), (8, 4, &b"abcdefgh"[..]));
+    }
+
+    #[test]
+    fn zero_progress_reports_the_exact_text() {
+        let mut w = Scripted::new(vec![Ok(0)]);
+        let (done, r) = write_fully(&mut w, b"abcde");
+        let e = r.unwrap_err();
+        assert_eq!(done, 0);
+        assert_eq!(e.kind(), io::ErrorKind::WriteZero);
+        assert_eq!(
+            e.to_string(),
+            "Trace append made no progress at byte 0 of 5"
+        );
+
+        let mut w = Scripted::new(vec![Ok(2), Ok(0)]);
+        let (done, r) = write_fully(&mut w, b"abcde");
+        assert_eq!(done, 2);
+        assert_eq!(
+            r.unwrap_err().to_string(),
+            "Trace append made no progress at byte 2 of 5"
+        );
+    }
+
+    #[test]
+    fn failure_after_progress_marks_torn_and_the_next_append_heals() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut f = TraceFile::open(&path).unwrap();
+        f.append(b"kept").unwrap();
+
+        // A record that died after 3 bytes reached the file.
+        let mut w = Scripted::new(vec![Ok(3), Err(io::Error::other("disk gone"))]);
+        let (done, r) = write_fully(&mut w, b"half record\n");
+        f.file.write_all(&w.out).unwrap();
+        let e = f.finish(done, r).unwrap_err();
+        assert_eq!(e.to_string(), "disk gone");
+        assert!(f.torn);
+        assert_eq!(f.bytes_written(), 5 + 3);
+
+        f.append(b"next").unwrap();
+        assert!(!f.torn);
+        assert_eq!(std::fs::read(&path).unwrap(), b"kept\nhal\nnext\n");
+        assert_eq!(f.bytes_written(), 5 + 3 + 6);
+    }
+
+    #[test]
+    fn zero_progress_failure_does_not_mark_torn() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut f = TraceFile::open(&path).unwrap();
+        // A read-only descriptor: the kernel refuses the write (EBADF), nothing is written.
+        let writable = std::mem::replace(&mut f.file, File::open(&path).unwrap());
+        let err = f.append(b"lost").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+        assert!(!f.torn);
+        assert_eq!(f.bytes_written(), 0);
+        f.file = writable;
+        f.append(b"kept").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"kept\n");
+    }
+
+    #[test]
+    fn full_device_error_is_returned() {
+        let Ok(full) = OpenOptions::new().append(true).open("/dev/full") else {
+            return; // not Linux
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = TraceFile::open(&dir.path().join("t.jsonl")).unwrap();
+        f.file = full;
+        let err = f.append(b"x").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        assert!(!f.torn);
+        assert_eq!(f.bytes_written(), 0);
+    }
+
+    #[test]
+    fn multi_megabyte_record_is_appended_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let big: String = "0123456789abcdef\u{e9}".repeat(300_000); // ~5.4 MB
+        let msg = build::tool_call_output("call_0", big, vec![], StopReason::Completed);
+        let line = msg.to_json();
+        let mut f = TraceFile::open(&path).unwrap();
+        f.append(line.as_bytes()).unwrap();
+        f.append(build::request_begin().to_json().as_bytes())
+            .unwrap();
+        assert!(f.buf.capacity() <= MAX_KEPT_BUFFER, "huge buffer released");
+        let read = read_trace(&path).unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert_eq!(read.records[0], msg);
+        assert!(read.skipped_lines.is_empty());
+        assert!(!read.torn_tail);
+    }
+
+    #[test]
+    fn concurrent_appends_on_separate_handles_produce_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let threads = 4;
+        let per_thread = 50;
+        // Every handle is opened before anyone writes: a handle opened while another one is
+        // mid-append may see a partial tail and (harmlessly) start with a blank line.
+        let opened = std::sync::Arc::new(std::sync::Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let path = path.clone();
+                let opened = opened.clone();
+                std::thread::spawn(move || {
+                    let mut f = TraceFile::open(&path).unwrap();
+                    opened.wait();
+                    for i in 0..per_thread {
+                        let fill = char::from(b'a' + t as u8).to_string().repeat(64 * 1024 + i);
+                        f.append(format!("{t}:{i}:{fill}").as_bytes()).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with('\n'));
+        let mut seen = std::collections::HashSet::new();
+        for line in text.lines() {
+            let mut parts = line.splitn(3, ':');
+            let t: usize = parts.next().unwrap().parse().unwrap();
+            let i: usize = parts.next().unwrap().parse().unwrap();
+            let fill = parts.next().unwrap();
+            let c = char::from(b'a' + t as u8);
+            assert_eq!(fill.len(), 64 * 1024 + i, "line {t}:{i} is not whole");
+            assert!(fill.chars().all(|x| x == c), "line {t}:{i} is interleaved");
+            assert!(seen.insert((t, i)), "line {t}:{i} twice");
+        }
+        assert_eq!(seen.len(), threads * per_thread);
+    }
+
+    #[test]
+    fn open_fails_cleanly_when_the_parent_is_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("traces");
+        std::fs::write(&blocker, b"").unwrap();
+        assert!(TraceFile::open(&blocker.join("d/s_001.jsonl")).is_err());
+    }
+}

@@ -1,0 +1,115 @@
+//! The `TraceActor`: the only writer of one session's JSONL trace.
+//!
+//! Records arrive as messages and are written in arrival order, one `write(2)` each, on a file
+//! held open for the actor's life. `Flush` and `Shutdown` reply only after every earlier record
+//! is on disk, so a caller that awaits them loses nothing. A failed write is logged and never
+//! stops the actor. It must not decide what is recordable: callers send only recordable messages.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use super::file::TraceFile;
+use crate::message::OmniMessage;
+
+/// Messages of the trace actor.
+pub enum TraceMsg {
+    /// Appends one record.
+    Append(Arc<OmniMessage>),
+    /// Replies once every earlier record is written and synced.
+    Flush(RpcReplyPort<()>),
+    /// Like `Flush`, then stops the actor.
+    Shutdown(RpcReplyPort<()>),
+}
+
+/// Shared counters a host reads for metrics.
+#[derive(Debug, Default)]
+pub struct TraceStats {
+    pub bytes_written: AtomicU64,
+    pub records: AtomicU64,
+    pub failed_writes: AtomicU64,
+}
+
+/// Start-up arguments: the path to open and the counters to update.
+pub struct TraceArgs {
+    pub path: PathBuf,
+    pub stats: Arc<TraceStats>,
+}
+
+pub struct TraceActor;
+
+pub struct TraceState {
+    file: TraceFile,
+    stats: Arc<TraceStats>,
+    line: Vec<u8>,
+}
+
+impl TraceState {
+    fn append(&mut self, msg: &OmniMessage) {
+        self.line.clear();
+        if let Err(e) = serde_json::to_writer(&mut self.line, msg) {
+            tracing::error!("[trace] cannot serialize a record: {e}");
+            return;
+        }
+        match self.file.append(&self.line) {
+            Ok(()) => {
+                self.stats
+                    .bytes_written
+                    .fetch_add(self.line.len() as u64 + 1, Ordering::Relaxed);
+                self.stats.records.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.stats.failed_writes.fetch_add(1, Ordering::Relaxed);
+                tracing::error!("[trace] write failed: {e} ({})", self.file.path().display());
+            }
+        }
+    }
+
+    fn sync(&mut self) {
+        if let Err(e) = self.file.sync() {
+            tracing::error!("[trace] sync failed: {e} ({})", self.file.path().display());
+        }
+    }
+}
+
+impl Actor for TraceActor {
+    type Msg = TraceMsg;
+    type State = TraceState;
+    type Arguments = TraceArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: TraceArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let file = TraceFile::open(&args.path)?;
+        Ok(TraceState {
+            file,
+            stats: args.stats,
+            line: Vec::with_capacity(1024),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: TraceMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            TraceMsg::Append(msg) => state.append(&msg),
+            TraceMsg::Flush(reply) => {
+                state.sync();
+                let _ = reply.send(());
+            }
+            TraceMsg::Shutdown(reply) => {
+                state.sync();
+                let _ = reply.send(());
+                myself.stop(None);
+            }
+        }
+        Ok(())
+    }
+}
