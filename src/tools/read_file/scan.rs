@@ -1,0 +1,320 @@
+//! The bounded window scan behind read_file: reads a file in chunks up to a hard scan cap,
+//! splits lines on byte `\n`, hands the lines inside the requested window to a sink (each
+//! retained up to [`LINE_BYTE_CAP`] bytes) and counts the rest, noting NUL bytes and CRLF.
+//!
+//! It never loads a whole file and never renders output: numbering, budgets and texts belong
+//! to `read_file`.
+
+use std::io::{self, Read};
+
+/// Bytes read per read call.
+pub(super) const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Hard cap on bytes scanned per call.
+pub(super) const SCAN_CAP_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Bytes kept of one line: at most 4 bytes per character, so a cut line still decodes to at
+/// least 2000 characters.
+pub(super) const LINE_BYTE_CAP: usize = 8000;
+
+/// What the scan found.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct ScanOutcome {
+    /// Lines in the file (exact when `total_known`, else those seen before the cap).
+    pub total: u64,
+    /// The whole file was scanned.
+    pub total_known: bool,
+    /// A `\r\n` was seen in the scanned range.
+    pub saw_crlf: bool,
+    /// A NUL byte was seen; the scan stopped there.
+    pub binary: bool,
+}
+
+/// The bounds of one scan.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ScanLimits {
+    pub chunk: usize,
+    pub cap: u64,
+}
+
+impl Default for ScanLimits {
+    fn default() -> Self {
+        ScanLimits {
+            chunk: CHUNK_BYTES,
+            cap: SCAN_CAP_BYTES,
+        }
+    }
+}
+
+/// Scans `reader`, calling `on_line(line_no, bytes, cut)` for every line numbered within
+/// `first..=last` in order (`cut`: the line had more bytes than were kept). Once `on_line`
+/// returns `false` no more lines are handed over, but counting goes on to EOF or the cap.
+pub(super) fn scan<R: Read>(
+    reader: &mut R,
+    first: u64,
+    last: u64,
+    limits: ScanLimits,
+    on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool,
+) -> io::Result<ScanOutcome> {
+    let mut state = LineState {
+        first,
+        last,
+        completed: 0,
+        has_bytes: false,
+        current: Vec::new(),
+        cut: false,
+        wanting: true,
+    };
+    let mut out = ScanOutcome::default();
+    let mut buf = vec![0u8; limits.chunk.max(1)];
+    let mut scanned: u64 = 0;
+    let mut prev_byte: Option<u8> = None;
+    loop {
+        let room = limits.cap.saturating_sub(scanned);
+        if room == 0 {
+            // At the cap: a file that ends exactly here still gets its exact total.
+            if read_some(reader, &mut buf[..1])? == 0 {
+                state.finish_at_eof(on_line);
+                out.total = state.completed;
+                out.total_known = true;
+            } else {
+                out.total = state.completed + u64::from(state.has_bytes);
+            }
+            return Ok(out);
+        }
+        let want = usize::try_from(room).map_or(buf.len(), |r| r.min(buf.len()));
+        let n = read_some(reader, &mut buf[..want])?;
+        if n == 0 {
+            state.finish_at_eof(on_line);
+            out.total = state.completed;
+            out.total_known = true;
+            return Ok(out);
+        }
+        let data = &buf[..n];
+        if data.contains(&0) {
+            out.binary = true;
+            return Ok(out);
+        }
+        scanned += n as u64;
+        let mut from = 0;
+        for (i, &byte) in data.iter().enumerate() {
+            if byte != b'\n' {
+                continue;
+            }
+            let before = if i > 0 { Some(data[i - 1]) } else { prev_byte };
+            if before == Some(b'\r') {
+                out.saw_crlf = true;
+            }
+            state.append(&data[from..i]);
+            state.finish_line(on_line);
+            from = i + 1;
+        }
+        state.append(&data[from..]);
+        prev_byte = data.last().copied();
+    }
+}
+
+/// The line in progress and the count of finished lines.
+struct LineState {
+    first: u64,
+    last: u64,
+    completed: u64,
+    has_bytes: bool,
+    current: Vec<u8>,
+    cut: bool,
+    wanting: bool,
+}
+
+impl LineState {
+    fn in_window(&self) -> bool {
+        let line_no = self.completed + 1;
+        self.wanting && line_no >= self.first && line_no <= self.last
+    }
+
+    fn append(&mut self, run: &[u8]) {
+        if run.is_empty() {
+            return;
+        }
+        self.has_bytes = true;
+        if !self.in_window() {
+            return;
+        }
+        let room = LINE_BYTE_CAP.saturating_sub(self.current.len());
+        if run.len() > room {
+            self.cut = true;
+        }
+        self.current.extend_from_slice(&run[..run.len().min(room)]);
+    }
+
+    fn finish_line(&mut self, on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool) {
+        if self.in_window() {
+            let bytes = std::mem::take(&mut self.current);
+            self.wanting = on_line(self.completed + 1, bytes, self.cut);
+        }
+        self.completed += 1;
+        self.current.clear();
+        self.cut = false;
+        self.has_bytes = false;
+    }
+
+    /// A final line without a trailing newline still counts.
+    fn finish_at_eof(&mut self, on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool) {
+        if self.has_bytes {
+            self.finish_line(on_line);
+        }
+    }
+}
+
+/// One `read` call, retried on `Interrupted`.
+fn read_some<R: Read>(reader: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match reader.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// The text of a kept line: a cut line loses its trailing incomplete UTF-8 sequence (never half
+/// a character), an uncut line its trailing `\r`; invalid UTF-8 becomes U+FFFD.
+pub(super) fn decode_line(mut bytes: Vec<u8>, cut: bool) -> String {
+    if cut {
+        trim_partial_char(&mut bytes);
+    } else if bytes.last() == Some(&b'\r') {
+        bytes.pop();
+    }
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+/// Drops a multi-byte sequence that the byte cap cut short at the end of `bytes`.
+fn trim_partial_char(bytes: &mut Vec<u8>) {
+    let len = bytes.len();
+    for back in 1..=len.min(4) {
+        let byte = bytes[len - back];
+        if byte & 0xC0 == 0x80 {
+            continue; // continuation byte: keep looking for the lead byte
+        }
+        let needed = match byte {
+            0xF0..=0xFF => 4,
+            0xE0..=0xEF => 3,
+            0xC0..=0xDF => 2,
+            _ => 1,
+        };
+        if needed > back {
+            bytes.truncate(len - back);
+        }
+        return;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    type Lines = Vec<(u64, Vec<u8>, bool)>;
+
+    fn run(data: &[u8], first: u64, last: u64, limits: ScanLimits) -> (ScanOutcome, Lines) {
+        let mut lines = Vec::new();
+        let out = scan(
+            &mut Cursor::new(data.to_vec()),
+            first,
+            last,
+            limits,
+            &mut |n, b, cut| {
+                lines.push((n, b, cut));
+                true
+            },
+        )
+        .unwrap();
+        (out, lines)
+    }
+
+    fn small(chunk: usize, cap: u64) -> ScanLimits {
+        ScanLimits { chunk, cap }
+    }
+
+    #[test]
+    fn counts_lines_and_final_line_without_newline() {
+        let (out, lines) = run(b"a\n\nb\nc", 2, 3, ScanLimits::default());
+        assert_eq!(
+            out,
+            ScanOutcome {
+                total: 4,
+                total_known: true,
+                ..ScanOutcome::default()
+            }
+        );
+        assert_eq!(lines, vec![(2, vec![], false), (3, b"b".to_vec(), false)]);
+    }
+
+    #[test]
+    fn crlf_detected_across_chunk_boundary() {
+        // chunk 2: "a\r" | "\nb"
+        let (out, lines) = run(b"a\r\nb", 1, 10, small(2, 1 << 20));
+        assert!(out.saw_crlf);
+        assert_eq!(out.total, 2);
+        assert_eq!(decode_line(lines[0].1.clone(), lines[0].2), "a");
+        let (lone_cr, _) = run(b"a\rb\n", 1, 10, small(2, 1 << 20));
+        assert!(!lone_cr.saw_crlf);
+    }
+
+    #[test]
+    fn nul_anywhere_in_scanned_range_is_binary() {
+        let mut data = b"line\n".repeat(10);
+        data.extend_from_slice(b"x\0y");
+        let (out, _) = run(&data, 1, 1, small(4, 1 << 20));
+        assert!(out.binary);
+    }
+
+    #[test]
+    fn cap_stops_counting_and_exact_cap_file_is_known() {
+        let data = b"ab\n".repeat(4); // 12 bytes
+        let (out, lines) = run(&data, 1, 2, small(5, 7));
+        assert_eq!((out.total, out.total_known), (3, false)); // "ab\nab\na" → 2 + partial
+        assert_eq!(lines.len(), 2);
+        let (out, _) = run(&data, 1, 2, small(5, 12));
+        assert_eq!((out.total, out.total_known), (4, true));
+    }
+
+    #[test]
+    fn sink_refusal_stops_handing_lines_but_not_counting() {
+        let mut seen = Vec::new();
+        let out = scan(
+            &mut Cursor::new(b"1\n2\n3\n4\n".to_vec()),
+            1,
+            10,
+            ScanLimits::default(),
+            &mut |n, _, _| {
+                seen.push(n);
+                n < 2
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, vec![1, 2]);
+        assert_eq!((out.total, out.total_known), (4, true));
+    }
+
+    #[test]
+    fn long_line_kept_to_byte_cap_and_marked_cut() {
+        let mut data = vec![b'x'; LINE_BYTE_CAP + 10];
+        data.push(b'\n');
+        data.extend_from_slice(&vec![b'y'; LINE_BYTE_CAP]);
+        let (_, lines) = run(&data, 1, 2, small(3000, 1 << 20));
+        assert_eq!((lines[0].1.len(), lines[0].2), (LINE_BYTE_CAP, true));
+        assert_eq!((lines[1].1.len(), lines[1].2), (LINE_BYTE_CAP, false));
+    }
+
+    #[test]
+    fn decode_never_splits_a_character() {
+        let mut bytes = "a".as_bytes().to_vec();
+        bytes.extend_from_slice(&"😀".as_bytes()[..3]);
+        assert_eq!(decode_line(bytes.clone(), true), "a");
+        // Uncut: invalid bytes are replaced, trailing \r stripped.
+        assert_eq!(decode_line(b"a\xffb\r".to_vec(), false), "a\u{FFFD}b");
+        assert_eq!(decode_line("é😀".as_bytes().to_vec(), true), "é😀");
+    }
+}
