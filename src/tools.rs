@@ -6,6 +6,7 @@
 //! [`environment`], never to a tool.
 
 pub mod args;
+pub mod diff_render;
 pub mod edit_file;
 pub mod environment;
 pub mod fs_atomic;
