@@ -1,5 +1,6 @@
 //! The actor tree: the `Host` (session directory) and one `SessionActor` per session.
 //! Each actor owns its state; everything else talks to it through messages and handles.
 
+pub mod command_supervisor;
 pub mod host;
 pub mod session;

@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::actors::command_supervisor::CommandSupervisorHandle;
 use crate::message::StopReason;
 pub use registry::{Permission, ToolDefinitionConfig, ToolRegistry};
 
@@ -80,6 +81,13 @@ impl ToolReply {
     }
 }
 
+/// What the session lends to every call: its workspace and its background services.
+#[derive(Clone, Debug)]
+pub struct ToolEnv {
+    pub workspace: PathBuf,
+    pub commands: Option<CommandSupervisorHandle>,
+}
+
 /// Everything a running call may use. Cheap to clone.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -91,6 +99,8 @@ pub struct ToolContext {
     pub definition: Arc<ToolDefinitionConfig>,
     /// Fires on user abort or the per-tool timeout; long tools must watch it.
     pub cancel: CancellationToken,
+    /// The session's command supervisor (background commands), when the session has one.
+    pub commands: Option<CommandSupervisorHandle>,
     output: mpsc::UnboundedSender<String>,
 }
 
@@ -107,8 +117,15 @@ impl ToolContext {
             tool_call_id,
             definition,
             cancel,
+            commands: None,
             output,
         }
+    }
+
+    /// Gives the call access to the session's command supervisor.
+    pub fn with_commands(mut self, commands: Option<CommandSupervisorHandle>) -> Self {
+        self.commands = commands;
+        self
     }
 
     /// Streams a piece of output. Empty text is ignored.

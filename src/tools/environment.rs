@@ -7,7 +7,7 @@
 //! It must not know any particular tool, never panics and never returns an error: every failure
 //! becomes a failed output. It does not write traces or archives (no recovery archive here).
 
-use std::path::PathBuf;
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
 use super::registry::RegisteredTool;
-use super::{ToolContext, ToolResult, panic_message};
+use super::{ToolContext, ToolEnv, ToolResult, panic_message};
 use crate::message::{EventType, OmniMessage, StopReason, build};
 
 /// How long a cancelled tool may take to return before its task is aborted.
@@ -46,7 +46,7 @@ type Emit = Arc<dyn Fn(OmniMessage) + Send + Sync>;
 pub async fn execute(
     call: ToolCallInfo,
     tool: Option<RegisteredTool>,
-    workspace: PathBuf,
+    env: ToolEnv,
     user_cancel: CancellationToken,
     emit: Arc<dyn Fn(OmniMessage) + Send + Sync>,
 ) -> OmniMessage {
@@ -69,7 +69,7 @@ pub async fn execute(
             return fail_early(&id, &emit, text);
         }
     };
-    run_tool(&call.name, id, tool, args, workspace, user_cancel, emit).await
+    run_tool(&call.name, id, tool, args, env, user_cancel, emit).await
 }
 
 /// The arguments as an object: blank and invalid JSON are failures with the exact texts; any
@@ -177,7 +177,7 @@ async fn run_tool(
     id: String,
     tool: RegisteredTool,
     args: Map<String, Value>,
-    workspace: PathBuf,
+    env: ToolEnv,
     user_cancel: CancellationToken,
     emit: Emit,
 ) -> OmniMessage {
@@ -188,7 +188,8 @@ async fn run_tool(
 
     let cancel = user_cancel.child_token();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let ctx = ToolContext::new(workspace, id.clone(), definition, cancel.clone(), tx);
+    let ctx = ToolContext::new(env.workspace, id.clone(), definition, cancel.clone(), tx)
+        .with_commands(env.commands);
     let imp = tool.tool;
     // Calling the tool inside the task puts a panic of `call` itself under the JoinHandle too.
     let mut handle = tokio::spawn(async move { imp.call(ctx, args).await });

@@ -433,7 +433,11 @@ fn spawn_tool(
     });
     tokio::spawn(async move {
         let call_id = info.tool_call_id.clone();
-        let run = environment::execute(info, tool, workspace, cancel, emit);
+        let env = crate::tools::ToolEnv {
+            workspace,
+            commands: None,
+        };
+        let run = environment::execute(info, tool, env, cancel, emit);
         let output = AssertUnwindSafe(run).catch_unwind().await.unwrap_or_else(|p| {
             let msg = crate::tools::panic_message(p);
             build::tool_call_output(call_id, format!("[tool error] {msg}"), Vec::new(), StopReason::Failed)

@@ -1,6 +1,7 @@
 //! Tests of the close-out (`super`): small tools implementing `Tool`, real timers and a real
 //! workspace directory; every case also checks the framing invariants.
 
+use std::path::PathBuf;
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -80,7 +81,11 @@ async fn run_with(
     let sink = seen.clone();
     let emit: Emit = Arc::new(move |m| sink.lock().unwrap().push(m));
     let id = c.tool_call_id.clone();
-    let complete = execute(c, t, workspace, cancel, emit).await;
+    let env = crate::tools::ToolEnv {
+        workspace,
+        commands: None,
+    };
+    let complete = execute(c, t, env, cancel, emit).await;
     let parts: Vec<Part> = seen
         .lock()
         .unwrap()
