@@ -172,8 +172,14 @@ mod tests {
     #[tokio::test]
     async fn read_only_allows_reads_and_asks_for_writes() {
         let p = PolicyApprover::new(ApprovalMode::ReadOnly, Arc::new(DenyAllApprover));
-        assert_eq!(p.approve(req(Some(Permission::Read))).await, Decision::Allow);
-        assert_eq!(p.approve(req(Some(Permission::ReadWrite))).await, Decision::Deny);
+        assert_eq!(
+            p.approve(req(Some(Permission::Read))).await,
+            Decision::Allow
+        );
+        assert_eq!(
+            p.approve(req(Some(Permission::ReadWrite))).await,
+            Decision::Deny
+        );
         assert_eq!(p.approve(req(None)).await, Decision::Deny);
         p.set_mode(ApprovalMode::AllowAll);
         assert_eq!(p.approve(req(None)).await, Decision::Allow);
@@ -182,7 +188,10 @@ mod tests {
     #[test]
     fn modes_parse_and_print() {
         for m in ["allow-all", "deny-all", "read-only", "always-ask"] {
-            assert_eq!(m.parse::<ApprovalMode>().map(|x| x.to_string()), Ok(m.to_string()));
+            assert_eq!(
+                m.parse::<ApprovalMode>().map(|x| x.to_string()),
+                Ok(m.to_string())
+            );
         }
         assert!("yes".parse::<ApprovalMode>().is_err());
     }

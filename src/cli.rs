@@ -14,7 +14,11 @@ use clap::{Args, Parser, Subcommand};
 use crate::approval::ApprovalMode;
 
 #[derive(Debug, Parser)]
-#[command(name = "rookery", version, about = "An actor-based session runtime for LLM agents")]
+#[command(
+    name = "rookery",
+    version,
+    about = "An actor-based session runtime for LLM agents"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -164,16 +164,23 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         assert_eq!(cfg.tools.names(), vec!["read_file", "write_file"]);
-        assert_eq!(cfg.tools.get("write_file").map(|t| t.definition.timeout_ms), Some(5));
+        assert_eq!(
+            cfg.tools.get("write_file").map(|t| t.definition.timeout_ms),
+            Some(5)
+        );
         assert_eq!(cfg.max_turns, 3);
         assert_eq!(cfg.system_prompt, "hi");
     }
 
     #[test]
     fn unknown_tool_and_unknown_key_are_errors() {
-        let e = AgentConfig::from_yaml("tools:\n  builtin: [read_fiel]\n").err().map(|e| e.to_string());
+        let e = AgentConfig::from_yaml("tools:\n  builtin: [read_fiel]\n")
+            .err()
+            .map(|e| e.to_string());
         assert!(e.unwrap_or_default().contains("read_fiel"));
-        let e = AgentConfig::from_yaml("max_turn: 3\n").err().map(|e| e.to_string());
+        let e = AgentConfig::from_yaml("max_turn: 3\n")
+            .err()
+            .map(|e| e.to_string());
         assert!(e.unwrap_or_default().contains("max_turn"));
     }
 }

@@ -15,7 +15,9 @@ pub mod tools;
 pub mod trace;
 
 pub use actors::host::Host;
-pub use actors::session::{MessageReceiver, SessionHandle, SessionOptions, SessionStatus, TaskSummary};
+pub use actors::session::{
+    MessageReceiver, SessionHandle, SessionOptions, SessionStatus, TaskSummary,
+};
 pub use approval::{ApprovalMode, ApprovalRequest, Approver};
 pub use config::AgentConfig;
 pub use error::{ConfigError, RookeryError};

@@ -340,7 +340,10 @@ pub enum Payload {
     Model(ModelPayload),
     Event(EventPayload),
     /// Envelope type and payload as read (an unknown `type` at either level).
-    Unknown { kind: String, payload: Value },
+    Unknown {
+        kind: String,
+        payload: Value,
+    },
 }
 
 /// One message of the protocol: a line of a trace, an item of a session's stream.
@@ -430,7 +433,10 @@ impl OmniMessage {
     pub fn to_json(&self) -> String {
         // Serializing this type cannot fail: every field is a string, number, map or list.
         serde_json::to_string(self).unwrap_or_else(|e| {
-            format!(r#"{{"timestamp":"{}","type":"invalid","payload":{{"error":"{e}"}}}}"#, self.timestamp)
+            format!(
+                r#"{{"timestamp":"{}","type":"invalid","payload":{{"error":"{e}"}}}}"#,
+                self.timestamp
+            )
         })
     }
 
@@ -572,7 +578,11 @@ pub mod build {
         })
     }
 
-    pub fn partial_text(event_type: EventType, text: impl Into<String>, stop_reason: StopReason) -> OmniMessage {
+    pub fn partial_text(
+        event_type: EventType,
+        text: impl Into<String>,
+        stop_reason: StopReason,
+    ) -> OmniMessage {
         OmniMessage::model(ModelPayload::PartialText {
             role: Role::Assistant,
             event_type,

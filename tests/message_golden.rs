@@ -60,7 +60,10 @@ fn unknown_payloads_are_kept_verbatim() {
     ];
     for line in lines {
         let msg = OmniMessage::from_json(line).unwrap_or_else(|e| panic!("{line}: {e}"));
-        assert!(matches!(msg.payload, rookery::message::Payload::Unknown { .. }));
+        assert!(matches!(
+            msg.payload,
+            rookery::message::Payload::Unknown { .. }
+        ));
         assert_eq!(msg.to_json(), line);
     }
 }
@@ -70,7 +73,10 @@ fn origin_prepends_and_blocks_recording() {
     let msg = rookery::message::build::user_text("x", None);
     assert!(msg.is_recordable());
     let fwd = msg.with_origin("inner").with_origin("outer");
-    assert_eq!(fwd.origin, Some(vec!["outer".to_string(), "inner".to_string()]));
+    assert_eq!(
+        fwd.origin,
+        Some(vec!["outer".to_string(), "inner".to_string()])
+    );
     assert!(!fwd.is_recordable());
     let partial = rookery::message::build::partial_text(
         rookery::message::EventType::Delta,

@@ -21,7 +21,10 @@ use crate::trace::writer::{TraceActor, TraceArgs, TraceMsg, TraceStats};
 
 /// Messages of the host actor.
 pub enum HostMsg {
-    CreateSession(Box<SessionOptions>, RpcReplyPort<Result<SessionHandle, RookeryError>>),
+    CreateSession(
+        Box<SessionOptions>,
+        RpcReplyPort<Result<SessionHandle, RookeryError>>,
+    ),
     GetSession(String, RpcReplyPort<Option<SessionHandle>>),
     ListSessions(RpcReplyPort<Vec<SessionHandle>>),
 }
@@ -171,7 +174,10 @@ impl Actor for HostActor {
                 tracing::error!(session = %id, "session actor failed: {err}");
                 if let Some(entry) = state.sessions.remove(&id) {
                     let reason = format!("session actor failed: {err}");
-                    for msg in [build::abort(Some(reason)), build::task_end(StopReason::Failed)] {
+                    for msg in [
+                        build::abort(Some(reason)),
+                        build::task_end(StopReason::Failed),
+                    ] {
                         let msg = Arc::new(msg);
                         let _ = entry.trace.cast(TraceMsg::Append(msg.clone()));
                         broadcast(&entry.subscribers, &msg);
@@ -183,10 +189,10 @@ impl Actor for HostActor {
                 }
             }
             SupervisionEvent::ActorTerminated(cell, _, _) => {
-                if let Some(id) = state.by_actor.remove(&cell.get_id()) {
-                    if let Some(entry) = state.sessions.remove(&id) {
-                        stop_trace(&entry.trace);
-                    }
+                if let Some(id) = state.by_actor.remove(&cell.get_id())
+                    && let Some(entry) = state.sessions.remove(&id)
+                {
+                    stop_trace(&entry.trace);
                 }
             }
             _ => {}
@@ -215,12 +221,19 @@ impl Host {
     }
 
     /// Creates a session; its trace starts with `session_meta`.
-    pub async fn create_session(&self, options: SessionOptions) -> Result<SessionHandle, RookeryError> {
+    pub async fn create_session(
+        &self,
+        options: SessionOptions,
+    ) -> Result<SessionHandle, RookeryError> {
         ractor::call!(self.actor, HostMsg::CreateSession, Box::new(options))?
     }
 
     pub async fn session(&self, id: &str) -> Result<Option<SessionHandle>, RookeryError> {
-        Ok(ractor::call!(self.actor, HostMsg::GetSession, id.to_string())?)
+        Ok(ractor::call!(
+            self.actor,
+            HostMsg::GetSession,
+            id.to_string()
+        )?)
     }
 
     pub async fn sessions(&self) -> Result<Vec<SessionHandle>, RookeryError> {

@@ -21,8 +21,8 @@ use crate::message::{Decision, ModelPayload, OmniMessage, SessionMeta, Usage};
 use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
 use crate::trace::writer::TraceMsg;
 
-pub use turn::TaskSummary;
 use turn::Task;
+pub use turn::TaskSummary;
 
 /// A stream of a session's messages (partials, complete messages, events), in order.
 pub type MessageReceiver = mpsc::UnboundedReceiver<Arc<OmniMessage>>;
@@ -79,11 +79,27 @@ pub enum SessionMsg {
     Status(RpcReplyPort<SessionStatus>),
     /// Aborts a running task, flushes and closes the trace, stops the actor.
     Close(RpcReplyPort<()>),
-    Model { turn: u64, event: ModelEvent },
-    Approved { turn: u64, idx: usize, decision: Decision },
-    ToolPartial { turn: u64, msg: OmniMessage },
-    ToolDone { turn: u64, idx: usize, output: OmniMessage },
-    RetryNow { turn: u64 },
+    Model {
+        turn: u64,
+        event: ModelEvent,
+    },
+    Approved {
+        turn: u64,
+        idx: usize,
+        decision: Decision,
+    },
+    ToolPartial {
+        turn: u64,
+        msg: OmniMessage,
+    },
+    ToolDone {
+        turn: u64,
+        idx: usize,
+        output: OmniMessage,
+    },
+    RetryNow {
+        turn: u64,
+    },
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -270,7 +286,9 @@ pub struct SessionHandle {
 
 impl std::fmt::Debug for SessionHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionHandle").field("id", &self.id).finish()
+        f.debug_struct("SessionHandle")
+            .field("id", &self.id)
+            .finish()
     }
 }
 

@@ -107,7 +107,10 @@ mod tests {
     #[test]
     fn tool_line_uses_description() {
         assert_eq!(
-            tool_call_line("exec_command", r#"{"cmd":"ls","description":"List files."}"#),
+            tool_call_line(
+                "exec_command",
+                r#"{"cmd":"ls","description":"List files."}"#
+            ),
             "▸ exec_command — List files."
         );
         assert_eq!(

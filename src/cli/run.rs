@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::approve_prompt::TerminalApprover;
 use super::{RunArgs, SessionArgs, render};
+use crate::Host;
 use crate::actors::session::SessionOptions;
 use crate::approval::PolicyApprover;
 use crate::config::AgentConfig;
@@ -17,7 +18,6 @@ use crate::message::{EventPayload, ModelPayload, StopReason};
 use crate::model::Model;
 use crate::model::scripted::ScriptedModel;
 use crate::trace::paths;
-use crate::Host;
 
 /// What a session-running subcommand needs, resolved from its flags.
 pub struct Resolved {
@@ -126,11 +126,11 @@ async fn run_in_host(host: &Host, options: SessionOptions, args: &RunArgs) -> i3
         } else if let Some(text) = render::render(&msg) {
             let _ = writeln!(stdout, "{text}");
         }
-        if let Some(EventPayload::TaskEnd { status: s }) = msg.as_event() {
-            if !msg.has_origin() {
-                status = *s;
-                break;
-            }
+        if let Some(EventPayload::TaskEnd { status: s }) = msg.as_event()
+            && !msg.has_origin()
+        {
+            status = *s;
+            break;
         }
     }
     let _ = stdout.flush();
@@ -138,5 +138,9 @@ async fn run_in_host(host: &Host, options: SessionOptions, args: &RunArgs) -> i3
     if !args.json {
         eprintln!("trace: {}", session.trace_path().display());
     }
-    if status == StopReason::Completed { 0 } else { 1 }
+    if status == StopReason::Completed {
+        0
+    } else {
+        1
+    }
 }

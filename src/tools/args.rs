@@ -9,7 +9,11 @@ pub fn missing(arg: &str, tool: &str) -> String {
 }
 
 /// A required string argument, or the missing-argument text.
-pub fn require_str<'a>(args: &'a Map<String, Value>, arg: &str, tool: &str) -> Result<&'a str, String> {
+pub fn require_str<'a>(
+    args: &'a Map<String, Value>,
+    arg: &str,
+    tool: &str,
+) -> Result<&'a str, String> {
     match args.get(arg) {
         Some(Value::String(s)) => Ok(s.as_str()),
         _ => Err(missing(arg, tool)),
@@ -40,7 +44,9 @@ pub fn flag(args: &Map<String, Value>, arg: &str) -> bool {
 
 /// A finite JSON number (numeric strings are not accepted), or `None`.
 pub fn finite_number(args: &Map<String, Value>, arg: &str) -> Option<f64> {
-    args.get(arg).and_then(Value::as_f64).filter(|n| n.is_finite())
+    args.get(arg)
+        .and_then(Value::as_f64)
+        .filter(|n| n.is_finite())
 }
 
 /// A number or a numeric string, floored. `Ok(None)` when absent or null; `Err(())` when present

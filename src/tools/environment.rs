@@ -7,7 +7,6 @@
 //! It must not know any particular tool, never panics and never returns an error: every failure
 //! becomes a failed output. It does not write traces or archives (no recovery archive here).
 
-
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;

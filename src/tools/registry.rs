@@ -89,7 +89,8 @@ fn strip_description_param(schema: &mut Value) {
     }
 }
 
-const DESCRIPTION_PROP: &str = "One short user-facing sentence saying what this call does. Emit it first.";
+const DESCRIPTION_PROP: &str =
+    "One short user-facing sentence saying what this call does. Emit it first.";
 
 fn schema(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required})
@@ -356,7 +357,9 @@ impl ToolRegistry {
     pub fn builtin() -> Self {
         let mut reg = Self::empty();
         for name in BUILTIN_NAMES {
-            if let (Some(def), Some(tool)) = (default_definition(name), builtin_implementation(name)) {
+            if let (Some(def), Some(tool)) =
+                (default_definition(name), builtin_implementation(name))
+            {
                 reg.register(def, tool);
             }
         }
@@ -468,7 +471,11 @@ mod tests {
         assert_eq!(r, Some((30_000, 64_000)));
         let i = default_definition("input_command").map(|d| d.timeout_ms);
         assert_eq!(i, Some(130_000));
-        assert!(BUILTIN_NAMES.iter().all(|n| default_definition(n).is_some()));
+        assert!(
+            BUILTIN_NAMES
+                .iter()
+                .all(|n| default_definition(n).is_some())
+        );
     }
 
     #[test]
@@ -476,7 +483,11 @@ mod tests {
         let mut def = default_definition("exec_command").unwrap_or_else(|| unreachable!());
         def.call_description = false;
         let spec = def.model_spec();
-        assert!(spec["parameters"]["properties"].get("description").is_none());
+        assert!(
+            spec["parameters"]["properties"]
+                .get("description")
+                .is_none()
+        );
         assert_eq!(spec["parameters"]["required"], json!(["cmd"]));
     }
 

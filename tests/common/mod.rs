@@ -11,7 +11,9 @@ use futures::stream::BoxStream;
 use rookery::config::RetryPolicy;
 use rookery::message::{ModelPayload, OmniMessage};
 use rookery::model::scripted::ScriptedModel;
-use rookery::model::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
+use rookery::model::{
+    Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext,
+};
 use rookery::tools::{Tool, ToolContext, ToolResult};
 use serde_json::{Map, Value, json};
 
@@ -45,7 +47,10 @@ struct RecordingSession {
 
 impl ModelSession for RecordingSession {
     fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        self.requests.lock().unwrap().push(request.history.as_ref().clone());
+        self.requests
+            .lock()
+            .unwrap()
+            .push(request.history.as_ref().clone());
         self.inner.stream(request)
     }
 }
@@ -70,7 +75,10 @@ pub fn assert_paired(history: &[ModelPayload]) {
                 .iter()
                 .filter(|o| matches!(o, ModelPayload::ToolCallOutput { tool_call_id: id, .. } if id == tool_call_id))
                 .count();
-            assert_eq!(outputs, 1, "call {tool_call_id} has {outputs} outputs in {history:#?}");
+            assert_eq!(
+                outputs, 1,
+                "call {tool_call_id} has {outputs} outputs in {history:#?}"
+            );
         }
     }
 }
@@ -99,7 +107,10 @@ impl Tool for SlowTool {
                 _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
                 _ = ctx.cancel.cancelled() => {}
             }
-            spans.lock().unwrap().push((ctx.tool_call_id.clone(), start, Instant::now()));
+            spans
+                .lock()
+                .unwrap()
+                .push((ctx.tool_call_id.clone(), start, Instant::now()));
             ctx.emit(format!("\nslept {ms}"));
             ToolResult::completed()
         })
@@ -125,7 +136,9 @@ pub fn slow_def(name: &str) -> rookery::tools::ToolDefinitionConfig {
 
 /// All records of a trace (panics on an unreadable file).
 pub fn trace_records(path: &Path) -> Vec<OmniMessage> {
-    rookery::trace::reader::read_trace(path).expect("trace readable").records
+    rookery::trace::reader::read_trace(path)
+        .expect("trace readable")
+        .records
 }
 
 /// `(envelope type, payload type)` of each record, for order assertions.

@@ -98,7 +98,10 @@ pub fn flatten_aborted(
 }
 
 /// The `[turn_retried]` block describing what failed attempts produced, or `None` if nothing.
-pub fn retry_transcript(produced: &[ModelPayload], outputs: &[ModelPayload]) -> Option<ModelPayload> {
+pub fn retry_transcript(
+    produced: &[ModelPayload],
+    outputs: &[ModelPayload],
+) -> Option<ModelPayload> {
     if produced.is_empty() && outputs.is_empty() {
         return None;
     }
@@ -114,10 +117,7 @@ mod tests {
 
     #[test]
     fn flatten_keeps_structured_outputs() {
-        let input = vec![
-            placeholder("call_0"),
-            user_text("do it".into()),
-        ];
+        let input = vec![placeholder("call_0"), user_text("do it".into())];
         let produced = vec![ModelPayload::Text {
             role: Role::Assistant,
             text: "half".into(),
@@ -127,7 +127,9 @@ mod tests {
         }];
         let out = flatten_aborted(&input, &produced, &[]);
         assert_eq!(out.len(), 2);
-        assert!(matches!(&out[0], ModelPayload::ToolCallOutput { tool_call_id, .. } if tool_call_id == "call_0"));
+        assert!(
+            matches!(&out[0], ModelPayload::ToolCallOutput { tool_call_id, .. } if tool_call_id == "call_0")
+        );
         match &out[1] {
             ModelPayload::Text { text, .. } => {
                 assert_eq!(

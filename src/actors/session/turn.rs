@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::carry;
 use super::{SessionMsg, SessionState};
 use crate::approval::ApprovalRequest;
-use crate::message::{Decision, EventType, ModelPayload, OmniMessage, Role, StopReason, Usage, build};
+use crate::message::{
+    Decision, EventType, ModelPayload, OmniMessage, Role, StopReason, Usage, build,
+};
 use crate::model::{ModelEvent, ModelOutcome, ModelRequest};
 use crate::tools::environment::{self, ToolCallInfo};
 
@@ -78,9 +80,13 @@ impl Turn {
     }
 
     fn stop_background(&mut self) {
-        for h in [self.stream.take(), self.approving.take(), self.backoff.take()]
-            .into_iter()
-            .flatten()
+        for h in [
+            self.stream.take(),
+            self.approving.take(),
+            self.backoff.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             h.abort();
         }
@@ -126,7 +132,10 @@ pub(crate) fn start_task(myself: &ActorRef<SessionMsg>, state: &mut SessionState
     }
     if !state.tools_announced {
         state.tools_announced = true;
-        state.emit(build::tool_list_ready(state.tool_specs.as_ref().clone()), true);
+        state.emit(
+            build::tool_list_ready(state.tool_specs.as_ref().clone()),
+            true,
+        );
     }
     let turn = new_turn(state, input);
     state.task = Some(Task {
@@ -147,9 +156,18 @@ fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     if task.turn.attempt == 1 && max > 0 && state.turns >= max as u64 {
         let text = format!("[reached max turns ({max}); stopping]");
         state.carry_over = task.turn.base_input.clone();
-        state.emit(build::partial_text(EventType::Start, "", StopReason::Completed), false);
-        state.emit(build::partial_text(EventType::Delta, text.clone(), StopReason::Completed), false);
-        state.emit(build::partial_text(EventType::Stop, "", StopReason::Failed), false);
+        state.emit(
+            build::partial_text(EventType::Start, "", StopReason::Completed),
+            false,
+        );
+        state.emit(
+            build::partial_text(EventType::Delta, text.clone(), StopReason::Completed),
+            false,
+        );
+        state.emit(
+            build::partial_text(EventType::Stop, "", StopReason::Failed),
+            false,
+        );
         state.emit(build::assistant_text(text, StopReason::Failed), true);
         finish_task(state, StopReason::Failed, None);
         return;
@@ -170,7 +188,14 @@ fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
             let mut stream = stream;
             while let Some(event) = stream.next().await {
                 let is_end = matches!(event, ModelEvent::End(_));
-                if me.cast(SessionMsg::Model { turn: turn_id, event }).is_err() || is_end {
+                if me
+                    .cast(SessionMsg::Model {
+                        turn: turn_id,
+                        event,
+                    })
+                    .is_err()
+                    || is_end
+                {
                     return true;
                 }
             }
@@ -179,7 +204,9 @@ fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         let ended = AssertUnwindSafe(drive).catch_unwind().await;
         let outcome = match ended {
             Ok(true) => return,
-            Ok(false) => ModelOutcome::error(StopReason::Malformed, "model stream ended without a finish"),
+            Ok(false) => {
+                ModelOutcome::error(StopReason::Malformed, "model stream ended without a finish")
+            }
             Err(_) => ModelOutcome::error(StopReason::Failed, "model stream panicked"),
         };
         let _ = me.cast(SessionMsg::Model {
@@ -236,7 +263,9 @@ pub(crate) fn on_model_event(
                     running: false,
                 });
                 task.tool_calls += 1;
-                task.turn.approval_queue.push_back(task.turn.calls.len() - 1);
+                task.turn
+                    .approval_queue
+                    .push_back(task.turn.calls.len() - 1);
             }
             task.turn.produced.push(p.clone());
             state.emit(OmniMessage::model(p), true);
@@ -265,11 +294,17 @@ fn on_stream_end(myself: &ActorRef<SessionMsg>, state: &mut SessionState, outcom
         state.history.extend(produced);
         state.emit(build::token_usage(session_usage, usage), true);
         let attempt_field = (attempt > 1).then_some(attempt);
-        state.emit(build::request_end(StopReason::Completed, None, attempt_field, None), true);
+        state.emit(
+            build::request_end(StopReason::Completed, None, attempt_field, None),
+            true,
+        );
         maybe_finish_turn(myself, state);
         return;
     }
-    let detail = outcome.error_message.clone().unwrap_or_else(|| "unknown".to_string());
+    let detail = outcome
+        .error_message
+        .clone()
+        .unwrap_or_else(|| "unknown".to_string());
     let retryable = matches!(
         outcome.status,
         StopReason::Failed | StopReason::Timeout | StopReason::Malformed
@@ -438,20 +473,28 @@ fn spawn_tool(
             commands: None,
         };
         let run = environment::execute(info, tool, env, cancel, emit);
-        let output = AssertUnwindSafe(run).catch_unwind().await.unwrap_or_else(|p| {
-            let msg = crate::tools::panic_message(p);
-            build::tool_call_output(call_id, format!("[tool error] {msg}"), Vec::new(), StopReason::Failed)
-        });
+        let output = AssertUnwindSafe(run)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|p| {
+                let msg = crate::tools::panic_message(p);
+                build::tool_call_output(
+                    call_id,
+                    format!("[tool error] {msg}"),
+                    Vec::new(),
+                    StopReason::Failed,
+                )
+            });
         let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
     });
 }
 
 fn set_output(state: &mut SessionState, idx: usize, out: &OmniMessage) {
-    if let (Some(task), Some(p)) = (state.task.as_mut(), out.as_model()) {
-        if let Some(call) = task.turn.calls.get_mut(idx) {
-            call.output = Some(p.clone());
-            call.running = false;
-        }
+    if let (Some(task), Some(p)) = (state.task.as_mut(), out.as_model())
+        && let Some(call) = task.turn.calls.get_mut(idx)
+    {
+        call.output = Some(p.clone());
+        call.running = false;
     }
 }
 
@@ -472,7 +515,11 @@ pub(crate) fn on_tool_done(
     set_output(state, idx, &output);
     state.emit(output, true);
     if aborting {
-        if state.task.as_ref().is_some_and(|t| t.turn.running_tools() == 0) {
+        if state
+            .task
+            .as_ref()
+            .is_some_and(|t| t.turn.running_tools() == 0)
+        {
             finalize_abort(state);
         }
     } else {
@@ -532,13 +579,20 @@ fn finalize_abort(state: &mut SessionState) {
     let Some(task) = state.task.as_mut() else {
         return;
     };
-    let reason = task.aborting.clone().unwrap_or_else(|| "aborted by user".to_string());
+    let reason = task
+        .aborting
+        .clone()
+        .unwrap_or_else(|| "aborted by user".to_string());
     let turn = &task.turn;
     state.carry_over = if turn.completed {
         // Case A: the calls are committed; each keeps exactly one output.
         turn.calls
             .iter()
-            .map(|c| c.output.clone().unwrap_or_else(|| carry::placeholder(&c.id)))
+            .map(|c| {
+                c.output
+                    .clone()
+                    .unwrap_or_else(|| carry::placeholder(&c.id))
+            })
             .collect()
     } else {
         // Case B: nothing of this request is committed; flatten it for the model.

@@ -1,8 +1,8 @@
 //! Tests of the close-out (`super`): small tools implementing `Tool`, real timers and a real
 //! workspace directory; every case also checks the framing invariants.
 
-use std::path::PathBuf;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
