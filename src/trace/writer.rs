@@ -20,6 +20,8 @@ pub enum TraceMsg {
     Append(Arc<OmniMessage>),
     /// Replies once every earlier record is written and synced.
     Flush(RpcReplyPort<()>),
+    /// Replies once every earlier record is written (no sync).
+    Written(RpcReplyPort<()>),
     /// Like `Flush`, then stops the actor.
     Shutdown(RpcReplyPort<()>),
 }
@@ -102,6 +104,9 @@ impl Actor for TraceActor {
             TraceMsg::Append(msg) => state.append(&msg),
             TraceMsg::Flush(reply) => {
                 state.sync();
+                let _ = reply.send(());
+            }
+            TraceMsg::Written(reply) => {
                 let _ = reply.send(());
             }
             TraceMsg::Shutdown(reply) => {
