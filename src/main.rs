@@ -1,16 +1,38 @@
 //! The `rookery` binary: parses arguments, sets up logging on stderr (`RUST_LOG` respected) and
-//! hands over to `rookery::cli`.
+//! hands over to `rookery::cli`. Usage errors exit 2 with one line on stderr.
+
+use std::io::IsTerminal;
 
 use clap::Parser;
+use clap::error::ErrorKind;
 use tracing_subscriber::EnvFilter;
 
 fn main() {
-    let cli = rookery::cli::Cli::parse();
+    let cli = match rookery::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
+        Err(e) => {
+            // One line: clap's first paragraph, joined, without its own "error: " prefix.
+            let text = e.to_string();
+            let para: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let joined = para.join(" ");
+            let reason = joined.strip_prefix("error: ").unwrap_or(&joined);
+            eprintln!("rookery: {reason} (see rookery --help)");
+            std::process::exit(2);
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     std::panic::set_hook(Box::new(|info| {
         tracing::error!("panic: {info}");

@@ -65,6 +65,16 @@ pub struct ToolReply {
     pub stop_reason: StopReason,
 }
 
+impl From<Result<String, String>> for ToolReply {
+    /// `Ok` text completes, `Err` text fails.
+    fn from(r: Result<String, String>) -> Self {
+        match r {
+            Ok(text) => ToolReply::ok(text),
+            Err(text) => ToolReply::fail(text),
+        }
+    }
+}
+
 impl ToolReply {
     pub fn ok(text: impl Into<String>) -> Self {
         ToolReply {

@@ -7,6 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
 use super::approve_prompt::TerminalApprover;
 use super::{RunArgs, SessionArgs, render};
 use crate::Host;
@@ -64,6 +66,14 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
 }
 
 pub async fn run(args: RunArgs) -> i32 {
+    // Installed before anything is created, so an early Ctrl-C still aborts cleanly.
+    let interrupts = match Interrupts::install() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("rookery: cannot install signal handlers: {e}");
+            return 2;
+        }
+    };
     let resolved = match resolve(&args.session) {
         Ok(r) => r,
         Err(e) => {
@@ -78,12 +88,39 @@ pub async fn run(args: RunArgs) -> i32 {
             return 2;
         }
     };
-    let code = run_in_host(&host, resolved.options, &args).await;
+    let code = run_in_host(&host, resolved.options, &args, interrupts).await;
     host.shutdown().await;
     code
 }
 
-async fn run_in_host(host: &Host, options: SessionOptions, args: &RunArgs) -> i32 {
+/// SIGINT and SIGTERM, both meaning "abort the task".
+struct Interrupts {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupts {
+    fn install() -> std::io::Result<Self> {
+        Ok(Interrupts {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+async fn run_in_host(
+    host: &Host,
+    options: SessionOptions,
+    args: &RunArgs,
+    mut interrupts: Interrupts,
+) -> i32 {
     let session = match host.create_session(options).await {
         Ok(s) => s,
         Err(e) => {
@@ -104,13 +141,11 @@ async fn run_in_host(host: &Host, options: SessionOptions, args: &RunArgs) -> i3
     }
     let mut status = StopReason::Failed;
     let mut stdout = std::io::stdout().lock();
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     let mut interrupted = false;
     loop {
         let msg = tokio::select! {
             m = rx.recv() => m,
-            _ = &mut ctrl_c, if !interrupted => {
+            _ = interrupts.recv(), if !interrupted => {
                 interrupted = true;
                 eprintln!("rookery: interrupted; aborting the task");
                 let _ = session.abort();

@@ -20,6 +20,18 @@ pub fn require_str<'a>(
     }
 }
 
+/// A required, non-empty string argument, or the missing-argument text.
+pub fn require_nonempty_str<'a>(
+    args: &'a Map<String, Value>,
+    arg: &str,
+    tool: &str,
+) -> Result<&'a str, String> {
+    match args.get(arg) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.as_str()),
+        _ => Err(missing(arg, tool)),
+    }
+}
+
 /// A required, non-blank string argument, or the missing-argument text.
 pub fn require_nonblank_str<'a>(
     args: &'a Map<String, Value>,

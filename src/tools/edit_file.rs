@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::args::{flag, missing, require_str};
+use super::args::{flag, require_nonempty_str, require_str};
 use super::diff_render::replacement_hunks;
 use super::fs_atomic::write_atomic;
 use super::path_hint::path_hint;
@@ -31,13 +31,7 @@ pub fn edit_file(
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
 ) -> ToolReply {
-    match run(workspace, args, def) {
-        Ok(text) => ToolReply::ok(text),
-        Err(text) => {
-            tracing::debug!(tool = %def.name, reason = %text, "edit_file failed");
-            ToolReply::fail(text)
-        }
-    }
+    run(workspace, args, def).into()
 }
 
 fn run(
@@ -46,10 +40,7 @@ fn run(
     def: &ToolDefinitionConfig,
 ) -> Result<String, String> {
     let tool = def.name.as_str();
-    let p = require_str(args, "file_path", tool)?;
-    if p.is_empty() {
-        return Err(missing("file_path", tool));
-    }
+    let p = require_nonempty_str(args, "file_path", tool)?;
     let old = require_str(args, "old_string", tool)?;
     if old.is_empty() {
         return Err("old_string must not be empty — edit_file replaces existing text. To create a file or rewrite it wholesale, use write_file.".to_string());

@@ -40,10 +40,7 @@ pub fn read_file(
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
 ) -> ToolReply {
-    match read_file_inner(workspace, args, def) {
-        Ok(text) => ToolReply::ok(text),
-        Err(text) => ToolReply::fail(text),
-    }
+    read_file_inner(workspace, args, def).into()
 }
 
 fn read_file_inner(

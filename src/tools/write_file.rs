@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::args::{missing, require_str};
+use super::args::{require_nonempty_str, require_str};
 use super::diff_render::{Hunk, LineDiff, content_lines, line_diff};
 use super::fs_atomic::write_atomic;
 use super::{ToolDefinitionConfig, ToolReply, resolve_path};
@@ -32,13 +32,7 @@ pub fn write_file(
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
 ) -> ToolReply {
-    match run(workspace, args, def) {
-        Ok(text) => ToolReply::ok(text),
-        Err(text) => {
-            tracing::debug!(tool = %def.name, reason = %text, "write_file failed");
-            ToolReply::fail(text)
-        }
-    }
+    run(workspace, args, def).into()
 }
 
 fn run(
@@ -47,10 +41,7 @@ fn run(
     def: &ToolDefinitionConfig,
 ) -> Result<String, String> {
     let tool = def.name.as_str();
-    let p = require_str(args, "file_path", tool)?;
-    if p.is_empty() {
-        return Err(missing("file_path", tool));
-    }
+    let p = require_nonempty_str(args, "file_path", tool)?;
     // An empty string is valid content; only a missing or non-string value is an error.
     let content = require_str(args, "content", tool)?;
 
