@@ -68,6 +68,8 @@ impl HostActor {
             id = paths::new_session_id();
         }
         let trace_path = paths::trace_path(&state.home, &id);
+        let meta = Arc::new(super::session::session_meta(&id, &options));
+        let meta_message = Arc::new(OmniMessage::session_meta(meta.as_ref().clone()));
         let (trace, _) = Actor::spawn_linked(
             None,
             TraceActor,
@@ -88,6 +90,7 @@ impl HostActor {
                 trace: trace.clone(),
                 trace_path: trace_path.clone(),
                 subscribers: subscribers.clone(),
+                meta: meta_message.clone(),
             },
             myself.get_cell(),
         )
@@ -101,6 +104,8 @@ impl HostActor {
         };
         let handle = SessionHandle {
             id: id.clone(),
+            meta,
+            meta_message,
             actor: actor.clone(),
             trace_path,
         };
@@ -120,18 +125,18 @@ impl HostActor {
 impl Actor for HostActor {
     type Msg = HostMsg;
     type State = HostState;
-    type Arguments = PathBuf;
+    type Arguments = (PathBuf, Arc<TraceStats>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        home: PathBuf,
+        (home, trace_stats): (PathBuf, Arc<TraceStats>),
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(HostState {
             home,
             sessions: HashMap::new(),
             by_actor: HashMap::new(),
-            trace_stats: Arc::new(TraceStats::default()),
+            trace_stats,
         })
     }
 
@@ -206,14 +211,20 @@ impl Actor for HostActor {
 pub struct Host {
     actor: ActorRef<HostMsg>,
     home: PathBuf,
+    trace_stats: Arc<TraceStats>,
 }
 
 impl Host {
     /// Starts a host writing traces under `home` (`<home>/traces/…`).
     pub async fn start(home: impl Into<PathBuf>) -> Result<Host, RookeryError> {
         let home = home.into();
-        let (actor, _) = Actor::spawn(None, HostActor, home.clone()).await?;
-        Ok(Host { actor, home })
+        let trace_stats = Arc::new(TraceStats::default());
+        let (actor, _) = Actor::spawn(None, HostActor, (home.clone(), trace_stats.clone())).await?;
+        Ok(Host {
+            actor,
+            home,
+            trace_stats,
+        })
     }
 
     pub fn home(&self) -> &std::path::Path {
@@ -234,6 +245,13 @@ impl Host {
             HostMsg::GetSession,
             id.to_string()
         )?)
+    }
+
+    /// Bytes written to all traces of this host so far.
+    pub fn trace_bytes(&self) -> u64 {
+        self.trace_stats
+            .bytes_written
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub async fn sessions(&self) -> Result<Vec<SessionHandle>, RookeryError> {

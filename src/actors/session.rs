@@ -112,6 +112,23 @@ pub struct SessionArgs {
     pub trace: ActorRef<TraceMsg>,
     pub trace_path: PathBuf,
     pub subscribers: Subscribers,
+    /// The `session_meta` record, written first.
+    pub meta: Arc<OmniMessage>,
+}
+
+/// The `session_meta` of a new session.
+pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
+    let info = options.model.info();
+    SessionMeta {
+        session_id: id.to_string(),
+        provider: info.provider,
+        model_id: info.model_id,
+        model_context_window: info.context_window,
+        system_prompt: options.config.system_prompt.clone(),
+        agent_state: options.workspace.display().to_string(),
+        workspace: options.workspace.display().to_string(),
+        source: options.source.clone(),
+    }
 }
 
 pub struct SessionActor;
@@ -168,24 +185,14 @@ impl Actor for SessionActor {
             trace,
             trace_path: _,
             subscribers,
+            meta,
         } = args;
-        let info = options.model.info();
         let model = options.model.open(&ModelSessionContext {
             session_id: id.clone(),
             is_subagent: options.source.as_deref() == Some("subagent"),
             first_prompt: None,
         });
-        let meta = SessionMeta {
-            session_id: id.clone(),
-            provider: info.provider,
-            model_id: info.model_id,
-            model_context_window: info.context_window,
-            system_prompt: options.config.system_prompt.clone(),
-            agent_state: options.workspace.display().to_string(),
-            workspace: options.workspace.display().to_string(),
-            source: options.source.clone(),
-        };
-        let _ = trace.cast(TraceMsg::Append(Arc::new(OmniMessage::session_meta(meta))));
+        let _ = trace.cast(TraceMsg::Append(meta));
         let tool_specs = Arc::new(options.config.tools.model_specs());
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
         Ok(SessionState {
@@ -280,6 +287,8 @@ impl Actor for SessionActor {
 #[derive(Clone)]
 pub struct SessionHandle {
     pub(crate) id: String,
+    pub(crate) meta: Arc<SessionMeta>,
+    pub(crate) meta_message: Arc<OmniMessage>,
     pub(crate) actor: ActorRef<SessionMsg>,
     pub(crate) trace_path: PathBuf,
 }
@@ -295,6 +304,16 @@ impl std::fmt::Debug for SessionHandle {
 impl SessionHandle {
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The session's `session_meta` (the first line of its trace).
+    pub fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    /// The `session_meta` record exactly as the trace has it.
+    pub fn meta_message(&self) -> &OmniMessage {
+        &self.meta_message
     }
 
     pub fn trace_path(&self) -> &std::path::Path {

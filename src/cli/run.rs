@@ -141,6 +141,9 @@ async fn run_in_host(
     }
     let mut status = StopReason::Failed;
     let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let _ = writeln!(stdout, "{}", session.meta_message().to_json());
+    }
     let mut interrupted = false;
     loop {
         let msg = tokio::select! {
