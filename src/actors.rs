@@ -1,6 +1,9 @@
 //! The actor tree: the `Host` (session directory) and one `SessionActor` per session.
 //! Each actor owns its state; everything else talks to it through messages and handles.
 
+pub mod background_notice;
 pub mod command_supervisor;
 pub mod host;
 pub mod session;
+pub mod spawn;
+pub mod subagent_supervisor;

@@ -96,6 +96,8 @@ pub struct ModelSessionContext {
     pub is_subagent: bool,
     /// A subagent's prompt (picks the scripted model's `children` entry).
     pub first_prompt: Option<String>,
+    /// The first free `call_<n>` index (non-zero when a session resumes from its trace).
+    pub next_call_index: u64,
 }
 
 /// A model: shared by all sessions of a host.

@@ -10,9 +10,13 @@ pub mod diff_render;
 pub mod edit_file;
 pub mod environment;
 pub mod fs_atomic;
+pub mod input_subagent;
+pub mod kill_subagent;
 pub mod path_hint;
 pub mod read_file;
 pub mod registry;
+pub mod run_subagent;
+pub mod subagent_window;
 pub mod write_file;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +28,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::command_supervisor::CommandSupervisorHandle;
+use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::message::StopReason;
 pub use registry::{Permission, ToolDefinitionConfig, ToolRegistry};
 
@@ -96,6 +101,9 @@ impl ToolReply {
 pub struct ToolEnv {
     pub workspace: PathBuf,
     pub commands: Option<CommandSupervisorHandle>,
+    pub subagents: Option<SubagentSupervisorHandle>,
+    /// 0 for a user session, 1 for a subagent.
+    pub depth: u32,
 }
 
 /// Everything a running call may use. Cheap to clone.
@@ -111,6 +119,10 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The session's command supervisor (background commands), when the session has one.
     pub commands: Option<CommandSupervisorHandle>,
+    /// The session's subagent supervisor, when the session has one.
+    pub subagents: Option<SubagentSupervisorHandle>,
+    /// 0 for a user session, 1 for a subagent.
+    pub depth: u32,
     output: mpsc::UnboundedSender<String>,
 }
 
@@ -128,13 +140,17 @@ impl ToolContext {
             definition,
             cancel,
             commands: None,
+            subagents: None,
+            depth: 0,
             output,
         }
     }
 
-    /// Gives the call access to the session's command supervisor.
-    pub fn with_commands(mut self, commands: Option<CommandSupervisorHandle>) -> Self {
-        self.commands = commands;
+    /// Gives the call access to the session's services.
+    pub fn with_env(mut self, env: &ToolEnv) -> Self {
+        self.commands = env.commands.clone();
+        self.subagents = env.subagents.clone();
+        self.depth = env.depth;
         self
     }
 

@@ -8,4 +8,5 @@
 pub mod file;
 pub mod paths;
 pub mod reader;
+pub mod resume;
 pub mod writer; // the TraceActor

@@ -7,21 +7,26 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use super::session::{
-    SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers, broadcast,
-};
-use crate::error::{ConfigError, RookeryError};
-use crate::message::{OmniMessage, StopReason, build};
+use super::session::{SessionHandle, SessionOptions, Subscribers};
+use super::spawn::{SessionEnv, report_crash, spawn_session, stop_trace};
+use crate::error::RookeryError;
 use crate::trace::paths;
-use crate::trace::writer::{TraceActor, TraceArgs, TraceMsg, TraceStats};
+use crate::trace::resume::resume_from_file;
+use crate::trace::writer::{TraceMsg, TraceStats};
 
 /// Messages of the host actor.
 pub enum HostMsg {
     CreateSession(
+        Box<SessionOptions>,
+        RpcReplyPort<Result<SessionHandle, RookeryError>>,
+    ),
+    /// Rebuilds a session from its trace under its old id, appending to the same file.
+    ResumeSession(
+        String,
         Box<SessionOptions>,
         RpcReplyPort<Result<SessionHandle, RookeryError>>,
     ),
@@ -38,15 +43,9 @@ struct Entry {
 pub struct HostActor;
 
 pub struct HostState {
-    home: PathBuf,
+    env: SessionEnv,
     sessions: HashMap<String, Entry>,
     by_actor: HashMap<ActorId, String>,
-    trace_stats: Arc<TraceStats>,
-}
-
-fn stop_trace(trace: &ActorRef<TraceMsg>) {
-    let (tx, _rx) = ractor::concurrency::oneshot();
-    let _ = trace.cast(TraceMsg::Shutdown(tx.into()));
 }
 
 impl HostActor {
@@ -55,67 +54,49 @@ impl HostActor {
         state: &mut HostState,
         options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
-        if !options.workspace.is_dir() {
-            return Err(ConfigError::Workspace(options.workspace.clone()).into());
-        }
-        let mut options = options;
-        options.workspace = options
-            .workspace
-            .canonicalize()
-            .map_err(|_| ConfigError::Workspace(options.workspace.clone()))?;
         let mut id = paths::new_session_id();
         while state.sessions.contains_key(&id) {
             id = paths::new_session_id();
         }
-        let trace_path = paths::trace_path(&state.home, &id);
-        let meta = Arc::new(super::session::session_meta(&id, &options));
-        let meta_message = Arc::new(OmniMessage::session_meta(meta.as_ref().clone()));
-        let (trace, _) = Actor::spawn_linked(
-            None,
-            TraceActor,
-            TraceArgs {
-                path: trace_path.clone(),
-                stats: state.trace_stats.clone(),
-            },
-            myself.get_cell(),
-        )
-        .await?;
-        let subscribers: Subscribers = Arc::new(Mutex::new(Vec::new()));
-        let spawned = Actor::spawn_linked(
-            None,
-            SessionActor,
-            SessionArgs {
-                id: id.clone(),
-                options,
-                trace: trace.clone(),
-                trace_path: trace_path.clone(),
-                subscribers: subscribers.clone(),
-                meta: meta_message.clone(),
-            },
-            myself.get_cell(),
-        )
-        .await;
-        let (actor, _) = match spawned {
-            Ok(s) => s,
-            Err(e) => {
-                stop_trace(&trace);
-                return Err(e.into());
-            }
-        };
-        let handle = SessionHandle {
-            id: id.clone(),
-            meta,
-            meta_message,
-            actor: actor.clone(),
-            trace_path,
-        };
-        state.by_actor.insert(actor.get_id(), id.clone());
+        Self::register(myself, state, id, options).await
+    }
+
+    async fn resume(
+        myself: &ActorRef<HostMsg>,
+        state: &mut HostState,
+        id: String,
+        mut options: SessionOptions,
+    ) -> Result<SessionHandle, RookeryError> {
+        if let Some(e) = state.sessions.get(&id) {
+            return Ok(e.handle.clone());
+        }
+        if !paths::is_valid_session_id(&id) {
+            return Err(RookeryError::UnknownSession(id));
+        }
+        let path = paths::locate_trace(&state.env.home, &id)
+            .ok_or_else(|| RookeryError::UnknownSession(id.clone()))?;
+        // Reading a trace is file I/O, but bounded and rare (once per resumed session).
+        let resumed = resume_from_file(&path)?;
+        options.source = resumed.meta.source.clone();
+        options.resume = Some(Arc::new(resumed));
+        Self::register(myself, state, id, options).await
+    }
+
+    async fn register(
+        myself: &ActorRef<HostMsg>,
+        state: &mut HostState,
+        id: String,
+        options: SessionOptions,
+    ) -> Result<SessionHandle, RookeryError> {
+        let spawned = spawn_session(myself.get_cell(), &state.env, id.clone(), options).await?;
+        let handle = spawned.handle.clone();
+        state.by_actor.insert(handle.actor.get_id(), id.clone());
         state.sessions.insert(
             id,
             Entry {
                 handle: handle.clone(),
-                trace,
-                subscribers,
+                trace: spawned.trace,
+                subscribers: spawned.subscribers,
             },
         );
         Ok(handle)
@@ -133,10 +114,9 @@ impl Actor for HostActor {
         (home, trace_stats): (PathBuf, Arc<TraceStats>),
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(HostState {
-            home,
+            env: SessionEnv { home, trace_stats },
             sessions: HashMap::new(),
             by_actor: HashMap::new(),
-            trace_stats,
         })
     }
 
@@ -149,6 +129,10 @@ impl Actor for HostActor {
         match message {
             HostMsg::CreateSession(options, reply) => {
                 let result = Self::create(&myself, state, *options).await;
+                let _ = reply.send(result);
+            }
+            HostMsg::ResumeSession(id, options, reply) => {
+                let result = Self::resume(&myself, state, id, *options).await;
                 let _ = reply.send(result);
             }
             HostMsg::GetSession(id, reply) => {
@@ -178,19 +162,7 @@ impl Actor for HostActor {
                 };
                 tracing::error!(session = %id, "session actor failed: {err}");
                 if let Some(entry) = state.sessions.remove(&id) {
-                    let reason = format!("session actor failed: {err}");
-                    for msg in [
-                        build::abort(Some(reason)),
-                        build::task_end(StopReason::Failed),
-                    ] {
-                        let msg = Arc::new(msg);
-                        let _ = entry.trace.cast(TraceMsg::Append(msg.clone()));
-                        broadcast(&entry.subscribers, &msg);
-                    }
-                    stop_trace(&entry.trace);
-                    if let Ok(mut subs) = entry.subscribers.lock() {
-                        subs.clear();
-                    }
+                    report_crash(&entry.trace, &entry.subscribers, &err.to_string());
                 }
             }
             SupervisionEvent::ActorTerminated(cell, _, _) => {
@@ -239,6 +211,23 @@ impl Host {
         ractor::call!(self.actor, HostMsg::CreateSession, Box::new(options))?
     }
 
+    /// Resumes a session from its trace (reference §7.5: committed turns, pairing intact,
+    /// placeholders for unanswered calls) and appends to the same file. A live session is
+    /// returned as it is. `options` gives the model, approver and config to continue with; its
+    /// workspace must exist.
+    pub async fn resume_session(
+        &self,
+        session_id: &str,
+        options: SessionOptions,
+    ) -> Result<SessionHandle, RookeryError> {
+        ractor::call!(
+            self.actor,
+            HostMsg::ResumeSession,
+            session_id.to_string(),
+            Box::new(options)
+        )?
+    }
+
     pub async fn session(&self, id: &str) -> Result<Option<SessionHandle>, RookeryError> {
         Ok(ractor::call!(
             self.actor,
@@ -266,7 +255,3 @@ impl Host {
         self.actor.stop(None);
     }
 }
-
-/// Builds a message for tests of crash reporting.
-#[doc(hidden)]
-pub fn _assert_send(_: &OmniMessage) {}

@@ -11,18 +11,33 @@ mod turn;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::mpsc;
 
+use crate::actors::command_supervisor::{CommandEvent, CommandEventSink, CommandSupervisorHandle};
+use crate::actors::subagent_supervisor::{
+    ParentLink, SUBAGENT_TOOLS, SubagentArgs, SubagentSupervisorHandle,
+};
 use crate::approval::Approver;
 use crate::config::AgentConfig;
 use crate::error::RookeryError;
-use crate::message::{Decision, ModelPayload, OmniMessage, SessionMeta, Usage};
+use crate::message::{
+    Decision, EventPayload, ModelPayload, OmniMessage, Sender, SessionMeta, Usage, build,
+};
 use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
+use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
 
 use turn::Task;
 pub use turn::TaskSummary;
+
+/// Tools that need the session's command supervisor.
+const COMMAND_TOOLS: [&str; 4] = [
+    "exec_command",
+    "input_command",
+    "kill_command",
+    "list_commands",
+];
 
 /// A stream of a session's messages (partials, complete messages, events), in order.
 pub type MessageReceiver = mpsc::UnboundedReceiver<Arc<OmniMessage>>;
@@ -48,6 +63,12 @@ pub struct SessionOptions {
     pub config: AgentConfig,
     /// `session_meta.source` (`subagent`, `schedule`); `None` for a user session.
     pub source: Option<String>,
+    /// A subagent's prompt (the scripted model picks its `children` entry by it).
+    pub first_prompt: Option<String>,
+    /// 0 for a user session, 1 for a subagent (which gets no subagent tools).
+    pub depth: u32,
+    /// Continue from a trace instead of starting fresh (set by `Host::resume_session`).
+    pub resume: Option<Arc<ResumeState>>,
 }
 
 impl SessionOptions {
@@ -58,6 +79,9 @@ impl SessionOptions {
             approver: Arc::new(crate::approval::DenyAllApprover),
             config: AgentConfig::default(),
             source: None,
+            first_prompt: None,
+            depth: 0,
+            resume: None,
         }
     }
 }
@@ -72,7 +96,12 @@ pub enum SessionStatus {
 /// Messages of the session actor. The variants after `Close` are internal.
 pub enum SessionMsg {
     Subscribe(RpcReplyPort<MessageReceiver>),
-    StartTask(String, RpcReplyPort<Result<(), RookeryError>>),
+    /// Starts a task with a user text (`sender` marks who wrote it, e.g. a parent agent).
+    StartTask(
+        String,
+        Option<Sender>,
+        RpcReplyPort<Result<(), RookeryError>>,
+    ),
     Abort,
     /// Replies when no task runs (at once if idle) with the last task's summary.
     WaitIdle(RpcReplyPort<Option<TaskSummary>>),
@@ -100,6 +129,10 @@ pub enum SessionMsg {
     RetryNow {
         turn: u64,
     },
+    /// An event of the session's command supervisor.
+    Command(CommandEvent),
+    /// A `[background_task_done]` text to deliver at the next input-assembly point.
+    Notice(String),
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -114,6 +147,8 @@ pub struct SessionArgs {
     pub subscribers: Subscribers,
     /// The `session_meta` record, written first.
     pub meta: Arc<OmniMessage>,
+    /// Where child sessions' traces go.
+    pub env: crate::actors::spawn::SessionEnv,
 }
 
 /// The `session_meta` of a new session.
@@ -151,6 +186,12 @@ pub struct SessionState {
     pub(crate) idle_waiters: Vec<RpcReplyPort<Option<TaskSummary>>>,
     pub(crate) tool_specs: Arc<Vec<serde_json::Value>>,
     pub(crate) system_prompt: Arc<str>,
+    /// The session's background commands (when a command tool is configured).
+    pub(crate) commands: Option<CommandSupervisorHandle>,
+    /// The session's subagents (when a subagent tool is configured, at depth 0).
+    pub(crate) subagents: Option<SubagentSupervisorHandle>,
+    /// `[background_task_done]` notices waiting for the next input-assembly point.
+    pub(crate) pending_notices: Vec<ModelPayload>,
 }
 
 impl SessionState {
@@ -176,7 +217,7 @@ impl Actor for SessionActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: SessionArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let SessionArgs {
@@ -186,14 +227,61 @@ impl Actor for SessionActor {
             trace_path: _,
             subscribers,
             meta,
+            env,
         } = args;
         let model = options.model.open(&ModelSessionContext {
             session_id: id.clone(),
-            is_subagent: options.source.as_deref() == Some("subagent"),
-            first_prompt: None,
+            is_subagent: options.depth > 0,
+            first_prompt: options.first_prompt.clone(),
+            next_call_index: options.resume.as_ref().map_or(0, |r| r.next_call_index),
         });
-        let _ = trace.cast(TraceMsg::Append(meta));
+        // A resumed session appends to its existing trace, which already starts with its meta.
+        if options.resume.is_none() {
+            let _ = trace.cast(TraceMsg::Append(meta));
+        }
+        let resumed = options.resume.clone();
         let tool_specs = Arc::new(options.config.tools.model_specs());
+        let uses_commands = COMMAND_TOOLS
+            .iter()
+            .any(|t| options.config.tools.get(t).is_some());
+        let commands = if uses_commands {
+            let me = myself.clone();
+            let sink: CommandEventSink = Arc::new(move |ev| {
+                let _ = me.cast(SessionMsg::Command(ev));
+            });
+            let handle = CommandSupervisorHandle::spawn(
+                id.clone(),
+                options.workspace.clone(),
+                sink,
+                Some(myself.get_cell()),
+            )
+            .await?;
+            Some(handle)
+        } else {
+            None
+        };
+        let uses_subagents = options.depth == 0
+            && SUBAGENT_TOOLS
+                .iter()
+                .any(|t| options.config.tools.get(t).is_some());
+        let subagents = if uses_subagents {
+            let mut template = options.clone();
+            for t in SUBAGENT_TOOLS {
+                template.config.tools.remove(t);
+            }
+            let args = SubagentArgs {
+                env: env.clone(),
+                template,
+                parent: ParentLink {
+                    subscribers: subscribers.clone(),
+                    session: myself.clone(),
+                },
+                parent_trace: trace.clone(),
+            };
+            Some(SubagentSupervisorHandle::spawn(args, myself.get_cell()).await?)
+        } else {
+            None
+        };
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
         Ok(SessionState {
             id,
@@ -201,18 +289,61 @@ impl Actor for SessionActor {
             trace,
             subscribers,
             model,
-            history: Vec::new(),
-            carry_over: Vec::new(),
-            session_usage: Usage::default(),
-            turns: 0,
+            history: resumed
+                .as_ref()
+                .map(|r| r.history.clone())
+                .unwrap_or_default(),
+            carry_over: resumed
+                .as_ref()
+                .map(|r| r.carry_over.clone())
+                .unwrap_or_default(),
+            session_usage: resumed
+                .as_ref()
+                .map_or(Usage::default(), |r| r.session_usage),
+            turns: resumed.as_ref().map_or(0, |r| r.turns),
             next_turn_id: 1,
-            tools_announced: false,
+            tools_announced: resumed.as_ref().is_some_and(|r| r.tools_announced),
             task: None,
             last_summary: None,
             idle_waiters: Vec::new(),
             tool_specs,
             system_prompt,
+            commands,
+            subagents,
+            pending_notices: Vec::new(),
         })
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // The children are the command and subagent supervisors; losing one must not end the
+        // session: its tools then answer "unavailable".
+        let (cell, err) = match event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string())),
+            SupervisionEvent::ActorTerminated(cell, ..) => (cell, None),
+            _ => return Ok(()),
+        };
+        let id = cell.get_id();
+        if state
+            .commands
+            .as_ref()
+            .is_some_and(|c| c.actor().get_id() == id)
+        {
+            state.commands = None;
+            if let Some(err) = err {
+                tracing::error!(session = %state.id, "command supervisor failed: {err}");
+            }
+        } else if state.subagents.as_ref().is_some_and(|s| s.actor_id() == id) {
+            state.subagents = None;
+            if let Some(err) = err {
+                tracing::error!(session = %state.id, "subagent supervisor failed: {err}");
+            }
+        }
+        Ok(())
     }
 
     async fn handle(
@@ -229,12 +360,12 @@ impl Actor for SessionActor {
                 }
                 let _ = reply.send(rx);
             }
-            SessionMsg::StartTask(text, reply) => {
+            SessionMsg::StartTask(text, sender, reply) => {
                 if state.task.is_some() {
                     let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
                 } else {
                     let _ = reply.send(Ok(()));
-                    turn::start_task(&myself, state, text);
+                    turn::start_task(&myself, state, text, sender);
                 }
             }
             SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),
@@ -258,6 +389,12 @@ impl Actor for SessionActor {
                     turn::abort(&myself, state, "session closed");
                     turn::force_finish_abort(state);
                 }
+                if let Some(subagents) = state.subagents.take() {
+                    subagents.shutdown().await;
+                }
+                if let Some(commands) = state.commands.take() {
+                    commands.shutdown().await;
+                }
                 let _ = ractor::call!(state.trace, TraceMsg::Shutdown);
                 let _ = reply.send(());
                 myself.stop(None);
@@ -277,6 +414,19 @@ impl Actor for SessionActor {
                 turn::on_tool_done(&myself, state, turn, idx, output)
             }
             SessionMsg::RetryNow { turn } => turn::on_retry_now(&myself, state, turn),
+            SessionMsg::Command(CommandEvent::Evicted { process_id, status }) => {
+                state.emit(
+                    OmniMessage::event(EventPayload::CommandEvicted { process_id, status }),
+                    true,
+                );
+            }
+            SessionMsg::Command(CommandEvent::Completed { notice_text })
+            | SessionMsg::Notice(notice_text) => {
+                if let Some(p) = build::user_text(notice_text, Some(Sender::Harness)).as_model() {
+                    state.pending_notices.push(p.clone());
+                }
+                turn::on_notice(&myself, state);
+            }
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())
@@ -327,7 +477,16 @@ impl SessionHandle {
 
     /// Starts a task with a user message; fails with `SessionBusy` while one runs.
     pub async fn start_task(&self, text: impl Into<String>) -> Result<(), RookeryError> {
-        ractor::call!(self.actor, SessionMsg::StartTask, text.into())?
+        self.start_task_as(text, None).await
+    }
+
+    /// Like `start_task`, with the user text marked as written by `sender`.
+    pub async fn start_task_as(
+        &self,
+        text: impl Into<String>,
+        sender: Option<Sender>,
+    ) -> Result<(), RookeryError> {
+        ractor::call!(self.actor, SessionMsg::StartTask, text.into(), sender)?
     }
 
     /// Aborts the running task (no-op when idle).

@@ -355,7 +355,11 @@ impl Model for ScriptedModel {
         } else {
             TurnSource::Root
         };
-        Box::new(ScriptedSession::new(Arc::clone(&self.script), source))
+        Box::new(ScriptedSession::new(
+            Arc::clone(&self.script),
+            source,
+            ctx.next_call_index,
+        ))
     }
 }
 

@@ -187,8 +187,14 @@ async fn run_tool(
 
     let cancel = user_cancel.child_token();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let ctx = ToolContext::new(env.workspace, id.clone(), definition, cancel.clone(), tx)
-        .with_commands(env.commands);
+    let ctx = ToolContext::new(
+        env.workspace.clone(),
+        id.clone(),
+        definition,
+        cancel.clone(),
+        tx,
+    )
+    .with_env(&env);
     let imp = tool.tool;
     // Calling the tool inside the task puts a panic of `call` itself under the JoinHandle too.
     let mut handle = tokio::spawn(async move { imp.call(ctx, args).await });

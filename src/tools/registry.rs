@@ -245,6 +245,14 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             30_000,
             16_000,
         ),
+        "list_subagents" => d(
+            "list_subagents",
+            "List this session's subagents: id, running or idle, turns and token use so far, and the first line of each prompt.",
+            schema(json!({}), &[]),
+            Read,
+            30_000,
+            16_000,
+        ),
         "read_image" => {
             let mut def = d(
                 "read_image",
@@ -284,7 +292,7 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
 }
 
 /// Names of the reference's builtin table, in its order.
-pub const BUILTIN_NAMES: [&str; 11] = [
+pub const BUILTIN_NAMES: [&str; 12] = [
     "read_file",
     "edit_file",
     "write_file",
@@ -294,6 +302,7 @@ pub const BUILTIN_NAMES: [&str; 11] = [
     "run_subagent",
     "input_subagent",
     "kill_subagent",
+    "list_subagents",
     "read_image",
     "describe_image",
 ];
@@ -304,6 +313,10 @@ pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
         "read_file" => Arc::new(BlockingTool::new(super::read_file::read_file)),
         "edit_file" => Arc::new(BlockingTool::new(super::edit_file::edit_file)),
         "write_file" => Arc::new(BlockingTool::new(super::write_file::write_file)),
+        "run_subagent" => Arc::new(super::run_subagent::RunSubagentTool),
+        "input_subagent" => Arc::new(super::input_subagent::InputSubagentTool),
+        "kill_subagent" => Arc::new(super::kill_subagent::KillSubagentTool),
+        "list_subagents" => Arc::new(super::kill_subagent::ListSubagentsTool),
         _ => return None,
     };
     Some(tool)

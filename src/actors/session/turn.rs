@@ -123,13 +123,19 @@ fn new_turn(state: &mut SessionState, base_input: Vec<ModelPayload>) -> Turn {
 }
 
 /// Starts a task with the user's text (the caller checked that none runs).
-pub(crate) fn start_task(myself: &ActorRef<SessionMsg>, state: &mut SessionState, text: String) {
+pub(crate) fn start_task(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    text: String,
+    sender: Option<crate::message::Sender>,
+) {
     let mut input = std::mem::take(&mut state.carry_over);
-    let user = build::user_text(text, None);
+    let user = build::user_text(text, sender);
     state.record_only(user.clone());
     if let Some(p) = user.as_model() {
         input.push(p.clone());
     }
+    input.extend(deliver_notices(state));
     if !state.tools_announced {
         state.tools_announced = true;
         state.emit(
@@ -461,6 +467,9 @@ fn spawn_tool(
     cancel: CancellationToken,
 ) {
     let tool = state.options.config.tools.get(&info.name).cloned();
+    let commands = state.commands.clone();
+    let subagents = state.subagents.clone();
+    let depth = state.options.depth;
     let me = myself.clone();
     let partial_me = myself.clone();
     let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
@@ -470,7 +479,9 @@ fn spawn_tool(
         let call_id = info.tool_call_id.clone();
         let env = crate::tools::ToolEnv {
             workspace,
-            commands: None,
+            commands,
+            subagents,
+            depth,
         };
         let run = environment::execute(info, tool, env, cancel, emit);
         let output = AssertUnwindSafe(run)
@@ -527,6 +538,23 @@ pub(crate) fn on_tool_done(
     }
 }
 
+/// Streams and records the queued background notices and returns them as input.
+fn deliver_notices(state: &mut SessionState) -> Vec<ModelPayload> {
+    let notices = std::mem::take(&mut state.pending_notices);
+    for n in &notices {
+        state.emit(OmniMessage::model(n.clone()), true);
+    }
+    notices
+}
+
+/// A notice arrived: a running task picks it up at its next input-assembly point; an idle
+/// session keeps it for the next task.
+pub(crate) fn on_notice(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+    if state.task.as_ref().is_some_and(|t| t.aborting.is_none()) {
+        maybe_finish_turn(myself, state);
+    }
+}
+
 fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     let Some(task) = state.task.as_mut() else {
         return;
@@ -535,11 +563,12 @@ fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     if !turn.completed || turn.calls.iter().any(|c| c.output.is_none()) {
         return;
     }
-    if turn.calls.is_empty() {
+    if turn.calls.is_empty() && state.pending_notices.is_empty() {
         finish_task(state, StopReason::Completed, None);
         return;
     }
-    let next_input = turn.outputs_in_call_order();
+    let mut next_input = turn.outputs_in_call_order();
+    next_input.extend(deliver_notices(state));
     let next = new_turn(state, next_input);
     if let Some(task) = state.task.as_mut() {
         task.turn = next;

@@ -33,13 +33,13 @@ pub(super) struct ScriptedSession {
 }
 
 impl ScriptedSession {
-    pub(super) fn new(script: Arc<Script>, source: TurnSource) -> Self {
+    pub(super) fn new(script: Arc<Script>, source: TurnSource, next_call: u64) -> Self {
         ScriptedSession {
             script,
             source,
             turn: 0,
             used: 0,
-            next_call: 0,
+            next_call,
         }
     }
 
@@ -269,6 +269,7 @@ mod tests {
             session_id: "child".to_string(),
             is_subagent: true,
             first_prompt: prompt.map(str::to_string),
+            ..ModelSessionContext::default()
         };
         open(script, &ctx)
     }

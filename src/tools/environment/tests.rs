@@ -84,6 +84,8 @@ async fn run_with(
     let env = crate::tools::ToolEnv {
         workspace,
         commands: None,
+        subagents: None,
+        depth: 0,
     };
     let complete = execute(c, t, env, cancel, emit).await;
     let parts: Vec<Part> = seen

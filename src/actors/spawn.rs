@@ -1,0 +1,128 @@
+//! Spawning a session with its trace actor under a given supervisor (the host for user
+//! sessions, a subagent supervisor for children), and reporting a crashed session.
+//!
+//! Owns the order of a session's start: trace actor first, then the session actor, whose first
+//! record is its `session_meta`. It keeps no state of its own.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use ractor::{Actor, ActorCell, ActorRef};
+
+use super::session::{
+    SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers, broadcast,
+};
+use crate::error::{ConfigError, RookeryError};
+use crate::message::{OmniMessage, StopReason, build};
+use crate::trace::paths;
+use crate::trace::writer::{TraceActor, TraceArgs, TraceMsg, TraceStats};
+
+/// What every session of a host shares: where traces go and the byte counter.
+#[derive(Clone, Debug)]
+pub struct SessionEnv {
+    pub home: PathBuf,
+    pub trace_stats: Arc<TraceStats>,
+}
+
+/// A started session and the parts its supervisor keeps.
+pub(crate) struct SpawnedSession {
+    pub handle: SessionHandle,
+    pub trace: ActorRef<TraceMsg>,
+    pub subscribers: Subscribers,
+}
+
+/// Asks a trace actor to write out and stop, without waiting.
+pub(crate) fn stop_trace(trace: &ActorRef<TraceMsg>) {
+    let (tx, _rx) = ractor::concurrency::oneshot();
+    let _ = trace.cast(TraceMsg::Shutdown(tx.into()));
+}
+
+/// Ends a crashed session's stream and trace with `abort` and `task_end(failed)`.
+pub(crate) fn report_crash(trace: &ActorRef<TraceMsg>, subscribers: &Subscribers, err: &str) {
+    let reason = format!("session actor failed: {err}");
+    for msg in [
+        build::abort(Some(reason)),
+        build::task_end(StopReason::Failed),
+    ] {
+        let msg = Arc::new(msg);
+        let _ = trace.cast(TraceMsg::Append(msg.clone()));
+        broadcast(subscribers, &msg);
+    }
+    stop_trace(trace);
+    if let Ok(mut subs) = subscribers.lock() {
+        subs.clear();
+    }
+}
+
+/// Validates the workspace, then spawns the trace actor and the session actor linked to
+/// `supervisor`. `id` must be unused.
+pub(crate) async fn spawn_session(
+    supervisor: ActorCell,
+    env: &SessionEnv,
+    id: String,
+    mut options: SessionOptions,
+) -> Result<SpawnedSession, RookeryError> {
+    if !options.workspace.is_dir() {
+        return Err(ConfigError::Workspace(options.workspace.clone()).into());
+    }
+    options.workspace = options
+        .workspace
+        .canonicalize()
+        .map_err(|_| ConfigError::Workspace(options.workspace.clone()))?;
+    let (trace_path, meta) = match &options.resume {
+        Some(r) => (
+            paths::locate_trace(&env.home, &id)
+                .unwrap_or_else(|| paths::trace_path(&env.home, &id)),
+            Arc::new(r.meta.clone()),
+        ),
+        None => (
+            paths::trace_path(&env.home, &id),
+            Arc::new(super::session::session_meta(&id, &options)),
+        ),
+    };
+    let meta_message = Arc::new(OmniMessage::session_meta(meta.as_ref().clone()));
+    let (trace, _) = Actor::spawn_linked(
+        None,
+        TraceActor,
+        TraceArgs {
+            path: trace_path.clone(),
+            stats: env.trace_stats.clone(),
+        },
+        supervisor.clone(),
+    )
+    .await?;
+    let subscribers: Subscribers = Arc::new(Mutex::new(Vec::new()));
+    let spawned = Actor::spawn_linked(
+        None,
+        SessionActor,
+        SessionArgs {
+            id: id.clone(),
+            options,
+            trace: trace.clone(),
+            trace_path: trace_path.clone(),
+            subscribers: subscribers.clone(),
+            meta: meta_message.clone(),
+            env: env.clone(),
+        },
+        supervisor,
+    )
+    .await;
+    let (actor, _) = match spawned {
+        Ok(s) => s,
+        Err(e) => {
+            stop_trace(&trace);
+            return Err(e.into());
+        }
+    };
+    Ok(SpawnedSession {
+        handle: SessionHandle {
+            id,
+            meta,
+            meta_message,
+            actor,
+            trace_path,
+        },
+        trace,
+        subscribers,
+    })
+}

@@ -1,0 +1,322 @@
+//! `SubagentSupervisor`: one per (parent) session, the only owner of its subagents. At most 8;
+//! admission is decided inside the actor **before** a child starts, so parallel spawns can never
+//! exceed the cap. A full registry evicts its least recently used *idle* child; a running child is
+//! never evicted (the spawn is refused instead).
+//!
+//! Children are `SessionActor`s spawned linked to this actor, each with its own trace actor. The
+//! supervisor never runs a child's turn and never writes the parent's trace except the one
+//! `subagent` pointer per child.
+
+pub mod child;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+
+use super::session::{SessionOptions, Subscribers};
+use super::spawn::{SessionEnv, report_crash, spawn_session, stop_trace};
+use crate::error::RookeryError;
+use crate::message::{EventPayload, OmniMessage};
+use crate::trace::paths;
+use crate::trace::writer::TraceMsg;
+pub use child::{Child, ChildListing, ParentLink, RoundEnd, exit_note};
+
+/// Most subagents per session.
+pub const MAX_SUBAGENTS: usize = 8;
+
+/// The refusal when 8 subagents are running.
+pub const TOO_MANY: &str =
+    "[run_subagent error: too many background subagents; poll or finish existing ones first]";
+
+/// Tool names a child session never gets (depth limit 1).
+pub const SUBAGENT_TOOLS: [&str; 4] = [
+    "run_subagent",
+    "input_subagent",
+    "kill_subagent",
+    "list_subagents",
+];
+
+pub enum SubagentMsg {
+    /// Admits and starts a child session for `prompt` (its task is not started yet).
+    Admit(String, RpcReplyPort<Result<Arc<Child>, String>>),
+    /// Looks a child up by id and marks it used.
+    Get(String, RpcReplyPort<Option<Arc<Child>>>),
+    /// Removes a child from the registry (the caller closes it).
+    Remove(String, RpcReplyPort<Option<Arc<Child>>>),
+    List(RpcReplyPort<Vec<Arc<Child>>>),
+    /// Closes every child (their traces keep what they did), then stops.
+    Shutdown(RpcReplyPort<()>),
+}
+
+struct Entry {
+    child: Arc<Child>,
+    trace: ActorRef<TraceMsg>,
+    subscribers: Subscribers,
+}
+
+pub struct SubagentSupervisor;
+
+pub struct SubagentArgs {
+    pub env: SessionEnv,
+    /// The child's options: the parent's model, workspace, approver and config, minus the
+    /// subagent tools.
+    pub template: SessionOptions,
+    pub parent: ParentLink,
+    /// The parent's trace (for the `subagent` pointer events).
+    pub parent_trace: ActorRef<TraceMsg>,
+}
+
+pub struct SubagentState {
+    args: SubagentArgs,
+    /// Registration order; LRU is by `Child::last_used`.
+    entries: Vec<Entry>,
+    by_actor: HashMap<ActorId, String>,
+}
+
+fn close_child(child: Arc<Child>) {
+    child.set_background(false);
+    child.approver.deny_all();
+    tokio::spawn(async move {
+        let _ = child.session.close().await;
+    });
+}
+
+impl SubagentSupervisor {
+    async fn admit(
+        myself: &ActorRef<SubagentMsg>,
+        state: &mut SubagentState,
+        prompt: String,
+    ) -> Result<Arc<Child>, String> {
+        if state.entries.len() >= MAX_SUBAGENTS {
+            let victim = state
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| !e.child.is_running())
+                .min_by_key(|(_, e)| e.child.last_used())
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => {
+                    let e = state.entries.remove(i);
+                    tracing::debug!(subagent = %e.child.id, "evicting idle subagent");
+                    close_child(e.child);
+                }
+                None => return Err(TOO_MANY.to_string()),
+            }
+        }
+        let session_id = paths::new_session_id();
+        let approver = Arc::new(child::ChildApprover::new(
+            state.args.template.approver.clone(),
+            session_id.clone(),
+        ));
+        let mut options = state.args.template.clone();
+        options.source = Some("subagent".to_string());
+        options.first_prompt = Some(prompt.clone());
+        options.depth = 1;
+        options.approver = Arc::new(approver.clone());
+        let spawned = spawn_session(
+            myself.get_cell(),
+            &state.args.env,
+            session_id.clone(),
+            options,
+        )
+        .await
+        .map_err(|e| format!("[run_subagent error: {e}]"))?;
+        let tail: String = {
+            let chars: Vec<char> = session_id.chars().collect();
+            chars[chars.len().saturating_sub(8)..].iter().collect()
+        };
+        let mut id = format!("subagent-{tail}");
+        while state.entries.iter().any(|e| e.child.id == id) {
+            id = format!("subagent-{:08x}", rand::random::<u32>());
+        }
+        let rx = spawned
+            .handle
+            .subscribe()
+            .await
+            .map_err(|e| format!("[run_subagent error: {e}]"))?;
+        let child = Child::new(id, spawned.handle.clone(), &prompt, approver);
+        // The child's session_meta passes through: forwarded (tagged) and pointed to.
+        let meta = Arc::new(
+            spawned
+                .handle
+                .meta_message()
+                .clone()
+                .with_origin(&session_id),
+        );
+        super::session::broadcast(&state.args.parent.subscribers, &meta);
+        let pointer = OmniMessage::event(EventPayload::Subagent {
+            session_id: session_id.clone(),
+        });
+        let _ = state
+            .args
+            .parent_trace
+            .cast(TraceMsg::Append(Arc::new(pointer)));
+        child::spawn_forwarder(child.clone(), rx, state.args.parent.clone());
+        state
+            .by_actor
+            .insert(spawned.handle.actor.get_id(), child.id.clone());
+        state.entries.push(Entry {
+            child: child.clone(),
+            trace: spawned.trace,
+            subscribers: spawned.subscribers,
+        });
+        Ok(child)
+    }
+}
+
+impl Actor for SubagentSupervisor {
+    type Msg = SubagentMsg;
+    type State = SubagentState;
+    type Arguments = SubagentArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: SubagentArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(SubagentState {
+            args,
+            entries: Vec::new(),
+            by_actor: HashMap::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: SubagentMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SubagentMsg::Admit(prompt, reply) => {
+                let r = Self::admit(&myself, state, prompt).await;
+                if let Ok(child) = &r {
+                    child.begin_round();
+                }
+                let _ = reply.send(r);
+            }
+            SubagentMsg::Get(id, reply) => {
+                let child = state
+                    .entries
+                    .iter()
+                    .find(|e| e.child.id == id)
+                    .map(|e| e.child.clone());
+                if let Some(c) = &child {
+                    c.touch();
+                }
+                let _ = reply.send(child);
+            }
+            SubagentMsg::Remove(id, reply) => {
+                let pos = state.entries.iter().position(|e| e.child.id == id);
+                let _ = reply.send(pos.map(|i| state.entries.remove(i).child));
+            }
+            SubagentMsg::List(reply) => {
+                let _ = reply.send(state.entries.iter().map(|e| e.child.clone()).collect());
+            }
+            SubagentMsg::Shutdown(reply) => {
+                let children: Vec<Arc<Child>> = state.entries.drain(..).map(|e| e.child).collect();
+                for c in &children {
+                    c.set_background(false);
+                    c.approver.deny_all();
+                }
+                futures::future::join_all(children.iter().map(|c| c.session.close())).await;
+                let _ = reply.send(());
+                myself.stop(None);
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                let Some(id) = state.by_actor.remove(&cell.get_id()) else {
+                    tracing::error!("a subagent trace actor failed: {err}");
+                    return Ok(());
+                };
+                tracing::error!(subagent = %id, "subagent session failed: {err}");
+                if let Some(e) = state.entries.iter().find(|e| e.child.id == id) {
+                    e.child.fail(err.to_string());
+                    report_crash(&e.trace, &e.subscribers, &err.to_string());
+                }
+            }
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                if let Some(id) = state.by_actor.remove(&cell.get_id())
+                    && let Some(e) = state.entries.iter().find(|e| e.child.id == id)
+                {
+                    stop_trace(&e.trace);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The handle tools use.
+#[derive(Clone)]
+pub struct SubagentSupervisorHandle {
+    actor: ActorRef<SubagentMsg>,
+}
+
+impl std::fmt::Debug for SubagentSupervisorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubagentSupervisorHandle").finish()
+    }
+}
+
+impl SubagentSupervisorHandle {
+    pub async fn spawn(
+        args: SubagentArgs,
+        supervisor: ractor::ActorCell,
+    ) -> Result<Self, RookeryError> {
+        let (actor, _) = Actor::spawn_linked(None, SubagentSupervisor, args, supervisor).await?;
+        Ok(SubagentSupervisorHandle { actor })
+    }
+
+    /// Admits a child for `prompt` (marked running) or returns the refusal text.
+    pub async fn admit(&self, prompt: &str) -> Result<Arc<Child>, String> {
+        ractor::call!(self.actor, SubagentMsg::Admit, prompt.to_string()).unwrap_or_else(|e| {
+            Err(format!(
+                "[run_subagent unavailable: no subagent session manager available] ({e})"
+            ))
+        })
+    }
+
+    pub fn actor_id(&self) -> ActorId {
+        self.actor.get_id()
+    }
+
+    pub async fn get(&self, id: &str) -> Option<Arc<Child>> {
+        ractor::call!(self.actor, SubagentMsg::Get, id.to_string())
+            .ok()
+            .flatten()
+    }
+
+    /// Removes and closes a child (denying its pending approvals); the child, if it was there.
+    pub async fn kill(&self, id: &str) -> Option<Arc<Child>> {
+        let child = ractor::call!(self.actor, SubagentMsg::Remove, id.to_string())
+            .ok()
+            .flatten()?;
+        child.set_background(false);
+        child.approver.deny_all();
+        let _ = child.session.close().await;
+        Some(child)
+    }
+
+    pub async fn list(&self) -> Vec<Arc<Child>> {
+        ractor::call!(self.actor, SubagentMsg::List).unwrap_or_default()
+    }
+
+    /// Closes every child and stops the supervisor.
+    pub async fn shutdown(&self) {
+        let _ = ractor::call!(self.actor, SubagentMsg::Shutdown);
+    }
+}

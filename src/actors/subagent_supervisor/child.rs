@@ -1,0 +1,323 @@
+//! One subagent as its parent sees it: the child session, the state of its current round, the
+//! undelivered text of its answers, the forwarding task that tags its messages with its origin,
+//! and the approver that routes its tool calls to the parent's approver.
+//!
+//! Nothing here decides admission or eviction: that is the supervisor's job.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::background_notice::{self, NoticeKind};
+use crate::actors::session::{MessageReceiver, SessionHandle, SessionMsg, Subscribers, broadcast};
+use crate::approval::{ApprovalRequest, Approver};
+use crate::message::{Decision, EventPayload, ModelPayload, OmniMessage, Role, StopReason};
+
+/// Most undelivered answer text kept per child (oldest dropped).
+const TEXT_CAP: usize = 1024 * 1024;
+
+/// Routes a child's approvals to the parent's approver, origin-tagged; denies once killed.
+pub struct ChildApprover {
+    parent: Arc<dyn Approver>,
+    child_session_id: String,
+    cancel: CancellationToken,
+    pending: AtomicUsize,
+}
+
+impl ChildApprover {
+    pub fn new(parent: Arc<dyn Approver>, child_session_id: String) -> Self {
+        ChildApprover {
+            parent,
+            child_session_id,
+            cancel: CancellationToken::new(),
+            pending: AtomicUsize::new(0),
+        }
+    }
+
+    /// Calls waiting for a decision right now.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Denies every pending and future request.
+    pub fn deny_all(&self) {
+        self.cancel.cancel();
+    }
+}
+
+struct PendingGuard<'a>(&'a AtomicUsize);
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Approver for Arc<ChildApprover> {
+    fn approve(&self, mut request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        let this = self.clone();
+        request.origin.insert(0, this.child_session_id.clone());
+        Box::pin(async move {
+            if this.cancel.is_cancelled() {
+                return Decision::Deny;
+            }
+            this.pending.fetch_add(1, Ordering::Relaxed);
+            let _guard = PendingGuard(&this.pending);
+            tokio::select! {
+                d = this.parent.approve(request) => d,
+                _ = this.cancel.cancelled() => Decision::Deny,
+            }
+        })
+    }
+}
+
+/// How a child's round ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundEnd {
+    pub status: StopReason,
+    /// The reason of a direct `abort` event, when the round was aborted or failed.
+    pub abort_reason: Option<String>,
+    pub had_text: bool,
+    /// Set when the child session itself failed (panicked).
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct ChildState {
+    running: bool,
+    text: String,
+    dropped: usize,
+    round_had_text: bool,
+    round_abort: Option<String>,
+    last: Option<RoundEnd>,
+    turns: u64,
+    tokens: u64,
+    background: bool,
+    error: Option<String>,
+    last_used: Option<Instant>,
+}
+
+/// A subagent: its session and everything its tools read.
+pub struct Child {
+    pub id: String,
+    pub session: SessionHandle,
+    pub label: String,
+    pub approver: Arc<ChildApprover>,
+    state: Mutex<ChildState>,
+    version: watch::Sender<u64>,
+}
+
+/// What `list_subagents` shows of a child.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildListing {
+    pub id: String,
+    pub running: bool,
+    pub turns: u64,
+    pub tokens: u64,
+    pub label: String,
+}
+
+impl Child {
+    pub fn new(
+        id: String,
+        session: SessionHandle,
+        prompt: &str,
+        approver: Arc<ChildApprover>,
+    ) -> Arc<Self> {
+        let (version, _) = watch::channel(0);
+        Arc::new(Child {
+            id,
+            session,
+            label: background_notice::label(prompt),
+            approver,
+            state: Mutex::new(ChildState {
+                last_used: Some(Instant::now()),
+                ..ChildState::default()
+            }),
+            version,
+        })
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut ChildState) -> R) -> R {
+        match self.state.lock() {
+            Ok(mut s) => f(&mut s),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    fn bump(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.with(|s| s.running)
+    }
+
+    /// Marks a round as started (before the task is started, so no end is missed).
+    pub fn begin_round(&self) {
+        self.with(|s| {
+            s.running = true;
+            s.round_had_text = false;
+            s.round_abort = None;
+        });
+        self.bump();
+    }
+
+    /// Arms (or disarms) the completion notice fired at the end of every round.
+    pub fn set_background(&self, on: bool) {
+        self.with(|s| s.background = on);
+    }
+
+    pub fn touch(&self) {
+        self.with(|s| s.last_used = Some(Instant::now()));
+    }
+
+    pub fn last_used(&self) -> Option<Instant> {
+        self.with(|s| s.last_used)
+    }
+
+    /// Takes the undelivered text (with the dropped-text marker when some was lost).
+    pub fn take_text(&self) -> String {
+        self.with(|s| {
+            let text = std::mem::take(&mut s.text);
+            let dropped = std::mem::take(&mut s.dropped);
+            if dropped > 0 {
+                format!("[... {dropped} chars of earlier subagent output dropped ...]\n{text}")
+            } else {
+                text
+            }
+        })
+    }
+
+    /// The end of the last round, when no round runs.
+    pub fn finished(&self) -> Option<RoundEnd> {
+        self.with(|s| if s.running { None } else { s.last.clone() })
+    }
+
+    /// A receiver that wakes on every change of the child.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Marks the child session as failed (its actor panicked).
+    pub fn fail(&self, error: String) {
+        self.with(|s| s.error = Some(error));
+        self.bump();
+    }
+
+    pub fn listing(&self) -> ChildListing {
+        self.with(|s| ChildListing {
+            id: self.id.clone(),
+            running: s.running,
+            turns: s.turns,
+            tokens: s.tokens,
+            label: self.label.clone(),
+        })
+    }
+
+    /// Applies one message of the child's own stream; returns a completion notice to deliver.
+    fn observe(&self, msg: &OmniMessage) -> Option<String> {
+        if msg.has_origin() {
+            return None;
+        }
+        let mut notice = None;
+        self.with(|s| {
+            if let Some(ModelPayload::Text {
+                role: Role::Assistant,
+                text,
+                ..
+            }) = msg.as_model()
+                && !text.is_empty()
+            {
+                if !s.text.is_empty() && !s.text.ends_with('\n') {
+                    s.text.push('\n');
+                }
+                s.text.push_str(text);
+                s.round_had_text = true;
+                let len = s.text.chars().count();
+                if len > TEXT_CAP {
+                    let cut = len - TEXT_CAP;
+                    s.text = s.text.chars().skip(cut).collect();
+                    s.dropped += cut;
+                }
+            }
+            match msg.as_event() {
+                Some(EventPayload::RequestEnd {
+                    status: StopReason::Completed,
+                    ..
+                }) => s.turns += 1,
+                Some(EventPayload::TokenUsage { session, .. }) => s.tokens = session.total,
+                Some(EventPayload::Abort { reason }) => {
+                    s.round_abort = Some(reason.clone().unwrap_or_else(|| "aborted".into()));
+                }
+                Some(EventPayload::TaskEnd { status }) => {
+                    s.running = false;
+                    let end = RoundEnd {
+                        status: *status,
+                        abort_reason: s.round_abort.take(),
+                        had_text: s.round_had_text,
+                        error: s.error.clone(),
+                    };
+                    if s.background {
+                        let (failed, detail) = exit_note(&end);
+                        let tail = background_notice::tail(&std::mem::take(&mut s.text));
+                        s.dropped = 0;
+                        notice = Some(background_notice::notice(
+                            NoticeKind::Subagent,
+                            &self.id,
+                            failed,
+                            &detail,
+                            &self.label,
+                            &tail,
+                        ));
+                    }
+                    s.last = Some(end);
+                }
+                _ => {}
+            }
+        });
+        self.bump();
+        notice
+    }
+}
+
+/// `(failed, note without brackets)` of a finished round; the note is empty for a plain answer.
+pub fn exit_note(end: &RoundEnd) -> (bool, String) {
+    if let Some(e) = &end.error {
+        return (true, format!("subagent error: {e}"));
+    }
+    if let Some(r) = &end.abort_reason {
+        return (true, format!("subagent aborted: {r}"));
+    }
+    if !end.had_text {
+        return (false, "subagent finished without a text answer".to_string());
+    }
+    (false, String::new())
+}
+
+/// Where a child's messages go: the parent's stream (origin-tagged) and its notices.
+#[derive(Clone)]
+pub struct ParentLink {
+    pub subscribers: Subscribers,
+    pub session: ractor::ActorRef<SessionMsg>,
+}
+
+/// Forwards every message of the child to the parent's stream with the child's id prepended to
+/// its origin, and feeds the child's state. Ends when the child's stream closes.
+pub fn spawn_forwarder(child: Arc<Child>, mut rx: MessageReceiver, parent: ParentLink) {
+    tokio::spawn(async move {
+        let child_sid = child.session.id().to_string();
+        while let Some(msg) = rx.recv().await {
+            let notice = child.observe(&msg);
+            let tagged = Arc::new(msg.as_ref().clone().with_origin(&child_sid));
+            broadcast(&parent.subscribers, &tagged);
+            if let Some(text) = notice {
+                let _ = parent.session.cast(SessionMsg::Notice(text));
+            }
+        }
+    });
+}

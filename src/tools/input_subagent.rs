@@ -1,0 +1,70 @@
+//! `input_subagent`: poll a subagent or send it a follow-up prompt on the same child session
+//! (reference §5.6). Interrupting the call ends only the poll; the child keeps running.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::subagent_window::{Window, approval_hint, collect, finished_result, yield_ms};
+use super::{Tool, ToolContext, ToolResult, args};
+use crate::message::{Sender, StopReason};
+
+pub struct InputSubagentTool;
+
+fn fail(text: impl Into<String>) -> ToolResult {
+    ToolResult::failed().with_note(text)
+}
+
+impl Tool for InputSubagentTool {
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        Box::pin(async move {
+            let id = match args::require_nonblank_str(&args, "subagent_id", "input_subagent") {
+                Ok(id) => id.to_string(),
+                Err(text) => return fail(text),
+            };
+            let Some(subagents) = ctx.subagents.clone() else {
+                return fail("[input_subagent unavailable: no subagent session manager available]");
+            };
+            let Some(child) = subagents.get(&id).await else {
+                return fail(format!(
+                    "[input_subagent error: unknown subagent_id {id} (the session may have finished and been cleared)]"
+                ));
+            };
+            let prompt = args::opt_str(&args, "prompt").unwrap_or("").to_string();
+            let default = if prompt.is_empty() { 10_000 } else { 300_000 };
+            let window = yield_ms(&args, default, ctx.definition.timeout_ms);
+            if !prompt.is_empty() {
+                if child.is_running() {
+                    return fail(format!(
+                        "[input_subagent error: subagent {id} is still running; poll with an empty prompt to collect progress first]"
+                    ));
+                }
+                child.begin_round();
+                if let Err(e) = child
+                    .session
+                    .start_task_as(prompt, Some(Sender::ParentAgent))
+                    .await
+                {
+                    return fail(format!("[input_subagent error: {e}]"));
+                }
+            }
+            match collect(&ctx, &child, Duration::from_millis(window)).await {
+                Window::Finished => finished_result(
+                    &child,
+                    Some(format!(
+                        "[subagent idle with subagent_id {id}; send a follow-up prompt to continue]"
+                    )),
+                ),
+                Window::StillRunning => ToolResult::completed().with_note(format!(
+                    "[subagent still running with subagent_id {id}]{}",
+                    approval_hint(&child)
+                )),
+                Window::Cancelled => ToolResult {
+                    stop_reason: Some(StopReason::Aborted),
+                    ..ToolResult::default()
+                },
+            }
+        })
+    }
+}

@@ -1,0 +1,81 @@
+//! `kill_subagent` and `list_subagents`: stop and remove a subagent (denying its pending
+//! approvals; its own trace keeps its work), and list the session's subagents.
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::{Tool, ToolContext, ToolResult, args};
+
+pub struct KillSubagentTool;
+
+pub struct ListSubagentsTool;
+
+fn fail(text: impl Into<String>) -> ToolResult {
+    ToolResult::failed().with_note(text)
+}
+
+impl Tool for KillSubagentTool {
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        Box::pin(async move {
+            let id = match args::require_nonblank_str(&args, "subagent_id", "kill_subagent") {
+                Ok(id) => id.to_string(),
+                Err(text) => return fail(text),
+            };
+            let Some(subagents) = ctx.subagents.clone() else {
+                return fail("[kill_subagent unavailable: no subagent session manager available]");
+            };
+            let unknown = || {
+                fail(format!(
+                    "[kill_subagent error: unknown subagent_id {id} (the session may have finished and been cleared)]"
+                ))
+            };
+            let Some(child) = subagents.get(&id).await else {
+                return unknown();
+            };
+            let was_running = child.is_running();
+            child.set_background(false);
+            ctx.emit(child.take_text());
+            if subagents.kill(&id).await.is_none() {
+                return unknown();
+            }
+            let note = if was_running {
+                format!(
+                    "[subagent {id} aborted and removed; its own trace keeps the work done so far]"
+                )
+            } else {
+                format!("[subagent {id} was idle; session removed]")
+            };
+            ToolResult::completed().with_note(note)
+        })
+    }
+}
+
+impl Tool for ListSubagentsTool {
+    fn call(&self, ctx: ToolContext, _args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        Box::pin(async move {
+            let Some(subagents) = ctx.subagents.clone() else {
+                return ToolResult::completed().with_note("[no subagents]");
+            };
+            let list = subagents.list().await;
+            if list.is_empty() {
+                return ToolResult::completed().with_note("[no subagents]");
+            }
+            let lines: Vec<String> = list
+                .iter()
+                .map(|c| {
+                    let l = c.listing();
+                    format!(
+                        "{}  {}  turns {}  tokens {}  {}",
+                        l.id,
+                        if l.running { "running" } else { "idle" },
+                        l.turns,
+                        l.tokens,
+                        l.label
+                    )
+                })
+                .collect();
+            ctx.emit(lines.join("\n"));
+            ToolResult::completed()
+        })
+    }
+}

@@ -1,0 +1,289 @@
+//! Resume: rebuilds what a session needs to continue (committed history, carry-over input,
+//! turn count, token totals, tool-call id counter) from the records of its trace, following the
+//! reference `resumeTrace` algorithm (penguin-core §7.5) adapted to Rookery's turn loop.
+//!
+//! This module is pure interpretation of records: it must not write, repair or rotate a trace,
+//! and it never synthesizes anything into the trace (placeholders live in memory only and are
+//! re-made on every resume). It does not build compaction summaries.
+//!
+//! Rules, in one pass over the records (origin-tagged records, partials and unknown payloads are
+//! ignored):
+//! * user-role messages always go to a `pending` buffer; `request_begin` takes `pending` as the
+//!   request's input (an open request is dropped first);
+//! * assistant messages inside a request are its outputs (outside one they are not context,
+//!   e.g. the max-turns notice);
+//! * `request_end(completed)` commits: the input (see [`ResumeState::history`] for its order)
+//!   and the outputs go to history, and the request's completed `tool_call`s become committed
+//!   calls awaiting exactly one output;
+//! * `request_end(other)`, `abort`, `task_end` or the end of the records inside a request drop
+//!   the round: its input goes back to the front of `pending`, its model output is lost;
+//! * a `compaction_begin … compaction_end` span is skipped (only tool outputs landing in it are
+//!   kept, token usage is still counted); a trace whose last record is a completed
+//!   `compaction_end` in `discard` mode is a closed context (empty history and carry-over).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::RookeryError;
+use crate::message::{EventPayload, ModelPayload, OmniMessage, Payload, Role, SessionMeta};
+use crate::message::{StopReason, Usage};
+use crate::trace::reader::read_trace;
+
+/// Output given on resume to a committed call whose output never reached the trace.
+pub const EXITED_PLACEHOLDER: &str = "[interrupted: process exited before the tool finished]";
+
+/// What a session needs to continue where its trace ends.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResumeState {
+    /// The first `session_meta` of the trace.
+    pub meta: SessionMeta,
+    /// Committed turns only, in order: each request's input, then what the model produced.
+    /// Within an input, the outputs owed to earlier committed calls come first, in call order
+    /// (the real output, or an [`EXITED_PLACEHOLDER`] output), then the other user messages in
+    /// trace order — the order the live loop sends them.
+    pub history: Vec<ModelPayload>,
+    /// Input for the next request: outputs owed to committed calls (in call order, real or
+    /// placeholder) then the uncommitted user messages, in trace order.
+    pub carry_over: Vec<ModelPayload>,
+    /// Committed requests (`request_end` completed), outside compaction spans.
+    pub turns: u64,
+    /// The last `token_usage.session`.
+    pub session_usage: Usage,
+    /// A `tool_list_ready` was recorded.
+    pub tools_announced: bool,
+    /// 1 + the highest `n` of tool-call ids `call_<n>` (or `call_<n>#<k>`) seen; 0 if none.
+    pub next_call_index: u64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ResumeError {
+    #[error("trace has no session_meta; cannot resume")]
+    NoMeta,
+}
+
+/// Reads the trace at `path` tolerantly (a torn last line is ignored, malformed middle lines are
+/// skipped with a warning) and resumes from its records. I/O errors are
+/// [`RookeryError::Trace`]; a trace without `session_meta` is `RookeryError::Trace` of kind
+/// `InvalidData` whose text is `trace error: trace has no session_meta; cannot resume`.
+pub fn resume_from_file(path: &Path) -> Result<ResumeState, RookeryError> {
+    let read = read_trace(path)?;
+    if read.torn_tail {
+        tracing::info!(
+            "[trace] ignored a torn last line in {} on resume",
+            path.display()
+        );
+    }
+    resume_from_records(&read.records).map_err(|e| {
+        tracing::warn!("cannot resume {}: {e}", path.display());
+        RookeryError::Trace(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    })
+}
+
+/// Rebuilds the resume state from trace records (see the module doc for the rules).
+pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, ResumeError> {
+    let mut replay = Replay::default();
+    let mut last: Option<&OmniMessage> = None;
+    for record in records.iter().filter(|r| !r.has_origin()) {
+        replay.step(record);
+        last = Some(record);
+    }
+    replay.drop_open_request();
+    let meta = replay.meta.take().ok_or(ResumeError::NoMeta)?;
+    let closed = matches!(
+        last.and_then(OmniMessage::as_event),
+        Some(EventPayload::CompactionEnd { status: StopReason::Completed, mode, .. }) if mode == "discard"
+    );
+    let (history, carry_over, turns) = if closed {
+        (Vec::new(), Vec::new(), 0)
+    } else {
+        let pending = std::mem::take(&mut replay.pending);
+        let carry_over = replay.settle(pending);
+        (replay.history, carry_over, replay.turns)
+    };
+    Ok(ResumeState {
+        meta,
+        history,
+        carry_over,
+        turns,
+        session_usage: replay.session_usage,
+        tools_announced: replay.tools_announced,
+        next_call_index: replay.max_call.map_or(0, |n| n.saturating_add(1)),
+    })
+}
+
+/// A request between `request_begin` and its end.
+struct OpenRequest {
+    input: Vec<ModelPayload>,
+    outputs: Vec<ModelPayload>,
+}
+
+#[derive(Default)]
+struct Replay {
+    meta: Option<SessionMeta>,
+    history: Vec<ModelPayload>,
+    pending: Vec<ModelPayload>,
+    open: Option<OpenRequest>,
+    /// Committed calls still owed an output, in call order.
+    unanswered: Vec<String>,
+    in_compaction: bool,
+    turns: u64,
+    session_usage: Usage,
+    tools_announced: bool,
+    max_call: Option<u64>,
+}
+
+impl Replay {
+    fn step(&mut self, record: &OmniMessage) {
+        match &record.payload {
+            Payload::SessionMeta(meta) => {
+                if self.meta.is_none() {
+                    self.meta = Some(meta.clone());
+                }
+            }
+            Payload::Model(message) => self.on_model(message),
+            Payload::Event(event) => self.on_event(event),
+            Payload::Unknown { .. } => {}
+        }
+    }
+
+    fn on_model(&mut self, message: &ModelPayload) {
+        if message.is_partial() {
+            return;
+        }
+        if let ModelPayload::ToolCall { tool_call_id, .. } = message
+            && let Some(n) = call_index(tool_call_id)
+        {
+            self.max_call = Some(self.max_call.map_or(n, |m| m.max(n)));
+        }
+        let is_output = matches!(message, ModelPayload::ToolCallOutput { .. });
+        if self.in_compaction {
+            // The compaction request's own messages are not context; a tool output landing
+            // here still belongs to the next turn.
+            if is_output {
+                self.pending.push(message.clone());
+            }
+            return;
+        }
+        match (message.role(), self.open.as_mut()) {
+            (Role::User, _) => self.pending.push(message.clone()),
+            (Role::Assistant, Some(open)) => open.outputs.push(message.clone()),
+            (Role::Assistant, None) => {
+                tracing::debug!("resume: assistant message outside a request ignored");
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: &EventPayload) {
+        match event {
+            EventPayload::TokenUsage { session, .. } => self.session_usage = *session,
+            EventPayload::ToolListReady { .. } => self.tools_announced = true,
+            EventPayload::CompactionBegin { .. } => {
+                self.drop_open_request();
+                self.in_compaction = true;
+            }
+            EventPayload::CompactionEnd { .. } => self.in_compaction = false,
+            _ if self.in_compaction => {}
+            EventPayload::RequestBegin {} => {
+                self.drop_open_request();
+                let input = std::mem::take(&mut self.pending);
+                self.open = Some(OpenRequest {
+                    input,
+                    outputs: Vec::new(),
+                });
+            }
+            EventPayload::RequestEnd {
+                status: StopReason::Completed,
+                ..
+            } => self.commit(),
+            EventPayload::RequestEnd { .. } | EventPayload::Abort { .. } => {
+                self.drop_open_request();
+            }
+            EventPayload::TaskEnd { .. } => self.drop_open_request(),
+            _ => {}
+        }
+    }
+
+    /// `request_end(completed)`: the input (settled) and outputs join history; the request's
+    /// completed tool calls are now owed an output each.
+    fn commit(&mut self) {
+        let Some(open) = self.open.take() else {
+            tracing::debug!("resume: request_end without request_begin ignored");
+            return;
+        };
+        let input = self.settle(open.input);
+        self.history.extend(input);
+        for message in &open.outputs {
+            if let ModelPayload::ToolCall {
+                tool_call_id,
+                stop_reason: StopReason::Completed,
+                ..
+            } = message
+            {
+                self.unanswered.push(tool_call_id.clone());
+            }
+        }
+        self.history.extend(open.outputs);
+        self.turns += 1;
+    }
+
+    /// Drops an open request: its input goes back to the front of `pending`.
+    fn drop_open_request(&mut self) {
+        if let Some(open) = self.open.take() {
+            let mut input = open.input;
+            input.append(&mut self.pending);
+            self.pending = input;
+        }
+    }
+
+    /// Orders `messages` as the input of a request and pays every debt: first one output per
+    /// committed unanswered call, in call order (its first output among `messages`, else a
+    /// placeholder), then the other messages in order. Outputs of calls that are not owed one
+    /// (uncommitted, already answered, duplicates) are dropped.
+    fn settle(&mut self, messages: Vec<ModelPayload>) -> Vec<ModelPayload> {
+        let owed = std::mem::take(&mut self.unanswered);
+        let mut found: HashMap<String, ModelPayload> = HashMap::new();
+        let mut others = Vec::new();
+        for message in messages {
+            match &message {
+                ModelPayload::ToolCallOutput { tool_call_id, .. } => {
+                    if owed.contains(tool_call_id) && !found.contains_key(tool_call_id) {
+                        found.insert(tool_call_id.clone(), message);
+                    } else {
+                        tracing::debug!("resume: output of {tool_call_id} is not owed; dropped");
+                    }
+                }
+                _ => others.push(message),
+            }
+        }
+        let mut settled: Vec<ModelPayload> = owed
+            .iter()
+            .map(|id| found.remove(id).unwrap_or_else(|| placeholder(id)))
+            .collect();
+        settled.extend(others);
+        settled
+    }
+}
+
+/// An aborted `tool_call_output` carrying [`EXITED_PLACEHOLDER`].
+pub fn placeholder(tool_call_id: &str) -> ModelPayload {
+    ModelPayload::ToolCallOutput {
+        role: Role::User,
+        output: EXITED_PLACEHOLDER.to_string(),
+        images: Vec::new(),
+        tool_call_id: tool_call_id.to_string(),
+        stop_reason: StopReason::Aborted,
+    }
+}
+
+/// `n` of an id `call_<n>` or `call_<n>#<k>` (the per-session disambiguation suffix).
+fn call_index(id: &str) -> Option<u64> {
+    let rest = id.strip_prefix("call_")?;
+    let digits = rest.split_once('#').map_or(rest, |(n, _)| n);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests;
