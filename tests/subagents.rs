@@ -478,3 +478,60 @@ async fn background_child_reports_completion_as_a_notice() {
     assert!(notice.ends_with("background answer"), "{notice}");
     host.shutdown().await;
 }
+
+/// Scripted for the parent; a child's session panics inside its actor on its first request.
+struct PanicInChildren(Arc<dyn rookery::Model>);
+struct Panicking;
+impl rookery::model::ModelSession for Panicking {
+    fn stream(
+        &mut self,
+        _r: rookery::model::ModelRequest,
+    ) -> futures::stream::BoxStream<'static, rookery::model::ModelEvent> {
+        panic!("child model exploded")
+    }
+}
+impl rookery::Model for PanicInChildren {
+    fn info(&self) -> rookery::model::ModelInfo {
+        self.0.info()
+    }
+    fn open(
+        &self,
+        ctx: &rookery::model::ModelSessionContext,
+    ) -> Box<dyn rookery::model::ModelSession> {
+        if ctx.is_subagent {
+            Box::new(Panicking)
+        } else {
+            self.0.open(ctx)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_child_is_a_subagent_error_and_the_parent_goes_on() {
+    let (_d, ws, home) = tempdirs();
+    let inner = Recording::new(scripted(json!({
+        "turns": [{"tool_calls": [spawn_call("child: boom", json!({}))]}, {"text": "parent survived"}]
+    })));
+    let model = Arc::new(PanicInChildren(inner.clone()));
+    let host = Host::start(&home).await.unwrap();
+    let s = host.create_session(options(&ws, model)).await.unwrap();
+    let summary = tokio::time::timeout(Duration::from_secs(30), s.run_task("go"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(summary.final_text.as_deref(), Some("parent survived"));
+    let out = &outputs(&inner.requests()[1])[0];
+    assert_eq!(out.1, StopReason::Failed);
+    assert!(out.0.starts_with("[subagent error: "), "{}", out.0);
+    assert!(out.0.contains("child model exploded"), "{}", out.0);
+    // The child's own trace is complete: its meta, its prompt, then the crash report.
+    s.close().await.unwrap();
+    let child = &child_traces(&home)[0];
+    assert!(child.iter().any(|r| matches!(
+        r.as_event(),
+        Some(EventPayload::TaskEnd {
+            status: StopReason::Failed
+        })
+    )));
+    host.shutdown().await;
+}
