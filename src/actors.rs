@@ -2,6 +2,7 @@
 //! Each actor owns its state; everything else talks to it through messages and handles.
 
 pub mod background_notice;
+pub mod command;
 pub mod command_supervisor;
 pub mod host;
 pub mod session;

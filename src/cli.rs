@@ -4,8 +4,10 @@
 //! errors exit 2 with a one-line reason on stderr.
 
 pub mod approve_prompt;
+pub mod chat;
 pub mod render;
 pub mod run;
+pub mod serve;
 
 use std::path::PathBuf;
 
@@ -28,6 +30,10 @@ pub struct Cli {
 pub enum Command {
     /// Run one task in a new session and print its transcript.
     Run(RunArgs),
+    /// Chat with one session: each input line is a task (Ctrl-C aborts it, /exit quits).
+    Chat(ChatArgs),
+    /// Serve sessions over HTTP + SSE.
+    Serve(ServeArgs),
 }
 
 /// Options shared by every subcommand that runs sessions.
@@ -72,9 +78,39 @@ pub struct RunArgs {
     pub prompt: String,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Continue an earlier session (its trace is appended to).
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the first stdout line names it).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: String,
+    /// Where traces go (default: $ROOKERY_HOME, else ~/.rookery).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The agent config (YAML) of sessions that name none.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A scripted-model JSON file (the built-in model).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Require `Authorization: Bearer <token>`, the token read from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+}
+
 /// Runs the parsed command; returns the process exit code.
 pub async fn dispatch(cli: Cli) -> i32 {
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::Chat(args) => chat::chat(args).await,
+        Command::Serve(args) => serve::serve(args).await,
     }
 }

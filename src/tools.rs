@@ -6,14 +6,21 @@
 //! [`environment`], never to a tool.
 
 pub mod args;
+pub mod describe_image;
 pub mod diff_render;
 pub mod edit_file;
 pub mod environment;
+pub mod exec_command;
 pub mod fs_atomic;
+pub mod image_source;
+pub mod input_command;
 pub mod input_subagent;
+pub mod kill_command;
 pub mod kill_subagent;
+pub mod list_commands;
 pub mod path_hint;
 pub mod read_file;
+pub mod read_image;
 pub mod registry;
 pub mod run_subagent;
 pub mod subagent_window;

@@ -1,36 +1,458 @@
-//! Placeholder: the per-session command supervisor is being written.
+//! `CommandSupervisor`: one per session, the only owner of the registry of background commands
+//! (at most 64, LRU eviction, exited ones first) and the parent of every `CommandActor` of the
+//! session, registered or still in its foreground window. It admits, leases, evicts and removes
+//! commands, turns finished `run_in_background` commands into completion notices and evictions
+//! into events (both through the session's [`CommandEventSink`]), and kills every group on
+//! shutdown — or, through the `KillOnDrop` guards of its state, when it is stopped or killed.
+//!
+//! Its `handle` never waits for a process: spawning is a quick fork/exec, reads happen between
+//! tools and command actors, and shutdown waits for the reaping in a spawned task. It does not
+//! deliver notices to the model (the session does) and builds no tool output.
+
+mod handle;
+mod lease;
+pub mod notice;
+
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use ractor::{ActorCell, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent};
+use tokio::sync::watch;
 
-use crate::error::RookeryError;
+use crate::actors::command::process::{self, KillOnDrop};
+use crate::actors::command::{CommandActor, CommandArgs, CommandMsg, ExitInfo, SpawnSpec};
+pub use handle::CommandSupervisorHandle;
+pub use lease::{Collected, CommandLease};
+pub use notice::CommandListing;
 
+/// Most registered commands per session.
+pub const MAX_COMMANDS: usize = 64;
+/// From this many registered commands on, exec_command warns the model.
+pub const CROWDED_AT: usize = 60;
+/// How long `shutdown` waits for the groups to be gone.
+pub(crate) const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// What the session learns from its commands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CommandEvent {
+    /// A registered command was evicted to admit another (`status`: `running` | `exited`).
     Evicted { process_id: String, status: String },
+    /// A `run_in_background` command finished: the exact `[background_task_done]` user text.
     Completed { notice_text: String },
 }
 
+/// Where the supervisor sends its events (called from inside the actor: keep it quick).
 pub type CommandEventSink = Arc<dyn Fn(CommandEvent) + Send + Sync>;
 
-/// Handle on a session's command supervisor.
-#[derive(Clone, Debug)]
-pub struct CommandSupervisorHandle {
-    actor: ActorRef<()>,
+/// Tunables of a supervisor (the defaults are the contract; tests shrink them).
+#[derive(Debug, Clone)]
+pub struct CommandOptions {
+    /// Most registered commands (default 64).
+    pub capacity: usize,
+    /// Extra environment of every command (the hardened keys still win).
+    pub env: Vec<(String, String)>,
 }
 
-impl CommandSupervisorHandle {
-    pub async fn spawn(
-        _session_id: String,
-        _workspace: PathBuf,
-        _sink: CommandEventSink,
-        _supervisor: Option<ActorCell>,
-    ) -> Result<Self, RookeryError> {
-        Err(RookeryError::Actor("placeholder".into()))
+impl Default for CommandOptions {
+    fn default() -> Self {
+        CommandOptions {
+            capacity: MAX_COMMANDS,
+            env: Vec::new(),
+        }
     }
-    pub fn actor(&self) -> &ActorRef<()> {
-        &self.actor
+}
+
+/// A command to start.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    pub cmd: String,
+    /// Absolute working directory.
+    pub cwd: PathBuf,
+    pub tty: bool,
+    /// Register at once and arm the completion notice (`run_in_background`).
+    pub background: bool,
+}
+
+/// A started command.
+pub struct Started {
+    /// For a foreground command: dropping it kills the command unless it was registered.
+    pub lease: CommandLease,
+    /// Registered commands after admission (background starts only).
+    pub registered: Option<usize>,
+}
+
+type StartReply = Result<(String, ActorRef<CommandMsg>, Option<usize>), String>;
+
+pub enum SupMsg {
+    Start {
+        req: StartRequest,
+        reply: RpcReplyPort<StartReply>,
+    },
+    /// A registered command by id, marked as being read (refreshes its last use).
+    Lease {
+        id: String,
+        reply: RpcReplyPort<Option<ActorRef<CommandMsg>>>,
+    },
+    /// A registered command by id for kill_command: disarmed and unregistered at once.
+    Take {
+        id: String,
+        reply: RpcReplyPort<Option<(ActorRef<CommandMsg>, Option<ExitInfo>)>>,
+    },
+    /// Registers a foreground command that outlived its window.
+    Register {
+        id: String,
+        reply: RpcReplyPort<Option<usize>>,
+    },
+    LeaseEnded {
+        id: String,
+        reader: bool,
+        discard: bool,
+    },
+    Finished {
+        id: String,
+        exit: ExitInfo,
+        tail: String,
+    },
+    List(RpcReplyPort<Vec<CommandListing>>),
+    Shutdown(RpcReplyPort<()>),
+}
+
+struct Entry {
+    actor: ActorRef<CommandMsg>,
+    label: String,
+    registered: bool,
+    /// Registration order.
+    seq: u64,
+    /// Logical clock of the last use (ties impossible).
+    last_used: u64,
+    last_used_at: Instant,
+    readers: usize,
+    notify: bool,
+    exit: Option<ExitInfo>,
+    done: watch::Receiver<bool>,
+    /// Kills the group when the entry goes (also when the supervisor dies).
+    _group: KillOnDrop,
+}
+
+pub struct SupState {
+    session_id: String,
+    workspace: PathBuf,
+    sink: CommandEventSink,
+    options: CommandOptions,
+    entries: HashMap<String, Entry>,
+    clock: u64,
+    disposed: bool,
+}
+
+pub struct CommandSupervisor;
+
+pub struct SupArgs {
+    pub(crate) session_id: String,
+    pub(crate) workspace: PathBuf,
+    pub(crate) sink: CommandEventSink,
+    pub(crate) options: CommandOptions,
+}
+
+impl Actor for CommandSupervisor {
+    type Msg = SupMsg;
+    type State = SupState;
+    type Arguments = SupArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SupMsg>,
+        args: SupArgs,
+    ) -> Result<SupState, ActorProcessingErr> {
+        Ok(SupState {
+            session_id: args.session_id,
+            workspace: args.workspace,
+            sink: args.sink,
+            options: args.options,
+            entries: HashMap::new(),
+            clock: 0,
+            disposed: false,
+        })
     }
-    pub async fn shutdown(&self) {}
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupMsg>,
+        msg: SupMsg,
+        state: &mut SupState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupMsg::Start { req, reply } => {
+                let res = state.start(&myself, req).await;
+                // A caller that went away before the answer cannot discard its foreground
+                // command any more: do it here.
+                if let Err(MessagingErr::SendErr(Ok((id, _, None)))) = reply.send(res) {
+                    state.remove(&id);
+                }
+            }
+            SupMsg::Lease { id, reply } => {
+                let tick = state.tick();
+                let actor = state
+                    .entries
+                    .get_mut(&id)
+                    .filter(|e| e.registered)
+                    .map(|e| {
+                        e.touch(tick);
+                        e.readers += 1;
+                        e.actor.clone()
+                    });
+                let _ = reply.send(actor);
+            }
+            SupMsg::Take { id, reply } => {
+                let found = state
+                    .entries
+                    .get_mut(&id)
+                    .filter(|e| e.registered)
+                    .map(|e| {
+                        e.notify = false;
+                        e.registered = false;
+                        (e.actor.clone(), e.exit.clone())
+                    });
+                let _ = reply.send(found);
+            }
+            SupMsg::Register { id, reply } => {
+                let n = state.entries.contains_key(&id).then(|| state.admit(&id));
+                let _ = reply.send(n);
+            }
+            SupMsg::LeaseEnded {
+                id,
+                reader,
+                discard,
+            } => {
+                if let Some(e) = state.entries.get_mut(&id)
+                    && reader
+                {
+                    e.readers = e.readers.saturating_sub(1);
+                }
+                if discard {
+                    state.remove(&id);
+                }
+                state.trim(None);
+            }
+            SupMsg::Finished { id, exit, tail } => state.finished(&id, exit, &tail),
+            SupMsg::List(reply) => {
+                let mut list: Vec<(&u64, CommandListing)> = state
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.registered)
+                    .map(|(id, e)| {
+                        (
+                            &e.seq,
+                            CommandListing {
+                                process_id: id.clone(),
+                                exit: e.exit.clone(),
+                                idle: e.last_used_at.elapsed(),
+                                label: e.label.clone(),
+                            },
+                        )
+                    })
+                    .collect();
+                list.sort_by_key(|(seq, _)| **seq);
+                let _ = reply.send(list.into_iter().map(|(_, l)| l).collect());
+            }
+            SupMsg::Shutdown(reply) => {
+                state.disposed = true;
+                let waits: Vec<watch::Receiver<bool>> =
+                    state.entries.values().map(|e| e.done.clone()).collect();
+                let n = waits.len();
+                for (_, e) in state.entries.drain() {
+                    e.actor.stop(Some("session ended".into()));
+                }
+                tracing::debug!(session = %state.session_id, commands = n, "commands shut down");
+                tokio::spawn(async move {
+                    let all =
+                        futures::future::join_all(waits.into_iter().map(|mut rx| async move {
+                            let _ = rx.wait_for(|done| *done).await;
+                        }));
+                    if tokio::time::timeout(SHUTDOWN_WAIT, all).await.is_err() {
+                        tracing::warn!("some command groups were still alive after shutdown");
+                    }
+                    let _ = reply.send(());
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<SupMsg>,
+        evt: SupervisionEvent,
+        state: &mut SupState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, why) = match evt {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                (cell, format!("the command's actor failed: {err}"))
+            }
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                (cell, "the command's actor stopped".to_string())
+            }
+            _ => return Ok(()),
+        };
+        let found = state
+            .entries
+            .iter()
+            .find(|(_, e)| e.actor.get_id() == cell.get_id())
+            .map(|(id, _)| id.clone());
+        if let Some(id) = found {
+            tracing::warn!(session = %state.session_id, %id, "{why}");
+            if let Some(e) = state.entries.get_mut(&id) {
+                e._group.0.kill();
+            }
+            state.finished(&id, ExitInfo::Failed(why), "");
+        }
+        Ok(())
+    }
+}
+
+impl Entry {
+    fn touch(&mut self, tick: u64) {
+        self.last_used = tick;
+        self.last_used_at = Instant::now();
+    }
+}
+
+impl SupState {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn new_id(&self) -> String {
+        loop {
+            let id = format!("proc-{:08x}", rand::random::<u32>());
+            if !self.entries.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn registered_count(&self) -> usize {
+        self.entries.values().filter(|e| e.registered).count()
+    }
+
+    async fn start(&mut self, myself: &ActorRef<SupMsg>, req: StartRequest) -> StartReply {
+        if self.disposed {
+            return Err("command session manager disposed".to_string());
+        }
+        let id = self.new_id();
+        let spec = SpawnSpec {
+            cmd: req.cmd.clone(),
+            cwd: if req.cwd.as_os_str().is_empty() {
+                self.workspace.clone()
+            } else {
+                req.cwd.clone()
+            },
+            tty: req.tty,
+            env: self.options.env.clone(),
+        };
+        let spawned = process::spawn_process(&spec)?;
+        let group = spawned.group.0.clone();
+        let sup = myself.clone();
+        let fid = id.clone();
+        let args = CommandArgs {
+            id: id.clone(),
+            process: spawned,
+            on_finish: Box::new(move |exit, tail| {
+                let _ = sup.cast(SupMsg::Finished {
+                    id: fid,
+                    exit,
+                    tail,
+                });
+            }),
+        };
+        let (actor, _) = Actor::spawn_linked(None, CommandActor, args, myself.get_cell())
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::debug!(session = %self.session_id, %id, pgid = group.pgid(), background = req.background, "command started");
+        let tick = self.tick();
+        self.entries.insert(
+            id.clone(),
+            Entry {
+                actor: actor.clone(),
+                label: notice::label(&req.cmd),
+                registered: false,
+                seq: 0,
+                last_used: tick,
+                last_used_at: Instant::now(),
+                readers: 0,
+                notify: req.background,
+                exit: None,
+                done: group.done(),
+                _group: KillOnDrop(group),
+            },
+        );
+        let registered = req.background.then(|| self.admit(&id));
+        Ok((id, actor, registered))
+    }
+
+    /// Registers `id` (refreshing its use) and evicts down to the capacity.
+    fn admit(&mut self, id: &str) -> usize {
+        let tick = self.tick();
+        if let Some(e) = self.entries.get_mut(id) {
+            if !e.registered {
+                e.seq = tick;
+            }
+            e.registered = true;
+            e.touch(tick);
+        }
+        self.trim(Some(id));
+        self.registered_count()
+    }
+
+    /// Evicts while over capacity: the least recently used exited command first, else the least
+    /// recently used running one; never `protect`, never one being read.
+    fn trim(&mut self, protect: Option<&str>) {
+        while self.registered_count() > self.options.capacity {
+            let victim = self
+                .entries
+                .iter()
+                .filter(|(id, e)| e.registered && e.readers == 0 && Some(id.as_str()) != protect)
+                .min_by_key(|(_, e)| (e.exit.is_none(), e.last_used))
+                .map(|(id, _)| id.clone());
+            let Some(victim) = victim else {
+                tracing::warn!(session = %self.session_id, "registry over capacity: every command is busy");
+                return;
+            };
+            if let Some(e) = self.entries.remove(&victim) {
+                let status = if e.exit.is_some() {
+                    "exited"
+                } else {
+                    "running"
+                };
+                tracing::debug!(session = %self.session_id, id = %victim, status, "command evicted");
+                e.actor.stop(Some("evicted".into()));
+                (self.sink)(CommandEvent::Evicted {
+                    process_id: victim,
+                    status: status.to_string(),
+                });
+            }
+        }
+    }
+
+    /// Forgets `id`, stops its actor and kills its group (no notice).
+    fn remove(&mut self, id: &str) {
+        if let Some(e) = self.entries.remove(id) {
+            e.actor.stop(Some("removed".into()));
+        }
+    }
+
+    fn finished(&mut self, id: &str, exit: ExitInfo, tail: &str) {
+        let Some(e) = self.entries.get_mut(id) else {
+            return;
+        };
+        if e.exit.is_none() {
+            e.exit = Some(exit.clone());
+        }
+        if std::mem::take(&mut e.notify) {
+            let text = notice::completion_notice(id, &e.label, &exit, tail);
+            (self.sink)(CommandEvent::Completed { notice_text: text });
+        }
+    }
 }

@@ -245,6 +245,14 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             30_000,
             16_000,
         ),
+        "list_commands" => d(
+            "list_commands",
+            "List this session's background commands: process_id, running or exited (with how it ended), seconds since last use, and the command's first line.",
+            schema(json!({}), &[]),
+            Read,
+            30_000,
+            16_000,
+        ),
         "list_subagents" => d(
             "list_subagents",
             "List this session's subagents: id, running or idle, turns and token use so far, and the first line of each prompt.",
@@ -292,13 +300,14 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
 }
 
 /// Names of the reference's builtin table, in its order.
-pub const BUILTIN_NAMES: [&str; 12] = [
+pub const BUILTIN_NAMES: [&str; 13] = [
     "read_file",
     "edit_file",
     "write_file",
     "exec_command",
     "input_command",
     "kill_command",
+    "list_commands",
     "run_subagent",
     "input_subagent",
     "kill_subagent",
@@ -313,6 +322,10 @@ pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
         "read_file" => Arc::new(BlockingTool::new(super::read_file::read_file)),
         "edit_file" => Arc::new(BlockingTool::new(super::edit_file::edit_file)),
         "write_file" => Arc::new(BlockingTool::new(super::write_file::write_file)),
+        "exec_command" => Arc::new(super::exec_command::ExecCommandTool),
+        "input_command" => Arc::new(super::input_command::InputCommandTool),
+        "kill_command" => Arc::new(super::kill_command::KillCommandTool),
+        "list_commands" => Arc::new(super::list_commands::ListCommandsTool),
         "run_subagent" => Arc::new(super::run_subagent::RunSubagentTool),
         "input_subagent" => Arc::new(super::input_subagent::InputSubagentTool),
         "kill_subagent" => Arc::new(super::kill_subagent::KillSubagentTool),

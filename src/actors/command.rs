@@ -1,0 +1,436 @@
+//! `CommandActor`: one spawned command (one OS process group). It owns the unread-output ring,
+//! the completion tail, the stdin queue and the exit status; it answers reads (parking a reader
+//! until output, exit or its window ends), forwards stdin writes and Ctrl-C, and reports the
+//! final exit once to whoever spawned it.
+//!
+//! `handle` never awaits a process, a pipe or a timer: readers, the waiter, the stdin writer and
+//! every timer are spawned tasks that cast back. The group is killed (SIGTERM, SIGKILL after
+//! 1 s) in `post_stop` and by the [`process::KillOnDrop`] guard in the state, so a killed or
+//! panicked actor leaves no process behind. It knows nothing of the registry or of tools.
+
+pub mod process;
+pub mod ring;
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::ChildStdin;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub use process::{ExitInfo, SpawnSpec};
+use process::{KillOnDrop, ProcessIo, SpawnedProcess};
+use ring::{OutputRing, TailBuffer, Utf8Decoder};
+
+/// After the foreground process exited while other group members still hold the output: end
+/// the drain after this long without output…
+const DRAIN_QUIET: Duration = Duration::from_millis(20);
+/// …and at most this long after the exit.
+const DRAIN_CAP: Duration = Duration::from_millis(50);
+/// When no group member is left, the pipes reach EOF at once; this only bounds a process that
+/// left the group (setsid) while keeping the pipes open.
+const DRAIN_EOF_CAP: Duration = Duration::from_secs(1);
+
+const READ_BUF: usize = 64 * 1024;
+
+/// Called once with the final exit and the rendered output tail.
+pub type FinishFn = Box<dyn FnOnce(ExitInfo, String) + Send + Sync>;
+
+/// What the actor is started with.
+pub struct CommandArgs {
+    pub id: String,
+    pub process: SpawnedProcess,
+    pub on_finish: FinishFn,
+}
+
+/// The answer to a read: text drained from the ring and, once the command is over and
+/// everything was read, its exit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadReply {
+    pub text: String,
+    pub exit: Option<ExitInfo>,
+}
+
+pub enum CommandMsg {
+    /// Unread output now if any (or the exit); otherwise waits up to `wait` for some.
+    Read {
+        wait: Duration,
+        reply: RpcReplyPort<ReadReply>,
+    },
+    /// Unread output and the exit status if the process has exited, at once.
+    Drain(RpcReplyPort<ReadReply>),
+    /// Bytes for stdin (silently dropped once stdin is closed).
+    Write(Vec<u8>),
+    /// SIGINT to the process group.
+    Interrupt,
+    // From the actor's own tasks.
+    Output(String),
+    StreamEnd,
+    Exited {
+        exit: ExitInfo,
+        others_alive: bool,
+    },
+    ReadTimeout(u64),
+    DrainTimer(u64),
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+pub struct CommandState {
+    id: String,
+    ring: OutputRing,
+    tail: TailBuffer,
+    exit: Option<ExitInfo>,
+    exited_at: Option<Instant>,
+    others_alive: bool,
+    open_streams: u8,
+    finished: bool,
+    waiters: VecDeque<(u64, RpcReplyPort<ReadReply>)>,
+    next_waiter: u64,
+    drain_gen: u64,
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    group: KillOnDrop,
+    on_finish: Option<FinishFn>,
+    tasks: Vec<AbortOnDrop>,
+}
+
+pub struct CommandActor;
+
+impl Actor for CommandActor {
+    type Msg = CommandMsg;
+    type State = CommandState;
+    type Arguments = CommandArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<CommandMsg>,
+        args: CommandArgs,
+    ) -> Result<CommandState, ActorProcessingErr> {
+        let SpawnedProcess {
+            mut child,
+            io,
+            group,
+        } = args.process;
+        let pgid = group.0.pgid();
+        let waiter_group = group.0.clone();
+        let me = myself.clone();
+        // Not aborted with the actor: it must reap the leader whatever happens.
+        tokio::spawn(async move {
+            let exit = match child.wait().await {
+                Ok(status) => ExitInfo::from_status(status),
+                Err(e) => ExitInfo::Failed(format!("cannot wait for the command: {e}")),
+            };
+            waiter_group.mark_reaped();
+            let others_alive = tokio::task::spawn_blocking(move || process::group_alive(pgid))
+                .await
+                .unwrap_or(true);
+            let _ = me.cast(CommandMsg::Exited { exit, others_alive });
+        });
+
+        let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let mut tasks = Vec::new();
+        let open_streams = match io {
+            ProcessIo::Pipes {
+                stdin,
+                stdout,
+                stderr,
+            } => {
+                tasks.push(AbortOnDrop(tokio::spawn(read_stream(
+                    stdout,
+                    myself.clone(),
+                ))));
+                tasks.push(AbortOnDrop(tokio::spawn(read_stream(
+                    stderr,
+                    myself.clone(),
+                ))));
+                tasks.push(AbortOnDrop(tokio::spawn(write_pipe(stdin, rx))));
+                2
+            }
+            ProcessIo::Pty { master } => {
+                tasks.push(AbortOnDrop(tokio::spawn(read_pty(
+                    master.clone(),
+                    myself.clone(),
+                ))));
+                tasks.push(AbortOnDrop(tokio::spawn(write_pty(master, rx))));
+                1
+            }
+        };
+        Ok(CommandState {
+            id: args.id,
+            ring: OutputRing::default(),
+            tail: TailBuffer::default(),
+            exit: None,
+            exited_at: None,
+            others_alive: false,
+            open_streams,
+            finished: false,
+            waiters: VecDeque::new(),
+            next_waiter: 0,
+            drain_gen: 0,
+            stdin: Some(tx),
+            group,
+            on_finish: Some(args.on_finish),
+            tasks,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<CommandMsg>,
+        msg: CommandMsg,
+        state: &mut CommandState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            CommandMsg::Read { wait, reply } => {
+                if !state.ring.is_empty() || state.finished {
+                    let _ = reply.send(state.take_reply());
+                } else {
+                    let n = state.next_waiter;
+                    state.next_waiter += 1;
+                    state.waiters.push_back((n, reply));
+                    send_later(&myself, wait, CommandMsg::ReadTimeout(n));
+                }
+            }
+            CommandMsg::Drain(reply) => {
+                let text = state.ring.drain();
+                let _ = reply.send(ReadReply {
+                    text,
+                    exit: state.exit.clone(),
+                });
+            }
+            CommandMsg::Write(bytes) => {
+                if let Some(tx) = &state.stdin
+                    && tx.send(bytes).is_err()
+                {
+                    state.stdin = None;
+                }
+            }
+            CommandMsg::Interrupt => {
+                let sent = state.group.0.signal(Signal::SIGINT);
+                tracing::debug!(id = %state.id, sent, "SIGINT to the process group");
+            }
+            CommandMsg::Output(text) => {
+                state.tail.push(&text);
+                state.ring.push(&text);
+                if state.exit.is_some() && !state.finished && state.others_alive {
+                    state.arm_drain_timer(&myself, DRAIN_QUIET);
+                }
+                state.serve_one_waiter();
+            }
+            CommandMsg::StreamEnd => {
+                state.open_streams = state.open_streams.saturating_sub(1);
+                if state.open_streams == 0 && state.exit.is_some() {
+                    state.finish();
+                }
+            }
+            CommandMsg::Exited { exit, others_alive } => {
+                tracing::debug!(id = %state.id, ?exit, others_alive, "command exited");
+                state.exit = Some(exit);
+                state.exited_at = Some(Instant::now());
+                state.others_alive = others_alive;
+                if state.open_streams == 0 {
+                    state.finish();
+                } else if others_alive {
+                    state.arm_drain_timer(&myself, DRAIN_QUIET);
+                } else {
+                    state.arm_drain_timer(&myself, DRAIN_EOF_CAP);
+                }
+            }
+            CommandMsg::ReadTimeout(n) => {
+                if let Some(pos) = state.waiters.iter().position(|(w, _)| *w == n)
+                    && let Some((_, port)) = state.waiters.remove(pos)
+                {
+                    let _ = port.send(ReadReply::default());
+                }
+            }
+            CommandMsg::DrainTimer(generation) => {
+                if generation == state.drain_gen && !state.finished {
+                    state.finish();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<CommandMsg>,
+        state: &mut CommandState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.group.0.kill();
+        state.tasks.clear();
+        Ok(())
+    }
+}
+
+impl CommandState {
+    /// Everything unread, with the exit once the command is over.
+    fn take_reply(&mut self) -> ReadReply {
+        ReadReply {
+            text: self.ring.drain(),
+            exit: if self.finished {
+                self.exit.clone()
+            } else {
+                None
+            },
+        }
+    }
+
+    /// Hands the unread output to the oldest reader still waiting.
+    fn serve_one_waiter(&mut self) {
+        while let Some((_, port)) = self.waiters.pop_front() {
+            if port.is_closed() {
+                continue;
+            }
+            let _ = port.send(self.take_reply());
+            return;
+        }
+    }
+
+    /// (Re)starts the post-exit drain timer: `quiet` from now, never past the cap after exit.
+    fn arm_drain_timer(&mut self, myself: &ActorRef<CommandMsg>, quiet: Duration) {
+        let cap = if self.others_alive {
+            DRAIN_CAP
+        } else {
+            DRAIN_EOF_CAP
+        };
+        let elapsed = self.exited_at.map_or(Duration::ZERO, |t| t.elapsed());
+        let left = cap.saturating_sub(elapsed);
+        if left.is_zero() {
+            self.finish();
+            return;
+        }
+        self.drain_gen += 1;
+        send_later(
+            myself,
+            quiet.min(left),
+            CommandMsg::DrainTimer(self.drain_gen),
+        );
+    }
+
+    /// The command is over: answer every reader and report the exit once.
+    fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let exit = self
+            .exit
+            .clone()
+            .unwrap_or_else(|| ExitInfo::Failed("exit status unknown".to_string()));
+        while let Some((_, port)) = self.waiters.pop_front() {
+            if !port.is_closed() {
+                let _ = port.send(self.take_reply());
+            }
+        }
+        if let Some(f) = self.on_finish.take() {
+            f(exit, self.tail.render());
+        }
+    }
+}
+
+/// Casts `msg` to `actor` after `delay` (from a spawned task).
+fn send_later(actor: &ActorRef<CommandMsg>, delay: Duration, msg: CommandMsg) {
+    let actor = actor.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let _ = actor.cast(msg);
+    });
+}
+
+async fn read_stream<R: AsyncRead + Unpin>(mut stream: R, me: ActorRef<CommandMsg>) {
+    let mut buf = vec![0u8; READ_BUF];
+    let mut dec = Utf8Decoder::default();
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => {
+                let text = dec.push(&buf[..n]);
+                if !text.is_empty() && me.cast(CommandMsg::Output(text)).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::debug!("command output read failed: {e}");
+                break;
+            }
+        }
+    }
+    let rest = dec.finish();
+    if !rest.is_empty() {
+        let _ = me.cast(CommandMsg::Output(rest));
+    }
+    let _ = me.cast(CommandMsg::StreamEnd);
+}
+
+async fn read_pty(master: Arc<AsyncFd<OwnedFd>>, me: ActorRef<CommandMsg>) {
+    let mut buf = vec![0u8; READ_BUF];
+    let mut dec = Utf8Decoder::default();
+    loop {
+        let Ok(mut guard) = master.readable().await else {
+            break;
+        };
+        let read = guard
+            .try_io(|fd| nix::unistd::read(fd.get_ref(), &mut buf).map_err(std::io::Error::from));
+        match read {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => {
+                let text = dec.push(&buf[..n]);
+                if !text.is_empty() && me.cast(CommandMsg::Output(text)).is_err() {
+                    return;
+                }
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // EIO: every slave descriptor is closed, i.e. the end of output.
+            Ok(Err(_)) => break,
+            Err(_would_block) => {}
+        }
+    }
+    let rest = dec.finish();
+    if !rest.is_empty() {
+        let _ = me.cast(CommandMsg::Output(rest));
+    }
+    let _ = me.cast(CommandMsg::StreamEnd);
+}
+
+async fn write_pipe(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(bytes) = rx.recv().await {
+        if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+            // A closed stdin: later writes are silently ignored.
+            break;
+        }
+    }
+}
+
+async fn write_pty(master: Arc<AsyncFd<OwnedFd>>, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(bytes) = rx.recv().await {
+        let mut rest: &[u8] = &bytes;
+        while !rest.is_empty() {
+            let Ok(mut guard) = master.writable().await else {
+                return;
+            };
+            match guard
+                .try_io(|fd| nix::unistd::write(fd.get_ref(), rest).map_err(std::io::Error::from))
+            {
+                Ok(Ok(n)) => rest = &rest[n..],
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(_)) => return,
+                Err(_would_block) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! The OS side of one command: spawning `bash -lc <cmd>` as the leader of its own session and
+//! process group (setsid, Linux parent-death signal, hardened environment of reference §3.5),
+//! with pipes or a pseudo-terminal, and the process-group kill (SIGTERM, SIGKILL after 1 s)
+//! that runs at most once per group, from `kill()` or from a [`KillOnDrop`] guard.
+//!
+//! It does not read or write the streams (the CommandActor's tasks do) and knows nothing of
+//! registries or tools.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::sync::watch;
+
+/// Grace between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_secs(1);
+
+/// Keys always set in the child environment (they win over everything else).
+pub const HARDENED_ENV: [(&str, &str); 6] = [
+    ("GIT_EDITOR", "true"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("TERM", "dumb"),
+    ("NO_COLOR", "1"),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+];
+
+/// Keys removed from the inherited environment (compared case-insensitively).
+pub const STRIPPED_ENV: [&str; 9] = [
+    "PORT",
+    "HOST",
+    "PENGUIN_CLI_ENTRY",
+    "PENGUIN_WEB_DIST",
+    "FORCE_COLOR",
+    "CLICOLOR_FORCE",
+    "PENGUIN_DESKTOP_TOKEN",
+    "PENGUIN_PORT_FILE",
+    "PENGUIN_SEED_ADMIN_PASSWORD",
+];
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    pub cmd: String,
+    pub cwd: PathBuf,
+    /// Run under a pseudo-terminal instead of pipes.
+    pub tty: bool,
+    /// Extra variables (applied before the hardened keys, which still win).
+    pub env: Vec<(String, String)>,
+}
+
+/// How a command's foreground process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitInfo {
+    Code(i32),
+    Signal(i32),
+    SpawnError(String),
+    /// The command's actor failed or vanished; the text says why.
+    Failed(String),
+}
+
+/// `SIGTERM` for 15; `signal N` for numbers this platform does not name.
+pub fn signal_name(sig: i32) -> String {
+    match Signal::try_from(sig) {
+        Ok(s) => s.as_str().to_string(),
+        Err(_) => format!("signal {sig}"),
+    }
+}
+
+impl ExitInfo {
+    /// `exit code N` | `terminated by signal S` | `spawn error: msg` | `failed: msg`.
+    pub fn detail(&self) -> String {
+        match self {
+            ExitInfo::Code(n) => format!("exit code {n}"),
+            ExitInfo::Signal(s) => format!("terminated by signal {}", signal_name(*s)),
+            ExitInfo::SpawnError(m) => format!("spawn error: {m}"),
+            ExitInfo::Failed(m) => format!("failed: {m}"),
+        }
+    }
+
+    /// True for everything but exit code 0.
+    pub fn is_failure(&self) -> bool {
+        !matches!(self, ExitInfo::Code(0))
+    }
+
+    /// The tool note of reference §3.5 (`None` for exit code 0).
+    pub fn note(&self) -> Option<String> {
+        match self {
+            ExitInfo::Code(0) => None,
+            ExitInfo::Code(n) => Some(format!("[exit code: {n}]")),
+            ExitInfo::Signal(s) => Some(format!("[terminated by signal {}]", signal_name(*s))),
+            ExitInfo::SpawnError(m) => Some(format!("[spawn error: {m}]")),
+            ExitInfo::Failed(m) => Some(format!("[command failed: {m}]")),
+        }
+    }
+
+    pub fn from_status(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(c), _) => ExitInfo::Code(c),
+            (None, Some(s)) => ExitInfo::Signal(s),
+            (None, None) => ExitInfo::Failed("unknown exit status".to_string()),
+        }
+    }
+}
+
+/// The streams of a spawned command.
+pub enum ProcessIo {
+    Pipes {
+        stdin: ChildStdin,
+        stdout: ChildStdout,
+        stderr: ChildStderr,
+    },
+    /// The master side of the pseudo-terminal (non-blocking), for reading and writing.
+    Pty { master: Arc<AsyncFd<OwnedFd>> },
+}
+
+/// A freshly spawned command; dropping it kills its group.
+pub struct SpawnedProcess {
+    pub child: Child,
+    pub io: ProcessIo,
+    pub group: KillOnDrop,
+}
+
+/// One process group (its id is the leader's pid). `kill` runs once; `done` turns true when the
+/// group has no live member left (or the SIGKILL grace ran out) and the leader was reaped.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    pgid: i32,
+    killed: AtomicBool,
+    reaped: AtomicBool,
+    done: watch::Sender<bool>,
+}
+
+impl ProcessGroup {
+    fn new(pgid: i32) -> Arc<Self> {
+        Arc::new(ProcessGroup {
+            pgid,
+            killed: AtomicBool::new(false),
+            reaped: AtomicBool::new(false),
+            done: watch::channel(false).0,
+        })
+    }
+
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// Sends `sig` to the whole group; false when the group is gone or already killed.
+    pub fn signal(&self, sig: Signal) -> bool {
+        if self.killed.load(Ordering::SeqCst) {
+            return false;
+        }
+        killpg(Pid::from_raw(self.pgid), sig).is_ok()
+    }
+
+    /// The waiter reaped the leader.
+    pub fn mark_reaped(&self) {
+        self.reaped.store(true, Ordering::SeqCst);
+    }
+
+    /// Watches the end of the kill (true once the group is gone).
+    pub fn done(&self) -> watch::Receiver<bool> {
+        self.done.subscribe()
+    }
+
+    /// SIGTERM to the group now; a helper thread sends SIGKILL after [`KILL_GRACE`] if a member
+    /// is still alive, then marks the group done. Idempotent; never blocks the caller.
+    pub fn kill(self: &Arc<Self>) {
+        if self.killed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let pg = Pid::from_raw(self.pgid);
+        // SIGCONT too, so stopped members can act on the SIGTERM.
+        let term = killpg(pg, Signal::SIGTERM);
+        let _ = killpg(pg, Signal::SIGCONT);
+        tracing::debug!(pgid = self.pgid, ?term, "process group terminated");
+        let me = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("rookery-pgkill".into())
+            .spawn(move || me.finish_kill(term.is_ok()));
+        if let Err(e) = spawned {
+            tracing::warn!(
+                pgid = self.pgid,
+                "cannot start kill thread ({e}); SIGKILL now"
+            );
+            let _ = killpg(pg, Signal::SIGKILL);
+            self.done.send_replace(true);
+        }
+    }
+
+    fn finish_kill(&self, group_existed: bool) {
+        let pg = Pid::from_raw(self.pgid);
+        if group_existed && !wait_until(KILL_GRACE, || !group_alive(self.pgid)) {
+            tracing::debug!(pgid = self.pgid, "grace over; SIGKILL to the group");
+            let _ = killpg(pg, Signal::SIGKILL);
+            wait_until(KILL_GRACE, || !group_alive(self.pgid));
+        }
+        // The leader is reaped by its waiter task; give it a moment so `done` means no zombie.
+        wait_until(KILL_GRACE, || self.reaped.load(Ordering::SeqCst));
+        self.done.send_replace(true);
+    }
+}
+
+/// Polls `cond` with a growing pause until it holds or `limit` passed; true when it held.
+fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if cond() {
+            return true;
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= limit {
+            return false;
+        }
+        std::thread::sleep(pause.min(limit - elapsed));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// True while a non-zombie process belongs to group `pgid`. Zombies are not counted: an orphan
+/// reparented to an init that does not reap would otherwise look alive forever.
+#[cfg(target_os = "linux")]
+pub fn group_alive(pgid: i32) -> bool {
+    !group_members(pgid).is_empty()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn group_alive(pgid: i32) -> bool {
+    killpg(Pid::from_raw(pgid), None).is_ok()
+}
+
+/// Pids of the live (non-zombie) members of group `pgid`, from `/proc`.
+#[cfg(target_os = "linux")]
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            matches!(proc_stat(*pid), Some((state, _, pgrp)) if pgrp == pgid && state != 'Z' && state != 'X')
+        })
+        .collect()
+}
+
+/// `(state, ppid, pgrp)` of a process from `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
+pub fn proc_stat(pid: i32) -> Option<(char, i32, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces: parse after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
+}
+
+/// Kills its group when dropped (also after a panic or an actor kill). Several guards may share
+/// one group (`KillOnDrop(group.clone())`); the first one dropped kills it.
+#[derive(Debug)]
+pub struct KillOnDrop(pub Arc<ProcessGroup>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.0.kill();
+    }
+}
+
+fn stripped(key: &OsStr) -> bool {
+    key.to_str()
+        .is_some_and(|k| STRIPPED_ENV.iter().any(|s| s.eq_ignore_ascii_case(k)))
+}
+
+fn set_cloexec(fd: &OwnedFd) -> nix::Result<()> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    fcntl(fd.as_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map(|_| ())
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> nix::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let flags = OFlag::from_bits_truncate(fcntl(fd.as_fd(), FcntlArg::F_GETFL)?);
+    fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map(|_| ())
+}
+
+/// Spawns `bash -lc <cmd>`. Must run inside a tokio runtime, on a thread that outlives the
+/// child (a runtime worker): on Linux the parent-death signal fires when the forking *thread*
+/// exits. Errors are the text of `[spawn error: <msg>]`.
+pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
+    if !spec.cwd.is_dir() {
+        return Err(format!(
+            "working directory {} does not exist or is not a directory",
+            spec.cwd.display()
+        ));
+    }
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-lc").arg(&spec.cmd).current_dir(&spec.cwd);
+    cmd.env_clear();
+    for (k, v) in std::env::vars_os() {
+        if !stripped(&k) {
+            cmd.env(k, v);
+        }
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    for (k, v) in HARDENED_ENV {
+        cmd.env(k, v);
+    }
+    cmd.kill_on_drop(false);
+
+    let master = if spec.tty {
+        let pty = nix::pty::openpty(
+            &nix::pty::Winsize {
+                ws_row: 24,
+                ws_col: 80,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            },
+            None,
+        )
+        .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+        set_cloexec(&pty.master).map_err(|e| format!("pty: {e}"))?;
+        set_cloexec(&pty.slave).map_err(|e| format!("pty: {e}"))?;
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("pty: {e}"));
+        cmd.stdin(Stdio::from(dup(&pty.slave)?))
+            .stdout(Stdio::from(dup(&pty.slave)?))
+            .stderr(Stdio::from(dup(&pty.slave)?));
+        // `pty.slave` is dropped at the end of this block: only the child keeps the slave open,
+        // so the master reads EIO (end) once the child side is closed.
+        Some(pty.master)
+    } else {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        None
+    };
+
+    let parent = std::process::id() as libc::pid_t;
+    let tty = spec.tty;
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe raw
+    // system calls (setsid, ioctl, prctl, getppid); the errors it builds do not allocate.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent may have died before prctl took effect.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+            }
+            let _ = parent;
+            Ok(())
+        });
+    }
+
+    let spawned = cmd.spawn();
+    // Drops the child's copies of the pty slave held by the Command.
+    drop(cmd);
+    let mut child = spawned.map_err(|e| format!("cannot run bash: {e}"))?;
+    let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+        return Err("the command exited before it could be tracked".to_string());
+    };
+    let group = KillOnDrop(ProcessGroup::new(pid));
+    let io = match master {
+        Some(master) => {
+            set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
+            // SAFETY: an `OwnedFd` always reports the descriptor it owns, and that descriptor
+            // stays open until the `AsyncFd` (its owner) is dropped.
+            let afd = unsafe { AsyncFd::register(master) }.map_err(|e| format!("pty: {e}"))?;
+            ProcessIo::Pty {
+                master: Arc::new(afd),
+            }
+        }
+        None => match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(stdin), Some(stdout), Some(stderr)) => ProcessIo::Pipes {
+                stdin,
+                stdout,
+                stderr,
+            },
+            _ => return Err("the command's pipes are missing".to_string()),
+        },
+    };
+    tracing::debug!(pid, tty = spec.tty, "command spawned");
+    Ok(SpawnedProcess { child, io, group })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_texts() {
+        assert_eq!(ExitInfo::Code(0).note(), None);
+        assert_eq!(ExitInfo::Code(3).note().as_deref(), Some("[exit code: 3]"));
+        assert_eq!(
+            ExitInfo::Signal(15).note().as_deref(),
+            Some("[terminated by signal SIGTERM]")
+        );
+        assert_eq!(ExitInfo::Signal(2).detail(), "terminated by signal SIGINT");
+        assert_eq!(ExitInfo::Code(0).detail(), "exit code 0");
+        assert!(!ExitInfo::Code(0).is_failure());
+        assert!(ExitInfo::Code(1).is_failure());
+    }
+
+    #[test]
+    fn stripped_keys_ignore_case() {
+        assert!(stripped(OsStr::new("force_color")));
+        assert!(stripped(OsStr::new("PORT")));
+        assert!(!stripped(OsStr::new("PATH")));
+    }
+
+    #[tokio::test]
+    async fn missing_workdir_is_a_spawn_error() {
+        let spec = SpawnSpec {
+            cmd: "true".into(),
+            cwd: PathBuf::from("/nonexistent/rookery-dir"),
+            tty: false,
+            env: Vec::new(),
+        };
+        let err = spawn_process(&spec).err().unwrap_or_default();
+        assert_eq!(
+            err,
+            "working directory /nonexistent/rookery-dir does not exist or is not a directory"
+        );
+    }
+
+    #[tokio::test]
+    async fn kill_terminates_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = SpawnSpec {
+            cmd: "sleep 30 & sleep 30 & wait".into(),
+            cwd: dir.path().to_path_buf(),
+            tty: false,
+            env: vec![("HOME".into(), dir.path().display().to_string())],
+        };
+        let SpawnedProcess {
+            mut child, group, ..
+        } = spawn_process(&spec).unwrap();
+        let pgid = group.0.pgid();
+        // bash and both sleeps (the `wait` keeps bash from exec-ing the last command).
+        let all_up = || group_members(pgid).len() == 3;
+        assert!(wait_until(Duration::from_secs(5), all_up));
+        let mut done = group.0.done();
+        let inner = group.0.clone();
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            inner.mark_reaped();
+        });
+        drop(group);
+        tokio::time::timeout(Duration::from_secs(10), done.wait_for(|d| *d))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(group_members(pgid).is_empty());
+    }
+}

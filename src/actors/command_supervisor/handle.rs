@@ -1,0 +1,164 @@
+//! `CommandSupervisorHandle`: the session's (and the command tools') way into its command
+//! supervisor — spawn, start, lease, take, list and shutdown as calls on the actor. It holds no
+//! state of its own besides the actor reference.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorCell, ActorRef};
+
+use super::lease::DropAction;
+use super::{
+    CommandEventSink, CommandLease, CommandListing, CommandOptions, CommandSupervisor,
+    SHUTDOWN_WAIT, StartRequest, Started, SupArgs, SupMsg,
+};
+use crate::actors::command::ExitInfo;
+use crate::error::RookeryError;
+
+/// The session's handle on its command supervisor.
+#[derive(Clone)]
+pub struct CommandSupervisorHandle {
+    actor: ActorRef<SupMsg>,
+    session_id: Arc<str>,
+}
+
+impl fmt::Debug for CommandSupervisorHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CommandSupervisorHandle")
+            .field("session_id", &self.session_id)
+            .field("actor", &self.actor.get_id())
+            .finish()
+    }
+}
+
+impl CommandSupervisorHandle {
+    /// Spawns the session's supervisor (unnamed), linked to `supervisor` when given.
+    pub async fn spawn(
+        session_id: String,
+        workspace: PathBuf,
+        sink: CommandEventSink,
+        supervisor: Option<ActorCell>,
+    ) -> Result<Self, RookeryError> {
+        Self::spawn_with(
+            session_id,
+            workspace,
+            sink,
+            supervisor,
+            CommandOptions::default(),
+        )
+        .await
+    }
+
+    /// [`Self::spawn`] with explicit options.
+    pub async fn spawn_with(
+        session_id: String,
+        workspace: PathBuf,
+        sink: CommandEventSink,
+        supervisor: Option<ActorCell>,
+        options: CommandOptions,
+    ) -> Result<Self, RookeryError> {
+        let args = SupArgs {
+            session_id: session_id.clone(),
+            workspace,
+            sink,
+            options,
+        };
+        let (actor, _) = match supervisor {
+            Some(cell) => Actor::spawn_linked(None, CommandSupervisor, args, cell).await?,
+            None => Actor::spawn(None, CommandSupervisor, args).await?,
+        };
+        Ok(CommandSupervisorHandle {
+            actor,
+            session_id: session_id.into(),
+        })
+    }
+
+    /// The supervisor actor (e.g. to watch or kill it).
+    pub fn actor(&self) -> &ActorRef<SupMsg> {
+        &self.actor
+    }
+
+    /// Kills and reaps every command of the session, then stops the supervisor. Later starts
+    /// fail with `command session manager disposed`; calling it twice is harmless.
+    pub async fn shutdown(&self) {
+        let _ = self.actor.call(SupMsg::Shutdown, None).await;
+        let _ = self
+            .actor
+            .stop_and_wait(Some("session ended".into()), Some(SHUTDOWN_WAIT))
+            .await;
+    }
+
+    /// Starts a command. `Err` is the text of `[spawn error: <msg>]`.
+    pub async fn start(&self, req: StartRequest) -> Result<Started, String> {
+        let background = req.background;
+        match self
+            .actor
+            .call(|reply| SupMsg::Start { req, reply }, None)
+            .await
+        {
+            Ok(CallResult::Success(Ok((id, actor, registered)))) => {
+                let on_drop = if background {
+                    DropAction::Nothing
+                } else {
+                    DropAction::Discard
+                };
+                Ok(Started {
+                    lease: CommandLease::new(id, actor, self.actor.clone(), false, on_drop),
+                    registered,
+                })
+            }
+            Ok(CallResult::Success(Err(e))) => Err(e),
+            _ => Err("command session manager disposed".to_string()),
+        }
+    }
+
+    /// A registered command by id, for input_command (refreshes its last use and protects it
+    /// from eviction while the lease lives). `None` when unknown.
+    pub async fn lease(&self, id: &str) -> Option<CommandLease> {
+        let id = id.to_string();
+        let key = id.clone();
+        match self
+            .actor
+            .call(|reply| SupMsg::Lease { id: key, reply }, None)
+            .await
+        {
+            Ok(CallResult::Success(Some(actor))) => Some(CommandLease::new(
+                id,
+                actor,
+                self.actor.clone(),
+                true,
+                DropAction::Release,
+            )),
+            _ => None,
+        }
+    }
+
+    /// A registered command by id, for kill_command: its completion notice is disarmed and it
+    /// leaves the registry now; dropping the lease kills its group. Also returns the exit the
+    /// supervisor already knows of. `None` when unknown.
+    pub async fn take(&self, id: &str) -> Option<(CommandLease, Option<ExitInfo>)> {
+        let id = id.to_string();
+        let key = id.clone();
+        match self
+            .actor
+            .call(|reply| SupMsg::Take { id: key, reply }, None)
+            .await
+        {
+            Ok(CallResult::Success(Some((actor, exit)))) => Some((
+                CommandLease::new(id, actor, self.actor.clone(), false, DropAction::Discard),
+                exit,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The registered commands in registration order (does not refresh their use).
+    pub async fn list(&self) -> Vec<CommandListing> {
+        match self.actor.call(SupMsg::List, None).await {
+            Ok(CallResult::Success(list)) => list,
+            _ => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! `rookery chat`: a REPL on one session (new, or `--resume ID`). Each input line is a task;
+//! the transcript is printed as `rookery run` prints it. Lines typed while a task runs wait
+//! their turn. Ctrl-C aborts the running task (and quits when idle), `/exit` or end of input
+//! quits once the task before it has ended, and the last stdout line is
+//! `rookery chat --resume <id>`.
+//!
+//! Approval questions are asked in the REPL itself (the next input line answers), so one reader
+//! owns stdin. It uses the session API only; the turn loop and the trace are the library's.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::{mpsc, oneshot};
+
+use super::approve_prompt::parse_answer;
+use super::run::resolve;
+use super::{ChatArgs, render};
+use crate::Host;
+use crate::actors::session::SessionHandle;
+use crate::approval::{ApprovalRequest, Approver, PolicyApprover};
+use crate::message::{Decision, EventPayload};
+use crate::server::state::read_trace_meta;
+use crate::trace::paths;
+
+type Question = (ApprovalRequest, oneshot::Sender<Decision>);
+
+/// Forwards approval questions to the REPL loop.
+struct ChatApprover {
+    tx: mpsc::UnboundedSender<Question>,
+}
+
+impl Approver for ChatApprover {
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.tx.send((request, tx)).is_ok();
+        Box::pin(async move {
+            if !sent {
+                return Decision::Deny;
+            }
+            rx.await.unwrap_or(Decision::Deny)
+        })
+    }
+}
+
+/// The question text for one approval.
+fn question(request: &ApprovalRequest) -> String {
+    let who = if request.origin.is_empty() {
+        String::new()
+    } else {
+        format!(" [subagent {}]", request.origin.join(" > "))
+    };
+    let mut args = request.arguments.clone();
+    if args.chars().count() > 400 {
+        args = args.chars().take(400).collect::<String>() + "…";
+    }
+    format!("Allow {}{who} {args}? [Y/n] ", request.name)
+}
+
+/// Lines of stdin, read on a plain thread (never blocks runtime shutdown).
+fn stdin_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+pub async fn chat(args: ChatArgs) -> i32 {
+    let (int, term) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(i), Ok(t)) => (i, t),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("rookery: cannot install signal handlers: {e}");
+            return 2;
+        }
+    };
+    let mut session_args = args.session.clone();
+    let home = paths::rookery_home(session_args.home.as_deref());
+    if let Some(id) = &args.resume {
+        let Some(trace) = paths::locate_trace(&home, id) else {
+            eprintln!(
+                "rookery: --resume {id}: no trace of that session under {}",
+                home.display()
+            );
+            return 2;
+        };
+        if session_args.workspace.is_none() {
+            session_args.workspace = read_trace_meta(&trace).map(|m| m.workspace.into());
+        }
+    }
+    let mut resolved = match resolve(&session_args) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 2;
+        }
+    };
+    let (ask_tx, ask_rx) = mpsc::unbounded_channel();
+    resolved.options.approver = Arc::new(PolicyApprover::new(
+        session_args.approve,
+        Arc::new(ChatApprover { tx: ask_tx }),
+    ));
+    let host = match Host::start(resolved.home.clone()).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 2;
+        }
+    };
+    let opened = match &args.resume {
+        Some(id) => host.resume_session(id, resolved.options).await,
+        None => host.create_session(resolved.options).await,
+    };
+    let session = match opened {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            host.shutdown().await;
+            return 2;
+        }
+    };
+    let interrupts = Interrupts { int, term };
+    let code = repl(&session, ask_rx, interrupts).await;
+    let _ = session.close().await;
+    host.shutdown().await;
+    eprintln!("trace: {}", session.trace_path().display());
+    println!("rookery chat --resume {}", session.id());
+    code
+}
+
+/// SIGINT and SIGTERM.
+struct Interrupts {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupts {
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+/// One input event: a line, or the end of input.
+enum Input {
+    Line(String),
+    Eof,
+}
+
+struct Repl {
+    running: bool,
+    /// Lines typed ahead: answers to questions first, then tasks.
+    input: VecDeque<Input>,
+    asks: VecDeque<Question>,
+    /// A question is on screen.
+    asking: bool,
+    prompt: bool,
+}
+
+/// What the loop does after consuming input.
+enum Step {
+    Continue,
+    Quit,
+}
+
+impl Repl {
+    fn show_prompt(&self) {
+        if self.prompt && !self.running && self.input.is_empty() {
+            eprint!("> ");
+            let _ = std::io::stderr().flush();
+        }
+    }
+
+    /// Asks the oldest live question, dropping those nobody waits for any more.
+    fn ask_next(&mut self) {
+        while self.asks.front().is_some_and(|(_, tx)| tx.is_closed()) {
+            self.asks.pop_front();
+        }
+        self.asking = false;
+        if let Some((req, _)) = self.asks.front() {
+            eprint!("{}", question(req));
+            let _ = std::io::stderr().flush();
+            self.asking = true;
+        }
+    }
+
+    fn deny_all(&mut self) {
+        for (_, tx) in self.asks.drain(..) {
+            let _ = tx.send(Decision::Deny);
+        }
+        self.asking = false;
+    }
+
+    /// Consumes queued input as far as the session's state allows.
+    async fn drive(&mut self, session: &SessionHandle) -> Step {
+        loop {
+            if self.asking {
+                match self.input.pop_front() {
+                    None => return Step::Continue,
+                    Some(Input::Eof) => {
+                        // No answer will come: deny, and quit once the task ends.
+                        self.deny_all();
+                        self.input.push_front(Input::Eof);
+                        return Step::Continue;
+                    }
+                    Some(Input::Line(line)) => {
+                        if !self.prompt {
+                            eprintln!("{line}");
+                        }
+                        match parse_answer(&line) {
+                            Some(d) => {
+                                if let Some((_, tx)) = self.asks.pop_front() {
+                                    let _ = tx.send(d);
+                                }
+                            }
+                            None => eprintln!("Please answer y or n."),
+                        }
+                        self.ask_next();
+                        continue;
+                    }
+                }
+            }
+            if self.running {
+                return Step::Continue;
+            }
+            let line = match self.input.pop_front() {
+                None => return Step::Continue,
+                Some(Input::Eof) => return Step::Quit,
+                Some(Input::Line(line)) => line,
+            };
+            let text = line.trim();
+            if text == "/exit" {
+                return Step::Quit;
+            }
+            if text.is_empty() {
+                self.show_prompt();
+                continue;
+            }
+            match session.start_task(text.to_string()).await {
+                Ok(()) => self.running = true,
+                Err(e) => {
+                    eprintln!("rookery: {e}");
+                    self.show_prompt();
+                }
+            }
+        }
+    }
+}
+
+async fn repl(
+    session: &SessionHandle,
+    mut asks: mpsc::UnboundedReceiver<Question>,
+    mut interrupts: Interrupts,
+) -> i32 {
+    let mut rx = match session.subscribe().await {
+        Ok(rx) => rx,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 1;
+        }
+    };
+    let mut lines = stdin_lines();
+    let mut eof = false;
+    let mut st = Repl {
+        running: false,
+        input: VecDeque::new(),
+        asks: VecDeque::new(),
+        asking: false,
+        prompt: std::io::stdin().is_terminal(),
+    };
+    eprintln!(
+        "session {}: one task per line; /exit quits, Ctrl-C aborts a running task",
+        session.id()
+    );
+    st.show_prompt();
+    let mut stdout = std::io::stdout();
+    loop {
+        tokio::select! {
+            msg = rx.recv() => {
+                let Some(msg) = msg else { return 1 };
+                if let Some(text) = render::render(&msg) {
+                    let _ = writeln!(stdout, "{text}");
+                    let _ = stdout.flush();
+                }
+                if let Some(EventPayload::TaskEnd { .. }) = msg.as_event()
+                    && !msg.has_origin()
+                {
+                    st.running = false;
+                    st.deny_all();
+                    st.show_prompt();
+                }
+            }
+            q = asks.recv() => {
+                if let Some(q) = q {
+                    st.asks.push_back(q);
+                    if !st.asking {
+                        st.ask_next();
+                    }
+                }
+            }
+            _ = interrupts.recv() => {
+                if st.running {
+                    eprintln!("\nrookery: interrupted; aborting the task");
+                    st.input.clear();
+                    st.deny_all();
+                    let _ = session.abort();
+                } else {
+                    eprintln!();
+                    return 0;
+                }
+            }
+            line = lines.recv(), if !eof => {
+                match line {
+                    Some(line) => st.input.push_back(Input::Line(line)),
+                    None => {
+                        eof = true;
+                        st.input.push_back(Input::Eof);
+                    }
+                }
+            }
+        }
+        if let Step::Quit = st.drive(session).await {
+            return 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_name_the_tool_and_subagent() {
+        let mut r = ApprovalRequest {
+            tool_call_id: "call_0".into(),
+            name: "write_file".into(),
+            arguments: "{\"file_path\":\"a\"}".into(),
+            permission: None,
+            origin: vec![],
+        };
+        assert_eq!(
+            question(&r),
+            "Allow write_file {\"file_path\":\"a\"}? [Y/n] "
+        );
+        r.origin = vec!["s1".into(), "s2".into()];
+        assert_eq!(
+            question(&r),
+            "Allow write_file [subagent s1 > s2] {\"file_path\":\"a\"}? [Y/n] "
+        );
+    }
+
+    #[tokio::test]
+    async fn the_chat_approver_waits_for_the_repl() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let a = ChatApprover { tx };
+        let fut = a.approve(ApprovalRequest {
+            tool_call_id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+            permission: None,
+            origin: vec![],
+        });
+        let (req, reply) = rx.recv().await.unwrap();
+        assert_eq!(req.tool_call_id, "call_1");
+        reply.send(Decision::Allow).unwrap();
+        assert_eq!(fut.await, Decision::Allow);
+        drop(rx);
+        let fut = a.approve(req);
+        assert_eq!(fut.await, Decision::Deny);
+    }
+}

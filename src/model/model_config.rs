@@ -1,0 +1,370 @@
+//! The model section of the configuration (`model:` in the `--config` YAML, or the `--provider`
+//! flags): which provider, endpoint, model and key variable, limits, vision, and extra fields
+//! passed through into every request body. Also [`build_model`], which turns it into a model.
+//!
+//! This module parses and validates; it never reads the API key (the provider does, when it is
+//! built) and never talks to the network.
+//!
+//! Extra request fields: the well-known sampling and reasoning parameters
+//! ([`PASSTHROUGH_KEYS`], e.g. `temperature: 0.2`, `max_tokens: 4096`) may be written directly
+//! under `model:`; anything else goes under an explicit `extra:` map (`extra: {top_k: 20}`).
+//! Both end up in [`ModelConfig::extra`]. Any other key under `model:` is an error, so a typo
+//! such as `base_ur:` is reported instead of being sent to the provider.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use super::Model;
+use super::openai::OpenAiModel;
+use super::openai::request::RESERVED_BODY_KEYS;
+use crate::error::ConfigError;
+
+/// The environment variable the API key is read from when `api_key_env` is not given.
+pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+/// `context_window` when the config names none.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+/// `idle_timeout_ms` when the config names none.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
+
+/// Request-body fields accepted directly under `model:` (everything else goes under `extra:`).
+pub const PASSTHROUGH_KEYS: [&str; 24] = [
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "seed",
+    "stop",
+    "n",
+    "reasoning_effort",
+    "reasoning",
+    "thinking",
+    "enable_thinking",
+    "chat_template_kwargs",
+    "response_format",
+    "parallel_tool_calls",
+    "tool_choice",
+    "logit_bias",
+    "user",
+    "service_tier",
+    "verbosity",
+];
+
+const FIELDS: [&str; 10] = [
+    "provider",
+    "base_url",
+    "model",
+    "api_key_env",
+    "context_window",
+    "vision",
+    "vision_model",
+    "request_timeout_ms",
+    "idle_timeout_ms",
+    "extra",
+];
+
+/// The model configuration. `provider` is `scripted` (the built-in model, from `--script`) or
+/// the name of an OpenAI-compatible provider (`openai`, `deepseek`, …: any other name is served
+/// by the OpenAI-compatible client and reported as-is in `session_meta`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelConfig {
+    pub provider: String,
+    /// e.g. `https://api.openai.com/v1`; requests go to `{base_url}/chat/completions`.
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    /// The variable holding the API key (default `OPENAI_API_KEY`). Unset: no `Authorization`.
+    pub api_key_env: Option<String>,
+    /// Default 128000.
+    pub context_window: Option<u64>,
+    /// The model accepts images: sessions get `read_image` (else `describe_image`).
+    pub vision: bool,
+    /// The model `describe_image` asks, on the same endpoint.
+    pub vision_model: Option<String>,
+    /// A cap on one whole request, stream included (default: none).
+    pub request_timeout_ms: Option<u64>,
+    /// Longest wait for the next byte, response headers included (default 120000).
+    pub idle_timeout_ms: Option<u64>,
+    /// Merged into every request body (`temperature`, `max_tokens`, …).
+    pub extra: Map<String, Value>,
+}
+
+impl ModelConfig {
+    /// An OpenAI-compatible config with the defaults.
+    pub fn openai(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        ModelConfig {
+            provider: "openai".to_string(),
+            base_url: Some(base_url.into()),
+            model: Some(model.into()),
+            ..ModelConfig::default()
+        }
+    }
+
+    /// True for the built-in scripted model.
+    pub fn is_scripted(&self) -> bool {
+        self.provider == "scripted"
+    }
+
+    pub fn api_key_env(&self) -> &str {
+        self.api_key_env.as_deref().unwrap_or(DEFAULT_API_KEY_ENV)
+    }
+
+    pub fn context_window(&self) -> u64 {
+        self.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW)
+    }
+
+    pub fn idle_timeout_ms(&self) -> u64 {
+        self.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)
+    }
+
+    /// Checks what serde cannot; the message names the problem.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |m: String| Err(ConfigError::Other(m));
+        let p = &self.provider;
+        let valid_name = !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
+        if !valid_name {
+            return err(format!(
+                "invalid model provider \"{p}\": use \"openai\", \"scripted\" or another lowercase provider name"
+            ));
+        }
+        if self.is_scripted() {
+            return Ok(());
+        }
+        let base_url = self.base_url.as_deref().filter(|s| !s.trim().is_empty());
+        let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
+        let Some(base_url) = base_url.filter(|_| model.is_some()) else {
+            return err(format!("--provider {p} needs --base-url and --model"));
+        };
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return err(format!(
+                "--base-url must start with http:// or https:// (got \"{base_url}\")"
+            ));
+        }
+        if self
+            .api_key_env
+            .as_deref()
+            .is_some_and(|v| v.is_empty() || v.contains('='))
+        {
+            return err("--api-key-env must name an environment variable".to_string());
+        }
+        if self.context_window == Some(0) {
+            return err("model.context_window must be at least 1".to_string());
+        }
+        if self.idle_timeout_ms == Some(0) {
+            return err("model.idle_timeout_ms must be at least 1".to_string());
+        }
+        if self.request_timeout_ms == Some(0) {
+            return err("model.request_timeout_ms must be at least 1".to_string());
+        }
+        if self
+            .vision_model
+            .as_deref()
+            .is_some_and(|m| m.trim().is_empty())
+        {
+            return err("model.vision_model must not be empty".to_string());
+        }
+        if let Some(key) = self
+            .extra
+            .keys()
+            .find(|k| RESERVED_BODY_KEYS.contains(&k.as_str()))
+        {
+            return err(format!("model.extra.{key} cannot be set: rookery sets it"));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = Map::<String, Value>::deserialize(deserializer)?;
+        from_map(map).map_err(serde::de::Error::custom)
+    }
+}
+
+fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
+    fn take<T: serde::de::DeserializeOwned>(
+        map: &mut Map<String, Value>,
+        key: &str,
+    ) -> Result<Option<T>, String> {
+        match map.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v)
+                .map(Some)
+                .map_err(|e| format!("model.{key}: {e}")),
+        }
+    }
+    let provider: String = take(&mut map, "provider")?.ok_or("model.provider is missing")?;
+    let mut cfg = ModelConfig {
+        provider,
+        base_url: take(&mut map, "base_url")?,
+        model: take(&mut map, "model")?,
+        api_key_env: take(&mut map, "api_key_env")?,
+        context_window: take(&mut map, "context_window")?,
+        vision: take(&mut map, "vision")?.unwrap_or(false),
+        vision_model: take(&mut map, "vision_model")?,
+        request_timeout_ms: take(&mut map, "request_timeout_ms")?,
+        idle_timeout_ms: take(&mut map, "idle_timeout_ms")?,
+        extra: take(&mut map, "extra")?.unwrap_or_default(),
+    };
+    for (key, value) in map {
+        if PASSTHROUGH_KEYS.contains(&key.as_str()) {
+            cfg.extra.insert(key, value);
+        } else {
+            let known = FIELDS.join(", ");
+            return Err(format!(
+                "unknown field `{key}` in model (known: {known}, and request fields such as temperature or \
+                 max_tokens; put other request fields under `extra:`)"
+            ));
+        }
+    }
+    Ok(cfg)
+}
+
+/// Builds the model of a non-scripted config (the scripted model comes from `--script FILE`).
+pub fn build_model(cfg: &ModelConfig) -> Result<Arc<dyn Model>, ConfigError> {
+    if cfg.is_scripted() {
+        return Err(ConfigError::Other(
+            "--provider scripted takes its turns from --script FILE".to_string(),
+        ));
+    }
+    Ok(Arc::new(OpenAiModel::new(cfg.clone())?))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn yaml(text: &str) -> Result<ModelConfig, String> {
+        serde_yaml::from_str::<ModelConfig>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn yaml_with_passthrough_and_extra() {
+        let cfg = yaml(
+            "provider: deepseek\nbase_url: https://api.deepseek.com/v1/\nmodel: deepseek-chat\n\
+             api_key_env: DEEPSEEK_API_KEY\ncontext_window: 64000\nvision: false\nvision_model: vl\n\
+             idle_timeout_ms: 5000\ntemperature: 0.2\nmax_tokens: 4096\nextra:\n  top_k: 20\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.provider, "deepseek");
+        assert_eq!(cfg.api_key_env(), "DEEPSEEK_API_KEY");
+        assert_eq!(cfg.context_window(), 64000);
+        assert_eq!(cfg.idle_timeout_ms(), 5000);
+        assert_eq!(cfg.vision_model.as_deref(), Some("vl"));
+        assert_eq!(
+            Value::Object(cfg.extra.clone()),
+            json!({"top_k": 20, "temperature": 0.2, "max_tokens": 4096})
+        );
+        cfg.validate().unwrap();
+        let model = OpenAiModel::new(cfg).unwrap();
+        assert_eq!(model.url(), "https://api.deepseek.com/v1/chat/completions");
+        let info = model.info();
+        assert_eq!(
+            (info.provider.as_str(), info.model_id.as_str()),
+            ("deepseek", "deepseek-chat")
+        );
+        assert_eq!(info.context_window, json!(64000));
+    }
+
+    #[test]
+    fn defaults() {
+        let cfg = yaml("provider: openai\nbase_url: http://localhost:8000/v1\nmodel: m\n").unwrap();
+        assert_eq!(cfg.api_key_env(), "OPENAI_API_KEY");
+        assert_eq!(cfg.context_window(), 128_000);
+        assert_eq!(cfg.idle_timeout_ms(), 120_000);
+        assert!(!cfg.vision);
+        assert!(cfg.extra.is_empty());
+        assert_eq!(cfg, ModelConfig::openai("http://localhost:8000/v1", "m"));
+    }
+
+    #[test]
+    fn bad_yaml_names_the_field() {
+        let e = yaml("provider: openai\nbase_ur: x\n").unwrap_err();
+        assert!(
+            e.starts_with(
+                "unknown field `base_ur` in model (known: provider, base_url, model, api_key_env, context_window, \
+                 vision, vision_model, request_timeout_ms, idle_timeout_ms, extra, and request fields such as \
+                 temperature or max_tokens; put other request fields under `extra:`)"
+            ),
+            "{e}"
+        );
+        let e = yaml("base_url: x\n").unwrap_err();
+        assert!(e.starts_with("model.provider is missing"), "{e}");
+        let e = yaml("provider: openai\nvision: maybe\n").unwrap_err();
+        assert!(
+            e.starts_with("model.vision: invalid type: string \"maybe\", expected a boolean"),
+            "{e}"
+        );
+        let e = yaml("provider: openai\ncontext_window: -1\n").unwrap_err();
+        assert!(e.starts_with("model.context_window: invalid value"), "{e}");
+    }
+
+    #[test]
+    fn validation_messages() {
+        let check = |cfg: ModelConfig| cfg.validate().err().map(|e| e.to_string());
+        let mut cfg = ModelConfig {
+            provider: "openai".into(),
+            ..ModelConfig::default()
+        };
+        assert_eq!(
+            check(cfg.clone()).as_deref(),
+            Some("--provider openai needs --base-url and --model")
+        );
+        cfg.base_url = Some("api.openai.com".into());
+        cfg.model = Some("gpt".into());
+        assert_eq!(
+            check(cfg.clone()).as_deref(),
+            Some("--base-url must start with http:// or https:// (got \"api.openai.com\")")
+        );
+        cfg.base_url = Some("https://api.openai.com/v1".into());
+        assert_eq!(check(cfg.clone()), None);
+        let mut c = cfg.clone();
+        c.api_key_env = Some(String::new());
+        assert_eq!(
+            check(c).as_deref(),
+            Some("--api-key-env must name an environment variable")
+        );
+        let mut c = cfg.clone();
+        c.idle_timeout_ms = Some(0);
+        assert_eq!(
+            check(c).as_deref(),
+            Some("model.idle_timeout_ms must be at least 1")
+        );
+        let mut c = cfg.clone();
+        c.extra.insert("stream".into(), json!(false));
+        assert_eq!(
+            check(c).as_deref(),
+            Some("model.extra.stream cannot be set: rookery sets it")
+        );
+        let mut c = cfg.clone();
+        c.provider = "Open AI".into();
+        assert_eq!(
+            check(c).as_deref(),
+            Some(
+                "invalid model provider \"Open AI\": use \"openai\", \"scripted\" or another lowercase provider name"
+            )
+        );
+        let scripted = ModelConfig {
+            provider: "scripted".into(),
+            ..ModelConfig::default()
+        };
+        assert_eq!(check(scripted.clone()), None);
+        assert_eq!(
+            build_model(&scripted)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some("--provider scripted takes its turns from --script FILE")
+        );
+        assert!(build_model(&cfg).is_ok());
+    }
+}

@@ -1,0 +1,162 @@
+//! The OpenAI-compatible streaming provider: [`OpenAiModel`] (built from a [`ModelConfig`], shared
+//! by the sessions of a host) and its per-session stream of `chat/completions` requests.
+//!
+//! The request body is `openai/request.rs`, the SSE chunk parser `openai/chunks.rs`, HTTP and
+//! failure classification `openai/transport.rs`. This file owns construction (validation, the
+//! API key read from its environment variable, the HTTP client) and the [`Model`] impl. It never
+//! retries and never lets the key reach a log line, a message or a `Debug` output.
+
+mod chunks;
+pub mod request;
+mod transport;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use reqwest::header::HeaderValue;
+use serde_json::{Map, Value};
+
+use self::chunks::CallIds;
+use self::transport::{Endpoint, Secret};
+use super::model_config::ModelConfig;
+use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
+use crate::error::ConfigError;
+
+/// An OpenAI-compatible chat-completions model.
+#[derive(Debug, Clone)]
+pub struct OpenAiModel {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    endpoint: Arc<Endpoint>,
+    provider: String,
+    model: String,
+    vision: bool,
+    vision_model: Option<String>,
+    context_window: u64,
+    extra: Map<String, Value>,
+}
+
+impl OpenAiModel {
+    /// Validates the config, reads the API key from its variable (absent or empty: no
+    /// `Authorization` header) and builds the HTTP client.
+    pub fn new(cfg: ModelConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        if cfg.is_scripted() {
+            return Err(ConfigError::Other(
+                "the scripted provider is not an OpenAI-compatible endpoint".to_string(),
+            ));
+        }
+        let (Some(base_url), Some(model)) = (cfg.base_url.clone(), cfg.model.clone()) else {
+            return Err(ConfigError::Other(format!(
+                "--provider {} needs --base-url and --model",
+                cfg.provider
+            )));
+        };
+        let var = cfg.api_key_env().to_string();
+        let key = match std::env::var(&var) {
+            Ok(raw) if !raw.trim().is_empty() => {
+                let raw = raw.trim().to_string();
+                let mut header = HeaderValue::from_str(&format!("Bearer {raw}")).map_err(|_| {
+                    ConfigError::Other(format!(
+                        "the API key in ${var} contains characters not allowed in an HTTP header"
+                    ))
+                })?;
+                header.set_sensitive(true);
+                Some(Secret { header, raw })
+            }
+            _ => {
+                tracing::debug!(variable = %var, "openai: no API key in the environment; sending no Authorization header");
+                None
+            }
+        };
+        let idle = Duration::from_millis(cfg.idle_timeout_ms());
+        let http = reqwest::Client::builder()
+            .connect_timeout(idle.min(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| ConfigError::Other(format!("cannot build the HTTP client: {e}")))?;
+        let url = format!("{}/chat/completions", base_url.trim().trim_end_matches('/'));
+        Ok(OpenAiModel {
+            inner: Arc::new(Inner {
+                endpoint: Arc::new(Endpoint {
+                    http,
+                    url,
+                    key,
+                    idle,
+                    request_timeout: cfg.request_timeout_ms.map(Duration::from_millis),
+                }),
+                provider: cfg.provider.clone(),
+                model,
+                vision: cfg.vision,
+                vision_model: cfg.vision_model.clone(),
+                context_window: cfg.context_window(),
+                extra: cfg.extra.clone(),
+            }),
+        })
+    }
+
+    /// The model requests are sent to.
+    pub fn model_id(&self) -> &str {
+        &self.inner.model
+    }
+
+    /// The model `describe_image` uses, when configured.
+    pub fn vision_model(&self) -> Option<&str> {
+        self.inner.vision_model.as_deref()
+    }
+
+    /// The URL requests are posted to.
+    pub fn url(&self) -> &str {
+        &self.inner.endpoint.url
+    }
+
+    /// One request outside any session (e.g. `describe_image`): `model` replaces the configured
+    /// model name, and images are sent when `vision` is true.
+    pub fn one_off(
+        &self,
+        model: &str,
+        request: &ModelRequest,
+        vision: bool,
+    ) -> BoxStream<'static, ModelEvent> {
+        let body = request::build_body(model, request, vision, &self.inner.extra);
+        transport::stream(
+            self.inner.endpoint.clone(),
+            body,
+            Arc::new(Mutex::new(CallIds::default())),
+        )
+    }
+}
+
+impl Model for OpenAiModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            provider: self.inner.provider.clone(),
+            model_id: self.inner.model.clone(),
+            context_window: Value::from(self.inner.context_window),
+        }
+    }
+
+    fn open(&self, _ctx: &ModelSessionContext) -> Box<dyn ModelSession> {
+        Box::new(OpenAiSession {
+            inner: self.inner.clone(),
+            ids: Arc::new(Mutex::new(CallIds::default())),
+        })
+    }
+}
+
+/// One session's view: the tool call ids it has seen (repeats are disambiguated per session).
+struct OpenAiSession {
+    inner: Arc<Inner>,
+    ids: Arc<Mutex<CallIds>>,
+}
+
+impl ModelSession for OpenAiSession {
+    fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let inner = &self.inner;
+        let body = request::build_body(&inner.model, &request, inner.vision, &inner.extra);
+        transport::stream(inner.endpoint.clone(), body, self.ids.clone())
+    }
+}

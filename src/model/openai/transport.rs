@@ -1,0 +1,403 @@
+//! The HTTP side of the OpenAI-compatible provider: one streamed `POST {base_url}/chat/completions`
+//! per request, SSE decoding, idle and request timeouts, and the classification of every failure
+//! into a [`ModelOutcome`] (auth, permanent or retryable failed, timeout, malformed).
+//!
+//! It does not retry (the turn loop does) and never puts the API key into a message: error texts
+//! from the server are scrubbed of it.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::stream::{self, BoxStream, Stream, StreamExt};
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::chunks::{CallIds, ChunkParser, Fed, clip};
+use crate::message::StopReason;
+use crate::model::{ModelEvent, ModelOutcome};
+
+/// Longest server error text kept in an outcome.
+const ERROR_TEXT_MAX: usize = 500;
+/// Most bytes of an error body read.
+const ERROR_BODY_MAX: usize = 64 * 1024;
+/// Longest `Retry-After` honoured.
+const RETRY_AFTER_MAX_S: u64 = 600;
+
+/// The API key as an `Authorization` value; never printed.
+#[derive(Clone)]
+pub(super) struct Secret {
+    pub(super) header: HeaderValue,
+    pub(super) raw: String,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Everything needed to send requests to one endpoint.
+#[derive(Debug)]
+pub(super) struct Endpoint {
+    pub(super) http: reqwest::Client,
+    pub(super) url: String,
+    pub(super) key: Option<Secret>,
+    pub(super) idle: Duration,
+    pub(super) request_timeout: Option<Duration>,
+}
+
+impl Endpoint {
+    /// Replaces the key wherever a server echoed it.
+    fn scrub(&self, text: &str) -> String {
+        match &self.key {
+            Some(key) if key.raw.len() >= 4 => text.replace(&key.raw, "[redacted]"),
+            _ => text.to_string(),
+        }
+    }
+}
+
+/// Transport errors below the SSE decoder.
+#[derive(Debug)]
+enum BodyError {
+    Idle,
+    Transport(reqwest::Error),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Idle => f.write_str("idle"),
+            BodyError::Transport(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError>>> + Send>>;
+
+enum Phase {
+    Send(Value),
+    Body(Events),
+    Done,
+}
+
+struct Driver {
+    endpoint: Arc<Endpoint>,
+    phase: Phase,
+    parser: ChunkParser,
+    queue: VecDeque<ModelEvent>,
+    deadline: Option<Instant>,
+}
+
+/// Streams one request; the stream always ends with exactly one `End`.
+pub(super) fn stream(
+    endpoint: Arc<Endpoint>,
+    body: Value,
+    ids: Arc<Mutex<CallIds>>,
+) -> BoxStream<'static, ModelEvent> {
+    let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
+    let driver = Driver {
+        endpoint,
+        phase: Phase::Send(body),
+        parser: ChunkParser::new(ids),
+        queue: VecDeque::new(),
+        deadline,
+    };
+    stream::unfold(Some(driver), |driver| async move {
+        let mut driver = driver?;
+        loop {
+            if let Some(event) = driver.queue.pop_front() {
+                let more = !matches!(event, ModelEvent::End(_));
+                return Some((event, more.then_some(driver)));
+            }
+            driver.step().await;
+        }
+    })
+    .boxed()
+}
+
+impl Driver {
+    fn end(&mut self, outcome: ModelOutcome) {
+        if outcome.status != StopReason::Completed {
+            tracing::debug!(status = %outcome.status, error = ?outcome.error_message, "openai: request ended");
+        }
+        self.phase = Phase::Done;
+        self.queue.push_back(ModelEvent::End(outcome));
+    }
+
+    /// How long the next wait may take, and whether the request deadline is what limits it.
+    fn budget(&self) -> (Duration, bool) {
+        let idle = self.endpoint.idle;
+        match self.deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left < idle {
+                    (left, true)
+                } else {
+                    (idle, false)
+                }
+            }
+            None => (idle, false),
+        }
+    }
+
+    fn timed_out(&mut self, by_deadline: bool) {
+        let message = match (by_deadline, self.endpoint.request_timeout) {
+            (true, Some(t)) => format!("request took longer than {} ms", t.as_millis()),
+            _ => format!(
+                "no data from the model for {} ms",
+                self.endpoint.idle.as_millis()
+            ),
+        };
+        self.end(ModelOutcome::error(StopReason::Timeout, message));
+    }
+
+    async fn step(&mut self) {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Done => self.end(ModelOutcome::error(
+                StopReason::Failed,
+                "stream already ended",
+            )),
+            Phase::Send(body) => self.send(body).await,
+            Phase::Body(mut events) => {
+                let (wait, by_deadline) = self.budget();
+                match tokio::time::timeout(wait, events.next()).await {
+                    Err(_) => self.timed_out(by_deadline),
+                    Ok(None) => {
+                        let mut out = Vec::new();
+                        let outcome = self.parser.eof(&mut out);
+                        self.queue.extend(out);
+                        self.end(outcome);
+                    }
+                    Ok(Some(Err(EventStreamError::Transport(BodyError::Idle)))) => {
+                        self.timed_out(false)
+                    }
+                    Ok(Some(Err(EventStreamError::Transport(BodyError::Transport(e))))) => {
+                        let message = self
+                            .endpoint
+                            .scrub(&format!("connection lost while streaming: {e}"));
+                        self.end(ModelOutcome::error(StopReason::Failed, message));
+                    }
+                    Ok(Some(Err(e))) => self.end(ModelOutcome::error(
+                        StopReason::Malformed,
+                        format!("invalid event stream: {e}"),
+                    )),
+                    Ok(Some(Ok(event))) => {
+                        let mut out = Vec::new();
+                        let fed = self.parser.feed(&event.data, &mut out);
+                        self.queue.extend(out);
+                        match fed {
+                            Fed::More => self.phase = Phase::Body(events),
+                            Fed::End(mut outcome) => {
+                                outcome.error_message =
+                                    outcome.error_message.map(|m| self.endpoint.scrub(&m));
+                                self.end(outcome);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, body: Value) {
+        let endpoint = self.endpoint.clone();
+        let mut request = endpoint.http.post(&endpoint.url).json(&body);
+        if let Some(key) = &endpoint.key {
+            request = request.header(AUTHORIZATION, key.header.clone());
+        }
+        let (wait, by_deadline) = self.budget();
+        let response = match tokio::time::timeout(wait, request.send()).await {
+            Err(_) => return self.timed_out(by_deadline),
+            Ok(Err(e)) => {
+                let status = if e.is_timeout() {
+                    StopReason::Timeout
+                } else {
+                    StopReason::Failed
+                };
+                let message = endpoint.scrub(&format!("connection error: {}", error_chain(&e)));
+                return self.end(ModelOutcome::error(status, message));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if status.is_success() {
+            let idle = endpoint.idle;
+            let bytes = response.bytes_stream();
+            let guarded =
+                stream::unfold((Box::pin(bytes), false), move |(mut s, done)| async move {
+                    if done {
+                        return None;
+                    }
+                    match tokio::time::timeout(idle, s.next()).await {
+                        Err(_) => Some((Err(BodyError::Idle), (s, true))),
+                        Ok(None) => None,
+                        Ok(Some(Ok(b))) => Some((Ok(b), (s, false))),
+                        Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), (s, true))),
+                    }
+                });
+            self.phase = Phase::Body(Box::pin(guarded.eventsource()));
+            return;
+        }
+        let retry_after = retry_after_ms(response.headers().get(RETRY_AFTER));
+        let text = read_error_body(response, endpoint.idle).await;
+        let message = endpoint.scrub(&format!(
+            "HTTP {}: {}",
+            status.as_u16(),
+            server_message(&text, status)
+        ));
+        self.end(classify(status, message, retry_after));
+    }
+}
+
+/// The outcome of a non-success HTTP status.
+pub(super) fn classify(
+    status: StatusCode,
+    message: String,
+    retry_after_ms: Option<u64>,
+) -> ModelOutcome {
+    let code = status.as_u16();
+    let mut outcome = match code {
+        401 | 403 => ModelOutcome::error(StopReason::Auth, message),
+        408 | 409 | 429 => ModelOutcome::error(StopReason::Failed, message),
+        400..=499 => {
+            let mut o = ModelOutcome::error(StopReason::Failed, message);
+            o.permanent = true;
+            o
+        }
+        _ => ModelOutcome::error(StopReason::Failed, message),
+    };
+    if outcome.status == StopReason::Failed && !outcome.permanent {
+        outcome.retry_after_ms = retry_after_ms;
+    }
+    outcome
+}
+
+/// `Retry-After` in seconds (integer or decimal), capped; HTTP dates are ignored.
+pub(super) fn retry_after_ms(value: Option<&HeaderValue>) -> Option<u64> {
+    let text = value?.to_str().ok()?.trim();
+    let secs: f64 = text.parse().ok()?;
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    let ms = (secs.min(RETRY_AFTER_MAX_S as f64) * 1000.0).round();
+    Some(ms as u64)
+}
+
+/// `error.message` of a JSON error body, else the body text (truncated), else the status text.
+pub(super) fn server_message(body: &str, status: StatusCode) -> String {
+    let from_json = serde_json::from_str::<Value>(body).ok().and_then(|v| {
+        let from_error = match v.get("error") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(e) => e.get("message").and_then(Value::as_str).map(str::to_string),
+            None => None,
+        };
+        from_error.or_else(|| v.get("message").and_then(Value::as_str).map(str::to_string))
+    });
+    let text = from_json.unwrap_or_else(|| body.trim().to_string());
+    if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("no error text")
+            .to_string()
+    } else {
+        clip(&text, ERROR_TEXT_MAX)
+    }
+}
+
+async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> String {
+    let mut bytes = Vec::new();
+    while bytes.len() < ERROR_BODY_MAX {
+        match tokio::time::timeout(idle, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// An error with its sources (reqwest's top-level text alone hides the cause).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified() {
+        let c = |code: u16, retry: Option<u64>| {
+            let o = classify(
+                StatusCode::from_u16(code).unwrap_or(StatusCode::IM_A_TEAPOT),
+                "m".into(),
+                retry,
+            );
+            (o.status, o.permanent, o.retry_after_ms)
+        };
+        assert_eq!(c(401, Some(5)), (StopReason::Auth, false, None));
+        assert_eq!(c(403, None), (StopReason::Auth, false, None));
+        for code in [400, 404, 422, 413] {
+            assert_eq!(c(code, Some(5)), (StopReason::Failed, true, None), "{code}");
+        }
+        for code in [408, 409, 429, 500, 502, 503] {
+            assert_eq!(
+                c(code, Some(7000)),
+                (StopReason::Failed, false, Some(7000)),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_is_seconds() {
+        let h = |s: &'static str| retry_after_ms(Some(&HeaderValue::from_static(s)));
+        assert_eq!(h("3"), Some(3000));
+        assert_eq!(h(" 1.5 "), Some(1500));
+        assert_eq!(h("100000"), Some(600_000));
+        assert_eq!(h("-1"), None);
+        assert_eq!(h("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(retry_after_ms(None), None);
+    }
+
+    #[test]
+    fn server_messages() {
+        let bad = StatusCode::BAD_REQUEST;
+        assert_eq!(
+            server_message(r#"{"error":{"message":"bad tool"}}"#, bad),
+            "bad tool"
+        );
+        assert_eq!(server_message(r#"{"error":"plain"}"#, bad), "plain");
+        assert_eq!(server_message(r#"{"message":"top"}"#, bad), "top");
+        assert_eq!(
+            server_message("  <html>oops</html>\n", bad),
+            "<html>oops</html>"
+        );
+        assert_eq!(server_message("", StatusCode::BAD_GATEWAY), "Bad Gateway");
+        let long = "x".repeat(600);
+        assert_eq!(server_message(&long, bad), format!("{}…", "x".repeat(500)));
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let secret = Secret {
+            header: HeaderValue::from_static("Bearer sk-zzz"),
+            raw: "sk-zzz".into(),
+        };
+        assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+    }
+}

@@ -1,0 +1,80 @@
+//! The multi-session HTTP + SSE host behind `rookery serve`: an axum router over a [`Host`],
+//! with bearer-token auth, per-session event logs with `Last-Event-ID` replay, approvals
+//! answered through the API, session resume and Prometheus metrics.
+//!
+//! Layout: `routes.rs` (handlers), `state.rs` (served sessions and their pumps), `sse.rs`
+//! (event log and fan-out), `approver.rs` (API approvals), `auth.rs`, `metrics.rs`, `error.rs`
+//! (error shape, JSON bodies). The server drives sessions only through the library API; it
+//! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
+//!
+//! [`Host`]: crate::Host
+
+pub mod approver;
+pub mod auth;
+pub mod error;
+pub mod metrics;
+pub mod routes;
+pub mod sse;
+pub mod state;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use approver::ApiApprover;
+pub use error::ApiError;
+pub use routes::router;
+pub use state::{ServerConfig, ServerState};
+
+/// How long shutdown may take before the process gives up waiting (the contract is 5 s in all,
+/// and the binary's runtime may still wait up to 2 s for blocking tasks afterwards).
+pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(2500);
+
+/// Serves `state` on `listener` until `shutdown` resolves, then stops accepting, closes every
+/// session (running tasks are aborted, traces flushed) and returns within [`SHUTDOWN_BUDGET`].
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<ServerState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let app = router(state.clone());
+    let mut server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    tokio::select! {
+        result = &mut server => {
+            // The listener failed on its own: close the sessions and report.
+            state.shutdown().await;
+            return match result {
+                Ok(r) => r,
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            };
+        }
+        _ = shutdown => {}
+    }
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(());
+    let started = tokio::time::Instant::now();
+    // Closing the sessions also ends their SSE streams, which lets the connections finish.
+    if tokio::time::timeout(SHUTDOWN_BUDGET, state.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("sessions did not all close in time");
+    }
+    let left = SHUTDOWN_BUDGET.saturating_sub(started.elapsed());
+    match tokio::time::timeout(left.max(Duration::from_millis(100)), &mut server).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(std::io::Error::other(e.to_string())),
+        Err(_) => {
+            tracing::warn!("connections still open at shutdown; closing them");
+            server.abort();
+            Ok(())
+        }
+    }
+}

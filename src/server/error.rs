@@ -1,0 +1,207 @@
+//! The HTTP API's error shape and its JSON request bodies.
+//!
+//! Every error the server returns is `{"error":{"code":"…","message":"…"}}` with a fitting
+//! status; [`ApiJson`] reads a JSON body of any content type, turning an oversized body into
+//! 413 and bad JSON into 400. This file decides wire shapes only; it never touches sessions.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::error::{ConfigError, RookeryError};
+
+/// Largest request body accepted (bigger ones get 413).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// An error answered as `{"error":{"code","message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn unknown_session(id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown_session",
+            format!("unknown session {id}"),
+        )
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token (send Authorization: Bearer <token>)",
+        )
+    }
+
+    pub fn shutting_down() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down",
+        )
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl From<RookeryError> for ApiError {
+    fn from(e: RookeryError) -> Self {
+        match &e {
+            RookeryError::SessionBusy(_) => {
+                ApiError::new(StatusCode::CONFLICT, "session_busy", e.to_string())
+            }
+            RookeryError::UnknownSession(id) => ApiError::unknown_session(id),
+            RookeryError::SessionEnded(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "session_ended", e.to_string())
+            }
+            RookeryError::Config(ConfigError::Workspace(_)) => {
+                ApiError::bad_request("invalid_workspace", e.to_string())
+            }
+            RookeryError::Config(_) => ApiError::bad_request("invalid_config", e.to_string()),
+            RookeryError::Trace(_) | RookeryError::Actor(_) => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+impl From<ConfigError> for ApiError {
+    fn from(e: ConfigError) -> Self {
+        RookeryError::Config(e).into()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// A JSON request body, parsed whatever its content type.
+pub struct ApiJson<T>(pub T);
+
+/// Parses a body; syntax errors are `bad_json`, shape errors `invalid_request` (both 400).
+pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let code = match e.classify() {
+            serde_json::error::Category::Data => "invalid_request",
+            _ => "bad_json",
+        };
+        ApiError::bad_request(code, format!("invalid request body: {e}"))
+    })
+}
+
+/// A JSON body that may also be absent (an empty body is `None`).
+pub struct OptionalJson<T>(pub Option<T>);
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+            )
+        } else {
+            ApiError::bad_request("bad_request", rejection.body_text())
+        }
+    })
+}
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        parse_body(&bytes).map(ApiJson)
+    }
+}
+
+impl<S, T> FromRequest<S> for OptionalJson<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(None));
+        }
+        parse_body(&bytes).map(|v| OptionalJson(Some(v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        #[allow(dead_code)]
+        text: String,
+    }
+
+    #[test]
+    fn body_errors_are_classified() {
+        let e = parse_body::<Body>(b"{\"text\": ").unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "bad_json"));
+        let e = parse_body::<Body>(b"{\"txt\": \"a\"}").unwrap_err();
+        assert_eq!(e.code, "invalid_request");
+        assert!(
+            e.message
+                .starts_with("invalid request body: unknown field `txt`")
+        );
+        assert!(parse_body::<Body>(b"{\"text\": \"a\"}").is_ok());
+    }
+
+    #[test]
+    fn library_errors_map_to_statuses() {
+        let e: ApiError = RookeryError::SessionBusy("s1".into()).into();
+        assert_eq!(
+            (e.status, e.code, e.message.as_str()),
+            (
+                StatusCode::CONFLICT,
+                "session_busy",
+                "session s1 is busy: a task is already running"
+            )
+        );
+        let e: ApiError = ConfigError::Workspace("/nope".into()).into();
+        assert_eq!(
+            (e.status, e.code, e.message.as_str()),
+            (
+                StatusCode::BAD_REQUEST,
+                "invalid_workspace",
+                "workspace /nope does not exist or is not a directory"
+            )
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! The HTTP routes of `rookery serve`: sessions, tasks, events (SSE), approvals, approval mode,
+//! abort, resume, `/healthz` and `/metrics`.
+//!
+//! Handlers translate HTTP to the server state and the session API and back; they hold no state
+//! of their own and every failure is an [`ApiError`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router, middleware};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth;
+use super::error::{ApiError, ApiJson, MAX_BODY_BYTES, OptionalJson};
+use super::metrics::Gauges;
+use super::sse::sse_response;
+use super::state::{OpenOptions, ServerState, SessionEntry};
+use crate::actors::session::SessionStatus;
+use crate::approval::ApprovalMode;
+use crate::message::Decision;
+
+type AppState = State<Arc<ServerState>>;
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The whole API with its state.
+pub fn router(state: Arc<ServerState>) -> Router {
+    let api = Router::new()
+        .route("/v1/sessions", post(create_session).get(list_sessions))
+        .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
+        .route("/v1/sessions/{id}/tasks", post(start_task))
+        .route("/v1/sessions/{id}/events", get(events))
+        .route("/v1/sessions/{id}/approvals", get(list_approvals))
+        .route(
+            "/v1/sessions/{id}/approvals/{tool_call_id}",
+            post(decide_approval),
+        )
+        .route("/v1/sessions/{id}/approval_mode", put(set_approval_mode))
+        .route("/v1/sessions/{id}/abort", post(abort))
+        .route("/v1/sessions/{id}/resume", post(resume))
+        .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .merge(api)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+fn parse_mode(s: &str) -> ApiResult<ApprovalMode> {
+    s.parse()
+        .map_err(|e: String| ApiError::bad_request("invalid_request", e))
+}
+
+/// The JSON view of a session.
+async fn view(entry: &SessionEntry) -> Value {
+    let status = match entry.handle.status().await {
+        Ok(SessionStatus::Idle) => "idle",
+        Ok(SessionStatus::Running) => "running",
+        Err(_) => "closed",
+    };
+    json!({
+        "session_id": entry.id(),
+        "status": status,
+        "workspace": entry.handle.meta().workspace,
+        "created_at": entry.created_at,
+        "approval_mode": entry.policy.mode().as_str(),
+        "pending_approvals": entry.approvals.pending_count(),
+        "last_event_id": entry.log.last_seq(),
+        "trace_path": entry.handle.trace_path().display().to_string(),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenBody {
+    #[serde(default)]
+    workspace: Option<PathBuf>,
+    #[serde(default)]
+    approval_mode: Option<String>,
+    #[serde(default)]
+    config: Option<PathBuf>,
+}
+
+impl OpenBody {
+    fn into_options(self) -> ApiResult<OpenOptions> {
+        Ok(OpenOptions {
+            workspace: self.workspace,
+            approval_mode: self.approval_mode.as_deref().map(parse_mode).transpose()?,
+            config: self.config,
+        })
+    }
+}
+
+async fn create_session(
+    State(state): AppState,
+    ApiJson(body): ApiJson<OpenBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let entry = state.create(body.into_options()?).await?;
+    Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
+}
+
+async fn list_sessions(State(state): AppState) -> Json<Value> {
+    let list = state.list();
+    let views = futures::future::join_all(list.iter().map(|e| view(e))).await;
+    Json(json!({ "sessions": views }))
+}
+
+async fn get_session(State(state): AppState, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let entry = state.get(&id).await?;
+    Ok(Json(view(&entry).await))
+}
+
+async fn delete_session(State(state): AppState, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    state.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn resume(
+    State(state): AppState,
+    Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<OpenBody>,
+) -> ApiResult<Json<Value>> {
+    let open = match body {
+        Some(b) => b.into_options()?,
+        None => OpenOptions::default(),
+    };
+    let was_served = state.is_served(&id);
+    let entry = state.resume(&id, open).await?;
+    Ok(Json(
+        json!({"session_id": entry.id(), "resumed": !was_served}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskBody {
+    text: String,
+}
+
+async fn start_task(
+    State(state): AppState,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<TaskBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    state.check_open()?;
+    let entry = state.get(&id).await?;
+    if body.text.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "text must not be empty",
+        ));
+    }
+    let after = entry.log.last_seq();
+    entry.handle.start_task(body.text).await?;
+    state.metrics.task_started();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": entry.id(), "events_after": after})),
+    ))
+}
+
+/// `Last-Event-ID` (header) or `?last_event_id=N` (for clients that cannot set headers).
+fn last_event_id(headers: &HeaderMap, query: Option<&str>) -> ApiResult<Option<u64>> {
+    let from_query = query.and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("last_event_id="))
+            .map(str::to_string)
+    });
+    let raw = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| {
+                    ApiError::bad_request("invalid_request", "Last-Event-ID must be a number")
+                })?
+                .to_string(),
+        ),
+        None => from_query,
+    };
+    match raw.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(s) => s.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::bad_request(
+                "invalid_request",
+                format!("Last-Event-ID must be a number, got \"{s}\""),
+            )
+        }),
+    }
+}
+
+async fn events(
+    State(state): AppState,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let after = last_event_id(&headers, query.as_deref())?;
+    let entry = state.get(&id).await?;
+    Ok(sse_response(entry.log.subscribe(after)).into_response())
+}
+
+async fn list_approvals(State(state): AppState, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let entry = state.get(&id).await?;
+    let approvals: Vec<Value> = entry
+        .approvals
+        .pending()
+        .into_iter()
+        .map(|r| {
+            json!({
+                "tool_call_id": r.tool_call_id,
+                "name": r.name,
+                "arguments": r.arguments,
+                "origin": r.origin,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "approvals": approvals })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: String,
+}
+
+async fn decide_approval(
+    State(state): AppState,
+    Path((id, tool_call_id)): Path<(String, String)>,
+    ApiJson(body): ApiJson<DecisionBody>,
+) -> ApiResult<StatusCode> {
+    let decision = match body.decision.as_str() {
+        "allow" => Decision::Allow,
+        "deny" => Decision::Deny,
+        other => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("unknown decision \"{other}\" (use allow or deny)"),
+            ));
+        }
+    };
+    let entry = state.get(&id).await?;
+    if entry.approvals.decide(&tool_call_id, decision) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_approval",
+            format!("no pending approval for tool call {tool_call_id} in session {id}"),
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModeBody {
+    mode: String,
+}
+
+async fn set_approval_mode(
+    State(state): AppState,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ModeBody>,
+) -> ApiResult<StatusCode> {
+    let mode = parse_mode(&body.mode)?;
+    let entry = state.get(&id).await?;
+    entry.policy.set_mode(mode);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn abort(
+    State(state): AppState,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let entry = state.get(&id).await?;
+    state.abort(&entry)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": entry.id()})),
+    ))
+}
+
+async fn metrics(State(state): AppState) -> Response {
+    let list = state.list();
+    let statuses = futures::future::join_all(list.iter().map(|e| e.handle.status())).await;
+    let mut g = Gauges {
+        trace_bytes: state.host.trace_bytes(),
+        ..Gauges::default()
+    };
+    for s in statuses {
+        match s {
+            Ok(SessionStatus::Idle) => g.sessions_idle += 1,
+            Ok(SessionStatus::Running) => g.sessions_running += 1,
+            Err(_) => {}
+        }
+    }
+    for e in &list {
+        g.approvals_pending += e.approvals.pending_count() as u64;
+        g.sse_clients += e.log.clients() as u64;
+    }
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        state.metrics.render(&g),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn last_event_id_from_header_or_query() {
+        let mut h = HeaderMap::new();
+        assert_eq!(last_event_id(&h, None), Ok(None));
+        assert_eq!(last_event_id(&h, Some("a=1&last_event_id=7")), Ok(Some(7)));
+        h.insert("last-event-id", HeaderValue::from_static(" 12 "));
+        assert_eq!(last_event_id(&h, Some("last_event_id=7")), Ok(Some(12)));
+        h.insert("last-event-id", HeaderValue::from_static("x"));
+        let e = last_event_id(&h, None).unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (
+                StatusCode::BAD_REQUEST,
+                "Last-Event-ID must be a number, got \"x\""
+            )
+        );
+    }
+}

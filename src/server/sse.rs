@@ -1,0 +1,234 @@
+//! A served session's event log and its SSE fan-out: every message the session emits gets the
+//! next sequence number (1, 2, 3, …), goes into a bounded replay ring and to each connected
+//! client's bounded buffer.
+//!
+//! A client whose buffer is full is dropped (its stream ends; it reconnects with
+//! `Last-Event-ID`), so a slow reader never blocks the session or the other clients. This file
+//! never talks to the session actor: the server's per-session pump feeds it.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use futures::stream::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::message::OmniMessage;
+
+/// Messages kept for `Last-Event-ID` replay, per session.
+pub const RING_CAPACITY: usize = 4096;
+/// Messages buffered per SSE client before it counts as too slow and is dropped.
+pub const CLIENT_BUFFER: usize = 1024;
+/// Interval of the keep-alive comments.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// One numbered message, serialized once.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Record {
+    pub seq: u64,
+    pub json: String,
+}
+
+struct Inner {
+    ring: VecDeque<Arc<Record>>,
+    last_seq: u64,
+    clients: Vec<mpsc::Sender<Arc<Record>>>,
+    closed: bool,
+}
+
+/// The numbered message log of one session.
+pub struct EventLog {
+    inner: Mutex<Inner>,
+    capacity: usize,
+    client_buffer: usize,
+}
+
+/// What a new client gets: the replay, then the live feed (none when the log is closed).
+pub struct Subscription {
+    pub replay: Vec<Arc<Record>>,
+    pub live: Option<mpsc::Receiver<Arc<Record>>>,
+}
+
+impl EventLog {
+    pub fn new(capacity: usize, client_buffer: usize) -> Self {
+        EventLog {
+            inner: Mutex::new(Inner {
+                ring: VecDeque::with_capacity(capacity.min(RING_CAPACITY)),
+                last_seq: 0,
+                clients: Vec::new(),
+                closed: false,
+            }),
+            capacity: capacity.max(1),
+            client_buffer: client_buffer.max(1),
+        }
+    }
+
+    /// Numbers and stores `msg` and sends it to every client. Returns the number of clients
+    /// dropped because their buffer was full.
+    pub fn push(&self, msg: &OmniMessage) -> usize {
+        let Ok(mut inner) = self.inner.lock() else {
+            return 0;
+        };
+        inner.last_seq += 1;
+        let record = Arc::new(Record {
+            seq: inner.last_seq,
+            json: msg.to_json(),
+        });
+        if inner.ring.len() == self.capacity {
+            inner.ring.pop_front();
+        }
+        inner.ring.push_back(record.clone());
+        let before = inner.clients.len();
+        let mut lagged = 0;
+        inner.clients.retain(|c| match c.try_send(record.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                lagged += 1;
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
+        if lagged > 0 {
+            tracing::info!(
+                dropped = lagged,
+                clients = before,
+                "dropped SSE clients that fell behind"
+            );
+        }
+        lagged
+    }
+
+    /// The sequence number of the newest message (0 before the first).
+    pub fn last_seq(&self) -> u64 {
+        self.inner.lock().map_or(0, |i| i.last_seq)
+    }
+
+    /// Connected clients.
+    pub fn clients(&self) -> usize {
+        self.inner.lock().map_or(0, |i| i.clients.len())
+    }
+
+    /// A new client. `after` is its `Last-Event-ID`: the ring's messages after it are replayed
+    /// (an id beyond the newest one comes from an earlier server run: the whole ring is
+    /// replayed). Without it, the client gets only what comes next.
+    pub fn subscribe(&self, after: Option<u64>) -> Subscription {
+        let Ok(mut inner) = self.inner.lock() else {
+            return Subscription {
+                replay: Vec::new(),
+                live: None,
+            };
+        };
+        let replay = match after {
+            None => Vec::new(),
+            Some(n) => {
+                let from = if n > inner.last_seq { 0 } else { n };
+                inner
+                    .ring
+                    .iter()
+                    .filter(|r| r.seq > from)
+                    .cloned()
+                    .collect()
+            }
+        };
+        let live = if inner.closed {
+            None
+        } else {
+            let (tx, rx) = mpsc::channel(self.client_buffer);
+            inner.clients.push(tx);
+            Some(rx)
+        };
+        Subscription { replay, live }
+    }
+
+    /// The session has ended: live feeds end after what they have buffered.
+    pub fn close(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.closed = true;
+            inner.clients.clear();
+        }
+    }
+}
+
+/// The `text/event-stream` response for a subscription: `id: <seq>` + `data: <json>` per
+/// message, keep-alive comments in between.
+pub fn sse_response(
+    sub: Subscription,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + Send + 'static> {
+    let replay = futures::stream::iter(sub.replay);
+    let live = futures::stream::unfold(sub.live, |rx| async move {
+        let mut rx = rx?;
+        let record = rx.recv().await?;
+        Some((record, Some(rx)))
+    });
+    let stream = replay
+        .chain(live)
+        .map(|r| Ok::<_, Infallible>(Event::default().id(r.seq.to_string()).data(&r.json)));
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::build;
+
+    fn text(i: usize) -> OmniMessage {
+        build::user_text(format!("m{i}"), None)
+    }
+
+    fn seqs(records: &[Arc<Record>]) -> Vec<u64> {
+        records.iter().map(|r| r.seq).collect()
+    }
+
+    #[test]
+    fn replays_after_the_given_id_from_a_bounded_ring() {
+        let log = EventLog::new(3, 8);
+        for i in 0..5 {
+            log.push(&text(i));
+        }
+        assert_eq!(log.last_seq(), 5);
+        assert_eq!(seqs(&log.subscribe(Some(3)).replay), [4, 5]);
+        assert_eq!(seqs(&log.subscribe(Some(0)).replay), [3, 4, 5]);
+        assert!(log.subscribe(None).replay.is_empty());
+        assert_eq!(seqs(&log.subscribe(Some(5)).replay), Vec::<u64>::new());
+        // An id from an earlier server run: everything kept.
+        assert_eq!(seqs(&log.subscribe(Some(99)).replay), [3, 4, 5]);
+        let r = &log.subscribe(Some(4)).replay[0];
+        assert!(r.json.contains("\"text\":\"m4\""), "{}", r.json);
+    }
+
+    #[tokio::test]
+    async fn a_slow_client_is_dropped_without_slowing_the_others() {
+        let log = EventLog::new(100, 2);
+        let mut slow = log.subscribe(None).live.unwrap();
+        let mut fast = log.subscribe(None).live.unwrap();
+        let mut dropped = 0;
+        for i in 0..5 {
+            dropped += log.push(&text(i));
+            assert_eq!(fast.recv().await.unwrap().seq, i as u64 + 1);
+        }
+        assert_eq!(dropped, 1);
+        assert_eq!(log.clients(), 1);
+        // The slow one gets what it had buffered, then its stream ends.
+        assert_eq!(slow.recv().await.unwrap().seq, 1);
+        assert_eq!(slow.recv().await.unwrap().seq, 2);
+        assert!(slow.recv().await.is_none());
+        // Reconnecting with its last id replays the rest.
+        assert_eq!(seqs(&log.subscribe(Some(2)).replay), [3, 4, 5]);
+    }
+
+    #[tokio::test]
+    async fn closing_ends_live_feeds() {
+        let log = EventLog::new(10, 10);
+        let mut rx = log.subscribe(None).live.unwrap();
+        log.push(&text(0));
+        log.close();
+        assert_eq!(rx.recv().await.unwrap().seq, 1);
+        assert!(rx.recv().await.is_none());
+        let late = log.subscribe(Some(0));
+        assert!(late.live.is_none());
+        assert_eq!(seqs(&late.replay), [1]);
+    }
+}

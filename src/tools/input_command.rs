@@ -1,0 +1,72 @@
+//! input_command: writes to a registered command's stdin (or sends Ctrl-C as SIGINT to its
+//! group, or only polls) and then streams its output for a window (reference §3.6). A command
+//! found over is removed from the registry with its exit note; interrupting the call only ends
+//! the poll, never the command.
+//!
+//! Texts and verdicts only: the command actor does the I/O, the supervisor owns the registry.
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::args::{opt_str, require_str};
+use super::exec_command::{aborted, exit_result, fail, yield_window};
+use super::{Tool, ToolContext, ToolResult};
+use crate::actors::command_supervisor::Collected;
+
+const CTRL_C: &str = "\u{3}";
+
+/// The input_command tool.
+pub struct InputCommandTool;
+
+impl Tool for InputCommandTool {
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        Box::pin(run(ctx, args))
+    }
+}
+
+async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+    let tool = ctx.definition.name.clone();
+    let Some(commands) = ctx.commands.clone() else {
+        return fail(
+            &ctx,
+            "[input_command unavailable: no command session manager configured]",
+        );
+    };
+    let id = match require_str(&args, "process_id", &tool) {
+        Ok(id) => id.to_string(),
+        Err(text) => return fail(&ctx, text),
+    };
+    // A non-string `chars` is an empty poll.
+    let chars = opt_str(&args, "chars").unwrap_or("");
+    if chars.contains(CTRL_C) && chars != CTRL_C {
+        return fail(
+            &ctx,
+            "[input_command error: chars mixes U+0003 (Ctrl-C) with other content; send \"\\u0003\" alone to interrupt]",
+        );
+    }
+    let default_ms = if chars.is_empty() { 120_000.0 } else { 250.0 };
+    let window = yield_window(&args, default_ms, ctx.definition.timeout_ms);
+    let Some(lease) = commands.lease(&id).await else {
+        return fail(
+            &ctx,
+            format!(
+                "[input_command error: unknown process_id {id} (the session may have exited and been cleared)]"
+            ),
+        );
+    };
+    if chars == CTRL_C {
+        lease.interrupt();
+    } else if !chars.is_empty() {
+        lease.write(chars.as_bytes().to_vec());
+    }
+    let mut emit = |text: String| ctx.emit(text);
+    match lease.collect(window, &ctx.cancel, &mut emit).await {
+        Collected::Exited(exit) => {
+            lease.remove();
+            exit_result(&exit)
+        }
+        Collected::Running => ToolResult::completed()
+            .with_note(format!("[process still running with process_id {id}]")),
+        Collected::Cancelled => aborted(),
+    }
+}
