@@ -5,6 +5,7 @@
 
 pub mod approve_prompt;
 pub mod chat;
+pub mod model_args;
 pub mod render;
 pub mod run;
 pub mod serve;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::approval::ApprovalMode;
+use model_args::ModelArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,10 +47,9 @@ pub struct SessionArgs {
     /// Where traces go (default: $ROOKERY_HOME, else ~/.rookery).
     #[arg(long, value_name = "DIR")]
     pub home: Option<PathBuf>,
-    /// A scripted-model JSON file (the built-in model: no network, no key).
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-    /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin, model.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// How tool calls are approved.
@@ -98,9 +99,8 @@ pub struct ServeArgs {
     /// The agent config (YAML) of sessions that name none.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// A scripted-model JSON file (the built-in model).
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Require `Authorization: Bearer <token>`, the token read from this environment variable.
     #[arg(long, value_name = "VAR")]
     pub token_env: Option<String>,

@@ -8,7 +8,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::ConfigError;
+use crate::model::model_config::ModelConfig;
 use crate::tools::ToolRegistry;
+use crate::tools::image_source::image_tools;
 use crate::tools::registry::BuiltinEntry;
 
 /// The default system prompt of a session.
@@ -70,6 +72,7 @@ struct RawAgentConfig {
     max_turns: Option<i64>,
     retry: Option<RetryPolicy>,
     tools: Option<ToolsSection>,
+    model: Option<ModelConfig>,
 }
 
 /// A validated agent config.
@@ -80,6 +83,10 @@ pub struct AgentConfig {
     pub max_turns: i64,
     pub retry: RetryPolicy,
     pub tools: ToolRegistry,
+    /// The `model:` section, when the file has one.
+    pub model: Option<ModelConfig>,
+    /// `tools.builtin` as written, to re-assemble the tools for another model.
+    builtin: Option<Vec<BuiltinEntry>>,
 }
 
 impl Default for AgentConfig {
@@ -88,7 +95,10 @@ impl Default for AgentConfig {
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
             max_turns: -1,
             retry: RetryPolicy::default(),
-            tools: ToolRegistry::builtin(),
+            tools: ToolRegistry::assemble(None, image_tools(&ModelConfig::scripted()))
+                .unwrap_or_else(|_| ToolRegistry::builtin()),
+            model: None,
+            builtin: None,
         }
     }
 }
@@ -136,10 +146,22 @@ impl AgentConfig {
         if let Some(r) = raw.retry {
             cfg.retry = r;
         }
-        if let Some(list) = raw.tools.and_then(|t| t.builtin) {
-            cfg.tools = ToolRegistry::from_entries(&list)?;
+        cfg.builtin = raw.tools.and_then(|t| t.builtin);
+        if let Some(m) = &raw.model {
+            m.validate()?;
         }
+        let model = raw.model.clone().unwrap_or_else(ModelConfig::scripted);
+        cfg.model = raw.model;
+        cfg.tools = ToolRegistry::assemble(cfg.builtin.as_deref(), image_tools(&model))?;
         Ok(cfg)
+    }
+
+    /// Sets the model the sessions will use and re-assembles the tools for it (the image tool
+    /// follows the model's `vision` flag). Tools registered by hand are dropped.
+    pub fn set_model(&mut self, model: ModelConfig) -> Result<(), ConfigError> {
+        self.tools = ToolRegistry::assemble(self.builtin.as_deref(), image_tools(&model))?;
+        self.model = Some(model);
+        Ok(())
     }
 }
 

@@ -17,8 +17,6 @@ use crate::approval::PolicyApprover;
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
 use crate::message::{EventPayload, ModelPayload, StopReason};
-use crate::model::Model;
-use crate::model::scripted::ScriptedModel;
 use crate::trace::paths;
 
 /// What a session-running subcommand needs, resolved from its flags.
@@ -29,15 +27,6 @@ pub struct Resolved {
 
 /// Resolves the shared session flags: workspace, model, config, approval.
 pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
-    let model: Arc<dyn Model> = match &args.script {
-        Some(path) => Arc::new(ScriptedModel::from_file(path)?),
-        None => {
-            return Err(ConfigError::Other(
-                "no model configured: pass --script FILE to use the built-in scripted model (see README, \"Script format\")"
-                    .to_string(),
-            ));
-        }
-    };
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir().map_err(|e| ConfigError::Other(e.to_string()))?,
@@ -52,6 +41,7 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
     if let Some(m) = args.max_turns {
         config.max_turns = m;
     }
+    let model = super::model_args::resolve_model(&args.model, &mut config)?;
     let approver = Arc::new(PolicyApprover::new(
         args.approve,
         Arc::new(TerminalApprover::default()),

@@ -16,8 +16,6 @@ use super::ServeArgs;
 use crate::Host;
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
-use crate::model::Model;
-use crate::model::scripted::ScriptedModel;
 use crate::server::{self, ServerConfig, ServerState};
 use crate::trace::paths;
 
@@ -31,16 +29,6 @@ fn token(args: &ServeArgs) -> Result<Option<String>, ConfigError> {
         _ => Err(ConfigError::Other(format!(
             "--token-env {var}: the environment variable {var} is not set or empty"
         ))),
-    }
-}
-
-fn model(args: &ServeArgs) -> Result<Arc<dyn Model>, ConfigError> {
-    match &args.script {
-        Some(path) => Ok(Arc::new(ScriptedModel::from_file(path)?)),
-        None => Err(ConfigError::Other(
-            "no model configured: pass --script FILE to use the built-in scripted model (see README, \"Script format\")"
-                .to_string(),
-        )),
     }
 }
 
@@ -64,11 +52,12 @@ async fn addresses(listen: &str, has_token: bool) -> Result<Vec<SocketAddr>, Con
 }
 
 async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerState>), String> {
-    let model = model(args).map_err(|e| e.to_string())?;
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => AgentConfig::from_file(path).map_err(|e| e.to_string())?,
         None => AgentConfig::default(),
     };
+    let model =
+        super::model_args::resolve_model(&args.model, &mut config).map_err(|e| e.to_string())?;
     let token = token(args).map_err(|e| e.to_string())?;
     let addrs = addresses(&args.listen, token.is_some())
         .await

@@ -105,6 +105,14 @@ impl ModelConfig {
         }
     }
 
+    /// The built-in scripted model.
+    pub fn scripted() -> Self {
+        ModelConfig {
+            provider: "scripted".to_string(),
+            ..ModelConfig::default()
+        }
+    }
+
     /// True for the built-in scripted model.
     pub fn is_scripted(&self) -> bool {
         self.provider == "scripted"

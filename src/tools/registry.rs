@@ -395,18 +395,43 @@ impl ToolRegistry {
     /// The list of a config's `tools.builtin`, replacing the default list wholesale.
     /// An unknown or unavailable name is an error naming it.
     pub fn from_entries(entries: &[BuiltinEntry]) -> Result<Self, ConfigError> {
+        Self::assemble(Some(entries), Vec::new())
+    }
+
+    /// The tools of a session: the default list (`entries: None`) or a config's `tools.builtin`,
+    /// with the model's image tool from `image_tools` (`read_image` for vision models, else
+    /// `describe_image`). A configured image tool the model does not use is left out.
+    pub fn assemble(
+        entries: Option<&[BuiltinEntry]>,
+        image_tools: Vec<(ToolDefinitionConfig, Arc<dyn Tool>)>,
+    ) -> Result<Self, ConfigError> {
+        let Some(entries) = entries else {
+            let mut reg = Self::builtin();
+            for (def, tool) in image_tools {
+                reg.register(def, tool);
+            }
+            return Ok(reg);
+        };
         let mut reg = Self::empty();
         for entry in entries {
             let (name, ov) = match entry {
                 BuiltinEntry::Name(n) => (n.as_str(), None),
                 BuiltinEntry::Override(o) => (o.name.as_str(), Some(o)),
             };
-            let mut def = default_definition(name).ok_or_else(|| ConfigError::UnknownTool {
+            let known = default_definition(name).ok_or_else(|| ConfigError::UnknownTool {
                 name: name.to_string(),
                 known: BUILTIN_NAMES.join(", "),
             })?;
-            let tool = builtin_implementation(name)
-                .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
+            let (mut def, tool) = if known.for_model.is_some() {
+                match image_tools.iter().find(|(d, _)| d.name == name) {
+                    Some((d, t)) => (d.clone(), t.clone()),
+                    None => continue,
+                }
+            } else {
+                let tool = builtin_implementation(name)
+                    .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
+                (known, tool)
+            };
             if let Some(o) = ov {
                 if let Some(v) = &o.description {
                     def.description = v.clone();
