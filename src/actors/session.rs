@@ -86,6 +86,13 @@ impl SessionOptions {
     }
 }
 
+/// A session's background services.
+#[derive(Clone, Debug, Default)]
+pub struct SessionServices {
+    pub commands: Option<CommandSupervisorHandle>,
+    pub subagents: Option<SubagentSupervisorHandle>,
+}
+
 /// Idle or running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionStatus {
@@ -133,6 +140,8 @@ pub enum SessionMsg {
     Command(CommandEvent),
     /// A `[background_task_done]` text to deliver at the next input-assembly point.
     Notice(String),
+    /// The session's command and subagent supervisors (for counts and metrics).
+    Services(RpcReplyPort<SessionServices>),
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -414,6 +423,12 @@ impl Actor for SessionActor {
                 turn::on_tool_done(&myself, state, turn, idx, output)
             }
             SessionMsg::RetryNow { turn } => turn::on_retry_now(&myself, state, turn),
+            SessionMsg::Services(reply) => {
+                let _ = reply.send(SessionServices {
+                    commands: state.commands.clone(),
+                    subagents: state.subagents.clone(),
+                });
+            }
             SessionMsg::Command(CommandEvent::Evicted { process_id, status }) => {
                 state.emit(
                     OmniMessage::event(EventPayload::CommandEvicted { process_id, status }),
@@ -511,6 +526,20 @@ impl SessionHandle {
 
     pub async fn status(&self) -> Result<SessionStatus, RookeryError> {
         Ok(ractor::call!(self.actor, SessionMsg::Status)?)
+    }
+
+    /// Registered background commands and subagents right now.
+    pub async fn live_counts(&self) -> Result<(usize, usize), RookeryError> {
+        let services = ractor::call!(self.actor, SessionMsg::Services)?;
+        let commands = match &services.commands {
+            Some(c) => c.list().await.len(),
+            None => 0,
+        };
+        let subagents = match &services.subagents {
+            Some(s) => s.list().await.len(),
+            None => 0,
+        };
+        Ok((commands, subagents))
     }
 
     /// Aborts any task, writes out the trace and stops the session.

@@ -46,6 +46,10 @@ pub struct Gauges {
     pub approvals_pending: u64,
     pub trace_bytes: u64,
     pub sse_clients: u64,
+    /// Registered background commands, over all sessions.
+    pub live_commands: u64,
+    /// Registered subagents, over all sessions.
+    pub live_subagents: u64,
 }
 
 /// Escapes a label value (`\`, `"` and newlines).
@@ -122,6 +126,20 @@ impl Metrics {
             "rookery_sessions{{status=\"running\"}} {}",
             g.sessions_running
         ));
+        head(
+            &mut lines,
+            "rookery_live_commands",
+            "gauge",
+            "Registered background commands.",
+        );
+        lines.push(format!("rookery_live_commands {}", g.live_commands));
+        head(
+            &mut lines,
+            "rookery_live_subagents",
+            "gauge",
+            "Registered subagents.",
+        );
+        lines.push(format!("rookery_live_subagents {}", g.live_subagents));
         head(
             &mut lines,
             "rookery_approvals_pending",
@@ -320,11 +338,15 @@ mod tests {
             approvals_pending: 0,
             trace_bytes: 77,
             sse_clients: 0,
+            live_commands: 3,
+            live_subagents: 1,
         });
         for line in [
             "rookery_sessions{status=\"idle\"} 2",
             "rookery_sessions{status=\"running\"} 1",
             "rookery_trace_bytes_written_total 77",
+            "rookery_live_commands 3",
+            "rookery_live_subagents 1",
             "rookery_tasks_started_total 1",
             "rookery_tasks_finished_total{status=\"aborted\"} 1",
             "rookery_tool_calls_total{tool=\"read_file\",stop_reason=\"completed\"} 1",

@@ -319,6 +319,11 @@ async fn metrics(State(state): AppState) -> Response {
             Err(_) => {}
         }
     }
+    let counts = futures::future::join_all(list.iter().map(|e| e.handle.live_counts())).await;
+    for (commands, subagents) in counts.into_iter().flatten() {
+        g.live_commands += commands as u64;
+        g.live_subagents += subagents as u64;
+    }
     for e in &list {
         g.approvals_pending += e.approvals.pending_count() as u64;
         g.sse_clients += e.log.clients() as u64;
