@@ -143,3 +143,61 @@ async fn closing_a_session_kills_its_running_commands() {
     assert!(gone.is_ok(), "process {pid} outlived its session");
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_rookery_leaves_no_command_behind() {
+    let (dir, ws, home) = tempdirs();
+    let pidfile = ws.join("pid");
+    let script = dir.path().join("s.json");
+    std::fs::write(
+        &script,
+        json!({"turns": [
+            {"tool_calls": [{"name": "exec_command", "arguments": {"description": "long", "run_in_background": true,
+              "cmd": format!("echo $$ > {}; exec sleep 600", pidfile.display())}}]},
+            {"text": "holding", "delay_ms": 60000}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .args(["run", "--script"])
+        .arg(&script)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--home")
+        .arg(&home)
+        .arg("go")
+        .env("HOME", dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Ok(t) = std::fs::read_to_string(&pidfile)
+                && let Ok(p) = t.trim().parse::<i32>()
+            {
+                return p;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let gone = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "command {pid} survived a SIGKILL of rookery");
+}
