@@ -56,6 +56,11 @@ pub fn render(msg: &OmniMessage) -> Option<String> {
             ModelPayload::Text { text, .. } if p.role() == crate::message::Role::Assistant => {
                 Some(text.clone())
             }
+            ModelPayload::Text {
+                text,
+                sender: Some(crate::message::Sender::Harness),
+                ..
+            } => Some(format!("◂ notice\n{}", indent(&collapse(text)))),
             ModelPayload::ToolCall {
                 name, arguments, ..
             } => Some(tool_call_line(name, arguments)),
