@@ -27,15 +27,8 @@ pub fn parse_answer(line: &str) -> Option<Decision> {
     }
 }
 
-fn ask_blocking(request: &ApprovalRequest) -> Decision {
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        eprintln!(
-            "rookery: no terminal to ask on; denied {} ({}). Use --approve allow-all to run tools unattended.",
-            request.name, request.tool_call_id
-        );
-        return Decision::Deny;
-    }
+/// The question for one approval: `Allow <tool> [subagent …] <arguments>? [Y/n] `.
+pub fn question(request: &ApprovalRequest) -> String {
     let who = if request.origin.is_empty() {
         String::new()
     } else {
@@ -45,8 +38,20 @@ fn ask_blocking(request: &ApprovalRequest) -> Decision {
     if args.chars().count() > 400 {
         args = args.chars().take(400).collect::<String>() + "…";
     }
+    format!("Allow {}{who} {args}? [Y/n] ", request.name)
+}
+
+fn ask_blocking(request: &ApprovalRequest) -> Decision {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        eprintln!(
+            "rookery: no terminal to ask on; denied {} ({}). Use --approve allow-all to run tools unattended.",
+            request.name, request.tool_call_id
+        );
+        return Decision::Deny;
+    }
     loop {
-        eprint!("Allow {}{who} {args}? [Y/n] ", request.name);
+        eprint!("{}", question(request));
         let _ = std::io::stderr().flush();
         let mut line = String::new();
         match stdin.lock().read_line(&mut line) {

@@ -16,6 +16,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
 
 use super::approve_prompt::parse_answer;
+use super::approve_prompt::question;
 use super::run::resolve;
 use super::{ChatArgs, render};
 use crate::Host;
@@ -43,20 +44,6 @@ impl Approver for ChatApprover {
             rx.await.unwrap_or(Decision::Deny)
         })
     }
-}
-
-/// The question text for one approval.
-fn question(request: &ApprovalRequest) -> String {
-    let who = if request.origin.is_empty() {
-        String::new()
-    } else {
-        format!(" [subagent {}]", request.origin.join(" > "))
-    };
-    let mut args = request.arguments.clone();
-    if args.chars().count() > 400 {
-        args = args.chars().take(400).collect::<String>() + "…";
-    }
-    format!("Allow {}{who} {args}? [Y/n] ", request.name)
 }
 
 /// Lines of stdin, read on a plain thread (never blocks runtime shutdown).

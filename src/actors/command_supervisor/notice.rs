@@ -3,52 +3,23 @@
 
 use std::time::Duration;
 
+use crate::actors::background_notice::{self, NoticeKind};
 use crate::actors::command::ExitInfo;
 
-/// Longest label, in characters (119 + `…` when cut).
-const LABEL_CHARS: usize = 120;
-
 /// The first line of a command, at most 120 characters (119 + `…` when longer).
-pub fn label(cmd: &str) -> String {
-    let first = cmd.lines().next().unwrap_or("").trim_end_matches('\r');
-    if first.chars().count() > LABEL_CHARS {
-        let mut s: String = first.chars().take(LABEL_CHARS - 1).collect();
-        s.push('…');
-        s
-    } else {
-        first.to_string()
-    }
-}
+pub use crate::actors::background_notice::label;
 
 /// The user text a finished `run_in_background` command is reported with (reference §4.4).
 /// `tail` is the rendered output tail (empty when the command printed nothing).
 pub fn completion_notice(id: &str, label: &str, exit: &ExitInfo, tail: &str) -> String {
-    let failed = exit.is_failure();
-    let status = if failed { "failed" } else { "completed" };
-    let verb = if failed { "failed" } else { "finished" };
-    let detail = exit.detail();
-    let mut text = format!(
-        "[background_task_done]\n\
-         Automatic notification from the harness, not the user: a background task you started has finished.\n\
-         kind: command\n\
-         id: {id}\n\
-         status: {status}\n"
-    );
-    if !detail.is_empty() {
-        text.push_str(&format!("detail: {detail}\n"));
-    }
-    text.push_str("[/background_task_done]\n\n");
-    text.push_str(&format!(
-        "Background command {verb}: `{label}` (process_id {id})"
-    ));
-    if !detail.is_empty() {
-        text.push_str(&format!(" — {detail}"));
-    }
-    if !tail.is_empty() {
-        text.push_str("\n\n");
-        text.push_str(tail);
-    }
-    text
+    background_notice::notice(
+        NoticeKind::Command,
+        id,
+        exit.is_failure(),
+        &exit.detail(),
+        label,
+        tail,
+    )
 }
 
 /// One registered command as `list_commands` shows it.
