@@ -535,3 +535,55 @@ async fn a_panicking_child_is_a_subagent_error_and_the_parent_goes_on() {
     )));
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_approval_mode_decides_a_childs_calls() {
+    // `read-only` auto-allows the parent's spawn (made `r` by the config) and asks for the
+    // child's write; with no terminal the CLI denies it, naming the call on stderr.
+    let (dir, ws, home) = tempdirs();
+    let script = dir.path().join("s.json");
+    std::fs::write(
+        &script,
+        json!({
+            "turns": [{"tool_calls": [spawn_call("child: write", json!({}))]}, {"text": "done"}],
+            "children": [{"when_prompt_contains": "write", "turns": [
+                {"tool_calls": [{"name": "write_file", "arguments": {"file_path": "child.txt", "content": "x"}}]},
+                {"text": "tried"}]}]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let cfg = dir.path().join("agent.yaml");
+    std::fs::write(
+        &cfg,
+        "tools:\n  builtin:\n    - write_file\n    - name: run_subagent\n      permission: r\n",
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .args(["run", "--approve", "read-only", "--script"])
+        .arg(&script)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--home")
+        .arg(&home)
+        .arg("go")
+        .env("HOME", dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("denied write_file (call_0)"), "{stderr}");
+    assert!(!ws.join("child.txt").exists());
+    let child = &child_traces(&home)[0];
+    assert!(child.iter().any(|r| matches!(
+        r.as_event(),
+        Some(EventPayload::ApprovalDecision {
+            decision: Decision::Deny,
+            ..
+        })
+    )));
+}
