@@ -1,0 +1,134 @@
+//! Builders for the payloads the runtime emits. Each sets `stop_reason` explicitly and stamps
+//! the envelope's timestamp; none does I/O.
+
+use super::*;
+
+pub fn user_text(text: impl Into<String>, sender: Option<Sender>) -> OmniMessage {
+    OmniMessage::model(ModelPayload::Text {
+        role: Role::User,
+        text: text.into(),
+        sender,
+        stop_reason: StopReason::Completed,
+        fidelity: None,
+    })
+}
+
+pub fn assistant_text(text: impl Into<String>, stop_reason: StopReason) -> OmniMessage {
+    OmniMessage::model(ModelPayload::Text {
+        role: Role::Assistant,
+        text: text.into(),
+        sender: None,
+        stop_reason,
+        fidelity: None,
+    })
+}
+
+pub fn thinking(thinking: impl Into<String>) -> OmniMessage {
+    OmniMessage::model(ModelPayload::Thinking {
+        role: Role::Assistant,
+        thinking: thinking.into(),
+        stop_reason: StopReason::Completed,
+        fidelity: None,
+    })
+}
+
+pub fn tool_call(
+    name: impl Into<String>,
+    arguments: impl Into<String>,
+    tool_call_id: impl Into<String>,
+) -> OmniMessage {
+    OmniMessage::model(ModelPayload::ToolCall {
+        role: Role::Assistant,
+        name: name.into(),
+        arguments: arguments.into(),
+        tool_call_id: tool_call_id.into(),
+        stop_reason: StopReason::Completed,
+        fidelity: None,
+    })
+}
+
+pub fn tool_call_output(
+    tool_call_id: impl Into<String>,
+    output: impl Into<String>,
+    images: Vec<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    OmniMessage::model(ModelPayload::ToolCallOutput {
+        role: Role::User,
+        output: output.into(),
+        images,
+        tool_call_id: tool_call_id.into(),
+        stop_reason,
+    })
+}
+
+pub fn partial_text(
+    event_type: EventType,
+    text: impl Into<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    OmniMessage::model(ModelPayload::PartialText {
+        role: Role::Assistant,
+        event_type,
+        text: text.into(),
+        stop_reason,
+    })
+}
+
+pub fn partial_tool_call_output(
+    tool_call_id: impl Into<String>,
+    event_type: EventType,
+    output: impl Into<String>,
+    images: Vec<String>,
+    stop_reason: StopReason,
+) -> OmniMessage {
+    OmniMessage::model(ModelPayload::PartialToolCallOutput {
+        role: Role::User,
+        event_type,
+        output: output.into(),
+        images,
+        tool_call_id: tool_call_id.into(),
+        stop_reason,
+    })
+}
+
+pub fn request_begin() -> OmniMessage {
+    OmniMessage::event(EventPayload::RequestBegin {})
+}
+
+pub fn request_end(
+    status: StopReason,
+    error_message: Option<String>,
+    attempt: Option<u32>,
+    retry_in_ms: Option<u64>,
+) -> OmniMessage {
+    OmniMessage::event(EventPayload::RequestEnd {
+        status,
+        error_message,
+        attempt,
+        retry_in_ms,
+    })
+}
+
+pub fn approval_decision(decision: Decision, tool_call_id: impl Into<String>) -> OmniMessage {
+    OmniMessage::event(EventPayload::ApprovalDecision {
+        decision,
+        tool_call_id: tool_call_id.into(),
+    })
+}
+
+pub fn abort(reason: Option<String>) -> OmniMessage {
+    OmniMessage::event(EventPayload::Abort { reason })
+}
+
+pub fn token_usage(session: Usage, request: Usage) -> OmniMessage {
+    OmniMessage::event(EventPayload::TokenUsage { session, request })
+}
+
+pub fn task_end(status: StopReason) -> OmniMessage {
+    OmniMessage::event(EventPayload::TaskEnd { status })
+}
+
+pub fn tool_list_ready(tools: Vec<Value>) -> OmniMessage {
+    OmniMessage::event(EventPayload::ToolListReady { tools })
+}
