@@ -358,9 +358,24 @@ pub struct OmniMessage {
 
 /// The current time as the envelope wants it: `2026-07-18T03:10:22.531Z`.
 pub fn now_timestamp() -> String {
-    chrono::Utc::now()
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+    use chrono::{Datelike, Timelike};
+    use std::fmt::Write;
+    // Formatted field by field: `format(...)` re-parses its pattern on every call, and this runs
+    // for every message.
+    let now = chrono::Utc::now();
+    let mut out = String::with_capacity(24);
+    let _ = write!(
+        out,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        now.year(),
+        now.month(),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        (now.nanosecond() / 1_000_000).min(999)
+    );
+    out
 }
 
 impl OmniMessage {

@@ -10,6 +10,8 @@
 
 pub mod process;
 pub mod ring;
+#[cfg(target_os = "linux")]
+pub mod spawn_raw;
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;

@@ -250,7 +250,12 @@ impl Host {
     /// Closes every session (aborting running tasks, writing out traces) and stops the host.
     pub async fn shutdown(&self) {
         if let Ok(list) = self.sessions().await {
-            futures::future::join_all(list.iter().map(|s| s.close())).await;
+            // A bounded number of closes in flight: closing many sessions stays cheap in memory.
+            use futures::StreamExt;
+            futures::stream::iter(list.iter().map(|s| s.close()))
+                .buffer_unordered(256)
+                .for_each(|_| async {})
+                .await;
         }
         self.actor.stop(None);
     }

@@ -6,6 +6,7 @@
 //! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
 
 mod carry;
+mod services;
 mod turn;
 
 use std::path::PathBuf;
@@ -14,10 +15,8 @@ use std::sync::{Arc, Mutex};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::mpsc;
 
-use crate::actors::command_supervisor::{CommandEvent, CommandEventSink, CommandSupervisorHandle};
-use crate::actors::subagent_supervisor::{
-    ParentLink, SUBAGENT_TOOLS, SubagentArgs, SubagentSupervisorHandle,
-};
+use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
+use crate::actors::subagent_supervisor::{SUBAGENT_TOOLS, SubagentSupervisorHandle};
 use crate::approval::Approver;
 use crate::config::AgentConfig;
 use crate::error::RookeryError;
@@ -69,6 +68,9 @@ pub struct SessionOptions {
     pub depth: u32,
     /// Continue from a trace instead of starting fresh (set by `Host::resume_session`).
     pub resume: Option<Arc<ResumeState>>,
+    /// Extra environment of the session's shell commands (e.g. `HOME`); the hardened keys
+    /// still win.
+    pub command_env: Vec<(String, String)>,
 }
 
 impl SessionOptions {
@@ -82,6 +84,7 @@ impl SessionOptions {
             first_prompt: None,
             depth: 0,
             resume: None,
+            command_env: Vec::new(),
         }
     }
 }
@@ -184,13 +187,19 @@ pub struct SessionState {
     pub(crate) trace: ActorRef<TraceMsg>,
     pub(crate) subscribers: Subscribers,
     pub(crate) model: Box<dyn ModelSession>,
-    pub(crate) history: Vec<ModelPayload>,
+    /// The conversation sent with each request: the committed turns, then (while a request is
+    /// out) that request's input. Shared with the request, so a request costs no copy of it.
+    pub(crate) history: Arc<Vec<ModelPayload>>,
+    /// How much of `history` is committed (completed turns); the rest is dropped before the next
+    /// request is assembled.
+    pub(crate) committed: usize,
     pub(crate) carry_over: Vec<ModelPayload>,
     pub(crate) session_usage: Usage,
     pub(crate) turns: u64,
     pub(crate) next_turn_id: u64,
     pub(crate) tools_announced: bool,
-    pub(crate) task: Option<Task>,
+    /// Boxed: an idle session keeps only a pointer.
+    pub(crate) task: Option<Box<Task>>,
     pub(crate) last_summary: Option<TaskSummary>,
     pub(crate) idle_waiters: Vec<RpcReplyPort<Option<TaskSummary>>>,
     pub(crate) tool_specs: Arc<Vec<serde_json::Value>>,
@@ -199,6 +208,12 @@ pub struct SessionState {
     pub(crate) commands: Option<CommandSupervisorHandle>,
     /// The session's subagents (when a subagent tool is configured, at depth 0).
     pub(crate) subagents: Option<SubagentSupervisorHandle>,
+    /// A command tool is configured and its supervisor has not failed (spawned lazily).
+    pub(crate) wants_commands: bool,
+    /// A subagent tool is configured (depth 0) and its supervisor has not failed.
+    pub(crate) wants_subagents: bool,
+    /// Where child sessions' traces go.
+    pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
     pub(crate) pending_notices: Vec<ModelPayload>,
 }
@@ -226,7 +241,7 @@ impl Actor for SessionActor {
 
     async fn pre_start(
         &self,
-        myself: ActorRef<Self::Msg>,
+        _myself: ActorRef<Self::Msg>,
         args: SessionArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let SessionArgs {
@@ -249,48 +264,16 @@ impl Actor for SessionActor {
             let _ = trace.cast(TraceMsg::Append(meta));
         }
         let resumed = options.resume.clone();
-        let tool_specs = Arc::new(options.config.tools.model_specs());
-        let uses_commands = COMMAND_TOOLS
+        let tool_specs = options.config.tools.shared_model_specs();
+        // The command and subagent supervisors are spawned on the first call of one of their
+        // tools (an idle session costs two actors: itself and its trace actor).
+        let wants_commands = COMMAND_TOOLS
             .iter()
             .any(|t| options.config.tools.get(t).is_some());
-        let commands = if uses_commands {
-            let me = myself.clone();
-            let sink: CommandEventSink = Arc::new(move |ev| {
-                let _ = me.cast(SessionMsg::Command(ev));
-            });
-            let handle = CommandSupervisorHandle::spawn(
-                id.clone(),
-                options.workspace.clone(),
-                sink,
-                Some(myself.get_cell()),
-            )
-            .await?;
-            Some(handle)
-        } else {
-            None
-        };
-        let uses_subagents = options.depth == 0
+        let wants_subagents = options.depth == 0
             && SUBAGENT_TOOLS
                 .iter()
                 .any(|t| options.config.tools.get(t).is_some());
-        let subagents = if uses_subagents {
-            let mut template = options.clone();
-            for t in SUBAGENT_TOOLS {
-                template.config.tools.remove(t);
-            }
-            let args = SubagentArgs {
-                env: env.clone(),
-                template,
-                parent: ParentLink {
-                    subscribers: subscribers.clone(),
-                    session: myself.clone(),
-                },
-                parent_trace: trace.clone(),
-            };
-            Some(SubagentSupervisorHandle::spawn(args, myself.get_cell()).await?)
-        } else {
-            None
-        };
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
         Ok(SessionState {
             id,
@@ -298,10 +281,13 @@ impl Actor for SessionActor {
             trace,
             subscribers,
             model,
-            history: resumed
-                .as_ref()
-                .map(|r| r.history.clone())
-                .unwrap_or_default(),
+            committed: resumed.as_ref().map_or(0, |r| r.history.len()),
+            history: Arc::new(
+                resumed
+                    .as_ref()
+                    .map(|r| r.history.clone())
+                    .unwrap_or_default(),
+            ),
             carry_over: resumed
                 .as_ref()
                 .map(|r| r.carry_over.clone())
@@ -317,8 +303,11 @@ impl Actor for SessionActor {
             idle_waiters: Vec::new(),
             tool_specs,
             system_prompt,
-            commands,
-            subagents,
+            commands: None,
+            subagents: None,
+            wants_commands,
+            wants_subagents,
+            env,
             pending_notices: Vec::new(),
         })
     }
@@ -343,11 +332,13 @@ impl Actor for SessionActor {
             .is_some_and(|c| c.actor().get_id() == id)
         {
             state.commands = None;
+            state.wants_commands = false;
             if let Some(err) = err {
                 tracing::error!(session = %state.id, "command supervisor failed: {err}");
             }
         } else if state.subagents.as_ref().is_some_and(|s| s.actor_id() == id) {
             state.subagents = None;
+            state.wants_subagents = false;
             if let Some(err) = err {
                 tracing::error!(session = %state.id, "subagent supervisor failed: {err}");
             }
@@ -361,6 +352,18 @@ impl Actor for SessionActor {
         message: SessionMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // Boxed: the actor's loop future (allocated for the session's whole life) then holds a
+        // pointer instead of the largest handler state.
+        Box::pin(handle_msg(myself, message, state)).await
+    }
+}
+
+async fn handle_msg(
+    myself: ActorRef<SessionMsg>,
+    message: SessionMsg,
+    state: &mut SessionState,
+) -> Result<(), ActorProcessingErr> {
+    {
         match message {
             SessionMsg::Subscribe(reply) => {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -398,13 +401,20 @@ impl Actor for SessionActor {
                     turn::abort(&myself, state, "session closed");
                     turn::force_finish_abort(state);
                 }
-                if let Some(subagents) = state.subagents.take() {
-                    subagents.shutdown().await;
-                }
-                if let Some(commands) = state.commands.take() {
-                    commands.shutdown().await;
-                }
-                let _ = ractor::call!(state.trace, TraceMsg::Shutdown);
+                let subagents = state.subagents.take();
+                let commands = state.commands.take();
+                let trace = state.trace.clone();
+                // Boxed: keeps the actor's (always allocated) future small.
+                Box::pin(async move {
+                    if let Some(subagents) = subagents {
+                        subagents.shutdown().await;
+                    }
+                    if let Some(commands) = commands {
+                        commands.shutdown().await;
+                    }
+                    let _ = ractor::call!(trace, TraceMsg::Shutdown);
+                })
+                .await;
                 let _ = reply.send(());
                 myself.stop(None);
             }
@@ -413,7 +423,14 @@ impl Actor for SessionActor {
                 turn,
                 idx,
                 decision,
-            } => turn::on_approved(&myself, state, turn, idx, decision),
+            } => {
+                if decision == Decision::Allow
+                    && let Some(name) = turn::live_call_name(state, turn, idx)
+                {
+                    Box::pin(services::ensure(&myself, state, &name)).await;
+                }
+                turn::on_approved(&myself, state, turn, idx, decision)
+            }
             SessionMsg::ToolPartial { turn, msg } => {
                 if state.task.as_ref().is_some_and(|t| t.turn.id == turn) {
                     state.emit(msg, false);
@@ -452,9 +469,10 @@ impl Actor for SessionActor {
 #[derive(Clone)]
 pub struct SessionHandle {
     pub(crate) id: String,
-    pub(crate) meta: Arc<SessionMeta>,
+    /// The `session_meta` record (its payload is the meta).
     pub(crate) meta_message: Arc<OmniMessage>,
     pub(crate) actor: ActorRef<SessionMsg>,
+    pub(crate) trace: ActorRef<TraceMsg>,
     pub(crate) trace_path: PathBuf,
 }
 
@@ -473,7 +491,11 @@ impl SessionHandle {
 
     /// The session's `session_meta` (the first line of its trace).
     pub fn meta(&self) -> &SessionMeta {
-        &self.meta
+        static NONE: std::sync::OnceLock<SessionMeta> = std::sync::OnceLock::new();
+        match &self.meta_message.payload {
+            crate::message::Payload::SessionMeta(m) => m,
+            _ => NONE.get_or_init(SessionMeta::default),
+        }
     }
 
     /// The `session_meta` record exactly as the trace has it.
@@ -483,6 +505,11 @@ impl SessionHandle {
 
     pub fn trace_path(&self) -> &std::path::Path {
         &self.trace_path
+    }
+
+    /// Waits until every record sent to the trace so far is written (no sync).
+    pub async fn flush_trace(&self) -> Result<(), RookeryError> {
+        Ok(ractor::call!(self.trace, TraceMsg::Written)?)
     }
 
     /// A new stream of everything the session emits from now on.

@@ -73,14 +73,14 @@ pub(crate) async fn spawn_session(
         Some(r) => (
             paths::locate_trace(&env.home, &id)
                 .unwrap_or_else(|| paths::trace_path(&env.home, &id)),
-            Arc::new(r.meta.clone()),
+            r.meta.clone(),
         ),
         None => (
             paths::trace_path(&env.home, &id),
-            Arc::new(super::session::session_meta(&id, &options)),
+            super::session::session_meta(&id, &options),
         ),
     };
-    let meta_message = Arc::new(OmniMessage::session_meta(meta.as_ref().clone()));
+    let meta_message = Arc::new(OmniMessage::session_meta(meta));
     let (trace, _) = Actor::spawn_linked(
         None,
         TraceActor,
@@ -117,9 +117,9 @@ pub(crate) async fn spawn_session(
     Ok(SpawnedSession {
         handle: SessionHandle {
             id,
-            meta,
             meta_message,
             actor,
+            trace: trace.clone(),
             trace_path,
         },
         trace,

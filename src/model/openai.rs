@@ -121,7 +121,8 @@ impl OpenAiModel {
         request: &ModelRequest,
         vision: bool,
     ) -> BoxStream<'static, ModelEvent> {
-        let body = request::build_body(model, request, vision, &self.inner.extra);
+        let tools = request::tools_json(&request.tools);
+        let body = request::encode_body(model, request, vision, &self.inner.extra, &tools);
         transport::stream(
             self.inner.endpoint.clone(),
             body,
@@ -143,6 +144,7 @@ impl Model for OpenAiModel {
         Box::new(OpenAiSession {
             inner: self.inner.clone(),
             ids: Arc::new(Mutex::new(CallIds::default())),
+            tools: None,
         })
     }
 }
@@ -151,12 +153,22 @@ impl Model for OpenAiModel {
 struct OpenAiSession {
     inner: Arc<Inner>,
     ids: Arc<Mutex<CallIds>>,
+    /// The last tool list and its `tools` JSON (requests of a session share one list).
+    tools: Option<(Arc<Vec<Value>>, Arc<str>)>,
 }
 
 impl ModelSession for OpenAiSession {
     fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        let tools = match &self.tools {
+            Some((list, json)) if Arc::ptr_eq(list, &request.tools) => json.clone(),
+            _ => {
+                let json: Arc<str> = Arc::from(request::tools_json(&request.tools));
+                self.tools = Some((request.tools.clone(), json.clone()));
+                json
+            }
+        };
         let inner = &self.inner;
-        let body = request::build_body(&inner.model, &request, inner.vision, &inner.extra);
+        let body = request::encode_body(&inner.model, &request, inner.vision, &inner.extra, &tools);
         transport::stream(inner.endpoint.clone(), body, self.ids.clone())
     }
 }

@@ -33,6 +33,22 @@ const NOTE_RESERVE: usize = 256;
 /// Secret stores refused by (lowercased) basename of the path or of its realpath.
 const SECRET_BASENAMES: [&str; 2] = [".vault.toml", ".project_config.toml"];
 
+/// Most bytes of a file read in place by the calling task instead of on the blocking pool.
+const QUICK_READ_BYTES: u64 = 64 * 1024;
+
+/// True when `file_path` names a regular file of at most 64 KiB (one `stat`): reading it costs
+/// less than handing the call to the blocking pool. Any doubt answers false.
+pub fn is_small_file(workspace: &Path, args: &Map<String, Value>) -> bool {
+    let Some(file_path) = args.get("file_path").and_then(Value::as_str) else {
+        return false;
+    };
+    if file_path.is_empty() {
+        return false;
+    }
+    let resolved = normalize_lexically(&resolve_path(workspace, file_path));
+    std::fs::metadata(resolved).is_ok_and(|m| m.is_file() && m.len() <= QUICK_READ_BYTES)
+}
+
 /// Runs one read_file call: `file_path` (required), `offset` (1-based, default 1), `limit`
 /// (default 2000). Failures are `failed` replies with the reference texts.
 pub fn read_file(

@@ -319,7 +319,10 @@ pub const BUILTIN_NAMES: [&str; 13] = [
 /// The implementation of a builtin, when this build has one.
 pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
     let tool: Arc<dyn Tool> = match name {
-        "read_file" => Arc::new(BlockingTool::new(super::read_file::read_file)),
+        "read_file" => Arc::new(BlockingTool::with_quick(
+            super::read_file::read_file,
+            super::read_file::is_small_file,
+        )),
         "edit_file" => Arc::new(BlockingTool::new(super::edit_file::edit_file)),
         "write_file" => Arc::new(BlockingTool::new(super::write_file::write_file)),
         "exec_command" => Arc::new(super::exec_command::ExecCommandTool),
@@ -369,8 +372,12 @@ pub struct RegisteredTool {
 /// The tools of a session, in the order the model sees them.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    order: Vec<String>,
-    by_name: HashMap<String, RegisteredTool>,
+    /// Shared by clones until one of them changes (sessions of one config share it).
+    order: Arc<Vec<String>>,
+    by_name: Arc<HashMap<String, RegisteredTool>>,
+    /// `model_specs()` computed once and shared by every clone (reset by any change), so the
+    /// sessions of one config share one copy of the tool JSON.
+    specs: Arc<std::sync::OnceLock<Arc<Vec<Value>>>>,
 }
 
 impl ToolRegistry {
@@ -462,11 +469,12 @@ impl ToolRegistry {
 
     /// Adds (or replaces) a tool. Library users register their own tools this way.
     pub fn register(&mut self, definition: ToolDefinitionConfig, tool: Arc<dyn Tool>) {
+        self.specs = Arc::default();
         let name = definition.name.clone();
         if !self.by_name.contains_key(&name) {
-            self.order.push(name.clone());
+            Arc::make_mut(&mut self.order).push(name.clone());
         }
-        self.by_name.insert(
+        Arc::make_mut(&mut self.by_name).insert(
             name,
             RegisteredTool {
                 definition: Arc::new(definition),
@@ -476,9 +484,28 @@ impl ToolRegistry {
     }
 
     /// Removes a tool by name; true when it was there.
+    /// Swaps the implementation of a registered tool, keeping its definition (and the shared
+    /// specs); false when no tool has that name.
+    pub fn replace_implementation(&mut self, name: &str, tool: Arc<dyn Tool>) -> bool {
+        if !self.by_name.contains_key(name) {
+            return false;
+        }
+        match Arc::make_mut(&mut self.by_name).get_mut(name) {
+            Some(t) => {
+                t.tool = tool;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn remove(&mut self, name: &str) -> bool {
-        self.order.retain(|n| n != name);
-        self.by_name.remove(name).is_some()
+        self.specs = Arc::default();
+        if !self.by_name.contains_key(name) {
+            return false;
+        }
+        Arc::make_mut(&mut self.order).retain(|n| n != name);
+        Arc::make_mut(&mut self.by_name).remove(name).is_some()
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
@@ -490,7 +517,7 @@ impl ToolRegistry {
     }
 
     pub fn names(&self) -> Vec<String> {
-        self.order.clone()
+        self.order.as_ref().clone()
     }
 
     pub fn len(&self) -> usize {
@@ -504,6 +531,17 @@ impl ToolRegistry {
     /// `{name, description, parameters}` of every tool, in order (for the model and
     /// `tool_list_ready`).
     pub fn model_specs(&self) -> Vec<Value> {
+        self.shared_model_specs().as_ref().clone()
+    }
+
+    /// [`Self::model_specs`], computed once and shared with every clone of this registry.
+    pub fn shared_model_specs(&self) -> Arc<Vec<Value>> {
+        self.specs
+            .get_or_init(|| Arc::new(self.compute_specs()))
+            .clone()
+    }
+
+    fn compute_specs(&self) -> Vec<Value> {
         self.order
             .iter()
             .filter_map(|n| self.by_name.get(n))

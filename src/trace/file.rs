@@ -87,6 +87,16 @@ impl TraceFile {
         self.finish(done, result)
     }
 
+    /// Like [`Self::append`] for a record that already ends with its newline: written as it is,
+    /// without a copy (unless a torn tail needs its healing `\n` in front).
+    pub fn append_line(&mut self, record: &mut Vec<u8>) -> io::Result<()> {
+        if self.torn {
+            record.insert(0, b'\n');
+        }
+        let (done, result) = write_fully(&mut self.file, record);
+        self.finish(done, result)
+    }
+
     /// Books the outcome of one record write: `done` bytes reached the file. Success clears a
     /// torn tail; a failure after partial progress leaves one.
     fn finish(&mut self, done: usize, result: io::Result<()>) -> io::Result<()> {

@@ -45,21 +45,21 @@ pub struct TraceActor;
 pub struct TraceState {
     file: TraceFile,
     stats: Arc<TraceStats>,
-    line: Vec<u8>,
 }
 
 impl TraceState {
     fn append(&mut self, msg: &OmniMessage) {
-        self.line.clear();
-        if let Err(e) = serde_json::to_writer(&mut self.line, msg) {
+        // A fresh buffer per record: an idle session keeps no buffer at all.
+        let mut line = Vec::with_capacity(256);
+        if let Err(e) = serde_json::to_writer(&mut line, msg) {
             tracing::error!("[trace] cannot serialize a record: {e}");
             return;
         }
-        match self.file.append(&self.line) {
+        line.push(b'\n');
+        let len = line.len() as u64;
+        match self.file.append_line(&mut line) {
             Ok(()) => {
-                self.stats
-                    .bytes_written
-                    .fetch_add(self.line.len() as u64 + 1, Ordering::Relaxed);
+                self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);
                 self.stats.records.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
@@ -90,7 +90,6 @@ impl Actor for TraceActor {
         Ok(TraceState {
             file,
             stats: args.stats,
-            line: Vec::with_capacity(1024),
         })
     }
 

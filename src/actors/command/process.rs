@@ -9,6 +9,7 @@
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
+#[cfg(not(target_os = "linux"))]
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +18,13 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+
+#[cfg(target_os = "linux")]
+pub use super::spawn_raw::ChildProc;
+/// The spawned leader (waited for by the command actor).
+#[cfg(not(target_os = "linux"))]
+pub type ChildProc = tokio::process::Child;
 use tokio::sync::watch;
 
 /// Grace between SIGTERM and SIGKILL.
@@ -125,7 +132,7 @@ pub enum ProcessIo {
 
 /// A freshly spawned command; dropping it kills its group.
 pub struct SpawnedProcess {
-    pub child: Child,
+    pub child: ChildProc,
     pub io: ProcessIo,
     pub group: KillOnDrop,
 }
@@ -181,6 +188,12 @@ impl ProcessGroup {
         let pg = Pid::from_raw(self.pgid);
         // SIGCONT too, so stopped members can act on the SIGTERM.
         let term = killpg(pg, Signal::SIGTERM);
+        if term == Err(nix::errno::Errno::ESRCH) && self.reaped.load(Ordering::SeqCst) {
+            // The common end of a foreground command: nothing left to kill or wait for, so no
+            // helper thread.
+            self.done.send_replace(true);
+            return;
+        }
         let _ = killpg(pg, Signal::SIGCONT);
         tracing::debug!(pgid = self.pgid, ?term, "process group terminated");
         let me = Arc::clone(self);
@@ -231,6 +244,11 @@ fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// reparented to an init that does not reap would otherwise look alive forever.
 #[cfg(target_os = "linux")]
 pub fn group_alive(pgid: i32) -> bool {
+    // No member at all, zombies included: skip the scan of `/proc` (the common case, and the
+    // scan costs a read of every process's `stat`).
+    if killpg(Pid::from_raw(pgid), None) == Err(nix::errno::Errno::ESRCH) {
+        return false;
+    }
     !group_members(pgid).is_empty()
 }
 
@@ -293,9 +311,137 @@ fn set_nonblocking(fd: &OwnedFd) -> nix::Result<()> {
     fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map(|_| ())
 }
 
+/// The child's environment: ours without the stripped keys, then `extra`, then the hardened
+/// keys (later entries win).
+fn child_env(
+    extra: &[(String, String)],
+) -> std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> {
+    let mut env: std::collections::BTreeMap<_, _> =
+        std::env::vars_os().filter(|(k, _)| !stripped(k)).collect();
+    for (k, v) in extra {
+        env.insert(k.into(), v.into());
+    }
+    for (k, v) in HARDENED_ENV {
+        env.insert(k.into(), v.into());
+    }
+    env
+}
+
+/// `bash` on the child's `PATH` (as `execvp` would find it).
+#[cfg(target_os = "linux")]
+fn find_bash(path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    std::env::split_paths(path)
+        .map(|dir| dir.join("bash"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Spawns `bash -lc <cmd>` with `clone(CLONE_VM | CLONE_VFORK)` (no copy of our address space;
+/// see `spawn_raw.rs`). Must run inside a tokio runtime, on a thread that outlives the child (a
+/// runtime worker): the parent-death signal fires when the spawning *thread* exits. Errors are
+/// the text of `[spawn error: <msg>]`.
+#[cfg(target_os = "linux")]
+pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
+    use super::spawn_raw::{self, above_stdio};
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+
+    if !spec.cwd.is_dir() {
+        return Err(format!(
+            "working directory {} does not exist or is not a directory",
+            spec.cwd.display()
+        ));
+    }
+    let cstr = |b: &[u8]| {
+        CString::new(b)
+            .map_err(|_| "cannot run bash: a NUL byte in the command or environment".to_string())
+    };
+    let env = child_env(&spec.env);
+    let bash = find_bash(env.get(OsStr::new("PATH")).map(|p| p.as_os_str()))
+        .ok_or_else(|| "cannot run bash: No such file or directory (os error 2)".to_string())?;
+    let program = cstr(bash.as_os_str().as_bytes())?;
+    let argv = [cstr(b"bash")?, cstr(b"-lc")?, cstr(spec.cmd.as_bytes())?];
+    let mut envp = Vec::with_capacity(env.len());
+    for (k, v) in &env {
+        let mut kv = Vec::with_capacity(k.len() + v.len() + 1);
+        kv.extend_from_slice(k.as_bytes());
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        envp.push(cstr(&kv)?);
+    }
+    let cwd = cstr(spec.cwd.as_os_str().as_bytes())?;
+    let pipe = || -> Result<(OwnedFd, OwnedFd), String> {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| format!("cannot run bash: {e}"))?;
+        let r = above_stdio(r).map_err(|e| format!("cannot run bash: {e}"))?;
+        let w = above_stdio(w).map_err(|e| format!("cannot run bash: {e}"))?;
+        Ok((r, w))
+    };
+
+    if spec.tty {
+        let pty = nix::pty::openpty(
+            &nix::pty::Winsize {
+                ws_row: 24,
+                ws_col: 80,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            },
+            None,
+        )
+        .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+        set_cloexec(&pty.master).map_err(|e| format!("pty: {e}"))?;
+        set_cloexec(&pty.slave).map_err(|e| format!("pty: {e}"))?;
+        let slave = above_stdio(pty.slave).map_err(|e| format!("pty: {e}"))?;
+        let fd = slave.as_raw_fd();
+        let pid = spawn_raw::spawn(&program, &argv, &envp, &cwd, [fd, fd, fd], true)
+            .map_err(|e| format!("cannot run bash: {e}"))?;
+        // Only the child keeps the slave open, so the master reads EIO (end) once it is closed.
+        drop(slave);
+        let group = KillOnDrop(ProcessGroup::new(pid));
+        let master = pty.master;
+        set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
+        // SAFETY: an `OwnedFd` always reports the descriptor it owns, and that descriptor
+        // stays open until the `AsyncFd` (its owner) is dropped.
+        let afd = unsafe { AsyncFd::register(master) }.map_err(|e| format!("pty: {e}"))?;
+        tracing::debug!(pid, tty = true, "command spawned");
+        return Ok(SpawnedProcess {
+            child: ChildProc::new(pid),
+            io: ProcessIo::Pty {
+                master: Arc::new(afd),
+            },
+            group,
+        });
+    }
+
+    let (in_r, in_w) = pipe()?;
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let stdio = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
+    let pid = spawn_raw::spawn(&program, &argv, &envp, &cwd, stdio, false)
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    drop((in_r, out_w, err_w));
+    let group = KillOnDrop(ProcessGroup::new(pid));
+    let wrap = |e: std::io::Error| format!("cannot run bash: {e}");
+    let io = ProcessIo::Pipes {
+        stdin: ChildStdin::from_std(std::process::ChildStdin::from(in_w)).map_err(wrap)?,
+        stdout: ChildStdout::from_std(std::process::ChildStdout::from(out_r)).map_err(wrap)?,
+        stderr: ChildStderr::from_std(std::process::ChildStderr::from(err_r)).map_err(wrap)?,
+    };
+    tracing::debug!(pid, tty = false, "command spawned");
+    Ok(SpawnedProcess {
+        child: ChildProc::new(pid),
+        io,
+        group,
+    })
+}
+
 /// Spawns `bash -lc <cmd>`. Must run inside a tokio runtime, on a thread that outlives the
-/// child (a runtime worker): on Linux the parent-death signal fires when the forking *thread*
-/// exits. Errors are the text of `[spawn error: <msg>]`.
+/// child (a runtime worker). Errors are the text of `[spawn error: <msg>]`.
+#[cfg(not(target_os = "linux"))]
 pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     if !spec.cwd.is_dir() {
         return Err(format!(
@@ -306,17 +452,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-lc").arg(&spec.cmd).current_dir(&spec.cwd);
     cmd.env_clear();
-    for (k, v) in std::env::vars_os() {
-        if !stripped(&k) {
-            cmd.env(k, v);
-        }
-    }
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    for (k, v) in HARDENED_ENV {
-        cmd.env(k, v);
-    }
+    cmd.envs(child_env(&spec.env));
     cmd.kill_on_drop(false);
 
     let master = if spec.tty {

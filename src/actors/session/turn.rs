@@ -144,12 +144,12 @@ pub(crate) fn start_task(
         );
     }
     let turn = new_turn(state, input);
-    state.task = Some(Task {
+    state.task = Some(Box::new(Task {
         turn,
         aborting: None,
         tool_calls: 0,
         final_text: None,
-    });
+    }));
     begin_request(myself, state);
 }
 
@@ -178,11 +178,15 @@ fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         finish_task(state, StopReason::Failed, None);
         return;
     }
-    let mut history = state.history.clone();
-    history.extend(task.turn.input());
+    // Uncommitted input of an earlier attempt goes; this attempt's input is appended in place
+    // (a copy happens only if an old request still holds the history).
+    let history = Arc::make_mut(&mut state.history);
+    history.truncate(state.committed);
+    history.extend(task.turn.base_input.iter().cloned());
+    history.extend(task.turn.retry_note.iter().cloned());
     let request = ModelRequest {
         system_prompt: state.system_prompt.clone(),
-        history: Arc::new(history),
+        history: state.history.clone(),
         tools: state.tool_specs.clone(),
     };
     let turn_id = task.turn.id;
@@ -228,7 +232,7 @@ fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
 fn live_task(state: &mut SessionState, turn: u64) -> Option<&mut Task> {
     state
         .task
-        .as_mut()
+        .as_deref_mut()
         .filter(|t| t.turn.id == turn && t.aborting.is_none())
 }
 
@@ -293,11 +297,11 @@ fn on_stream_end(myself: &ActorRef<SessionMsg>, state: &mut SessionState, outcom
         state.session_usage.add(&usage);
         state.turns += 1;
         let session_usage = state.session_usage;
-        let input = task.turn.input();
-        let produced = task.turn.produced.clone();
         task.turn.completed = true;
-        state.history.extend(input);
-        state.history.extend(produced);
+        // The history already ends with this request's input (see `begin_request`).
+        let history = Arc::make_mut(&mut state.history);
+        history.extend(task.turn.produced.iter().cloned());
+        state.committed = history.len();
         state.emit(build::token_usage(session_usage, usage), true);
         let attempt_field = (attempt > 1).then_some(attempt);
         state.emit(
@@ -412,6 +416,11 @@ fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
             decision,
         });
     }));
+}
+
+/// The name of call `idx` of the live turn `turn`.
+pub(crate) fn live_call_name(state: &mut SessionState, turn: u64, idx: usize) -> Option<String> {
+    live_task(state, turn).and_then(|t| t.turn.calls.get(idx).map(|c| c.name.clone()))
 }
 
 pub(crate) fn on_approved(

@@ -5,6 +5,8 @@
 //! It owns the history → messages mapping and the replay of opaque `fidelity` fields. It never
 //! sends anything and never sees the API key.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use super::chunks::{MESSAGE_EXTRA, REASONING_FIELD, TOOL_CALL_EXTRA, outbound_id};
@@ -44,6 +46,53 @@ pub fn build_body(
         }
     }
     Value::Object(body)
+}
+
+/// The `tools` array of a body (`[{"type":"function","function":spec}, …]`) as JSON text:
+/// computed once per tool list and spliced into every body by [`encode_body`].
+pub fn tools_json(tools: &[Value]) -> String {
+    #[derive(serde::Serialize)]
+    struct Wrapped<'a> {
+        r#type: &'static str,
+        function: &'a Value,
+    }
+    let wrapped: Vec<Wrapped<'_>> = tools
+        .iter()
+        .map(|function| Wrapped {
+            r#type: "function",
+            function,
+        })
+        .collect();
+    serde_json::to_string(&wrapped).unwrap_or_else(|_| "[]".to_string())
+}
+
+/// The serialized body of one streamed request: [`build_body`] without `tools`, with
+/// `tools_json` (from [`tools_json`]) spliced in when the request has tools. Same JSON value,
+/// without copying the tool schemas into every body.
+pub fn encode_body(
+    model: &str,
+    request: &ModelRequest,
+    vision: bool,
+    extra: &Map<String, Value>,
+    tools_json: &str,
+) -> Vec<u8> {
+    let no_tools = ModelRequest {
+        system_prompt: request.system_prompt.clone(),
+        history: request.history.clone(),
+        tools: Arc::new(Vec::new()),
+    };
+    let body = build_body(model, &no_tools, vision, extra);
+    let mut out = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+    if !request.tools.is_empty() && out.last() == Some(&b'}') {
+        out.pop();
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"tools\":");
+        out.extend_from_slice(tools_json.as_bytes());
+        out.push(b'}');
+    }
+    out
 }
 
 /// An assistant turn being assembled, and the tool outputs answering it.

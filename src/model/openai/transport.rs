@@ -13,7 +13,7 @@ use std::time::Duration;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::stream::{self, BoxStream, Stream, StreamExt};
 use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -80,7 +80,7 @@ impl std::fmt::Display for BodyError {
 type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError>>> + Send>>;
 
 enum Phase {
-    Send(Value),
+    Send(Vec<u8>),
     Body(Events),
     Done,
 }
@@ -96,7 +96,7 @@ struct Driver {
 /// Streams one request; the stream always ends with exactly one `End`.
 pub(super) fn stream(
     endpoint: Arc<Endpoint>,
-    body: Value,
+    body: Vec<u8>,
     ids: Arc<Mutex<CallIds>>,
 ) -> BoxStream<'static, ModelEvent> {
     let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
@@ -204,9 +204,13 @@ impl Driver {
         }
     }
 
-    async fn send(&mut self, body: Value) {
+    async fn send(&mut self, body: Vec<u8>) {
         let endpoint = self.endpoint.clone();
-        let mut request = endpoint.http.post(&endpoint.url).json(&body);
+        let mut request = endpoint
+            .http
+            .post(&endpoint.url)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
         if let Some(key) = &endpoint.key {
             request = request.header(AUTHORIZATION, key.header.clone());
         }

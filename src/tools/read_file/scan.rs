@@ -9,6 +9,8 @@ use std::io::{self, Read};
 
 /// Bytes read per read call.
 pub(super) const CHUNK_BYTES: usize = 256 * 1024;
+/// The first read buffer (it grows towards `CHUNK_BYTES` while reads fill it).
+const INITIAL_BUF_BYTES: usize = 8 * 1024;
 
 /// Hard cap on bytes scanned per call.
 pub(super) const SCAN_CAP_BYTES: u64 = 8 * 1024 * 1024;
@@ -66,7 +68,10 @@ pub(super) fn scan<R: Read>(
         wanting: true,
     };
     let mut out = ScanOutcome::default();
-    let mut buf = vec![0u8; limits.chunk.max(1)];
+    // Starts small and doubles while reads fill it (up to `limits.chunk`): a small file costs a
+    // small buffer, not a fresh zeroed chunk mapping.
+    let chunk = limits.chunk.max(1);
+    let mut buf = vec![0u8; chunk.min(INITIAL_BUF_BYTES)];
     let mut scanned: u64 = 0;
     let mut prev_byte: Option<u8> = None;
     loop {
@@ -90,6 +95,7 @@ pub(super) fn scan<R: Read>(
             out.total_known = true;
             return Ok(out);
         }
+        let filled = n == buf.len();
         let data = &buf[..n];
         if data.contains(&0) {
             out.binary = true;
@@ -111,6 +117,10 @@ pub(super) fn scan<R: Read>(
         }
         state.append(&data[from..]);
         prev_byte = data.last().copied();
+        if filled && buf.len() < chunk {
+            let grown = (buf.len() * 2).min(chunk);
+            buf.resize(grown, 0);
+        }
     }
 }
 
