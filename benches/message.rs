@@ -1,8 +1,22 @@
-//! OmniMessage serialize/parse, and trace appends through the `TraceActor` next to a raw
-//! `write(2)` loop on an `O_APPEND` file in the same group.
+//! OmniMessage serialize/parse; trace appends through the `TraceActor` next to a raw `write(2)`
+//! loop on an `O_APPEND` file in the same group; one scripted turn with a no-op tool through the
+//! whole session loop; and exec_command of `true` next to a raw `bash -lc true` spawn + wait
+//! (HOME pointing at an empty directory in both).
 
 use std::io::Write;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use rookery::actors::command_supervisor::{CommandOptions, CommandSupervisorHandle};
+use rookery::approval::AllowAllApprover;
+use rookery::model::scripted::ScriptedModel;
+use rookery::tools::environment::{self, ToolCallInfo};
+use rookery::tools::registry::{Permission, ToolDefinitionConfig};
+use rookery::tools::{Tool, ToolContext, ToolEnv, ToolResult};
+use rookery::{Host, SessionOptions};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use rookery::message::{OmniMessage, build};
@@ -89,5 +103,131 @@ fn trace_append(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, message, trace_append);
+/// Completes at once with no output.
+struct Noop;
+
+impl Tool for Noop {
+    fn call(&self, _ctx: ToolContext, _args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        Box::pin(async { ToolResult::completed() })
+    }
+}
+
+/// One task of a fresh session per iteration: the scripted model asks for one `noop` call
+/// (model events → approval → close-out → trace), then answers a text. Session creation and
+/// closing are outside the timing.
+fn scripted_turn(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host = rt
+        .block_on(Host::start(dir.path().join("home")))
+        .expect("host");
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "noop", "arguments": {}}]},
+        {"text": "done"}
+    ]});
+    let model = Arc::new(ScriptedModel::from_json_str(&script.to_string()).expect("script"));
+    let mut options = SessionOptions::new(dir.path(), model);
+    options.approver = Arc::new(AllowAllApprover);
+    let mut tools = rookery::tools::registry::ToolRegistry::empty();
+    tools.register(
+        ToolDefinitionConfig::new(
+            "noop",
+            "Does nothing.",
+            json!({"type": "object", "properties": {}}),
+            Permission::Read,
+        ),
+        Arc::new(Noop),
+    );
+    options.config.tools = tools;
+    let mut g = c.benchmark_group("session_turn");
+    g.bench_function("scripted_noop_tool", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let s = host.create_session(options.clone()).await.expect("session");
+                    let t = Instant::now();
+                    let summary = s.run_task("go").await.expect("task");
+                    total += t.elapsed();
+                    assert_eq!(summary.tool_calls, 1);
+                    let _ = s.close().await;
+                }
+                total
+            })
+        })
+    });
+    g.finish();
+    rt.block_on(host.shutdown());
+}
+
+/// exec_command `true` through the close-out and a command supervisor, next to a raw
+/// `bash -lc true` spawn + wait.
+fn exec_true(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("empty-home");
+    std::fs::create_dir_all(&home).expect("home");
+    let home_s = home.display().to_string();
+    let mut g = c.benchmark_group("exec_true");
+    g.bench_function("raw_bash_spawn_wait", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let status = tokio::process::Command::new("bash")
+                    .arg("-lc")
+                    .arg("true")
+                    .current_dir(dir.path())
+                    .env("HOME", &home)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .await
+                    .expect("bash");
+                assert!(status.success());
+            })
+        })
+    });
+    let commands = rt
+        .block_on(CommandSupervisorHandle::spawn_with(
+            "bench".into(),
+            dir.path().to_path_buf(),
+            Arc::new(|_| {}),
+            None,
+            CommandOptions {
+                env: vec![("HOME".into(), home_s)],
+                ..CommandOptions::default()
+            },
+        ))
+        .expect("supervisor");
+    let registry = rookery::tools::registry::ToolRegistry::builtin();
+    let tool = registry.get("exec_command").cloned();
+    g.bench_function("exec_command", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let out = environment::execute(
+                    ToolCallInfo {
+                        tool_call_id: "call_0".into(),
+                        name: "exec_command".into(),
+                        arguments: r#"{"description":"Run a no-op command.","cmd":"true"}"#.into(),
+                    },
+                    tool.clone(),
+                    ToolEnv {
+                        workspace: dir.path().to_path_buf(),
+                        commands: Some(commands.clone()),
+                        subagents: None,
+                        depth: 0,
+                    },
+                    CancellationToken::new(),
+                    Arc::new(|_| {}),
+                )
+                .await;
+                std::hint::black_box(out);
+            })
+        })
+    });
+    g.finish();
+    rt.block_on(commands.shutdown());
+}
+
+criterion_group!(benches, message, trace_append, scripted_turn, exec_true);
 criterion_main!(benches);

@@ -4,6 +4,7 @@
 //! errors exit 2 with a one-line reason on stderr.
 
 pub mod approve_prompt;
+pub mod bench;
 pub mod chat;
 pub mod model_args;
 pub mod render;
@@ -36,6 +37,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// Serve sessions over HTTP + SSE.
     Serve(ServeArgs),
+    /// Run the standard load workload (N sessions x K tool calls) and print its figures.
+    Bench(BenchArgs),
 }
 
 /// Options shared by every subcommand that runs sessions.
@@ -106,11 +109,58 @@ pub struct ServeArgs {
     pub token_env: Option<String>,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// The tool every model turn calls: `exec` (exec_command `true`) or `read` (read_file).
+    #[arg(long, value_name = "WORKLOAD", default_value = "exec", value_parser = parse_workload)]
+    pub workload: crate::bench::Workload,
+    /// Concurrent sessions, each running one task.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub sessions: usize,
+    /// Tool calls per session (K).
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    pub turns: usize,
+    /// Delay of each built-in model answer.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub model_latency_ms: u64,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Where traces go (default: a temp dir, removed afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Create N idle sessions (trace header written, no task) and report the RSS per session.
+    #[arg(long, value_name = "N")]
+    pub idle_sessions: Option<usize>,
+    /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios.
+    #[arg(long)]
+    pub floor: bool,
+    /// Spawns of the concurrent floor.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub floor_spawns: usize,
+    /// Concurrent workers of the concurrent floor.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub floor_workers: usize,
+    /// Serve the workload's model as a loopback OpenAI-compatible endpoint (prints its base URL).
+    #[arg(long)]
+    pub serve_mock: bool,
+    /// Address of `--serve-mock` (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: String,
+}
+
+fn parse_workload(s: &str) -> Result<crate::bench::Workload, String> {
+    s.parse()
+}
+
 /// Runs the parsed command; returns the process exit code.
 pub async fn dispatch(cli: Cli) -> i32 {
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,
         Command::Serve(args) => serve::serve(args).await,
+        Command::Bench(args) => bench::bench(args).await,
     }
 }

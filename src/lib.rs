@@ -6,6 +6,7 @@
 
 pub mod actors;
 pub mod approval;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod error;

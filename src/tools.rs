@@ -193,25 +193,60 @@ pub trait Tool: Send + Sync + 'static {
     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult>;
 }
 
+/// A blocking file tool: `fn(workspace, args, definition) -> ToolReply`.
+pub type BlockingFn = fn(&Path, &Map<String, Value>, &ToolDefinitionConfig) -> ToolReply;
+
+/// Whether a call of a blocking tool is quick enough to run in place: `fn(workspace, args)`.
+pub type QuickCheck = fn(&Path, &Map<String, Value>) -> bool;
+
 /// Adapts a blocking `fn(workspace, args, definition) -> ToolReply` (the file tools) to [`Tool`]:
-/// runs it on the blocking pool and streams its text as one delta.
+/// runs it on the blocking pool (or, when its `quick` check says the call is small, on the
+/// calling task: a hop to the blocking pool costs more than reading a small local file) and
+/// streams its text as one delta.
 pub struct BlockingTool {
-    run: fn(&Path, &Map<String, Value>, &ToolDefinitionConfig) -> ToolReply,
+    run: BlockingFn,
+    quick: Option<QuickCheck>,
 }
 
 impl BlockingTool {
-    pub fn new(run: fn(&Path, &Map<String, Value>, &ToolDefinitionConfig) -> ToolReply) -> Self {
-        BlockingTool { run }
+    pub fn new(run: BlockingFn) -> Self {
+        BlockingTool { run, quick: None }
+    }
+
+    /// Like [`Self::new`]; calls for which `quick(workspace, args)` holds run in place.
+    pub fn with_quick(run: BlockingFn, quick: QuickCheck) -> Self {
+        BlockingTool {
+            run,
+            quick: Some(quick),
+        }
     }
 }
 
 impl Tool for BlockingTool {
     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
         let run = self.run;
+        let quick = self.quick;
         Box::pin(async move {
             let workspace = ctx.workspace.clone();
             let def = ctx.definition.clone();
-            match tokio::task::spawn_blocking(move || run(&workspace, &args, &def)).await {
+            let in_place = quick.is_some_and(|q| q(&workspace, &args));
+            let outcome = if in_place {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run(&workspace, &args, &def)
+                }))
+                .map_err(panic_message)
+            } else {
+                tokio::task::spawn_blocking(move || run(&workspace, &args, &def))
+                    .await
+                    .map_err(|e| {
+                        if e.is_panic() {
+                            panic_message(e.into_panic())
+                        } else {
+                            e.to_string()
+                        }
+                    })
+            };
+            match outcome {
                 Ok(reply) => {
                     ctx.emit(reply.text);
                     ToolResult {
@@ -219,12 +254,8 @@ impl Tool for BlockingTool {
                         ..ToolResult::default()
                     }
                 }
-                Err(e) if e.is_panic() => ToolResult {
-                    error: Some(panic_message(e.into_panic())),
-                    ..ToolResult::default()
-                },
-                Err(e) => ToolResult {
-                    error: Some(e.to_string()),
+                Err(error) => ToolResult {
+                    error: Some(error),
                     ..ToolResult::default()
                 },
             }

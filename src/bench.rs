@@ -1,0 +1,414 @@
+//! The standard load workload of `rookery bench`: N concurrent sessions in one host, each with its
+//! own workspace holding `bench-input.txt`, each running one task (`Run the benchmark task.`,
+//! allow-all) against a model that asks for one tool call (`exec_command true` or `read_file
+//! bench-input.txt`) per request until K tool results are in the conversation. It creates the
+//! fixtures, runs the sessions, checks every one of them and gathers the figures; idle sessions
+//! (no task) for the footprint.
+//!
+//! It prints nothing (the CLI renders the report) and never changes how a session works: the
+//! only instrumentation is the [`model::Probed`] model wrapper and the [`model::TimedTool`] tool
+//! wrapper, both outside the runtime.
+
+pub mod measure;
+pub mod mock;
+pub mod model;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::Host;
+use crate::actors::session::SessionOptions;
+use crate::approval::AllowAllApprover;
+use crate::config::AgentConfig;
+use crate::error::RookeryError;
+use crate::message::{EventPayload, ModelPayload, StopReason};
+use crate::model::Model;
+use model::{BenchModel, Probe, Probed, TimedTool};
+
+/// The user message of every bench task.
+pub const PROMPT: &str = "Run the benchmark task.";
+/// The file every workspace holds.
+pub const INPUT_FILE: &str = "bench-input.txt";
+
+/// Which tool the model asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    Exec,
+    Read,
+}
+
+impl Workload {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Workload::Exec => "exec",
+            Workload::Read => "read",
+        }
+    }
+
+    pub fn tool_name(self) -> &'static str {
+        match self {
+            Workload::Exec => "exec_command",
+            Workload::Read => "read_file",
+        }
+    }
+
+    /// The exact arguments of the tool call.
+    pub fn arguments(self) -> &'static str {
+        match self {
+            Workload::Exec => r#"{"description":"Run a no-op command.","cmd":"true"}"#,
+            Workload::Read => r#"{"file_path":"bench-input.txt"}"#,
+        }
+    }
+}
+
+impl FromStr for Workload {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "exec" => Ok(Workload::Exec),
+            "read" => Ok(Workload::Read),
+            _ => Err(format!("unknown workload `{s}` (expected exec or read)")),
+        }
+    }
+}
+
+/// The text of `bench-input.txt`: 20 lines `line {j}: the quick brown fox …`.
+pub fn input_text() -> String {
+    (1..=20)
+        .map(|j| format!("line {j}: the quick brown fox jumps over the lazy dog\n"))
+        .collect()
+}
+
+/// A directory removed (recursively) when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A fresh directory under the system temp dir, named `<prefix>-<pid>-<random>`.
+    pub fn new(prefix: &str) -> std::io::Result<Self> {
+        let path = std::env::temp_dir().join(format!(
+            "{prefix}-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&path)?;
+        Ok(TempDir(path))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What to run.
+#[derive(Clone)]
+pub struct Spec {
+    pub workload: Workload,
+    pub sessions: usize,
+    pub turns: usize,
+    /// `None`: the built-in [`BenchModel`] (with `latency`); else this model (e.g. HTTP).
+    pub model: Option<Arc<dyn Model>>,
+    pub latency: Duration,
+    /// The agent config of every session (its tools; the model section for an HTTP model).
+    pub config: AgentConfig,
+    /// Where traces go.
+    pub home: PathBuf,
+    /// Workspaces are created here.
+    pub scratch: PathBuf,
+    /// `HOME` of the spawned shells (an empty directory).
+    pub shell_home: PathBuf,
+    /// Called once per finished tool call (progress display).
+    pub on_call: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// What a workload run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// One line per session that did not pass its check.
+    pub failures: Vec<String>,
+    pub wall: Duration,
+    pub session_create: Duration,
+    /// Harness overhead per tool turn, µs, sorted.
+    pub overheads_us: Vec<u64>,
+    /// CPU seconds of this process and of its children during the run.
+    pub cpu_s: f64,
+    pub children_cpu_s: f64,
+}
+
+/// What one session's watcher counted.
+#[derive(Debug, Default)]
+struct Seen {
+    outputs: usize,
+    failed_outputs: usize,
+}
+
+fn make_workspace(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(INPUT_FILE), input_text())
+}
+
+/// The config of one session: `base` with the workload's tool wrapped in a [`TimedTool`].
+fn session_config(base: &AgentConfig, workload: Workload, probe: &Arc<Probe>) -> AgentConfig {
+    let mut config = base.clone();
+    if let Some(reg) = base.tools.get(workload.tool_name()) {
+        config.tools.replace_implementation(
+            workload.tool_name(),
+            Arc::new(TimedTool {
+                inner: reg.tool.clone(),
+                probe: probe.clone(),
+            }),
+        );
+    }
+    config
+}
+
+/// Runs the workload to its end and checks every session.
+pub async fn run(spec: &Spec) -> Result<Outcome, RookeryError> {
+    let host = Host::start(spec.home.clone()).await?;
+    let result = run_in(&host, spec).await;
+    host.shutdown().await;
+    result
+}
+
+async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
+    let base_model: Arc<dyn Model> = match &spec.model {
+        Some(m) => m.clone(),
+        None => Arc::new(BenchModel {
+            workload: spec.workload,
+            turns: spec.turns,
+            latency: spec.latency,
+        }),
+    };
+    let mut probes = Vec::with_capacity(spec.sessions);
+    let mut options = Vec::with_capacity(spec.sessions);
+    for i in 0..spec.sessions {
+        let ws = spec.scratch.join(format!("ws-{i}"));
+        make_workspace(&ws).map_err(|e| RookeryError::Actor(format!("workspace: {e}")))?;
+        let probe = Arc::new(Probe::default());
+        let model = Arc::new(Probed {
+            inner: base_model.clone(),
+            probe: probe.clone(),
+        });
+        let mut o = SessionOptions::new(ws, model);
+        o.approver = Arc::new(AllowAllApprover);
+        o.config = session_config(&spec.config, spec.workload, &probe);
+        o.command_env = vec![("HOME".to_string(), spec.shell_home.display().to_string())];
+        probes.push(probe);
+        options.push(o);
+    }
+
+    let cpu0 = measure::self_usage();
+    let child0 = measure::children_usage();
+    let created_at = Instant::now();
+    let mut sessions = Vec::with_capacity(spec.sessions);
+    for o in options {
+        sessions.push(host.create_session(o).await?);
+    }
+    let session_create = created_at.elapsed();
+
+    let mut watchers = Vec::with_capacity(sessions.len());
+    for s in &sessions {
+        let mut rx = s.subscribe().await?;
+        let on_call = spec.on_call.clone();
+        watchers.push(tokio::spawn(async move {
+            let mut seen = Seen::default();
+            while let Some(msg) = rx.recv().await {
+                if let Some(ModelPayload::ToolCallOutput { stop_reason, .. }) = msg.as_model() {
+                    seen.outputs += 1;
+                    if *stop_reason != StopReason::Completed {
+                        seen.failed_outputs += 1;
+                    }
+                    if let Some(f) = &on_call {
+                        f();
+                    }
+                }
+                if matches!(msg.as_event(), Some(EventPayload::TaskEnd { .. })) {
+                    break;
+                }
+            }
+            seen
+        }));
+    }
+
+    let started = Instant::now();
+    let starts = futures::future::join_all(sessions.iter().map(|s| s.start_task(PROMPT))).await;
+    for r in starts {
+        r?;
+    }
+    let summaries = futures::future::join_all(sessions.iter().map(|s| s.wait_idle())).await;
+    let wall = started.elapsed();
+    let cpu_s = measure::self_usage().cpu_since(&cpu0);
+    let children_cpu_s = measure::children_usage().cpu_since(&child0);
+
+    let mut failures = Vec::new();
+    let mut overheads_us = Vec::with_capacity(spec.sessions * spec.turns);
+    for (i, ((session, summary), watcher)) in
+        sessions.iter().zip(summaries).zip(watchers).enumerate()
+    {
+        let seen = watcher.await.unwrap_or_default();
+        let problem = match summary {
+            Ok(Some(s)) => check(&s, &seen, spec.turns),
+            Ok(None) => Some("no task summary".to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(p) = problem {
+            failures.push(format!("session {i} ({}): {p}", session.id()));
+        }
+        overheads_us.extend(probes[i].data().overheads_us());
+    }
+    overheads_us.sort_unstable();
+    Ok(Outcome {
+        failures,
+        wall,
+        session_create,
+        overheads_us,
+        cpu_s,
+        children_cpu_s,
+    })
+}
+
+/// `None` when a session ran exactly `turns` tool calls with `turns` completed outputs and
+/// answered `Done…`; else what was wrong.
+fn check(summary: &crate::TaskSummary, seen: &Seen, turns: usize) -> Option<String> {
+    let mut problems = Vec::new();
+    if summary.status != StopReason::Completed {
+        problems.push(format!(
+            "task {} ({})",
+            summary.status.as_str(),
+            summary.abort_reason.as_deref().unwrap_or("no reason")
+        ));
+    }
+    if summary.tool_calls != turns {
+        problems.push(format!(
+            "{} tool calls, expected {turns}",
+            summary.tool_calls
+        ));
+    }
+    if seen.outputs != turns {
+        problems.push(format!("{} tool outputs, expected {turns}", seen.outputs));
+    }
+    if seen.failed_outputs > 0 {
+        problems.push(format!(
+            "{} tool outputs not completed",
+            seen.failed_outputs
+        ));
+    }
+    let text = summary.final_text.as_deref().unwrap_or("");
+    if !text.starts_with("Done") {
+        problems.push(format!("final text {text:?} does not start with Done"));
+    }
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+/// What the idle run measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdleOutcome {
+    pub create: Duration,
+    /// RSS before and after creating the sessions (trace headers written), kB.
+    pub rss_before_kb: u64,
+    pub rss_after_kb: u64,
+}
+
+/// Creates `n` idle sessions (trace header written, no task), measures the RSS they add, then
+/// closes them.
+pub async fn idle(
+    n: usize,
+    home: &Path,
+    workspace: &Path,
+    config: AgentConfig,
+) -> Result<IdleOutcome, RookeryError> {
+    let host = Host::start(home.to_path_buf()).await?;
+    let model: Arc<dyn Model> = Arc::new(BenchModel {
+        workload: Workload::Read,
+        turns: 0,
+        latency: Duration::ZERO,
+    });
+    let mut o = SessionOptions::new(workspace, model);
+    o.approver = Arc::new(AllowAllApprover);
+    o.config = config;
+    let rss_before_kb = measure::current_rss_kb().unwrap_or(0);
+    let t = Instant::now();
+    let mut sessions = Vec::with_capacity(n);
+    let mut failed = None;
+    for _ in 0..n {
+        match host.create_session(o.clone()).await {
+            Ok(s) => sessions.push(s),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    // Every header is on disk once each trace actor has answered.
+    for s in &sessions {
+        let _ = s.flush_trace().await;
+    }
+    let create = t.elapsed();
+    let rss_after_kb = measure::current_rss_kb().unwrap_or(0);
+    host.shutdown().await;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(IdleOutcome {
+        create,
+        rss_before_kb,
+        rss_after_kb,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_has_twenty_lines() {
+        let text = input_text();
+        assert_eq!(text.lines().count(), 20);
+        assert_eq!(
+            text.lines().nth(4),
+            Some("line 5: the quick brown fox jumps over the lazy dog")
+        );
+    }
+
+    #[test]
+    fn workload_names() {
+        assert_eq!("exec".parse::<Workload>(), Ok(Workload::Exec));
+        assert_eq!(
+            "write".parse::<Workload>(),
+            Err("unknown workload `write` (expected exec or read)".to_string())
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_workload_passes_its_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = Spec {
+            workload: Workload::Read,
+            sessions: 2,
+            turns: 3,
+            model: None,
+            latency: Duration::ZERO,
+            config: AgentConfig::default(),
+            home: dir.path().join("home"),
+            scratch: dir.path().join("scratch"),
+            shell_home: dir.path().to_path_buf(),
+            on_call: None,
+        };
+        let out = run(&spec).await.unwrap();
+        assert!(out.failures.is_empty(), "{:?}", out.failures);
+        assert_eq!(out.overheads_us.len(), 6);
+        assert_eq!(measure::dir_totals(&spec.home.join("traces")).0, 2);
+    }
+}

@@ -1,0 +1,347 @@
+//! `rookery bench`: runs the standard workload (see [`crate::bench`]) and prints its figures as
+//! text or one JSON object; `--idle-sessions N` measures the idle footprint; `--floor` measures
+//! the `bash -lc true` spawn floors in the same run; `--serve-mock` serves the workload's model
+//! over loopback HTTP for the `--provider openai --base-url …` measurement.
+//!
+//! Exit codes: 0 when every session passed its check, 1 when one did not (each named on stderr),
+//! 2 for usage or configuration errors. It owns the rendering, never the measuring.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use super::BenchArgs;
+use crate::bench::{self, IdleOutcome, Outcome, Spec, TempDir, measure};
+use crate::config::AgentConfig;
+
+/// Sequential spawns for the N = 1 floor.
+const SEQ_FLOOR_SPAWNS: usize = 200;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Rounds to 3 decimals for the JSON output.
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+pub async fn bench(args: BenchArgs) -> i32 {
+    if args.serve_mock {
+        return serve_mock(&args).await;
+    }
+    if args.sessions == 0 && args.idle_sessions.is_none() {
+        eprintln!("rookery: --sessions must be at least 1");
+        return 2;
+    }
+    if args.model.script.is_some() {
+        eprintln!(
+            "rookery: bench uses its built-in model; pass --provider openai --base-url URL --model NAME for an HTTP model"
+        );
+        return 2;
+    }
+    measure::raise_open_files_limit();
+    let scratch = match TempDir::new("rookery-bench") {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("rookery: cannot create a temp dir: {e}");
+            return 2;
+        }
+    };
+    let shell_home = scratch.path().join("shell-home");
+    let default_home = scratch.path().join("home");
+    let home = args.home.clone().unwrap_or(default_home);
+    if let Err(e) = std::fs::create_dir_all(&shell_home) {
+        eprintln!("rookery: cannot create {}: {e}", shell_home.display());
+        return 2;
+    }
+    let mut config = AgentConfig::default();
+    let model = if args.model.provider.is_some() || args.model.base_url.is_some() {
+        match super::model_args::resolve_model(&args.model, &mut config) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                eprintln!("rookery: {e}");
+                return 2;
+            }
+        }
+    } else {
+        None
+    };
+
+    if let Some(n) = args.idle_sessions {
+        return idle(&args, n, &home, &shell_home, config).await;
+    }
+
+    let floor = if args.floor {
+        match floors(&args, &shell_home).await {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("rookery: spawn floor: {e}");
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+
+    let calls = (args.sessions * args.turns) as u64;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(calls);
+        if let Ok(style) =
+            ProgressStyle::with_template("{bar:40} {pos}/{len} tool calls {elapsed_precise}")
+        {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let on_call = bar.clone().map(|b| {
+        let f: Arc<dyn Fn() + Send + Sync> = Arc::new(move || b.inc(1));
+        f
+    });
+    let spec = Spec {
+        workload: args.workload,
+        sessions: args.sessions,
+        turns: args.turns,
+        model: model.clone(),
+        latency: Duration::from_millis(args.model_latency_ms),
+        config,
+        home: home.clone(),
+        scratch: scratch.path().join("workspaces"),
+        shell_home,
+        on_call,
+    };
+    let outcome = match bench::run(&spec).await {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(b) = &bar {
+                b.abandon();
+            }
+            eprintln!("rookery: {e}");
+            return 1;
+        }
+    };
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let (trace_files, trace_bytes) = measure::dir_totals(&home.join("traces"));
+    let report = report(
+        &args,
+        &outcome,
+        model.is_some(),
+        trace_files,
+        trace_bytes,
+        floor,
+    );
+    print_report(&args, &report);
+    for f in &outcome.failures {
+        eprintln!("rookery: bench check failed: {f}");
+    }
+    if outcome.failures.is_empty() { 0 } else { 1 }
+}
+
+/// The two spawn floors: (concurrent wall, sequential per-spawn).
+#[derive(Debug, Clone, Copy)]
+struct Floors {
+    concurrent: Duration,
+    sequential_per_spawn: Duration,
+}
+
+async fn floors(args: &BenchArgs, shell_home: &std::path::Path) -> Result<Floors, String> {
+    let cwd = shell_home;
+    let concurrent =
+        measure::spawn_floor(args.floor_spawns, args.floor_workers, shell_home, cwd).await?;
+    let seq = measure::spawn_floor(SEQ_FLOOR_SPAWNS, 1, shell_home, cwd).await?;
+    Ok(Floors {
+        concurrent,
+        sequential_per_spawn: seq / SEQ_FLOOR_SPAWNS as u32,
+    })
+}
+
+fn report(
+    args: &BenchArgs,
+    o: &Outcome,
+    http: bool,
+    trace_files: u64,
+    trace_bytes: u64,
+    floor: Option<Floors>,
+) -> Value {
+    let calls = (args.sessions * args.turns) as f64;
+    let wall_ms = ms(o.wall);
+    let per_call_ms = if calls > 0.0 { wall_ms / calls } else { 0.0 };
+    let calls_per_s = if o.wall.is_zero() {
+        0.0
+    } else {
+        calls / o.wall.as_secs_f64()
+    };
+    let mut v = json!({
+        "workload": args.workload.as_str(),
+        "sessions": args.sessions,
+        "turns": args.turns,
+        "model": if http { "http" } else { "builtin" },
+        "model_latency_ms": args.model_latency_ms,
+        "ok": o.failures.is_empty(),
+        "failed_sessions": o.failures.len(),
+        "wall_ms": r3(wall_ms),
+        "session_create_ms": r3(ms(o.session_create)),
+        "per_call_ms": r3(per_call_ms),
+        "calls_per_s": calls_per_s.round(),
+        "overhead_p50_us": measure::percentile(&o.overheads_us, 50.0),
+        "overhead_p99_us": measure::percentile(&o.overheads_us, 99.0),
+        "cpu_s": r3(o.cpu_s),
+        "children_cpu_s": r3(o.children_cpu_s),
+        "peak_rss_kb": measure::self_usage().max_rss_kb,
+        "trace_files": trace_files,
+        "trace_bytes": trace_bytes,
+    });
+    if let (Some(f), Some(obj)) = (floor, v.as_object_mut()) {
+        let fc = ms(f.concurrent);
+        let fs = ms(f.sequential_per_spawn);
+        obj.insert("floor_spawns".into(), json!(args.floor_spawns));
+        obj.insert("floor_workers".into(), json!(args.floor_workers));
+        obj.insert("floor_concurrent_ms".into(), json!(r3(fc)));
+        obj.insert("floor_seq_per_spawn_ms".into(), json!(r3(fs)));
+        obj.insert(
+            "ratio_wall_to_concurrent_floor".into(),
+            json!(r3(wall_ms / fc)),
+        );
+        obj.insert(
+            "ratio_per_call_to_seq_floor".into(),
+            json!(r3(per_call_ms / fs)),
+        );
+    }
+    v
+}
+
+fn print_report(args: &BenchArgs, v: &Value) {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let _ = writeln!(out, "{v}");
+        return;
+    }
+    let g = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    let _ = writeln!(
+        out,
+        "workload {}: {} sessions x {} tool calls, {} model ({} ms latency): {}",
+        args.workload.as_str(),
+        args.sessions,
+        args.turns,
+        g("model").as_str().unwrap_or(""),
+        args.model_latency_ms,
+        if g("ok") == Value::Bool(true) {
+            "ok"
+        } else {
+            "FAILED"
+        }
+    );
+    let lines = [
+        format!("wall                 {} ms", g("wall_ms")),
+        format!("session creation     {} ms", g("session_create_ms")),
+        format!("per tool call        {} ms (wall / N·K)", g("per_call_ms")),
+        format!("tool calls/s         {}", g("calls_per_s")),
+        format!(
+            "harness overhead     p50 {} µs, p99 {} µs per turn",
+            g("overhead_p50_us"),
+            g("overhead_p99_us")
+        ),
+        format!(
+            "cpu user+sys         {} s (children {} s)",
+            g("cpu_s"),
+            g("children_cpu_s")
+        ),
+        format!("peak rss             {} kB", g("peak_rss_kb")),
+        format!(
+            "traces               {} files, {} bytes",
+            g("trace_files"),
+            g("trace_bytes")
+        ),
+    ];
+    for l in lines {
+        let _ = writeln!(out, "{l}");
+    }
+    if v.get("floor_concurrent_ms").is_some() {
+        let _ = writeln!(
+            out,
+            "spawn floor          {} x bash -lc true by {} workers: {} ms (wall ratio {})",
+            g("floor_spawns"),
+            g("floor_workers"),
+            g("floor_concurrent_ms"),
+            g("ratio_wall_to_concurrent_floor")
+        );
+        let _ = writeln!(
+            out,
+            "sequential floor     {} ms per spawn (per-call ratio {})",
+            g("floor_seq_per_spawn_ms"),
+            g("ratio_per_call_to_seq_floor")
+        );
+    }
+}
+
+async fn idle(
+    args: &BenchArgs,
+    n: usize,
+    home: &std::path::Path,
+    workspace: &std::path::Path,
+    config: AgentConfig,
+) -> i32 {
+    let out: IdleOutcome = match bench::idle(n, home, workspace, config).await {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 1;
+        }
+    };
+    let (trace_files, trace_bytes) = measure::dir_totals(&home.join("traces"));
+    let added = out.rss_after_kb.saturating_sub(out.rss_before_kb);
+    let per_session_kb = if n > 0 { added as f64 / n as f64 } else { 0.0 };
+    let ok = trace_files == n as u64;
+    let v = json!({
+        "idle_sessions": n,
+        "ok": ok,
+        "session_create_ms": r3(ms(out.create)),
+        "rss_before_kb": out.rss_before_kb,
+        "rss_after_kb": out.rss_after_kb,
+        "rss_per_session_kb": r3(per_session_kb),
+        "peak_rss_kb": measure::self_usage().max_rss_kb,
+        "trace_files": trace_files,
+        "trace_bytes": trace_bytes,
+    });
+    if args.json {
+        println!("{v}");
+    } else {
+        println!(
+            "{n} idle sessions: created in {:.1} ms; rss {} kB -> {} kB ({per_session_kb:.1} kB per session); peak rss {} kB; {trace_files} trace files, {trace_bytes} bytes",
+            ms(out.create),
+            out.rss_before_kb,
+            out.rss_after_kb,
+            measure::self_usage().max_rss_kb,
+        );
+    }
+    if ok {
+        0
+    } else {
+        eprintln!("rookery: expected {n} trace files, found {trace_files}");
+        1
+    }
+}
+
+async fn serve_mock(args: &BenchArgs) -> i32 {
+    let (url, server) = match bench::mock::bind(&args.listen, args.workload, args.turns).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rookery: cannot listen on {}: {e}", args.listen);
+            return 2;
+        }
+    };
+    println!("{url}");
+    let _ = std::io::stdout().flush();
+    match server.await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("rookery: mock server: {e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! `rookery bench` end to end: the read and exec workloads with `--json` (keys, `ok`, counts,
+//! trace files), the idle-session footprint, and a usage error.
+
+use serde_json::Value;
+
+const KEYS: [&str; 14] = [
+    "workload",
+    "sessions",
+    "turns",
+    "ok",
+    "wall_ms",
+    "session_create_ms",
+    "per_call_ms",
+    "calls_per_s",
+    "overhead_p50_us",
+    "overhead_p99_us",
+    "cpu_s",
+    "peak_rss_kb",
+    "trace_files",
+    "trace_bytes",
+];
+
+fn bench(args: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .arg("bench")
+        .args(args)
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json_of(stdout: &str) -> Value {
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one JSON object expected: {stdout}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
+#[test]
+fn read_workload_reports_every_key() {
+    let (code, stdout, stderr) = bench(&[
+        "--workload",
+        "read",
+        "--sessions",
+        "3",
+        "--turns",
+        "4",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v = json_of(&stdout);
+    for k in KEYS {
+        assert!(v.get(k).is_some(), "missing {k} in {v}");
+    }
+    assert_eq!(v["workload"], "read");
+    assert_eq!(v["sessions"], 3);
+    assert_eq!(v["turns"], 4);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["trace_files"], 3);
+    assert!(v["trace_bytes"].as_u64().unwrap() > 0);
+    assert!(v["wall_ms"].as_f64().unwrap() > 0.0);
+    assert!(v["peak_rss_kb"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn exec_workload_runs_real_commands() {
+    let (code, stdout, stderr) = bench(&[
+        "--workload",
+        "exec",
+        "--sessions",
+        "2",
+        "--turns",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v = json_of(&stdout);
+    assert_eq!(v["workload"], "exec");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["trace_files"], 2);
+    assert!(v["children_cpu_s"].as_f64().is_some());
+}
+
+#[test]
+fn idle_sessions_report_their_footprint() {
+    let (code, stdout, stderr) = bench(&["--idle-sessions", "50", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v = json_of(&stdout);
+    assert_eq!(v["idle_sessions"], 50);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["trace_files"], 50);
+    assert!(v["rss_per_session_kb"].as_f64().is_some());
+}
+
+#[test]
+fn a_script_is_a_usage_error() {
+    let (code, stdout, stderr) = bench(&["--script", "x.json"]);
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert_eq!(
+        stderr.trim(),
+        "rookery: bench uses its built-in model; pass --provider openai --base-url URL --model NAME for an HTTP model"
+    );
+}
