@@ -55,7 +55,7 @@ fn trace_append(c: &mut Criterion) {
     msg = build::user_text("x".repeat(pad), None);
     let line = msg.to_json();
     assert_eq!(line.len(), 240);
-    let msg = Arc::new(msg);
+    let line_bytes = format!("{line}\n").into_bytes();
 
     let mut g = c.benchmark_group("trace_append_1000x240B");
     g.bench_function("raw_write", |b| {
@@ -91,7 +91,7 @@ fn trace_append(c: &mut Criterion) {
             |_| {
                 rt.block_on(async {
                     for _ in 0..BATCH {
-                        let _ = actor.cast(TraceMsg::Append(msg.clone()));
+                        let _ = actor.cast(TraceMsg::AppendLine(line_bytes.clone()));
                     }
                     // Wait until every record is written (no fsync: same as the raw loop).
                     let _ = ractor::call!(actor, TraceMsg::Written);

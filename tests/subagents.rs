@@ -192,44 +192,69 @@ async fn eight_pointer_events_and_eight_child_traces() {
     host.shutdown().await;
 }
 
+/// Waits until `n` child traces end a task.
+async fn children_done(home: &std::path::Path, n: usize) {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let done = child_traces(home)
+                .iter()
+                .filter(|t| {
+                    t.iter()
+                        .any(|r| matches!(r.as_event(), Some(EventPayload::TaskEnd { .. })))
+                })
+                .count();
+            if done >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("children finished");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_child_is_evicted_lru_to_admit_a_ninth() {
+    // Foreground spawns with a short window leave 8 registered children (no notices); once they
+    // are idle, a ninth spawn evicts the least recently used one.
     let (_d, ws, home) = tempdirs();
     let calls: Vec<Value> = (0..8)
-        .map(|i| spawn_call(&format!("child {i}"), json!({"run_in_background": true})))
+        .map(|i| spawn_call(&format!("child {i}"), json!({"yield_time_ms": 250})))
         .collect();
     let model = Recording::new(scripted(json!({
         "turns": [
             {"tool_calls": calls},
-            {"text": "wait", "delay_ms": 1500},
+            {"text": "started"},
             {"tool_calls": [{"name": "list_subagents", "arguments": {}}]},
-            {"tool_calls": [spawn_call("child 9", json!({"run_in_background": true}))]},
+            {"tool_calls": [spawn_call("child 9", json!({"yield_time_ms": 250}))]},
             {"tool_calls": [{"name": "list_subagents", "arguments": {}}]},
-            {"text": "done", "repeat": 20}
+            {"text": "done"}
         ],
-        "children": [{"when_prompt_contains": "child", "turns": [{"text": "ok"}]}]
+        "children": [{"when_prompt_contains": "child", "turns": [{"text": "ok", "delay_ms": 600}]}]
     })));
     let host = Host::start(&home).await.unwrap();
     let s = host
         .create_session(options(&ws, model.clone()))
         .await
         .unwrap();
-    s.run_task("go").await.unwrap();
-    let reqs = parent_requests(&model);
-    let all: Vec<(String, StopReason)> = reqs.last().map(|h| outputs(h)).unwrap_or_default();
+    s.run_task("spawn").await.unwrap();
+    children_done(&home, 8).await;
+    s.run_task("list, spawn, list").await.unwrap();
+    let all = outputs(parent_requests(&model).last().unwrap());
     let lists: Vec<&String> = all
         .iter()
         .map(|o| &o.0)
         .filter(|o| o.contains("turns"))
         .collect();
-    assert!(lists.len() >= 2, "{all:#?}");
+    assert_eq!(lists.len(), 2, "{all:#?}");
     let before: Vec<&str> = lists[0].lines().collect();
-    let after: Vec<&str> = lists[lists.len() - 1].lines().collect();
+    let after: Vec<&str> = lists[1].lines().collect();
     assert_eq!(before.len(), 8);
     assert_eq!(after.len(), 8);
     assert!(before.iter().all(|l| l.contains("  idle  ")), "{before:#?}");
-    // The first-listed (least recently used) child was evicted, child 9 took its place.
-    assert!(!lists[lists.len() - 1].contains(before[0].split_whitespace().next().unwrap_or("?")));
+    // The first-spawned (least recently used) child was evicted; child 9 took its place.
+    let first = before[0].split_whitespace().next().unwrap_or("?");
+    assert!(!lists[1].contains(first), "{after:#?}");
     assert!(after.iter().any(|l| l.ends_with("child 9")));
     s.close().await.unwrap();
     host.shutdown().await;

@@ -25,7 +25,7 @@ use crate::message::{
 };
 use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
 use crate::trace::resume::ResumeState;
-use crate::trace::writer::TraceMsg;
+use crate::trace::writer::{TraceMsg, record_line};
 
 use turn::Task;
 pub use turn::TaskSummary;
@@ -221,16 +221,18 @@ pub struct SessionState {
 impl SessionState {
     /// Streams `msg` to subscribers and, if `record` and recordable, appends it to the trace.
     pub(crate) fn emit(&self, msg: OmniMessage, record: bool) {
-        let msg = Arc::new(msg);
         if record && msg.is_recordable() {
-            let _ = self.trace.cast(TraceMsg::Append(msg.clone()));
+            self.record_only(&msg);
         }
-        broadcast(&self.subscribers, &msg);
+        broadcast(&self.subscribers, &Arc::new(msg));
     }
 
-    /// Appends to the trace without streaming (the task's own input).
-    pub(crate) fn record_only(&self, msg: OmniMessage) {
-        let _ = self.trace.cast(TraceMsg::Append(Arc::new(msg)));
+    /// Appends to the trace without streaming (the task's own input). The record is serialized
+    /// here, so the trace actor only writes: the two work in parallel.
+    pub(crate) fn record_only(&self, msg: &OmniMessage) {
+        if let Some(line) = record_line(msg) {
+            let _ = self.trace.cast(TraceMsg::AppendLine(line));
+        }
     }
 }
 

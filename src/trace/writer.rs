@@ -18,6 +18,8 @@ use crate::message::OmniMessage;
 pub enum TraceMsg {
     /// Appends one record.
     Append(Arc<OmniMessage>),
+    /// Appends one record the sender already serialized (`record_line`).
+    AppendLine(Vec<u8>),
     /// Replies once every earlier record is written and synced.
     Flush(RpcReplyPort<()>),
     /// Replies once every earlier record is written (no sync).
@@ -40,6 +42,18 @@ pub struct TraceArgs {
     pub stats: Arc<TraceStats>,
 }
 
+/// One record as the trace stores it: the JSON envelope and a newline.
+pub fn record_line(msg: &OmniMessage) -> Option<Vec<u8>> {
+    // A fresh buffer per record: an idle session keeps no buffer at all.
+    let mut line = Vec::with_capacity(256);
+    if let Err(e) = serde_json::to_writer(&mut line, msg) {
+        tracing::error!("[trace] cannot serialize a record: {e}");
+        return None;
+    }
+    line.push(b'\n');
+    Some(line)
+}
+
 pub struct TraceActor;
 
 pub struct TraceState {
@@ -49,13 +63,13 @@ pub struct TraceState {
 
 impl TraceState {
     fn append(&mut self, msg: &OmniMessage) {
-        // A fresh buffer per record: an idle session keeps no buffer at all.
-        let mut line = Vec::with_capacity(256);
-        if let Err(e) = serde_json::to_writer(&mut line, msg) {
-            tracing::error!("[trace] cannot serialize a record: {e}");
-            return;
+        if let Some(line) = record_line(msg) {
+            self.write_line(line);
         }
-        line.push(b'\n');
+    }
+
+    /// Writes one serialized record (newline included) with one `write(2)`.
+    fn write_line(&mut self, mut line: Vec<u8>) {
         let len = line.len() as u64;
         match self.file.append_line(&mut line) {
             Ok(()) => {
@@ -101,6 +115,7 @@ impl Actor for TraceActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             TraceMsg::Append(msg) => state.append(&msg),
+            TraceMsg::AppendLine(line) => state.write_line(line),
             TraceMsg::Flush(reply) => {
                 state.sync();
                 let _ = reply.send(());

@@ -131,7 +131,7 @@ pub(crate) fn start_task(
 ) {
     let mut input = std::mem::take(&mut state.carry_over);
     let user = build::user_text(text, sender);
-    state.record_only(user.clone());
+    state.record_only(&user);
     if let Some(p) = user.as_model() {
         input.push(p.clone());
     }
