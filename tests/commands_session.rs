@@ -201,3 +201,38 @@ async fn sigkill_of_rookery_leaves_no_command_behind() {
     .await;
     assert!(gone.is_ok(), "command {pid} survived a SIGKILL of rookery");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_reaches_commands_even_when_rookery_ignores_sigint() {
+    // A shell that starts rookery in the background makes it ignore SIGINT; its commands must
+    // still get the default disposition so input_command's Ctrl-C works.
+    // SAFETY: setting a signal disposition to SIG_IGN for this test process.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+    let (_d, ws, home) = tempdirs();
+    let id = "{{output:0:process_id (proc-[0-9a-f]+)}}";
+    let model = Recording::new(scripted(json!({"turns": [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"description": "wait", "cmd": "sleep 30", "yield_time_ms": 300}}]},
+        {"tool_calls": [{"name": "input_command", "arguments": {"description": "stop", "process_id": id, "chars": "\u{3}", "yield_time_ms": 10000}}]},
+        {"text": "stopped"}
+    ]})));
+    let host = Host::start(&home).await.unwrap();
+    let s = host
+        .create_session(options(&ws, model.clone()))
+        .await
+        .unwrap();
+    s.run_task("go").await.unwrap();
+    let reqs = model.requests();
+    let last = reqs.last().unwrap();
+    let out = last
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ModelPayload::ToolCallOutput { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(out, "[terminated by signal SIGINT]");
+    host.shutdown().await;
+}

@@ -488,6 +488,10 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     // system calls (setsid, ioctl, prctl, getppid); the errors it builds do not allocate.
     unsafe {
         cmd.pre_exec(move || {
+            // Signals the parent ignores must still reach the command (Ctrl-C, kill).
+            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP, libc::SIGTERM] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }

@@ -46,7 +46,9 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // are async-signal-safe system calls on descriptors and strings the parent prepared.
     unsafe {
         let a = &mut *(arg as *mut ChildArgs);
-        // Handlers of the parent must not run here: every caught signal back to its default.
+        // Handlers of the parent must not run here, and signals the parent ignores (a shell
+        // starting us in the background ignores SIGINT/SIGQUIT, `nohup` SIGHUP) must reach the
+        // command: every disposition back to its default.
         for sig in 1..libc::SIGRTMAX() {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
@@ -54,7 +56,6 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
                 && old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE)
             {
                 let mut dfl: libc::sigaction = std::mem::zeroed();
                 dfl.sa_sigaction = libc::SIG_DFL;
