@@ -6,6 +6,7 @@
 //! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
 
 mod carry;
+mod dispatch;
 mod services;
 mod turn;
 
@@ -427,11 +428,11 @@ async fn handle_msg(
                 decision,
             } => {
                 if decision == Decision::Allow
-                    && let Some(name) = turn::live_call_name(state, turn, idx)
+                    && let Some(name) = dispatch::live_call_name(state, turn, idx)
                 {
                     Box::pin(services::ensure(&myself, state, &name)).await;
                 }
-                turn::on_approved(&myself, state, turn, idx, decision)
+                dispatch::on_approved(&myself, state, turn, idx, decision)
             }
             SessionMsg::ToolPartial { turn, msg } => {
                 if state.task.as_ref().is_some_and(|t| t.turn.id == turn) {
@@ -439,7 +440,7 @@ async fn handle_msg(
                 }
             }
             SessionMsg::ToolDone { turn, idx, output } => {
-                turn::on_tool_done(&myself, state, turn, idx, output)
+                dispatch::on_tool_done(&myself, state, turn, idx, output)
             }
             SessionMsg::RetryNow { turn } => turn::on_retry_now(&myself, state, turn),
             SessionMsg::Services(reply) => {

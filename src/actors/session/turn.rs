@@ -15,12 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry;
 use super::{SessionMsg, SessionState};
-use crate::approval::ApprovalRequest;
-use crate::message::{
-    Decision, EventType, ModelPayload, OmniMessage, Role, StopReason, Usage, build,
-};
+use crate::message::{EventType, ModelPayload, OmniMessage, Role, StopReason, Usage, build};
 use crate::model::{ModelEvent, ModelOutcome, ModelRequest};
-use crate::tools::environment::{self, ToolCallInfo};
 
 /// How a task ended, for callers waiting on it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,12 +31,12 @@ pub struct TaskSummary {
     pub abort_reason: Option<String>,
 }
 
-struct Call {
-    id: String,
-    name: String,
-    arguments: String,
-    output: Option<ModelPayload>,
-    running: bool,
+pub(super) struct Call {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) arguments: String,
+    pub(super) output: Option<ModelPayload>,
+    pub(super) running: bool,
 }
 
 /// One request attempt and the tool calls it produced.
@@ -54,13 +50,13 @@ pub(crate) struct Turn {
     failed_produced: Vec<ModelPayload>,
     attempt: u32,
     stream: Option<JoinHandle<()>>,
-    approving: Option<JoinHandle<()>>,
+    pub(super) approving: Option<JoinHandle<()>>,
     backoff: Option<JoinHandle<()>>,
-    completed: bool,
+    pub(super) completed: bool,
     produced: Vec<ModelPayload>,
-    calls: Vec<Call>,
-    approval_queue: VecDeque<usize>,
-    cancel: CancellationToken,
+    pub(super) calls: Vec<Call>,
+    pub(super) approval_queue: VecDeque<usize>,
+    pub(super) cancel: CancellationToken,
     usage: Usage,
 }
 
@@ -75,7 +71,7 @@ impl Turn {
         self.calls.iter().filter_map(|c| c.output.clone()).collect()
     }
 
-    fn running_tools(&self) -> usize {
+    pub(super) fn running_tools(&self) -> usize {
         self.calls.iter().filter(|c| c.running).count()
     }
 
@@ -96,7 +92,7 @@ impl Turn {
 
 pub(crate) struct Task {
     pub(crate) turn: Turn,
-    aborting: Option<String>,
+    pub(super) aborting: Option<String>,
     tool_calls: usize,
     final_text: Option<String>,
 }
@@ -229,7 +225,7 @@ fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     }
 }
 
-fn live_task(state: &mut SessionState, turn: u64) -> Option<&mut Task> {
+pub(super) fn live_task(state: &mut SessionState, turn: u64) -> Option<&mut Task> {
     state
         .task
         .as_deref_mut()
@@ -279,7 +275,7 @@ pub(crate) fn on_model_event(
             }
             task.turn.produced.push(p.clone());
             state.emit(OmniMessage::model(p), true);
-            pump_approvals(myself, state);
+            super::dispatch::pump_approvals(myself, state);
         }
         ModelEvent::End(outcome) => on_stream_end(myself, state, outcome),
     }
@@ -380,173 +376,6 @@ pub(crate) fn on_retry_now(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
     begin_request(myself, state);
 }
 
-fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
-    let registry = &state.options.config.tools;
-    let approver = state.options.approver.clone();
-    let Some(task) = state.task.as_mut() else {
-        return;
-    };
-    if task.turn.approving.is_some() || task.aborting.is_some() {
-        return;
-    }
-    let Some(idx) = task.turn.approval_queue.pop_front() else {
-        return;
-    };
-    let call = &task.turn.calls[idx];
-    let request = ApprovalRequest {
-        tool_call_id: call.id.clone(),
-        name: call.name.clone(),
-        arguments: call.arguments.clone(),
-        permission: registry.permission(&call.name),
-        origin: Vec::new(),
-    };
-    let me = myself.clone();
-    let turn = task.turn.id;
-    task.turn.approving = Some(tokio::spawn(async move {
-        let decision = AssertUnwindSafe(approver.approve(request))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
-                tracing::warn!("approver panicked; denying");
-                Decision::Deny
-            });
-        let _ = me.cast(SessionMsg::Approved {
-            turn,
-            idx,
-            decision,
-        });
-    }));
-}
-
-/// The name of call `idx` of the live turn `turn`.
-pub(crate) fn live_call_name(state: &mut SessionState, turn: u64, idx: usize) -> Option<String> {
-    live_task(state, turn).and_then(|t| t.turn.calls.get(idx).map(|c| c.name.clone()))
-}
-
-pub(crate) fn on_approved(
-    myself: &ActorRef<SessionMsg>,
-    state: &mut SessionState,
-    turn: u64,
-    idx: usize,
-    decision: Decision,
-) {
-    let workspace = state.options.workspace.clone();
-    let Some(task) = live_task(state, turn) else {
-        return;
-    };
-    task.turn.approving = None;
-    let Some(call) = task.turn.calls.get_mut(idx) else {
-        return;
-    };
-    let call_id = call.id.clone();
-    let denial = match decision {
-        Decision::Allow => None,
-        Decision::Deny => Some("Tool call denied by user."),
-        Decision::Forbidden => Some("Tool call denied by policy."),
-    };
-    let info = ToolCallInfo {
-        tool_call_id: call.id.clone(),
-        name: call.name.clone(),
-        arguments: call.arguments.clone(),
-    };
-    if denial.is_none() {
-        call.running = true;
-    }
-    let cancel = task.turn.cancel.clone();
-    state.emit(build::approval_decision(decision, call_id.clone()), true);
-    match denial {
-        Some(text) => {
-            let out = build::tool_call_output(call_id, text, Vec::new(), StopReason::Aborted);
-            set_output(state, idx, &out);
-            state.emit(out, true);
-        }
-        None => spawn_tool(myself, state, turn, idx, info, workspace, cancel),
-    }
-    pump_approvals(myself, state);
-    maybe_finish_turn(myself, state);
-}
-
-fn spawn_tool(
-    myself: &ActorRef<SessionMsg>,
-    state: &SessionState,
-    turn: u64,
-    idx: usize,
-    info: ToolCallInfo,
-    workspace: std::path::PathBuf,
-    cancel: CancellationToken,
-) {
-    let tool = state.options.config.tools.get(&info.name).cloned();
-    let commands = state.commands.clone();
-    let subagents = state.subagents.clone();
-    let depth = state.options.depth;
-    let me = myself.clone();
-    let partial_me = myself.clone();
-    let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
-        let _ = partial_me.cast(SessionMsg::ToolPartial { turn, msg });
-    });
-    tokio::spawn(async move {
-        let call_id = info.tool_call_id.clone();
-        let env = crate::tools::ToolEnv {
-            workspace,
-            commands,
-            subagents,
-            depth,
-        };
-        let run = environment::execute(info, tool, env, cancel, emit);
-        let output = AssertUnwindSafe(run)
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|p| {
-                let msg = crate::tools::panic_message(p);
-                build::tool_call_output(
-                    call_id,
-                    format!("[tool error] {msg}"),
-                    Vec::new(),
-                    StopReason::Failed,
-                )
-            });
-        let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
-    });
-}
-
-fn set_output(state: &mut SessionState, idx: usize, out: &OmniMessage) {
-    if let (Some(task), Some(p)) = (state.task.as_mut(), out.as_model())
-        && let Some(call) = task.turn.calls.get_mut(idx)
-    {
-        call.output = Some(p.clone());
-        call.running = false;
-    }
-}
-
-pub(crate) fn on_tool_done(
-    myself: &ActorRef<SessionMsg>,
-    state: &mut SessionState,
-    turn: u64,
-    idx: usize,
-    output: OmniMessage,
-) {
-    let Some(task) = state.task.as_mut().filter(|t| t.turn.id == turn) else {
-        return;
-    };
-    if task.turn.calls.get(idx).is_none_or(|c| c.output.is_some()) {
-        return;
-    }
-    let aborting = task.aborting.is_some();
-    set_output(state, idx, &output);
-    state.emit(output, true);
-    if aborting {
-        if state
-            .task
-            .as_ref()
-            .is_some_and(|t| t.turn.running_tools() == 0)
-        {
-            finalize_abort(state);
-        }
-    } else {
-        maybe_finish_turn(myself, state);
-    }
-}
-
 /// Streams and records the queued background notices and returns them as input.
 fn deliver_notices(state: &mut SessionState) -> Vec<ModelPayload> {
     let notices = std::mem::take(&mut state.pending_notices);
@@ -564,7 +393,7 @@ pub(crate) fn on_notice(myself: &ActorRef<SessionMsg>, state: &mut SessionState)
     }
 }
 
-fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+pub(super) fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     let Some(task) = state.task.as_mut() else {
         return;
     };
@@ -613,7 +442,7 @@ pub(crate) fn force_finish_abort(state: &mut SessionState) {
     }
 }
 
-fn finalize_abort(state: &mut SessionState) {
+pub(super) fn finalize_abort(state: &mut SessionState) {
     let Some(task) = state.task.as_mut() else {
         return;
     };

@@ -1,0 +1,184 @@
+//! Approval and dispatch of a turn's tool calls: one approval at a time in call order, each
+//! approved call run through the close-out in its own task, outputs recorded as they finish.
+//!
+//! Runs inside the session actor's `handle`; every wait is a spawned task that casts back.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use ractor::ActorRef;
+use tokio_util::sync::CancellationToken;
+
+use super::turn::{finalize_abort, live_task, maybe_finish_turn};
+use super::{SessionMsg, SessionState};
+use crate::approval::ApprovalRequest;
+use crate::message::{Decision, OmniMessage, StopReason, build};
+use crate::tools::environment::{self, ToolCallInfo};
+
+pub(super) fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+    let registry = &state.options.config.tools;
+    let approver = state.options.approver.clone();
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    if task.turn.approving.is_some() || task.aborting.is_some() {
+        return;
+    }
+    let Some(idx) = task.turn.approval_queue.pop_front() else {
+        return;
+    };
+    let call = &task.turn.calls[idx];
+    let request = ApprovalRequest {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+        permission: registry.permission(&call.name),
+        origin: Vec::new(),
+    };
+    let me = myself.clone();
+    let turn = task.turn.id;
+    task.turn.approving = Some(tokio::spawn(async move {
+        let decision = AssertUnwindSafe(approver.approve(request))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!("approver panicked; denying");
+                Decision::Deny
+            });
+        let _ = me.cast(SessionMsg::Approved {
+            turn,
+            idx,
+            decision,
+        });
+    }));
+}
+
+/// The name of call `idx` of the live turn `turn`.
+pub(crate) fn live_call_name(state: &mut SessionState, turn: u64, idx: usize) -> Option<String> {
+    live_task(state, turn).and_then(|t| t.turn.calls.get(idx).map(|c| c.name.clone()))
+}
+
+pub(crate) fn on_approved(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    idx: usize,
+    decision: Decision,
+) {
+    let workspace = state.options.workspace.clone();
+    let Some(task) = live_task(state, turn) else {
+        return;
+    };
+    task.turn.approving = None;
+    let Some(call) = task.turn.calls.get_mut(idx) else {
+        return;
+    };
+    let call_id = call.id.clone();
+    let denial = match decision {
+        Decision::Allow => None,
+        Decision::Deny => Some("Tool call denied by user."),
+        Decision::Forbidden => Some("Tool call denied by policy."),
+    };
+    let info = ToolCallInfo {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+    };
+    if denial.is_none() {
+        call.running = true;
+    }
+    let cancel = task.turn.cancel.clone();
+    state.emit(build::approval_decision(decision, call_id.clone()), true);
+    match denial {
+        Some(text) => {
+            let out = build::tool_call_output(call_id, text, Vec::new(), StopReason::Aborted);
+            set_output(state, idx, &out);
+            state.emit(out, true);
+        }
+        None => spawn_tool(myself, state, turn, idx, info, workspace, cancel),
+    }
+    pump_approvals(myself, state);
+    maybe_finish_turn(myself, state);
+}
+
+pub(super) fn spawn_tool(
+    myself: &ActorRef<SessionMsg>,
+    state: &SessionState,
+    turn: u64,
+    idx: usize,
+    info: ToolCallInfo,
+    workspace: std::path::PathBuf,
+    cancel: CancellationToken,
+) {
+    let tool = state.options.config.tools.get(&info.name).cloned();
+    let commands = state.commands.clone();
+    let subagents = state.subagents.clone();
+    let depth = state.options.depth;
+    let me = myself.clone();
+    let partial_me = myself.clone();
+    let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
+        let _ = partial_me.cast(SessionMsg::ToolPartial { turn, msg });
+    });
+    tokio::spawn(async move {
+        let call_id = info.tool_call_id.clone();
+        let env = crate::tools::ToolEnv {
+            workspace,
+            commands,
+            subagents,
+            depth,
+        };
+        let run = environment::execute(info, tool, env, cancel, emit);
+        let output = AssertUnwindSafe(run)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|p| {
+                let msg = crate::tools::panic_message(p);
+                build::tool_call_output(
+                    call_id,
+                    format!("[tool error] {msg}"),
+                    Vec::new(),
+                    StopReason::Failed,
+                )
+            });
+        let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
+    });
+}
+
+pub(super) fn set_output(state: &mut SessionState, idx: usize, out: &OmniMessage) {
+    if let (Some(task), Some(p)) = (state.task.as_mut(), out.as_model())
+        && let Some(call) = task.turn.calls.get_mut(idx)
+    {
+        call.output = Some(p.clone());
+        call.running = false;
+    }
+}
+
+pub(crate) fn on_tool_done(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    idx: usize,
+    output: OmniMessage,
+) {
+    let Some(task) = state.task.as_mut().filter(|t| t.turn.id == turn) else {
+        return;
+    };
+    if task.turn.calls.get(idx).is_none_or(|c| c.output.is_some()) {
+        return;
+    }
+    let aborting = task.aborting.is_some();
+    set_output(state, idx, &output);
+    state.emit(output, true);
+    if aborting {
+        if state
+            .task
+            .as_ref()
+            .is_some_and(|t| t.turn.running_tools() == 0)
+        {
+            finalize_abort(state);
+        }
+    } else {
+        maybe_finish_turn(myself, state);
+    }
+}
