@@ -114,3 +114,24 @@ pub trait Model: Send + Sync + 'static {
 pub trait ModelSession: Send + 'static {
     fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent>;
 }
+
+/// Pushes one streamed segment: `start` and `stop` partials with empty content around one
+/// `delta` carrying all of it, then the complete message (what the built-in models emit).
+pub fn push_segment(
+    events: &mut Vec<ModelEvent>,
+    content: &str,
+    complete: ModelPayload,
+    partial: impl Fn(crate::message::EventType, String) -> ModelPayload,
+) {
+    use crate::message::EventType;
+    events.push(ModelEvent::Partial(partial(
+        EventType::Start,
+        String::new(),
+    )));
+    events.push(ModelEvent::Partial(partial(
+        EventType::Delta,
+        content.to_string(),
+    )));
+    events.push(ModelEvent::Partial(partial(EventType::Stop, String::new())));
+    events.push(ModelEvent::Complete(complete));
+}

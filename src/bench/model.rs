@@ -16,7 +16,7 @@ use futures::stream::{self, BoxStream};
 use serde_json::{Map, Value, json};
 
 use super::Workload;
-use crate::message::{EventType, ModelPayload, Role, StopReason, Usage};
+use crate::message::{ModelPayload, Role, StopReason, Usage};
 use crate::model::{
     Model, ModelEvent, ModelInfo, ModelOutcome, ModelRequest, ModelSession, ModelSessionContext,
 };
@@ -57,25 +57,6 @@ struct BenchSession {
     next_call: u64,
 }
 
-/// `start`, one `delta` with all of `content`, `stop`, then the complete message.
-fn segment(
-    events: &mut Vec<ModelEvent>,
-    content: &str,
-    complete: ModelPayload,
-    partial: impl Fn(EventType, String) -> ModelPayload,
-) {
-    events.push(ModelEvent::Partial(partial(
-        EventType::Start,
-        String::new(),
-    )));
-    events.push(ModelEvent::Partial(partial(
-        EventType::Delta,
-        content.to_string(),
-    )));
-    events.push(ModelEvent::Partial(partial(EventType::Stop, String::new())));
-    events.push(ModelEvent::Complete(complete));
-}
-
 impl ModelSession for BenchSession {
     fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
         let t = request.tool_results();
@@ -93,16 +74,19 @@ impl ModelSession for BenchSession {
                 stop_reason: StopReason::Completed,
                 fidelity: None,
             };
-            segment(&mut events, arguments, complete, |event_type, arguments| {
-                ModelPayload::PartialToolCall {
+            crate::model::push_segment(
+                &mut events,
+                arguments,
+                complete,
+                |event_type, arguments| ModelPayload::PartialToolCall {
                     role: Role::Assistant,
                     event_type,
                     name: name.to_string(),
                     arguments,
                     tool_call_id: id.clone(),
                     stop_reason: StopReason::Completed,
-                }
-            });
+                },
+            );
         } else {
             let text = done_text(t);
             let complete = ModelPayload::Text {
@@ -112,7 +96,7 @@ impl ModelSession for BenchSession {
                 stop_reason: StopReason::Completed,
                 fidelity: None,
             };
-            segment(&mut events, &text, complete, |event_type, text| {
+            crate::model::push_segment(&mut events, &text, complete, |event_type, text| {
                 ModelPayload::PartialText {
                     role: Role::Assistant,
                     event_type,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{SCRIPT_FINISHED, Script, Turn, placeholder};
-use crate::message::{EventType, ModelPayload, Role, StopReason, Usage};
+use crate::message::{ModelPayload, Role, StopReason, Usage};
 use crate::model::{ModelEvent, ModelOutcome, ModelRequest, ModelSession};
 use futures::StreamExt;
 use futures::stream::{self, BoxStream};
@@ -109,7 +109,7 @@ impl ScriptedSession {
                 stop_reason: StopReason::Completed,
                 fidelity: None,
             };
-            segment(&mut events, thinking, complete, |event_type, thinking| {
+            crate::model::push_segment(&mut events, thinking, complete, |event_type, thinking| {
                 ModelPayload::PartialThinking {
                     role: Role::Assistant,
                     event_type,
@@ -127,7 +127,7 @@ impl ScriptedSession {
                 stop_reason: StopReason::Completed,
                 fidelity: None,
             };
-            segment(&mut events, text, complete, |event_type, text| {
+            crate::model::push_segment(&mut events, text, complete, |event_type, text| {
                 ModelPayload::PartialText {
                     role: Role::Assistant,
                     event_type,
@@ -157,7 +157,7 @@ impl ScriptedSession {
                 stop_reason: StopReason::Completed,
                 fidelity: None,
             };
-            segment(
+            crate::model::push_segment(
                 &mut events,
                 &arguments,
                 complete,
@@ -187,26 +187,6 @@ impl ScriptedSession {
         events.push(ModelEvent::End(ModelOutcome::completed()));
         events
     }
-}
-
-/// Pushes one streamed segment: `start` and `stop` partials with empty content around one
-/// `delta` carrying all of it, then the complete message.
-fn segment(
-    events: &mut Vec<ModelEvent>,
-    content: &str,
-    complete: ModelPayload,
-    partial: impl Fn(EventType, String) -> ModelPayload,
-) {
-    events.push(ModelEvent::Partial(partial(
-        EventType::Start,
-        String::new(),
-    )));
-    events.push(ModelEvent::Partial(partial(
-        EventType::Delta,
-        content.to_string(),
-    )));
-    events.push(ModelEvent::Partial(partial(EventType::Stop, String::new())));
-    events.push(ModelEvent::Complete(complete));
 }
 
 /// Characters of the content of the history (texts, thinking, tool names and arguments, tool
