@@ -3,21 +3,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use rookery::approval::AllowAllApprover;
+use rookery::Host;
 use rookery::message::{ModelPayload, Sender, StopReason};
-use rookery::{Host, SessionOptions};
 use serde_json::json;
-
-fn options(ws: &std::path::Path, model: Arc<dyn rookery::Model>) -> SessionOptions {
-    let mut o = SessionOptions::new(ws, model);
-    o.approver = Arc::new(AllowAllApprover);
-    o.config.retry = fast_retry(0);
-    o
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_and_background_notice_through_the_loop() {
@@ -42,17 +33,7 @@ async fn exec_and_background_notice_through_the_loop() {
         .unwrap();
     assert_eq!(summary.status, StopReason::Completed);
     let reqs = model.requests();
-    let outs: Vec<(String, StopReason)> = reqs[1]
-        .iter()
-        .filter_map(|m| match m {
-            ModelPayload::ToolCallOutput {
-                output,
-                stop_reason,
-                ..
-            } => Some((output.clone(), *stop_reason)),
-            _ => None,
-        })
-        .collect();
+    let outs = outputs(&reqs[1]);
     assert!(
         outs[0].0.starts_with("hi\n") && outs[0].0.ends_with("[exit code: 3]"),
         "{:?}",

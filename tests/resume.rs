@@ -8,20 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use rookery::approval::AllowAllApprover;
+use rookery::Host;
 use rookery::message::{EventPayload, ModelPayload, OmniMessage, StopReason};
 use rookery::trace::resume::{
     EXITED_PLACEHOLDER, ResumeState, resume_from_file, resume_from_records,
 };
-use rookery::{Host, SessionOptions};
 use serde_json::json;
-
-fn options(ws: &std::path::Path, model: Arc<dyn rookery::Model>) -> SessionOptions {
-    let mut o = SessionOptions::new(ws, model);
-    o.approver = Arc::new(AllowAllApprover);
-    o.config.retry = fast_retry(5);
-    o
-}
 
 /// `history + carry_over`: each tool_call has exactly one output, after it, in call order.
 fn assert_pairing(all: &[ModelPayload]) {

@@ -7,17 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use rookery::approval::{AllowAllApprover, DenyAllApprover};
+use rookery::approval::DenyAllApprover;
 use rookery::message::{EventPayload, ModelPayload, StopReason};
-use rookery::{AgentConfig, Host, SessionOptions};
+use rookery::{AgentConfig, Host};
 use serde_json::json;
-
-fn options(ws: &std::path::Path, model: Arc<dyn rookery::Model>) -> SessionOptions {
-    let mut o = SessionOptions::new(ws, model);
-    o.approver = Arc::new(AllowAllApprover);
-    o.config.retry = fast_retry(5);
-    o
-}
 
 fn outputs_of(history: &[ModelPayload]) -> Vec<(String, String)> {
     history

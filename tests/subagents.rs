@@ -9,31 +9,10 @@ use std::time::Duration;
 
 use common::*;
 use futures::future::BoxFuture;
-use rookery::approval::{AllowAllApprover, ApprovalRequest, Approver, DenyAllApprover};
+use rookery::Host;
+use rookery::approval::{ApprovalRequest, Approver, DenyAllApprover};
 use rookery::message::{Decision, EventPayload, ModelPayload, Sender, StopReason};
-use rookery::{Host, SessionOptions};
 use serde_json::{Value, json};
-
-fn options(ws: &std::path::Path, model: Arc<dyn rookery::Model>) -> SessionOptions {
-    let mut o = SessionOptions::new(ws, model);
-    o.approver = Arc::new(AllowAllApprover);
-    o.config.retry = fast_retry(0);
-    o
-}
-
-fn outputs(history: &[ModelPayload]) -> Vec<(String, StopReason)> {
-    history
-        .iter()
-        .filter_map(|m| match m {
-            ModelPayload::ToolCallOutput {
-                output,
-                stop_reason,
-                ..
-            } => Some((output.clone(), *stop_reason)),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The parent's requests (children share the recording model; their first message is the
 /// parent's prompt with `sender: parent_agent`).

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use rookery::SessionOptions;
+use rookery::approval::AllowAllApprover;
 use rookery::config::RetryPolicy;
+use rookery::message::StopReason;
 use rookery::message::{ModelPayload, OmniMessage};
 use rookery::model::scripted::ScriptedModel;
 use rookery::model::{
@@ -161,4 +164,27 @@ pub fn tempdirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&ws).unwrap();
     (dir, ws, home)
+}
+
+/// A session on `model` in `ws` that allows every call and retries model errors at once.
+pub fn options(ws: &Path, model: Arc<dyn Model>) -> SessionOptions {
+    let mut o = SessionOptions::new(ws, model);
+    o.approver = Arc::new(AllowAllApprover);
+    o.config.retry = fast_retry(5);
+    o
+}
+
+/// `(output, stop_reason)` of every tool output of a request's history, in order.
+pub fn outputs(history: &[ModelPayload]) -> Vec<(String, StopReason)> {
+    history
+        .iter()
+        .filter_map(|m| match m {
+            ModelPayload::ToolCallOutput {
+                output,
+                stop_reason,
+                ..
+            } => Some((output.clone(), *stop_reason)),
+            _ => None,
+        })
+        .collect()
 }
