@@ -238,11 +238,14 @@ impl Child {
                 }
                 s.text.push_str(text);
                 s.round_had_text = true;
-                let len = s.text.chars().count();
-                if len > TEXT_CAP {
-                    let cut = len - TEXT_CAP;
-                    s.text = s.text.chars().skip(cut).collect();
-                    s.dropped += cut;
+                // Characters never outnumber bytes: count them only when the bytes exceed the cap.
+                if s.text.len() > TEXT_CAP {
+                    let len = s.text.chars().count();
+                    if len > TEXT_CAP {
+                        let cut = len - TEXT_CAP;
+                        s.text = s.text.chars().skip(cut).collect();
+                        s.dropped += cut;
+                    }
                 }
             }
             match msg.as_event() {
