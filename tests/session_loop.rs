@@ -285,7 +285,7 @@ async fn exhausted_retries_and_auth_end_the_task() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_turns_stops_and_keeps_pairing_for_the_next_task() {
+async fn max_turns_stops_with_the_failed_text_and_keeps_pairing() {
     let (_d, ws, home) = tempdirs();
     std::fs::write(ws.join("f.txt"), "x\n").unwrap();
     let model = Recording::new(scripted(json!({"turns": [
@@ -316,6 +316,13 @@ async fn max_turns_stops_and_keeps_pairing_for_the_next_task() {
     }
     assert!(saw);
     assert_eq!(model.requests().len(), 1);
+    // The call made before the limit still has exactly one output in the trace.
+    s.close().await.unwrap();
+    let outputs = trace_records(s.trace_path())
+        .iter()
+        .filter(|r| matches!(r.as_model(), Some(ModelPayload::ToolCallOutput { tool_call_id, .. }) if tool_call_id == "call_0"))
+        .count();
+    assert_eq!(outputs, 1);
     host.shutdown().await;
 }
 
