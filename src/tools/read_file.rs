@@ -8,7 +8,7 @@
 mod render;
 mod scan;
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
@@ -16,7 +16,9 @@ use serde_json::{Map, Value};
 
 use self::render::{Listing, finish};
 use self::scan::ScanLimits;
+use super::file_target::{FileKind, TargetError, open_regular};
 use super::path_hint::{normalize_lexically, path_hint};
+use super::secret_guard::{secret_by_identity, secret_by_name};
 use super::{ToolDefinitionConfig, ToolReply, args, resolve_path};
 
 const TOOL: &str = "read_file";
@@ -29,9 +31,6 @@ const DEFAULT_OUTPUT_BUDGET: usize = 64_000;
 
 /// Budget headroom kept for the trailer rows.
 const NOTE_RESERVE: usize = 256;
-
-/// Secret stores refused by (lowercased) basename of the path or of its realpath.
-const SECRET_BASENAMES: [&str; 2] = [".vault.toml", ".project_config.toml"];
 
 /// Most bytes of a file read in place by the calling task instead of on the blocking pool.
 const QUICK_READ_BYTES: u64 = 64 * 1024;
@@ -89,31 +88,38 @@ fn read_file_inner(
     let resolved = normalize_lexically(&resolve_path(workspace, file_path));
     tracing::debug!(path = %resolved.display(), offset, limit, "read_file");
 
-    if let Some(name) = secret_store_hit(&resolved) {
-        return Err(format!(
-            "Refusing to read \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
-        ));
+    if let Some(name) = secret_by_name(&resolved) {
+        return Err(refusal(file_path, name));
     }
 
-    let meta = match fs::metadata(&resolved) {
-        Ok(meta) => meta,
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+    let opened = match open_regular(&resolved) {
+        Ok(opened) => opened,
+        Err(TargetError::Io(e))
+            if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) =>
+        {
             return Err(format!(
                 "File not found: \"{file_path}\". Absolute paths are supported; relative paths resolve against the workspace ({}).{}",
                 workspace.display(),
                 path_hint(&resolved)
             ));
         }
-        Err(e) => return Err(format!("Failed to read \"{file_path}\": {e}")),
+        Err(TargetError::Io(e)) => return Err(format!("Failed to read \"{file_path}\": {e}")),
+        Err(TargetError::NotRegular(FileKind::Directory)) => {
+            return Err(format!(
+                "Cannot read \"{file_path}\": it is a directory. Pass the path of a file inside it."
+            ));
+        }
+        Err(e @ TargetError::NotRegular(_)) => {
+            return Err(format!("Cannot read \"{file_path}\": {e}."));
+        }
     };
-    if meta.is_dir() {
-        return Err(format!(
-            "Cannot read \"{file_path}\": it is a directory. Pass the path of a file inside it."
-        ));
+    // Decided by the opened file: a hard link to a secret store is refused too.
+    let real = fs::canonicalize(&resolved).unwrap_or_else(|_| resolved.clone());
+    if let Some(name) = secret_by_identity(&real, &opened.meta, workspace) {
+        return Err(refusal(file_path, name));
     }
-    if meta.len() == 0 {
-        return Ok(format!("\"{file_path}\" is an empty file (0 lines)."));
-    }
+    // The size is not consulted: procfs and sysfs files report 0 and still have content, so
+    // every file is read until EOF (within the scan cap).
 
     let budget = usize::try_from(def.max_output_length)
         .ok()
@@ -123,31 +129,32 @@ fn read_file_inner(
     // Both are >= 1 here, so the conversions and the sum cannot fail.
     let first = u64::try_from(offset).unwrap_or(1);
     let last = first.saturating_add(u64::try_from(limit - 1).unwrap_or(0));
-    let scanned = File::open(&resolved).and_then(|mut file| {
-        scan::scan(
-            &mut file,
-            first,
-            last,
-            ScanLimits::default(),
-            &mut |n, bytes, cut| listing.push(n, bytes, cut),
-        )
-    });
-    let outcome = scanned.map_err(|e| format!("Failed to read \"{file_path}\": {e}"))?;
+    let mut file = opened.file;
+    let scanned = scan::scan(
+        &mut file,
+        first,
+        last,
+        ScanLimits::default(),
+        &mut |n, bytes, cut| listing.push(n, bytes, cut),
+    );
+    let outcome = scanned.map_err(|e| match e.kind() {
+        // Opened with O_NONBLOCK: a file that has nothing to give yet (e.g. /proc/kmsg).
+        ErrorKind::WouldBlock => {
+            format!("Failed to read \"{file_path}\": it has no data to read now (it would block)")
+        }
+        _ => format!("Failed to read \"{file_path}\": {e}"),
+    })?;
+    if outcome.total_known && outcome.total == 0 && !outcome.binary {
+        return Ok(format!("\"{file_path}\" is an empty file (0 lines)."));
+    }
     finish(file_path, offset, limit, &outcome, listing)
 }
 
-/// The secret-store name (lowercased) the path or its realpath hits.
-fn secret_store_hit(resolved: &Path) -> Option<&'static str> {
-    // A missing file has no realpath; its lexical name is still checked.
-    let real = fs::canonicalize(resolved).ok();
-    [Some(resolved), real.as_deref()]
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p.file_name())
-        .find_map(|name| {
-            let lower = name.to_string_lossy().to_lowercase();
-            SECRET_BASENAMES.iter().copied().find(|s| *s == lower)
-        })
+/// The refusal of a secret store.
+fn refusal(file_path: &str, name: &str) -> String {
+    format!(
+        "Refusing to read \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
+    )
 }
 
 /// The argument as JSON text, as the error texts quote it.
@@ -544,12 +551,20 @@ mod tests {
     fn scan_cap_texts_and_lower_bound_total() {
         let (_d, ws) = ws_with(&[]);
         let cap = usize::try_from(scan::SCAN_CAP_BYTES).unwrap();
-        // One line longer than the cap: no window line can be produced.
+        // One line longer than the cap: shown cut, with the long-line marker.
         fs::write(ws.join("one.txt"), vec![b'x'; cap + 10]).unwrap();
         assert_eq!(
             call(&ws, json!({"file_path": "one.txt"})),
+            ok(format!(
+                "     1\t{}… [line truncated]\n[file has more than 1 lines; showing 1-1 — call again with offset to continue]",
+                "x".repeat(2000)
+            ))
+        );
+        // A window that starts past the cap still gets the guidance.
+        assert_eq!(
+            call(&ws, json!({"file_path": "one.txt", "offset": 2})),
             fail(
-                "Stopped after scanning 8 MB of \"one.txt\" without reaching the requested window (scanned 1 line). The offset is too deep or the file has extremely long lines — use shell commands (e.g. sed -n '1,2000p') for this file."
+                "Stopped after scanning 8 MB of \"one.txt\" without reaching the requested window (scanned 1 line). The offset is too deep or the file has extremely long lines — use shell commands (e.g. sed -n '2,2001p') for this file."
             )
         );
         // 9 MiB of 2-byte lines: the cap stops counting at 4194304 lines.
