@@ -115,15 +115,18 @@ fn run(
         .map_err(|e| format!("Failed to write \"{p}\": {e}"))?;
     let replaced = if replace_all { occurrences } else { 1 };
     tracing::debug!(path = %target.real.display(), replaced, ?mode, "edit_file applied");
-    let notes = write_notes(&target, mode);
+    let head = format!(
+        "Replaced {replaced} occurrence{} in \"{p}\".{}",
+        plural(replaced),
+        write_notes(&target, mode)
+    );
     Ok(render(
         &content,
         old,
         new,
         replace_all,
         replaced,
-        p,
-        &notes,
+        head,
         def.max_output_length,
     ))
 }
@@ -135,22 +138,19 @@ fn refusal(p: &str, name: &str) -> String {
     )
 }
 
-/// The success text: summary line (with the notes of a write through a link), hunks within the budget, and the count of uncovered sites.
+/// The success text: `head` (the summary line and the write notes), hunks within the budget,
+/// and the count of uncovered sites.
 fn render(
     content: &str,
     old: &str,
     new: &str,
     replace_all: bool,
     replaced: usize,
-    p: &str,
-    notes: &str,
+    head: String,
     max_len: i64,
 ) -> String {
     let budget = if max_len > 0 { max_len } else { DEFAULT_BUDGET };
-    let mut out = format!(
-        "Replaced {replaced} occurrence{} in \"{p}\".{notes}",
-        plural(replaced)
-    );
+    let mut out = head;
     let mut used = out.chars().count() as i64;
     let mut shown = 0;
     for site_hunk in replacement_hunks(content, old, new, replace_all, MAX_HUNKS) {
