@@ -59,6 +59,8 @@ pub fn secret_by_identity(real: &Path, meta: &Metadata, workspace: &Path) -> Opt
         return None;
     }
     let id = (meta.dev(), meta.ino());
+    // Ancestors of the canonical path: `..` and symlinked directories resolved.
+    let real = fs::canonicalize(real).unwrap_or_else(|_| real.to_path_buf());
     let mut search = Search {
         id,
         seen: HashSet::new(),
