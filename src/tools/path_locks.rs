@@ -321,7 +321,9 @@ mod tests {
             let _g = late.acquire(key("/f")).await;
             flag.store(true, Ordering::SeqCst);
         });
-        // The later call waits: the earlier one might still declare /f.
+        // The later call has declared /f and waits: the earlier one might still declare it.
+        until(|| locks.shared.lock().queues.len() == 1).await;
+        // A grace window in which a wrong wake-up would show (not a synchronization point).
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!done.load(Ordering::SeqCst));
         drop(early);
