@@ -216,6 +216,7 @@ fn exec_true(c: &mut Criterion) {
                         commands: Some(commands.clone()),
                         subagents: None,
                         depth: 0,
+                        path_ticket: None,
                     },
                     CancellationToken::new(),
                     Arc::new(|_| {}),

@@ -11,6 +11,7 @@ pub mod diff_render;
 pub mod edit_file;
 pub mod environment;
 pub mod exec_command;
+pub mod file_target;
 pub mod fs_atomic;
 pub mod image_source;
 pub mod input_command;
@@ -19,10 +20,12 @@ pub mod kill_command;
 pub mod kill_subagent;
 pub mod list_commands;
 pub mod path_hint;
+pub mod path_locks;
 pub mod read_file;
 pub mod read_image;
 pub mod registry;
 pub mod run_subagent;
+pub mod secret_guard;
 pub mod subagent_window;
 pub mod write_file;
 
@@ -37,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::command_supervisor::CommandSupervisorHandle;
 use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::message::StopReason;
+use path_locks::{PathGuard, PathKey, PathTicket};
 pub use registry::{Permission, ToolDefinitionConfig, ToolRegistry};
 
 /// What a tool hands back when it ends. Text was already streamed through the context.
@@ -111,6 +115,9 @@ pub struct ToolEnv {
     pub subagents: Option<SubagentSupervisorHandle>,
     /// 0 for a user session, 1 for a subagent.
     pub depth: u32,
+    /// The call's place in the session's call order, for the per-file write locks (`None`:
+    /// the call is not serialized against others).
+    pub path_ticket: Option<PathTicket>,
 }
 
 /// Everything a running call may use. Cheap to clone.
@@ -130,6 +137,9 @@ pub struct ToolContext {
     pub subagents: Option<SubagentSupervisorHandle>,
     /// 0 for a user session, 1 for a subagent.
     pub depth: u32,
+    /// The per-file write lock the call holds (see [`Tool::write_keys`]), kept alive by
+    /// whatever does the call's work.
+    pub path_guard: Option<Arc<PathGuard>>,
     output: mpsc::UnboundedSender<String>,
 }
 
@@ -149,6 +159,7 @@ impl ToolContext {
             commands: None,
             subagents: None,
             depth: 0,
+            path_guard: None,
             output,
         }
     }
@@ -191,7 +202,16 @@ pub fn resolve_path(workspace: &Path, path: &str) -> PathBuf {
 pub trait Tool: Send + Sync + 'static {
     /// Runs one call with already-parsed object arguments.
     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult>;
+
+    /// The files a call with `args` writes: calls of one session writing one file run one
+    /// after another in call order. Default: none.
+    fn write_keys(&self, _workspace: &Path, _args: &Map<String, Value>) -> Vec<PathKey> {
+        Vec::new()
+    }
 }
+
+/// What a blocking tool writes: `fn(workspace, args) -> keys` (see [`Tool::write_keys`]).
+pub type WriteKeysFn = fn(&Path, &Map<String, Value>) -> Vec<PathKey>;
 
 /// A blocking file tool: `fn(workspace, args, definition) -> ToolReply`.
 pub type BlockingFn = fn(&Path, &Map<String, Value>, &ToolDefinitionConfig) -> ToolReply;
@@ -206,11 +226,16 @@ pub type QuickCheck = fn(&Path, &Map<String, Value>) -> bool;
 pub struct BlockingTool {
     run: BlockingFn,
     quick: Option<QuickCheck>,
+    writes: Option<WriteKeysFn>,
 }
 
 impl BlockingTool {
     pub fn new(run: BlockingFn) -> Self {
-        BlockingTool { run, quick: None }
+        BlockingTool {
+            run,
+            quick: None,
+            writes: None,
+        }
     }
 
     /// Like [`Self::new`]; calls for which `quick(workspace, args)` holds run in place.
@@ -218,7 +243,14 @@ impl BlockingTool {
         BlockingTool {
             run,
             quick: Some(quick),
+            writes: None,
         }
+    }
+
+    /// Declares what a call writes (its calls on one file are serialized in call order).
+    pub fn writing(mut self, writes: WriteKeysFn) -> Self {
+        self.writes = Some(writes);
+        self
     }
 }
 
@@ -236,15 +268,21 @@ impl Tool for BlockingTool {
                 }))
                 .map_err(panic_message)
             } else {
-                tokio::task::spawn_blocking(move || run(&workspace, &args, &def))
-                    .await
-                    .map_err(|e| {
-                        if e.is_panic() {
-                            panic_message(e.into_panic())
-                        } else {
-                            e.to_string()
-                        }
-                    })
+                // The write lock lives as long as the blocking work, even if this task is
+                // aborted meanwhile.
+                let guard = ctx.path_guard.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _guard = guard;
+                    run(&workspace, &args, &def)
+                })
+                .await
+                .map_err(|e| {
+                    if e.is_panic() {
+                        panic_message(e.into_panic())
+                    } else {
+                        e.to_string()
+                    }
+                })
             };
             match outcome {
                 Ok(reply) => {
@@ -260,6 +298,10 @@ impl Tool for BlockingTool {
                 },
             }
         })
+    }
+
+    fn write_keys(&self, workspace: &Path, args: &Map<String, Value>) -> Vec<PathKey> {
+        self.writes.map_or_else(Vec::new, |f| f(workspace, args))
     }
 }
 

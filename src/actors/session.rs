@@ -213,6 +213,8 @@ pub struct SessionState {
     pub(crate) wants_commands: bool,
     /// A subagent tool is configured (depth 0) and its supervisor has not failed.
     pub(crate) wants_subagents: bool,
+    /// Serializes the calls that write one file, in call order.
+    pub(crate) path_locks: crate::tools::path_locks::PathLocks,
     /// Where child sessions' traces go.
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
@@ -310,6 +312,7 @@ impl Actor for SessionActor {
             subagents: None,
             wants_commands,
             wants_subagents,
+            path_locks: Default::default(),
             env,
             pending_notices: Vec::new(),
         })

@@ -1,19 +1,23 @@
-//! edit_file: replaces an exact `old_string` with `new_string` in an existing file (once, or every
-//! occurrence with `replace_all`), writes it back atomically keeping its mode, and answers with
+//! edit_file: replaces an exact `old_string` with `new_string` in an existing regular file (once,
+//! or every occurrence with `replace_all`), writes it through to the real file (symlinks followed,
+//! owner and mode kept, hard links in place, see `fs_atomic`), and answers with
 //! `Replaced <n> occurrence[s] in "<p>".` plus git-style hunks of the change (reference §3.2).
 //!
-//! It must not create files (write_file does), must not stream or truncate its output itself
-//! beyond its own hunk budget (the close-out truncates), and never panics on any argument.
+//! It must not create files (write_file does), touch a secret store (by name or by inode), or
+//! stream or truncate its output itself beyond its own hunk budget (the close-out truncates),
+//! and never panics on any argument.
 
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
 use super::args::{flag, require_nonempty_str, require_str};
 use super::diff_render::replacement_hunks;
-use super::fs_atomic::write_atomic;
+use super::file_target::{FileKind, Target, TargetError};
+use super::fs_atomic::{write_notes, write_through};
 use super::path_hint::path_hint;
+use super::secret_guard::{secret_by_identity, secret_by_name};
 use super::{ToolDefinitionConfig, ToolReply, resolve_path};
 
 /// Most hunks shown (replace_all over a big file stays readable).
@@ -52,6 +56,9 @@ fn run(
     let replace_all = flag(args, "replace_all");
 
     let resolved = resolve_path(workspace, p);
+    if let Some(name) = secret_by_name(&resolved) {
+        return Err(refusal(p, name));
+    }
     let not_found = || {
         format!(
             "File not found: \"{p}\". edit_file only edits existing files — check the path (absolute paths are supported), or use write_file to create it.{}",
@@ -62,15 +69,25 @@ fn run(
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => not_found(),
         _ => format!("Failed to read \"{p}\": {e}"),
     };
-    let meta = std::fs::metadata(&resolved).map_err(read_error)?;
-    if meta.is_dir() {
-        return Err(format!("Cannot edit \"{p}\": it is a directory."));
+    let target = match Target::open(&resolved) {
+        Ok(target) => target,
+        Err(TargetError::NotRegular(FileKind::Directory)) => {
+            return Err(format!("Cannot edit \"{p}\": it is a directory."));
+        }
+        Err(e @ TargetError::NotRegular(_)) => return Err(format!("Cannot edit \"{p}\": {e}.")),
+        Err(TargetError::Io(e)) => return Err(read_error(e)),
+    };
+    let Some(opened) = target.existing.as_ref() else {
+        return Err(not_found());
+    };
+    // Decided by the opened file: a hard link to a secret store is one too.
+    if let Some(name) = secret_by_identity(&target.real, &opened.meta, workspace) {
+        return Err(refusal(p, name));
     }
-    if !meta.is_file() {
-        // A FIFO or device would block the read (and the blocking thread) indefinitely.
-        return Err(format!("Failed to read \"{p}\": not a regular file"));
-    }
-    let content = std::fs::read_to_string(&resolved).map_err(read_error)?;
+    let mut content = String::new();
+    (&opened.file)
+        .read_to_string(&mut content)
+        .map_err(read_error)?;
 
     let occurrences = content.matches(old).count();
     if occurrences == 0 {
@@ -94,36 +111,46 @@ fn run(
     } else {
         content.replacen(old, new, 1)
     };
-    write_atomic(&resolved, updated.as_bytes())
+    let mode = write_through(&target, updated.as_bytes())
         .map_err(|e| format!("Failed to write \"{p}\": {e}"))?;
     let replaced = if replace_all { occurrences } else { 1 };
-    tracing::debug!(path = %resolved.display(), replaced, "edit_file applied");
+    tracing::debug!(path = %target.real.display(), replaced, ?mode, "edit_file applied");
+    let head = format!(
+        "Replaced {replaced} occurrence{} in \"{p}\".{}",
+        plural(replaced),
+        write_notes(&target, mode)
+    );
     Ok(render(
         &content,
         old,
         new,
         replace_all,
         replaced,
-        p,
+        head,
         def.max_output_length,
     ))
 }
 
-/// The success text: summary line, hunks within the budget, and the count of uncovered sites.
+/// The refusal of a secret store.
+fn refusal(p: &str, name: &str) -> String {
+    format!(
+        "Refusing to edit \"{p}\": {name} holds the user's secrets and must never enter the conversation."
+    )
+}
+
+/// The success text: `head` (the summary line and the write notes), hunks within the budget,
+/// and the count of uncovered sites.
 fn render(
     content: &str,
     old: &str,
     new: &str,
     replace_all: bool,
     replaced: usize,
-    p: &str,
+    head: String,
     max_len: i64,
 ) -> String {
     let budget = if max_len > 0 { max_len } else { DEFAULT_BUDGET };
-    let mut out = format!(
-        "Replaced {replaced} occurrence{} in \"{p}\".",
-        plural(replaced)
-    );
+    let mut out = head;
     let mut used = out.chars().count() as i64;
     let mut shown = 0;
     for site_hunk in replacement_hunks(content, old, new, replace_all, MAX_HUNKS) {
@@ -474,7 +501,14 @@ mod tests {
             ws.path(),
             json!({"file_path": "pipe", "old_string": "a", "new_string": "b"}),
         );
-        assert_eq!(r, failed("Failed to read \"pipe\": not a regular file"));
+        assert_eq!(
+            r,
+            failed("Cannot edit \"pipe\": it is a FIFO (named pipe), not a regular file.")
+        );
+        let kind = fs::symlink_metadata(ws.path().join("pipe"))
+            .unwrap()
+            .file_type();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind));
     }
 
     #[test]

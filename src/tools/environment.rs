@@ -196,8 +196,22 @@ async fn run_tool(
     )
     .with_env(&env);
     let imp = tool.tool;
+    let ticket = env.path_ticket;
+    let workspace = env.workspace;
     // Calling the tool inside the task puts a panic of `call` itself under the JoinHandle too.
-    let mut handle = tokio::spawn(async move { imp.call(ctx, args).await });
+    let mut handle = tokio::spawn(async move {
+        let mut ctx = ctx;
+        if let Some(ticket) = ticket {
+            // Calls writing one file run in call order; the wait counts against the timeout
+            // and ends with a cancel.
+            let keys = imp.write_keys(&workspace, &args);
+            tokio::select! {
+                guard = ticket.acquire(keys) => ctx.path_guard = Some(Arc::new(guard)),
+                _ = ctx.cancel.cancelled() => return ToolResult::default(),
+            }
+        }
+        imp.call(ctx, args).await
+    });
 
     let mut timer: Option<Pin<Box<Sleep>>> = (timeout_ms > 0).then(|| {
         let ms = u64::try_from(timeout_ms).unwrap_or(u64::MAX);

@@ -1,20 +1,26 @@
-//! Atomic file replacement shared by the file tools (edit_file, write_file): the new bytes go to a
-//! temp file `.<basename>.tmp-<pid>-<6 random alphanumerics>` in the target's directory, are
-//! fsynced, and the temp file is renamed over the target, so a reader sees either the old bytes or
-//! the new ones. An existing target's permission bits are kept.
+//! Writing the file tools' results through to the real file (edit_file, write_file). A target
+//! with one link is replaced atomically: the new bytes go to a temp file
+//! `.<basename>.tmp-<pid>-<6 random alphanumerics>` in the real file's directory, get the old
+//! file's owner, group and mode (`fchown`, `fchmod` on the descriptor), are fsynced, and the temp
+//! file is renamed over the real file, so a reader sees either the old bytes or the new ones. A
+//! file with more than one hard link (or whose owner cannot be given to a new file) is written in
+//! place instead (truncate, write, fsync), so every link keeps seeing the same inode.
 //!
-//! This module must not create parent directories, follow or resolve symlinks (a link standing at
-//! the target is replaced by a regular file), or leave a temp file behind on any failure.
+//! This module must not create parent directories, decide which file is the target (that is
+//! [`super::file_target`]: symlinks are followed there, so a link stays a link) or leave a temp
+//! file behind on any failure.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rand::Rng;
 use rand::distr::Alphanumeric;
+
+use super::file_target::{Target, same_file};
 
 /// Longest file name most Unix file systems accept (bytes).
 const NAME_MAX: usize = 255;
@@ -22,35 +28,137 @@ const NAME_MAX: usize = 255;
 /// Attempts at finding an unused temp name before giving up.
 const TEMP_ATTEMPTS: usize = 16;
 
-/// Writes `contents` to `path` atomically (temp file in the same directory, write, fsync, rename
-/// over the target), keeping the permission bits of an existing file. On any failure the temp file
-/// is removed and the target is left untouched.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} does not name a file", path.display()),
-        )
-    })?;
+/// How the bytes reached the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// A new inode renamed over the target (or a new file created).
+    Replaced,
+    /// Written in place because the file has `links` hard links.
+    InPlaceLinks { links: u64 },
+    /// Written in place because a new file could not be given the old file's owner.
+    InPlaceOwner,
+}
+
+impl WriteMode {
+    /// The sentence a tool adds to its output for an in-place write, if any.
+    pub fn note(self) -> Option<String> {
+        match self {
+            WriteMode::Replaced => None,
+            WriteMode::InPlaceLinks { links } => Some(format!(
+                "(written in place: the file has {links} hard links, and all of them see the new content)"
+            )),
+            WriteMode::InPlaceOwner => {
+                Some("(written in place to keep the file's owner)".to_string())
+            }
+        }
+    }
+}
+
+/// The lines (each starting with `\n`) a tool adds after its summary line: the real file a
+/// symlink led to, and why the file was written in place. Empty for a plain replacement.
+pub fn write_notes(target: &Target, mode: WriteMode) -> String {
+    let mut out = String::new();
+    if target.via_symlink {
+        out.push_str(&format!(
+            "\n(written through the symlink to \"{}\")",
+            target.real.display()
+        ));
+    }
+    if let Some(note) = mode.note() {
+        out.push('\n');
+        out.push_str(&note);
+    }
+    out
+}
+
+/// Why a write failed (the target is unchanged unless an in-place write failed midway).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{0} does not name a file")]
+    NoFileName(PathBuf),
+    #[error("the file was replaced by another one while it was being written")]
+    Changed,
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Writes `contents` to the real file of `target`: in place when it has more than one hard
+/// link, else atomically through a temp file that keeps the old owner, group and mode.
+pub fn write_through(target: &Target, contents: &[u8]) -> Result<WriteMode, WriteError> {
+    let Some(existing) = &target.existing else {
+        replace_atomic(&target.real, contents, None)?;
+        return Ok(WriteMode::Replaced);
+    };
+    let links = existing.meta.nlink();
+    if links > 1 {
+        write_in_place(&target.real, &existing.meta, contents)?;
+        return Ok(WriteMode::InPlaceLinks { links });
+    }
+    match replace_atomic(&target.real, contents, Some(&existing.meta)) {
+        Ok(()) => Ok(WriteMode::Replaced),
+        Err(ReplaceError::OwnerNotKept(e)) => {
+            tracing::debug!(path = %target.real.display(), error = %e, "owner cannot be kept by a new file; writing in place");
+            write_in_place(&target.real, &existing.meta, contents)?;
+            Ok(WriteMode::InPlaceOwner)
+        }
+        Err(ReplaceError::Write(e)) => Err(e),
+    }
+}
+
+/// A failed replacement: the owner could not be carried over (try in place), or a real error.
+enum ReplaceError {
+    OwnerNotKept(io::Error),
+    Write(WriteError),
+}
+
+impl From<io::Error> for ReplaceError {
+    fn from(e: io::Error) -> Self {
+        ReplaceError::Write(WriteError::Io(e))
+    }
+}
+
+impl From<ReplaceError> for WriteError {
+    fn from(e: ReplaceError) -> Self {
+        match e {
+            ReplaceError::OwnerNotKept(e) => WriteError::Io(e),
+            ReplaceError::Write(e) => e,
+        }
+    }
+}
+
+/// Temp file in `path`'s directory, write, owner/group/mode of `keep`, fsync, rename over
+/// `path`. On any failure the temp file is removed and `path` is untouched.
+fn replace_atomic(
+    path: &Path,
+    contents: &[u8],
+    keep: Option<&Metadata>,
+) -> Result<(), ReplaceError> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| ReplaceError::Write(WriteError::NoFileName(path.to_path_buf())))?;
     let dir = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    // Rename replaces the inode, so an existing file's bits must be carried over explicitly.
-    let keep_mode = match fs::metadata(path) {
-        Ok(meta) if meta.is_file() => Some(meta.permissions().mode() & 0o777),
-        _ => None,
-    };
-
     let (tmp_path, mut file) = create_temp(dir, name)?;
     let guard = TempGuard {
         path: tmp_path,
         armed: true,
     };
     file.write_all(contents)?;
-    if let Some(mode) = keep_mode {
-        // fchmod on the open descriptor: not masked by the umask.
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
+    if let Some(old) = keep {
+        let mine = file.metadata()?;
+        if (mine.uid(), mine.gid()) != (old.uid(), old.gid()) {
+            std::os::unix::fs::fchown(&file, Some(old.uid()), Some(old.gid())).map_err(|e| {
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    ReplaceError::OwnerNotKept(e)
+                } else {
+                    ReplaceError::from(e)
+                }
+            })?;
+        }
+        // After the chown (which clears set-id bits); fchmod is not masked by the umask.
+        file.set_permissions(fs::Permissions::from_mode(old.mode() & 0o7777))?;
     }
     // Rename orders the directory entry, not the data: without this a crash could commit the
     // new name over blocks that never reached the disk.
@@ -63,6 +171,24 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
         let _ = d.sync_all();
     }
     tracing::trace!(path = %path.display(), bytes = contents.len(), "atomic write done");
+    Ok(())
+}
+
+/// Truncate + write + fsync of the very inode `expected` describes (checked with `fstat`
+/// after the open, so a file swapped in meanwhile is not written).
+fn write_in_place(path: &Path, expected: &Metadata, contents: &[u8]) -> Result<(), WriteError> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let now = file.metadata()?;
+    if !now.is_file() || !same_file(&now, expected) {
+        return Err(WriteError::Changed);
+    }
+    file.set_len(0)?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    tracing::trace!(path = %path.display(), bytes = contents.len(), "in-place write done");
     Ok(())
 }
 
@@ -128,6 +254,7 @@ impl Drop for TempGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{chown, symlink};
 
     fn entries(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
@@ -138,11 +265,20 @@ mod tests {
         names
     }
 
+    fn write(path: &Path, contents: &[u8]) -> Result<WriteMode, WriteError> {
+        let target = Target::open(path).map_err(|e| WriteError::Io(io::Error::other(e)))?;
+        write_through(&target, contents)
+    }
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
     #[test]
     fn creates_a_new_file_without_leftovers() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("new.txt");
-        write_atomic(&target, b"hello\n").unwrap();
+        assert_eq!(write(&target, b"hello\n").unwrap(), WriteMode::Replaced);
         assert_eq!(fs::read(&target).unwrap(), b"hello\n");
         assert_eq!(entries(dir.path()), vec!["new.txt".to_string()]);
     }
@@ -153,10 +289,12 @@ mod tests {
         let target = dir.path().join("script.sh");
         fs::write(&target, "old").unwrap();
         fs::set_permissions(&target, fs::Permissions::from_mode(0o751)).unwrap();
-        write_atomic(&target, b"new content").unwrap();
+        let before = fs::metadata(&target).unwrap().ino();
+        assert_eq!(write(&target, b"new content").unwrap(), WriteMode::Replaced);
         assert_eq!(fs::read_to_string(&target).unwrap(), "new content");
-        let mode = fs::metadata(&target).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o751);
+        assert_eq!(mode(&target), 0o751);
+        // Replaced atomically: a new inode.
+        assert_ne!(fs::metadata(&target).unwrap().ino(), before);
         assert_eq!(entries(dir.path()), vec!["script.sh".to_string()]);
     }
 
@@ -166,10 +304,81 @@ mod tests {
         let target = dir.path().join("ro.txt");
         fs::write(&target, "old").unwrap();
         fs::set_permissions(&target, fs::Permissions::from_mode(0o444)).unwrap();
-        write_atomic(&target, b"new").unwrap();
+        write(&target, b"new").unwrap();
         assert_eq!(fs::read_to_string(&target).unwrap(), "new");
-        let mode = fs::metadata(&target).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o444);
+        assert_eq!(mode(&target), 0o444);
+    }
+
+    #[test]
+    fn symlink_stays_a_link_and_its_target_gets_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir(d.join("real")).unwrap();
+        fs::write(d.join("real/file.txt"), "old").unwrap();
+        symlink("real/file.txt", d.join("link")).unwrap();
+        write(&d.join("link"), b"new").unwrap();
+        assert!(
+            fs::symlink_metadata(d.join("link"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read_to_string(d.join("real/file.txt")).unwrap(), "new");
+        assert_eq!(entries(&d.join("real")), vec!["file.txt".to_string()]);
+        // A dangling link creates the file it names.
+        symlink("real/created.txt", d.join("dangling")).unwrap();
+        write(&d.join("dangling"), b"made").unwrap();
+        assert!(
+            fs::symlink_metadata(d.join("dangling"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(
+            fs::read_to_string(d.join("real/created.txt")).unwrap(),
+            "made"
+        );
+    }
+
+    #[test]
+    fn hard_links_are_written_in_place_and_stay_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.txt");
+        let b = dir.path().join("b.txt");
+        fs::write(&a, "old old old").unwrap();
+        fs::hard_link(&a, &b).unwrap();
+        let ino = fs::metadata(&a).unwrap().ino();
+        let got = write(&a, b"new").unwrap();
+        assert_eq!(got, WriteMode::InPlaceLinks { links: 2 });
+        assert!(got.note().unwrap().contains("2 hard links"));
+        assert_eq!(fs::read_to_string(&b).unwrap(), "new");
+        assert_eq!(fs::metadata(&a).unwrap().ino(), ino);
+        assert_eq!(fs::metadata(&b).unwrap().nlink(), 2);
+        assert_eq!(
+            entries(dir.path()),
+            vec!["a.txt".to_string(), "b.txt".to_string()]
+        );
+    }
+
+    #[test]
+    fn owner_group_and_set_id_mode_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // A fresh directory is owned by the effective user.
+        if fs::metadata(dir.path()).unwrap().uid() != 0 {
+            eprintln!(
+                "skipped owner_group_and_set_id_mode_are_kept: needs root to chown to nobody"
+            );
+            return;
+        }
+        let target = dir.path().join("owned.sh");
+        fs::write(&target, "old").unwrap();
+        chown(&target, Some(65534), Some(65534)).unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o2750)).unwrap();
+        assert_eq!(write(&target, b"new").unwrap(), WriteMode::Replaced);
+        let meta = fs::metadata(&target).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+        assert_eq!(mode(&target), 0o2750);
+        assert_eq!(fs::read_to_string(&target).unwrap(), "new");
     }
 
     #[test]
@@ -179,7 +388,7 @@ mod tests {
         let target = dir.path().join("taken");
         fs::create_dir(&target).unwrap();
         fs::write(target.join("inner"), "x").unwrap();
-        let err = write_atomic(&target, b"data").unwrap_err();
+        let err = WriteError::from(replace_atomic(&target, b"data", None).err().unwrap());
         assert!(!err.to_string().is_empty());
         assert_eq!(entries(dir.path()), vec!["taken".to_string()]);
         assert_eq!(entries(&target), vec!["inner".to_string()]);
@@ -189,8 +398,10 @@ mod tests {
     fn missing_directory_fails_cleanly() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("nope").join("file.txt");
-        let err = write_atomic(&target, b"data").unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        match write(&target, b"data").unwrap_err() {
+            WriteError::Io(e) => assert_eq!(e.kind(), io::ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
         assert!(entries(dir.path()).is_empty());
     }
 
@@ -207,7 +418,7 @@ mod tests {
         // A 250-byte name can still be written atomically.
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join(&long);
-        write_atomic(&target, b"ok").unwrap();
+        write(&target, b"ok").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"ok");
         assert_eq!(entries(dir.path()), vec![long]);
     }

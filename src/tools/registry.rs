@@ -323,8 +323,14 @@ pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
             super::read_file::read_file,
             super::read_file::is_small_file,
         )),
-        "edit_file" => Arc::new(BlockingTool::new(super::edit_file::edit_file)),
-        "write_file" => Arc::new(BlockingTool::new(super::write_file::write_file)),
+        "edit_file" => Arc::new(
+            BlockingTool::new(super::edit_file::edit_file)
+                .writing(super::path_locks::file_path_keys),
+        ),
+        "write_file" => Arc::new(
+            BlockingTool::new(super::write_file::write_file)
+                .writing(super::path_locks::file_path_keys),
+        ),
         "exec_command" => Arc::new(super::exec_command::ExecCommandTool),
         "input_command" => Arc::new(super::input_command::InputCommandTool),
         "kill_command" => Arc::new(super::kill_command::KillCommandTool),

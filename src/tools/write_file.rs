@@ -1,17 +1,22 @@
-//! write_file: creates or wholly overwrites a file (creating missing parent directories), writes it
-//! atomically keeping an overwritten file's mode, and answers `Created|Overwrote "<p>" (<L> line[s],
-//! <B> byte[s]).` — an overwrite adds a small diff against the previous content (reference §3.3).
+//! write_file: creates or wholly overwrites a regular file (creating missing parent directories),
+//! writes it through to the real file (symlinks followed, owner and mode kept, hard links in
+//! place, see `fs_atomic`), and answers `Created|Overwrote "<p>" (<L> line[s], <B> byte[s]).` —
+//! an overwrite adds a small diff against the previous content (reference §3.3).
 //!
-//! It must not edit in place (edit_file does), must not fail because the previous content cannot
-//! be diffed (that only drops the diff), and never panics on any argument.
+//! It must not replace what is not a regular file, touch a secret store (by name or by inode),
+//! or fail because the previous content cannot be diffed (that only drops the diff), and never
+//! panics on any argument.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
 use super::args::{require_nonempty_str, require_str};
 use super::diff_render::{Hunk, LineDiff, content_lines, line_diff};
-use super::fs_atomic::write_atomic;
+use super::file_target::{FileKind, Target, TargetError};
+use super::fs_atomic::{WriteMode, write_notes, write_through};
+use super::secret_guard::{secret_by_identity, secret_by_name};
 use super::{ToolDefinitionConfig, ToolReply, resolve_path};
 
 /// Previous contents above this size get no diff.
@@ -46,33 +51,51 @@ fn run(
     let content = require_str(args, "content", tool)?;
 
     let resolved = resolve_path(workspace, p);
-    // Created vs overwrote is decided before writing; a missing or unstatable path is a create
-    // (real write errors surface below).
-    let mut existed = false;
-    let mut previous: Option<String> = None;
-    if let Ok(meta) = std::fs::metadata(&resolved) {
-        if meta.is_dir() {
+    if let Some(name) = secret_by_name(&resolved) {
+        return Err(refusal(p, name));
+    }
+    // Created vs overwrote is decided before writing; a missing path (or one under a file) is a
+    // create (real write errors surface below).
+    let target = match Target::open(&resolved) {
+        Ok(target) => target,
+        Err(TargetError::NotRegular(FileKind::Directory)) => {
             return Err(format!("Cannot write \"{p}\": it is a directory."));
         }
-        existed = true;
+        Err(e @ TargetError::NotRegular(_)) => {
+            return Err(format!("Cannot write \"{p}\": {e}."));
+        }
+        Err(TargetError::Io(e)) => return Err(format!("Failed to write \"{p}\": {e}")),
+    };
+    let mut previous: Option<String> = None;
+    if let Some(opened) = &target.existing {
+        // Decided by the opened file: a hard link to a secret store is refused before its
+        // content could reach the diff.
+        if let Some(name) = secret_by_identity(&target.real, &opened.meta, workspace) {
+            return Err(refusal(p, name));
+        }
         // Bounded read-back for the diff; a big, binary or unreadable file just gets no diff.
-        if meta.is_file()
-            && meta.len() <= DIFF_SOURCE_CAP
-            && let Ok(bytes) = std::fs::read(&resolved)
+        let mut bytes = Vec::new();
+        if opened.meta.len() <= DIFF_SOURCE_CAP
+            && (&opened.file)
+                .take(DIFF_SOURCE_CAP + 1)
+                .read_to_end(&mut bytes)
+                .is_ok()
+            && bytes.len() as u64 <= DIFF_SOURCE_CAP
             && !bytes.contains(&0)
         {
             previous = Some(String::from_utf8_lossy(&bytes).into_owned());
         }
     }
+    let existed = target.existing.is_some();
 
-    let write = || -> Result<(), String> {
-        if let Some(parent) = resolved.parent() {
+    let write = || -> Result<WriteMode, String> {
+        if let Some(parent) = target.real.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| blocked_parent(parent).unwrap_or_else(|| e.to_string()))?;
         }
-        write_atomic(&resolved, content.as_bytes()).map_err(|e| e.to_string())
+        write_through(&target, content.as_bytes()).map_err(|e| e.to_string())
     };
-    write().map_err(|msg| format!("Failed to write \"{p}\": {msg}"))?;
+    let mode = write().map_err(|msg| format!("Failed to write \"{p}\": {msg}"))?;
 
     let lines = content_lines(content).len();
     let bytes = content.len();
@@ -82,7 +105,8 @@ fn run(
         plural(lines),
         plural(bytes)
     );
-    tracing::debug!(path = %resolved.display(), existed, bytes, "write_file done");
+    out.push_str(&write_notes(&target, mode));
+    tracing::debug!(path = %target.real.display(), existed, bytes, ?mode, "write_file done");
     if let Some(previous) = previous {
         let budget = if def.max_output_length > 0 {
             def.max_output_length
@@ -124,6 +148,13 @@ fn diff_section(previous: &str, content: &str, head_len: usize, budget: i64) -> 
             }
         }
     }
+}
+
+/// The refusal of a secret store.
+fn refusal(p: &str, name: &str) -> String {
+    format!(
+        "Refusing to write \"{p}\": {name} holds the user's secrets and must never enter the conversation."
+    )
 }
 
 /// When creating `dir` failed because an existing ancestor is not a directory, says which one
@@ -306,7 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn fifo_is_replaced_without_reading_it() {
+    fn fifo_is_refused_and_stays_a_fifo() {
         let ws = tempfile::tempdir().unwrap();
         let f = ws.path().join("pipe");
         nix::unistd::mkfifo(&f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
@@ -314,8 +345,14 @@ mod tests {
             ws.path(),
             json!({"file_path": "pipe", "content": "now a file\n"}),
         );
-        assert_eq!(r, ToolReply::ok("Overwrote \"pipe\" (1 line, 11 bytes)."));
-        assert_eq!(fs::read_to_string(&f).unwrap(), "now a file\n");
+        assert_eq!(
+            r,
+            ToolReply::fail(
+                "Cannot write \"pipe\": it is a FIFO (named pipe), not a regular file."
+            )
+        );
+        let kind = fs::symlink_metadata(&f).unwrap().file_type();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&kind));
     }
 
     #[test]

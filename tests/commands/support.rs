@@ -147,6 +147,7 @@ pub async fn call_full(
         commands,
         subagents: None,
         depth: 0,
+        path_ticket: None,
     };
     let info = ToolCallInfo {
         tool_call_id: "call_1".into(),

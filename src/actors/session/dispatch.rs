@@ -115,6 +115,7 @@ pub(super) fn spawn_tool(
     let commands = state.commands.clone();
     let subagents = state.subagents.clone();
     let depth = state.options.depth;
+    let path_ticket = Some(state.path_locks.ticket());
     let me = myself.clone();
     let partial_me = myself.clone();
     let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
@@ -127,6 +128,7 @@ pub(super) fn spawn_tool(
             commands,
             subagents,
             depth,
+            path_ticket,
         };
         let run = environment::execute(info, tool, env, cancel, emit);
         let output = AssertUnwindSafe(run)

@@ -86,6 +86,7 @@ async fn run_with(
         commands: None,
         subagents: None,
         depth: 0,
+        path_ticket: None,
     };
     let complete = execute(c, t, env, cancel, emit).await;
     let parts: Vec<Part> = seen

@@ -1,6 +1,7 @@
 //! The bounded window scan behind read_file: reads a file in chunks up to a hard scan cap,
 //! splits lines on byte `\n`, hands the lines inside the requested window to a sink (each
-//! retained up to [`LINE_BYTE_CAP`] bytes) and counts the rest, noting NUL bytes and CRLF.
+//! retained up to [`LINE_BYTE_CAP`] bytes; a window line still open at the cap is handed over
+//! cut) and counts the rest, noting NUL bytes and CRLF.
 //!
 //! It never loads a whole file and never renders output: numbering, budgets and texts belong
 //! to `read_file`.
@@ -83,6 +84,8 @@ pub(super) fn scan<R: Read>(
                 out.total = state.completed;
                 out.total_known = true;
             } else {
+                // A window line the cap cut short is still shown (marked cut).
+                state.hand_over_partial(on_line);
                 out.total = state.completed + u64::from(state.has_bytes);
             }
             return Ok(out);
@@ -165,6 +168,15 @@ impl LineState {
         self.current.clear();
         self.cut = false;
         self.has_bytes = false;
+    }
+
+    /// Hands the line in progress over as cut when it is in the window (the scan stops inside
+    /// it); the line still counts as unfinished.
+    fn hand_over_partial(&mut self, on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool) {
+        if self.has_bytes && self.in_window() {
+            let bytes = std::mem::take(&mut self.current);
+            self.wanting = on_line(self.completed + 1, bytes, true);
+        }
     }
 
     /// A final line without a trailing newline still counts.
@@ -288,6 +300,21 @@ mod tests {
         assert_eq!(lines.len(), 2);
         let (out, _) = run(&data, 1, 2, small(5, 12));
         assert_eq!((out.total, out.total_known), (4, true));
+    }
+
+    #[test]
+    fn a_window_line_open_at_the_cap_is_handed_over_cut() {
+        let mut data = b"short\n".to_vec();
+        data.extend_from_slice(&[b'x'; 100]);
+        let (out, lines) = run(&data, 2, 3, small(16, 50));
+        assert_eq!((out.total, out.total_known), (2, false));
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].0, 2);
+        assert!(lines[0].2, "marked cut");
+        assert_eq!(lines[0].1, vec![b'x'; 44]);
+        // Outside the window nothing is handed over.
+        let (_, lines) = run(&data, 3, 3, small(16, 50));
+        assert!(lines.is_empty());
     }
 
     #[test]
