@@ -152,10 +152,10 @@ pub fn summarize(
                 task_open = false;
                 last_end = Some(*status);
             }
-            Payload::Event(EventPayload::Subagent { session_id }) => {
-                if !summary.subagents.contains(session_id) {
-                    summary.subagents.push(session_id.clone());
-                }
+            Payload::Event(EventPayload::Subagent { session_id })
+                if !summary.subagents.contains(session_id) =>
+            {
+                summary.subagents.push(session_id.clone());
             }
             _ => {}
         }
