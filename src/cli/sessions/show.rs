@@ -94,8 +94,13 @@ fn body(
                 sender,
                 ..
             }) if *sender != Some(Sender::Harness) && !record.has_origin() => {
-                let prompt: Vec<String> = text.lines().map(|l| format!("> {l}")).collect();
-                push_lines(out, &prompt.join("\n"), "");
+                if text.is_empty() {
+                    out.push(">".into());
+                }
+                out.extend(
+                    text.lines()
+                        .map(|l| format!("> {l}").trim_end().to_string()),
+                );
             }
             Payload::Event(EventPayload::TaskEnd { status }) => {
                 out.push(format!("· task {status}"));
@@ -155,5 +160,90 @@ fn subagent(
     body(catalog, &history.records, depth + 1, visited, &mut inner);
     for line in inner {
         out.push(format!("{CHILD_PREFIX}{line}").trim_end().to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{SessionMeta, build};
+
+    fn write(home: &std::path::Path, id: &str, records: &[OmniMessage]) {
+        let dir = home.join("traces/2026-12-01");
+        std::fs::create_dir_all(&dir).unwrap();
+        let text: String = records.iter().map(|r| r.to_json() + "\n").collect();
+        std::fs::write(dir.join(format!("{id}_001.jsonl")), text).unwrap();
+    }
+
+    fn meta(id: &str) -> OmniMessage {
+        OmniMessage::session_meta(SessionMeta {
+            session_id: id.into(),
+            provider: "p".into(),
+            model_id: "m".into(),
+            ..SessionMeta::default()
+        })
+    }
+
+    fn body_of(lines: &[String]) -> Vec<&str> {
+        let start = lines.iter().position(String::is_empty).unwrap() + 1;
+        lines[start..].iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn failures_resumes_and_missing_or_cyclic_subagents() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let pointer = |id: &str| {
+            OmniMessage::event(EventPayload::Subagent {
+                session_id: id.into(),
+            })
+        };
+        write(
+            home,
+            "a",
+            &[
+                meta("a"),
+                build::user_text("two\nlines", None),
+                build::request_end(StopReason::Auth, Some("bad key".into()), None, None),
+                build::task_end(StopReason::Failed),
+                meta("a"),
+                build::user_text("", None),
+                pointer("gone"),
+                pointer("b"),
+                build::assistant_text("multi\nline answer", StopReason::Completed),
+                build::task_end(StopReason::Completed),
+            ],
+        );
+        // `b` points back at `a`: shown once, never looped.
+        write(
+            home,
+            "b",
+            &[meta("b"), build::user_text("child", None), pointer("a")],
+        );
+        let catalog = Catalog::scan(home).unwrap();
+        let history = read_history(catalog.get("a").unwrap()).unwrap();
+        let lines = transcript(&catalog, &history);
+        assert_eq!(
+            lines[0], "session a · completed · m (p) · tools penguin",
+            "{lines:#?}"
+        );
+        assert_eq!(
+            body_of(&lines),
+            vec![
+                "> two",
+                "> lines",
+                "! model request auth: bad key",
+                "· task failed",
+                "· resumed",
+                ">",
+                "    ↳ subagent gone (no trace of it under this home)",
+                "    ↳ subagent b · open",
+                "    │ > child",
+                "    │     ↳ subagent a (shown above)",
+                "multi",
+                "line answer",
+                "· task completed",
+            ]
+        );
     }
 }
