@@ -10,6 +10,7 @@ pub mod model_args;
 pub mod render;
 pub mod run;
 pub mod serve;
+pub mod sessions;
 
 use std::path::PathBuf;
 
@@ -22,7 +23,8 @@ use model_args::ModelArgs;
 #[command(
     name = "rookery",
     version,
-    about = "An actor-based session runtime for LLM agents"
+    about = "An actor-based session runtime for LLM agents",
+    arg_required_else_help = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -39,6 +41,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run the standard load workload (N sessions x K tool calls) and print its figures.
     Bench(BenchArgs),
+    /// List, show and delete recorded sessions (ids may be abbreviated).
+    Sessions(sessions::SessionsArgs),
 }
 
 /// Options shared by every subcommand that runs sessions.
@@ -162,5 +166,6 @@ pub async fn dispatch(cli: Cli) -> i32 {
         Command::Chat(args) => chat::chat(args).await,
         Command::Serve(args) => serve::serve(args).await,
         Command::Bench(args) => bench::bench(args).await,
+        Command::Sessions(args) => sessions::sessions(args),
     }
 }

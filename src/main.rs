@@ -14,6 +14,8 @@ use tracing_subscriber::EnvFilter;
 fn main() {
     let cli = match rookery::cli::Cli::try_parse() {
         Ok(cli) => cli,
+        // `rookery` (or `rookery sessions`) alone: the help with its subcommands, exit 2.
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             e.exit()
         }

@@ -5,8 +5,10 @@
 //! session's trace: nothing else may open a `TraceFile` for appending. Readers (`reader.rs`)
 //! never modify a trace.
 
+pub mod catalog; // listing, reading, resolving and deleting recorded sessions
 pub mod file;
 pub mod paths;
 pub mod reader;
 pub mod resume;
+pub mod summary;
 pub mod writer; // the TraceActor

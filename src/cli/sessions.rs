@@ -1,0 +1,341 @@
+//! `rookery sessions list|show|rm`: find, read and delete the sessions recorded under a Rookery
+//! home.
+//!
+//! Command line only: scanning, summaries, id resolution and deletion are
+//! `crate::trace::catalog`; the readable transcript is `sessions/show.rs`. This module never
+//! writes into a trace. Exit codes: 0 done; 1 `rm` declined or a file could not be deleted;
+//! 2 usage errors (unknown or ambiguous id, a home that is not a directory, `rm` with no
+//! terminal and no `--yes`), each one line on stderr.
+
+mod show;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::trace::catalog::{Catalog, CatalogError, SessionFiles, remove_files};
+use crate::trace::paths;
+use crate::trace::summary::{RecordedStatus, SessionSummary};
+
+#[derive(Debug, Clone, Args)]
+#[command(arg_required_else_help = true)]
+pub struct SessionsArgs {
+    /// Where traces are (default: $ROOKERY_HOME, else ~/.rookery).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub home: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: SessionsCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionsCommand {
+    /// List the recorded sessions, newest first (subagents only with --all).
+    List(ListArgs),
+    /// Print a session's transcript, its subagents indented under their call.
+    Show(ShowArgs),
+    /// Delete a session's trace files and those of its subagents.
+    Rm(RmArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    /// One JSON object per session and line.
+    #[arg(long)]
+    pub json: bool,
+    /// Also list subagent sessions (under the session that started them).
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    /// A session id, or a unique abbreviation of it.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Print the trace records verbatim, one JSON line each.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RmArgs {
+    /// A session id, or a unique abbreviation of it.
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Delete without asking (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// Characters of the first prompt line shown by `list`.
+const PROMPT_WIDTH: usize = 60;
+
+pub fn sessions(args: SessionsArgs) -> i32 {
+    let home = paths::rookery_home(args.home.as_deref());
+    let catalog = match Catalog::scan(&home) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&e),
+    };
+    match args.command {
+        SessionsCommand::List(list) => list_sessions(&catalog, &list),
+        SessionsCommand::Show(show) => show_session(&catalog, &show),
+        SessionsCommand::Rm(rm) => rm_session(&catalog, &rm),
+    }
+}
+
+fn usage_error(e: &CatalogError) -> i32 {
+    let hint = match e {
+        CatalogError::UnknownSession { .. } => " (rookery sessions list shows them)",
+        CatalogError::AmbiguousSession { .. } => " (give more of the id)",
+        _ => "",
+    };
+    eprintln!("rookery: {e}{hint}");
+    2
+}
+
+fn resolve<'a>(catalog: &'a Catalog, query: &str) -> Result<&'a SessionFiles, i32> {
+    catalog.resolve(query).map_err(|e| usage_error(&e))
+}
+
+// ---------------------------------------------------------------------------------------------
+// list
+// ---------------------------------------------------------------------------------------------
+
+/// The rows of `list`: top-level sessions newest first (a subagent whose parent is gone counts
+/// as top level); with `all`, each followed by its subagents, marked as such.
+fn rows(summaries: &[SessionSummary], all: bool) -> Vec<(bool, &SessionSummary)> {
+    let top: Vec<&SessionSummary> = summaries
+        .iter()
+        .filter(|s| !s.is_subagent() || s.parent.is_none())
+        .collect();
+    let mut out = Vec::new();
+    for parent in top {
+        out.push((false, parent));
+        if all {
+            for child in &parent.subagents {
+                if let Some(c) = summaries.iter().find(|s| &s.id == child) {
+                    out.push((true, c));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn list_sessions(catalog: &Catalog, args: &ListArgs) -> i32 {
+    let summaries = catalog.summaries();
+    let rows = rows(&summaries, args.all);
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        for (_, s) in &rows {
+            let line = serde_json::to_string(s)
+                .unwrap_or_else(|e| format!(r#"{{"id":{:?},"error":"{e}"}}"#, s.id));
+            if writeln!(stdout, "{line}").is_err() {
+                return 0; // a closed pipe (`| head`) is not an error
+            }
+        }
+        return 0;
+    }
+    if rows.is_empty() {
+        eprintln!(
+            "no sessions under {}",
+            catalog.home().join(paths::TRACES_DIR_NAME).display()
+        );
+        return 0;
+    }
+    let mut table: Vec<[String; 7]> = vec![[
+        "ID".into(),
+        "STATUS".into(),
+        "STARTED".into(),
+        "LAST ACTIVITY".into(),
+        "PROFILE".into(),
+        "MODEL".into(),
+        "PROMPT".into(),
+    ]];
+    for (is_child, s) in &rows {
+        let id = if *is_child {
+            format!("↳ {}", s.id)
+        } else {
+            s.id.clone()
+        };
+        table.push([
+            id,
+            s.status.to_string(),
+            local_time(s.started.as_deref()),
+            local_time(s.last_activity.as_deref()),
+            s.tool_profile.clone(),
+            s.model.clone().unwrap_or_else(|| "-".into()),
+            truncate(s.first_prompt.as_deref().unwrap_or(""), PROMPT_WIDTH),
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in &table {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let pad = widths[i] - cell.chars().count() + 2;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        if writeln!(stdout, "{}", line.trim_end()).is_err() {
+            return 0;
+        }
+    }
+    0
+}
+
+/// A trace timestamp (UTC) as local `YYYY-MM-DD HH:MM:SS`; `-` when absent, as-is when it
+/// does not parse.
+pub(crate) fn local_time(ts: Option<&str>) -> String {
+    let Some(ts) = ts else {
+        return "-".into();
+    };
+    match chrono::DateTime::parse_from_rfc3339(ts) {
+        Ok(t) => t
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        Err(_) => ts.to_string(),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// show
+// ---------------------------------------------------------------------------------------------
+
+fn show_session(catalog: &Catalog, args: &ShowArgs) -> i32 {
+    let files = match resolve(catalog, &args.id) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let history = match crate::trace::catalog::read_history(files) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 1;
+        }
+    };
+    let lines = if args.json {
+        history.lines.clone()
+    } else {
+        show::transcript(catalog, &history)
+    };
+    let mut stdout = std::io::stdout().lock();
+    for line in lines {
+        if writeln!(stdout, "{line}").is_err() {
+            break;
+        }
+    }
+    0
+}
+
+// ---------------------------------------------------------------------------------------------
+// rm
+// ---------------------------------------------------------------------------------------------
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn rm_session(catalog: &Catalog, args: &RmArgs) -> i32 {
+    let target = match resolve(catalog, &args.id) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let sets = match catalog.files_with_subagents(&target.id) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            return 1;
+        }
+    };
+    let files: Vec<PathBuf> = sets.iter().flat_map(|s| s.files.clone()).collect();
+    let status = crate::trace::catalog::read_history(target)
+        .map(|h| h.summary().status)
+        .unwrap_or(RecordedStatus::Unknown);
+    let children = sets.len().saturating_sub(1);
+    let mut what = format!(
+        "session {} ({status}, {}",
+        target.id,
+        plural(target.files.len(), "trace file", "trace files")
+    );
+    if children > 0 {
+        what.push_str(&format!(
+            ", and {} with {}",
+            plural(children, "subagent", "subagents"),
+            plural(files.len() - target.files.len(), "file", "files")
+        ));
+    }
+    what.push(')');
+    if !args.yes {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            eprintln!(
+                "rookery: not deleting {id} without confirmation and there is no terminal to ask \
+                 on; run `rookery sessions rm {id} --yes`",
+                id = target.id
+            );
+            return 2;
+        }
+        let running = if status == RecordedStatus::Open {
+            " Its last task has no end: it may still be running."
+        } else {
+            ""
+        };
+        eprint!("Delete {what}?{running} [y/N] ");
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        if stdin.lock().read_line(&mut answer).is_err()
+            || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+        {
+            eprintln!("nothing deleted");
+            return 1;
+        }
+    }
+    match remove_files(&files) {
+        Ok(_) => {
+            println!("deleted {what}");
+            0
+        }
+        Err(e) => {
+            eprintln!("rookery: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_by_characters() {
+        assert_eq!(truncate("abc", 3), "abc");
+        assert_eq!(truncate("äöüß", 3), "äö…");
+    }
+
+    #[test]
+    fn local_time_handles_missing_and_odd_values() {
+        assert_eq!(local_time(None), "-");
+        assert_eq!(local_time(Some("yesterday")), "yesterday");
+        let t = local_time(Some("2026-12-01T08:39:20.421Z"));
+        assert_eq!(t.len(), "2026-12-01 08:39:20".len(), "{t}");
+        assert!(t.ends_with(":20"), "{t}");
+    }
+}
