@@ -30,7 +30,7 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     /// A further member of the error object (e.g. the `approvals` of an ambiguous decision).
-    pub detail: Option<(&'static str, serde_json::Value)>,
+    pub detail: Option<Box<(&'static str, serde_json::Value)>>,
 }
 
 impl ApiError {
@@ -45,7 +45,7 @@ impl ApiError {
 
     /// Adds a member to the error object.
     pub fn with_detail(mut self, key: &'static str, value: serde_json::Value) -> Self {
-        self.detail = Some((key, value));
+        self.detail = Some(Box::new((key, value)));
         self
     }
 
@@ -140,7 +140,8 @@ fn start_reason(text: &str) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut error = json!({"code": self.code, "message": self.message});
-        if let Some((key, value)) = self.detail {
+        if let Some(detail) = self.detail {
+            let (key, value) = *detail;
             error[key] = value;
         }
         let body = json!({ "error": error });

@@ -61,6 +61,17 @@ impl Server {
     /// Starts `rookery serve` with `extra` flags. Without `token` the server generates one and
     /// the client reads it from `<home>/serve.token` (unless `--no-auth` is among `extra`).
     pub fn start_with(dir: TempDir, token: Option<&str>, extra: &[&str]) -> Server {
+        Self::start_limited(dir, token, extra, None)
+    }
+
+    /// Like `start_with`; with `nofile`, the server runs under `ulimit -n <nofile>` (soft and
+    /// hard).
+    pub fn start_limited(
+        dir: TempDir,
+        token: Option<&str>,
+        extra: &[&str],
+        nofile: Option<u64>,
+    ) -> Server {
         let p = dir.path();
         let home = p.join("home");
         let script = p.join("script.json");
@@ -78,6 +89,20 @@ impl Server {
         }
         args.extend(extra);
         let mut c = command(p, &args);
+        if let Some(n) = nofile {
+            let mut wrapped = Command::new("bash");
+            wrapped
+                .arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(BIN)
+                .args(&args)
+                .env("HOME", p.join("user-home"))
+                .env_remove("ROOKERY_HOME")
+                .env_remove("RUST_LOG")
+                .current_dir(p.join("ws"))
+                .stdin(Stdio::null());
+            c = wrapped;
+        }
         if let Some(t) = token {
             c.env("TEST_ROOKERY_TOKEN", t);
         }
