@@ -89,6 +89,24 @@ async fn a_generated_token_file_is_private_new_at_every_start_and_needed() {
         .send(bare.get(format!("{}/v1/sessions", server.base)))
         .await;
     assert_eq!((s, v), (StatusCode::OK, json!({"sessions": []})));
+    // Without --config-dir a name is refused, and so is a path.
+    for (config, expect) in [
+        ("dev", "this server has no --config-dir"),
+        ("/etc/passwd", "paths are not accepted"),
+    ] {
+        let (s, v) = server
+            .call(
+                "POST",
+                "/v1/sessions",
+                Some(json!({"workspace": server.ws(), "config": config})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(expect),
+            "{v}"
+        );
+    }
     // --no-auth and --token-env exclude each other.
     let script = server.dir.path().join("script.json");
     let out = command(
