@@ -170,6 +170,8 @@ const SCHEMA_WORDS: &[&str] = &[
     "pass_env",
     "r",
     "rw",
+    "read_image",
+    "describe_image",
 ];
 
 fn is_schema_word(word: &str) -> bool {
@@ -295,7 +297,15 @@ mod tests {
         assert!(d.contains("invalid type: string \"…\""), "{d}");
         assert!(!d.contains("many"), "{d}");
         let d = describe(&error_of("tools:\n  builtin: [read_fiel]\n"));
-        assert!(!d.contains("read_fiel"), "{d}");
+        assert!(
+            d.starts_with("unknown tool \"…\" in tools.builtin (known tools: read_file,"),
+            "{d}"
+        );
+        let d = describe(&error_of("retry: {max_retries: -1}\n"));
+        assert_eq!(
+            d,
+            "retry.max_retries: invalid type: integer `…`, expected u32 at line 1 column 22"
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! its API approver and its event log), the defaults from the command line, and the metrics.
 //!
 //! It owns the server's session directory (creation, implicit resume of sessions found on disk,
-//! close, shutdown) and the one pump per session that numbers its messages. It never runs a
+//! close, shutdown, the `--max-sessions` cap) and the one pump per session that numbers its
+//! messages. It never runs a
 //! turn and never writes a trace: the library does both.
 
 use std::collections::{HashMap, HashSet};
