@@ -3,8 +3,7 @@
 //!
 //! It owns the server's session directory (creation, implicit resume of sessions found on disk,
 //! close, shutdown, the `--max-sessions` cap) and the one pump per session that numbers its
-//! messages. It never runs a
-//! turn and never writes a trace: the library does both.
+//! messages. It never runs a turn and never writes a trace: the library does both.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
