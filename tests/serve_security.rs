@@ -174,6 +174,23 @@ async fn browser_requests_from_other_sites_are_refused() {
             assert_eq!(s, StatusCode::FORBIDDEN, "{path} {extra:?}");
             assert_eq!(v["error"]["code"], "forbidden_origin");
         }
+        // So is a body without a length (streamed over HTTP/2 here).
+        let h2 = reqwest::Client::builder()
+            .http2_prior_knowledge()
+            .build()
+            .unwrap();
+        let chunks: Vec<Result<&'static str, std::io::Error>> =
+            vec![Ok("{\"text\":"), Ok("\"run\"}")];
+        let mut r = h2
+            .post(format!("{}{task_path}", server.base))
+            .header("Content-Type", "text/plain")
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)));
+        if let Some(t) = &server.token {
+            r = r.bearer_auth(t);
+        }
+        let resp = r.send().await.unwrap();
+        assert_eq!(resp.version(), reqwest::Version::HTTP_2);
+        assert_eq!(resp.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
         // No Content-Type at all is refused too.
         let r = server
             .req(Method::POST, &task_path)

@@ -10,6 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::HttpBody;
 use axum::extract::{Request, State};
 use axum::http::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
@@ -98,7 +99,8 @@ fn normalize_origin(origin: &str) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct BodyDeadline(pub Duration);
 
-/// True when the request announces a body (a non-zero length or a chunked one).
+/// True when the headers announce a body (a non-zero length or a chunked one); an HTTP/2 body
+/// without a length is caught by the body's own end-of-stream flag.
 fn has_body(headers: &HeaderMap) -> bool {
     if headers.contains_key(TRANSFER_ENCODING) {
         return true;
@@ -194,7 +196,8 @@ pub async fn guard(
         h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
         return resp;
     }
-    if has_body(req.headers()) && !is_json(req.headers()) {
+    let announced = has_body(req.headers()) || !req.body().is_end_stream();
+    if announced && !is_json(req.headers()) {
         let mut resp = ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
