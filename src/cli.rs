@@ -108,9 +108,29 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Require `Authorization: Bearer <token>`, the token read from this environment variable.
-    #[arg(long, value_name = "VAR")]
+    /// The bearer token every route but /healthz needs, read from this environment variable
+    /// (default: a random token generated at start and written to <home>/serve.token).
+    #[arg(long, value_name = "VAR", conflicts_with = "no_auth")]
     pub token_env: Option<String>,
+    /// Serve without a token (refused unless the listen address is loopback).
+    #[arg(long)]
+    pub no_auth: bool,
+    /// A browser origin allowed to call the API, e.g. http://localhost:3000 (repeatable).
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// A host name clients may use in `Host` besides the listen address, localhost and
+    /// loopback addresses (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
+    /// The directory of named session configs (`config: "<name>"` is DIR/<name>.yaml or .yml).
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// At most N sessions served at once (more are refused with 503).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_sessions: usize,
+    /// How long a request body may take to arrive, in milliseconds (408 after that).
+    #[arg(long, value_name = "MS", default_value_t = 30_000, hide = true)]
+    pub body_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Args)]

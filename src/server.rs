@@ -1,21 +1,28 @@
 //! The multi-session HTTP + SSE host behind `rookery serve`: an axum router over a [`Host`],
-//! with bearer-token auth, per-session event logs with `Last-Event-ID` replay, approvals
-//! answered through the API, session resume and Prometheus metrics.
+//! with bearer-token auth, browser-safety checks, per-session event logs with `Last-Event-ID`
+//! replay, approvals answered through the API, session resume and Prometheus metrics.
 //!
-//! Layout: `routes.rs` (handlers), `state.rs` (served sessions and their pumps), `sse.rs`
-//! (event log and fan-out), `approver.rs` (API approvals), `auth.rs`, `metrics.rs`, `error.rs`
-//! (error shape, JSON bodies). The server drives sessions only through the library API; it
+//! Layout: `routes.rs` (handlers), `state.rs` (served sessions, their pumps, the session cap),
+//! `sse.rs` (event log and fan-out), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
+//! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
+//! and `config_error.rs` (request configs), `fd_limit.rs`, `metrics.rs`, `error.rs` (error
+//! shape, JSON bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
 //! [`Host`]: crate::Host
 
 pub mod approver;
 pub mod auth;
+pub mod config_error;
 pub mod error;
+pub mod fd_limit;
+pub mod guard;
 pub mod metrics;
 pub mod routes;
+pub mod session_config;
 pub mod sse;
 pub mod state;
+pub mod token;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -89,4 +89,31 @@ mod tests {
         assert_eq!(parse_answer("n"), Some(Decision::Deny));
         assert_eq!(parse_answer("maybe"), None);
     }
+
+    #[test]
+    fn colliding_call_ids_are_asked_apart() {
+        // A parent's and its subagent's call can share a tool call id; each question names
+        // its origin, and each answer resolves the future of the request it was asked for.
+        let parent = ApprovalRequest {
+            tool_call_id: "call_1".into(),
+            name: "exec_command".into(),
+            arguments: "{\"cmd\":\"make\"}".into(),
+            permission: None,
+            origin: vec![],
+        };
+        let child = ApprovalRequest {
+            name: "read_file".into(),
+            arguments: "{\"file_path\":\"a\"}".into(),
+            origin: vec!["session-child".into()],
+            ..parent.clone()
+        };
+        assert_eq!(
+            question(&parent),
+            "Allow exec_command {\"cmd\":\"make\"}? [Y/n] "
+        );
+        assert_eq!(
+            question(&child),
+            "Allow read_file [subagent session-child] {\"file_path\":\"a\"}? [Y/n] "
+        );
+    }
 }

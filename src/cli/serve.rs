@@ -2,13 +2,16 @@
 //! `listening on http://HOST:PORT` as the first stdout line and serves until SIGTERM or SIGINT,
 //! then shuts down gracefully (exit 0).
 //!
-//! Start-up refusals exit 2 with one line on stderr: no model, a bad config, a missing token
-//! variable, a non-loopback address without a token, an address that cannot be bound. The HTTP
-//! API itself is `crate::server`.
+//! Authentication is on by default: the token is `$VAR` of `--token-env VAR`, else a random
+//! one written to `<home>/serve.token` (stderr names the path, never the token). Start-up
+//! refusals exit 2 with one line on stderr: no model, a bad config, a missing token variable,
+//! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
+//! bound. The HTTP API itself is `crate::server`.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -16,16 +19,41 @@ use super::ServeArgs;
 use crate::Host;
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
+use crate::server::guard::GuardConfig;
+use crate::server::session_config::ConfigDir;
 use crate::server::{self, ServerConfig, ServerState};
 use crate::trace::paths;
 
-/// The bearer token named by `--token-env`, if any; an unset or empty variable is an error.
-fn token(args: &ServeArgs) -> Result<Option<String>, ConfigError> {
+/// Where the token comes from.
+enum Token {
+    /// `--no-auth`.
+    Off,
+    /// `--token-env VAR`.
+    FromEnv(String),
+    /// Generated for this start, to be written to the token file.
+    Generated(String),
+}
+
+impl Token {
+    fn value(&self) -> Option<String> {
+        match self {
+            Token::Off => None,
+            Token::FromEnv(t) | Token::Generated(t) => Some(t.clone()),
+        }
+    }
+}
+
+/// The bearer token: off with `--no-auth`, `$VAR` with `--token-env VAR` (an unset or empty
+/// variable is an error), else a fresh random one.
+fn token(args: &ServeArgs) -> Result<Token, ConfigError> {
+    if args.no_auth {
+        return Ok(Token::Off);
+    }
     let Some(var) = &args.token_env else {
-        return Ok(None);
+        return Ok(Token::Generated(server::token::generate()));
     };
     match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_string())),
+        Ok(v) if !v.trim().is_empty() => Ok(Token::FromEnv(v.trim().to_string())),
         _ => Err(ConfigError::Other(format!(
             "--token-env {var}: the environment variable {var} is not set or empty"
         ))),
@@ -45,7 +73,7 @@ async fn addresses(listen: &str, has_token: bool) -> Result<Vec<SocketAddr>, Con
     }
     if !has_token && addrs.iter().any(|a| !a.ip().is_loopback()) {
         return Err(ConfigError::Other(format!(
-            "refusing to listen on {listen} without a token: pass --token-env VAR or listen on a loopback address"
+            "refusing --no-auth on {listen}: without a token the server listens on loopback addresses only"
         )));
     }
     Ok(addrs)
@@ -59,13 +87,35 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
     let model =
         super::model_args::resolve_model(&args.model, &mut config).map_err(|e| e.to_string())?;
     let token = token(args).map_err(|e| e.to_string())?;
-    let addrs = addresses(&args.listen, token.is_some())
+    if args.max_sessions == 0 {
+        return Err("--max-sessions must be at least 1".to_string());
+    }
+    let config_dir = match &args.config_dir {
+        Some(dir) => {
+            Some(ConfigDir::open(dir).map_err(|e| format!("--config-dir {}: {e}", dir.display()))?)
+        }
+        None => None,
+    };
+    let addrs = addresses(&args.listen, token.value().is_some())
         .await
         .map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::bind(addrs.as_slice())
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    server::fd_limit::check(args.max_sessions);
     let home = paths::rookery_home(args.home.as_deref());
+    if let Token::Generated(t) = &token {
+        let path = server::token::write_token_file(&home, t).map_err(|e| {
+            format!(
+                "cannot write the token file {}: {e}",
+                home.join(server::token::TOKEN_FILE).display()
+            )
+        })?;
+        eprintln!("token: {}", path.display());
+    }
     let host = Host::start(home.clone()).await.map_err(|e| e.to_string())?;
     let state = ServerState::new(
         host,
@@ -73,7 +123,15 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
             home,
             model,
             config,
-            token,
+            token: token.value(),
+            guard: GuardConfig::new(
+                local,
+                &args.allow_host,
+                &args.allow_origin,
+                Duration::from_millis(args.body_timeout_ms.max(1)),
+            ),
+            config_dir,
+            max_sessions: args.max_sessions,
         },
     );
     Ok((listener, state))
@@ -130,14 +188,14 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn non_loopback_needs_a_token() {
+    async fn no_auth_needs_loopback() {
         assert!(addresses("127.0.0.1:0", false).await.is_ok());
         assert!(addresses("[::1]:0", false).await.is_ok());
         assert!(addresses("0.0.0.0:0", true).await.is_ok());
         let e = addresses("0.0.0.0:7878", false).await.unwrap_err();
         assert_eq!(
             e.to_string(),
-            "refusing to listen on 0.0.0.0:7878 without a token: pass --token-env VAR or listen on a loopback address"
+            "refusing --no-auth on 0.0.0.0:7878: without a token the server listens on loopback addresses only"
         );
         assert!(
             addresses("not an address", false)

@@ -1,11 +1,14 @@
 //! `ApiApprover`: the asker behind a served session's `PolicyApprover`. Each question becomes
-//! a pending approval (FIFO) that an HTTP client answers by tool call id.
+//! a pending approval (FIFO) with its own `approval_id` (`appr-N`, never reused by the server),
+//! which an HTTP client answers by that id, or by tool call id when only one pending call has it
+//! (a parent and its subagents count their tool call ids separately, so ids can collide).
 //!
 //! It only holds questions and their reply channels: it never decides by itself, except that
 //! everything pending is denied on abort and close (and anything asked after close is denied).
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
@@ -14,8 +17,27 @@ use crate::approval::{ApprovalRequest, Approver};
 use crate::message::Decision;
 
 struct Pending {
+    approval_id: String,
     request: ApprovalRequest,
     reply: oneshot::Sender<Decision>,
+}
+
+/// One question waiting for an answer, as listed by the API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingApproval {
+    pub approval_id: String,
+    pub request: ApprovalRequest,
+}
+
+/// What became of a decision.
+#[derive(Debug, PartialEq)]
+pub enum Decided {
+    /// The one approval named was answered.
+    Answered,
+    /// No pending approval has this approval id or tool call id.
+    NotFound,
+    /// Several pending approvals have this tool call id; nothing was decided.
+    Ambiguous(Vec<PendingApproval>),
 }
 
 #[derive(Default)]
@@ -35,6 +57,8 @@ impl Inner {
 #[derive(Default)]
 pub struct ApiApprover {
     inner: Mutex<Inner>,
+    /// Numbers the approval ids; shared by every session of a server.
+    counter: Arc<AtomicU64>,
 }
 
 impl ApiApprover {
@@ -42,13 +66,28 @@ impl ApiApprover {
         Self::default()
     }
 
+    /// An approver numbering its approvals from a counter shared with others.
+    pub fn with_counter(counter: Arc<AtomicU64>) -> Self {
+        ApiApprover {
+            inner: Mutex::default(),
+            counter,
+        }
+    }
+
     /// The questions waiting for an answer, oldest first.
-    pub fn pending(&self) -> Vec<ApprovalRequest> {
+    pub fn pending(&self) -> Vec<PendingApproval> {
         let Ok(mut inner) = self.inner.lock() else {
             return Vec::new();
         };
         inner.prune();
-        inner.queue.iter().map(|p| p.request.clone()).collect()
+        inner
+            .queue
+            .iter()
+            .map(|p| PendingApproval {
+                approval_id: p.approval_id.clone(),
+                request: p.request.clone(),
+            })
+            .collect()
     }
 
     /// How many questions wait.
@@ -59,22 +98,41 @@ impl ApiApprover {
         })
     }
 
-    /// Answers the oldest pending question with this tool call id; false when there is none.
-    pub fn decide(&self, tool_call_id: &str, decision: Decision) -> bool {
+    /// Answers the approval with this `approval_id`, or else the only pending approval with
+    /// this tool call id; several with that tool call id are ambiguous and none is answered.
+    pub fn decide(&self, key: &str, decision: Decision) -> Decided {
         let Ok(mut inner) = self.inner.lock() else {
-            return false;
+            return Decided::NotFound;
         };
         inner.prune();
-        let Some(pos) = inner
-            .queue
-            .iter()
-            .position(|p| p.request.tool_call_id == tool_call_id)
-        else {
-            return false;
+        let pos = match inner.queue.iter().position(|p| p.approval_id == key) {
+            Some(pos) => pos,
+            None => {
+                let same: Vec<usize> = (0..inner.queue.len())
+                    .filter(|&i| inner.queue[i].request.tool_call_id == key)
+                    .collect();
+                match same.as_slice() {
+                    [] => return Decided::NotFound,
+                    [one] => *one,
+                    many => {
+                        return Decided::Ambiguous(
+                            many.iter()
+                                .map(|&i| PendingApproval {
+                                    approval_id: inner.queue[i].approval_id.clone(),
+                                    request: inner.queue[i].request.clone(),
+                                })
+                                .collect(),
+                        );
+                    }
+                }
+            }
         };
         match inner.queue.remove(pos) {
-            Some(p) => p.reply.send(decision).is_ok(),
-            None => false,
+            Some(p) => match p.reply.send(decision) {
+                Ok(()) => Decided::Answered,
+                Err(_) => Decided::NotFound,
+            },
+            None => Decided::NotFound,
         }
     }
 
@@ -105,7 +163,14 @@ impl Approver for ApiApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
         let (tx, rx) = oneshot::channel();
         match self.inner.lock() {
-            Ok(mut inner) if !inner.closed => inner.queue.push_back(Pending { request, reply: tx }),
+            Ok(mut inner) if !inner.closed => {
+                let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+                inner.queue.push_back(Pending {
+                    approval_id: format!("appr-{n}"),
+                    request,
+                    reply: tx,
+                });
+            }
             _ => return Box::pin(async { Decision::Deny }),
         }
         Box::pin(async move { rx.await.unwrap_or(Decision::Deny) })
@@ -131,15 +196,50 @@ mod tests {
         let a = ApiApprover::new();
         let f0 = a.approve(req("call_0"));
         let f1 = a.approve(req("call_1"));
-        let ids: Vec<String> = a.pending().into_iter().map(|r| r.tool_call_id).collect();
-        assert_eq!(ids, ["call_0", "call_1"]);
-        assert!(!a.decide("call_9", Decision::Allow));
-        assert!(a.decide("call_1", Decision::Deny));
-        assert!(a.decide("call_0", Decision::Allow));
+        let ids: Vec<(String, String)> = a
+            .pending()
+            .into_iter()
+            .map(|p| (p.approval_id, p.request.tool_call_id))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("appr-1".to_string(), "call_0".to_string()),
+                ("appr-2".to_string(), "call_1".to_string())
+            ]
+        );
+        assert_eq!(a.decide("call_9", Decision::Allow), Decided::NotFound);
+        assert_eq!(a.decide("call_1", Decision::Deny), Decided::Answered);
+        assert_eq!(a.decide("appr-1", Decision::Allow), Decided::Answered);
         assert_eq!(f0.await, Decision::Allow);
         assert_eq!(f1.await, Decision::Deny);
         assert_eq!(a.pending_count(), 0);
-        assert!(!a.decide("call_0", Decision::Allow));
+        assert_eq!(a.decide("call_0", Decision::Allow), Decided::NotFound);
+    }
+
+    #[tokio::test]
+    async fn colliding_tool_call_ids_need_the_approval_id() {
+        let counter = Arc::new(AtomicU64::new(0));
+        let parent = ApiApprover::with_counter(counter.clone());
+        let mut child_req = req("call_1");
+        child_req.origin = vec!["session-child".into()];
+        let f_parent = parent.approve(req("call_1"));
+        let f_child = parent.approve(child_req);
+        let Decided::Ambiguous(list) = parent.decide("call_1", Decision::Allow) else {
+            panic!("not ambiguous");
+        };
+        let ids: Vec<&str> = list.iter().map(|p| p.approval_id.as_str()).collect();
+        assert_eq!(ids, ["appr-1", "appr-2"]);
+        assert_eq!(parent.pending_count(), 2);
+        assert_eq!(parent.decide("appr-2", Decision::Allow), Decided::Answered);
+        assert_eq!(f_child.await, Decision::Allow);
+        // Now only one call_1 is pending: the bare id names it.
+        assert_eq!(parent.decide("call_1", Decision::Deny), Decided::Answered);
+        assert_eq!(f_parent.await, Decision::Deny);
+        // Another approver on the same counter never reuses an id.
+        let other = ApiApprover::with_counter(counter);
+        let _f = other.approve(req("call_0"));
+        assert_eq!(other.pending()[0].approval_id, "appr-3");
     }
 
     #[tokio::test]

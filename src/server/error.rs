@@ -1,8 +1,10 @@
 //! The HTTP API's error shape and its JSON request bodies.
 //!
 //! Every error the server returns is `{"error":{"code":"…","message":"…"}}` with a fitting
-//! status; [`ApiJson`] reads a JSON body of any content type, turning an oversized body into
-//! 413 and bad JSON into 400. This file decides wire shapes only; it never touches sessions.
+//! status; [`ApiJson`] reads a JSON body (the guard has checked its content type), turning an
+//! oversized body into 413, a body that does not arrive in time into 408 and bad JSON into 400. This file decides wire shapes only; it never touches sessions.
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -12,10 +14,14 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::guard::BodyDeadline;
 use crate::error::{ConfigError, RookeryError};
 
 /// Largest request body accepted (bigger ones get 413).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// How long a request body may take to arrive (408 after that) unless the server says otherwise.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An error answered as `{"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +29,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// A further member of the error object (e.g. the `approvals` of an ambiguous decision).
+    pub detail: Option<Box<(&'static str, serde_json::Value)>>,
 }
 
 impl ApiError {
@@ -31,7 +39,30 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            detail: None,
         }
+    }
+
+    /// Adds a member to the error object.
+    pub fn with_detail(mut self, key: &'static str, value: serde_json::Value) -> Self {
+        self.detail = Some(Box::new((key, value)));
+        self
+    }
+
+    /// A session that could not be started (no descriptors, trace not writable, …): 503 with
+    /// the reason, never an actor's panic text. Other errors keep their usual answer.
+    pub fn session_start(e: RookeryError) -> Self {
+        let reason = match &e {
+            RookeryError::Trace(io) => io.to_string(),
+            RookeryError::Actor(text) => start_reason(text),
+            _ => return e.into(),
+        };
+        tracing::warn!("a session failed to start: {reason}");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "session_start_failed",
+            format!("the session could not be started: {reason}"),
+        )
     }
 
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -92,14 +123,33 @@ impl From<ConfigError> for ApiError {
     }
 }
 
+/// The reason inside an actor start-up error, without ractor's "panicked" wording.
+fn start_reason(text: &str) -> String {
+    let inner = text.strip_prefix("actor error: ").unwrap_or(text);
+    let inner = inner
+        .strip_prefix("Actor panicked during startup '")
+        .or_else(|| inner.strip_prefix("Actor panicked '"))
+        .map_or(inner, |rest| rest.strip_suffix('\'').unwrap_or(rest));
+    if inner.to_ascii_lowercase().contains("panicked") {
+        "an internal error (see the server log)".to_string()
+    } else {
+        inner.to_string()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(detail) = self.detail {
+            let (key, value) = *detail;
+            error[key] = value;
+        }
+        let body = json!({ "error": error });
         (self.status, Json(body)).into_response()
     }
 }
 
-/// A JSON request body, parsed whatever its content type.
+/// A JSON request body (its `Content-Type` is checked by the guard before).
 pub struct ApiJson<T>(pub T);
 
 /// Parses a body; syntax errors are `bad_json`, shape errors `invalid_request` (both 400).
@@ -117,7 +167,22 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 pub struct OptionalJson<T>(pub Option<T>);
 
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
-    Bytes::from_request(req, state).await.map_err(|rejection| {
+    let deadline = req
+        .extensions()
+        .get::<BodyDeadline>()
+        .map_or(DEFAULT_BODY_TIMEOUT, |d| d.0);
+    let read = tokio::time::timeout(deadline, Bytes::from_request(req, state));
+    let Ok(read) = read.await else {
+        return Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                deadline.as_secs_f64()
+            ),
+        ));
+    };
+    read.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -16,11 +16,12 @@ use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth;
+use super::approver::{Decided, PendingApproval};
 use super::error::{ApiError, ApiJson, MAX_BODY_BYTES, OptionalJson};
 use super::metrics::Gauges;
 use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
+use super::{auth, guard, session_config};
 use crate::actors::session::SessionStatus;
 use crate::approval::ApprovalMode;
 use crate::message::Decision;
@@ -37,7 +38,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/approvals", get(list_approvals))
         .route(
-            "/v1/sessions/{id}/approvals/{tool_call_id}",
+            "/v1/sessions/{id}/approvals/{approval_id}",
             post(decide_approval),
         )
         .route("/v1/sessions/{id}/approval_mode", put(set_approval_mode))
@@ -53,6 +54,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -104,16 +106,29 @@ struct OpenBody {
     workspace: Option<PathBuf>,
     #[serde(default)]
     approval_mode: Option<String>,
+    /// An inline config object or the name of one in `--config-dir`.
     #[serde(default)]
-    config: Option<PathBuf>,
+    config: Option<Value>,
 }
 
 impl OpenBody {
-    fn into_options(self) -> ApiResult<OpenOptions> {
+    async fn into_options(self, state: &ServerState) -> ApiResult<OpenOptions> {
+        let approval_mode = self.approval_mode.as_deref().map(parse_mode).transpose()?;
+        let config = match self.config {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                session_config::resolve(
+                    v,
+                    state.cfg.config_dir.as_ref(),
+                    state.cfg.config.model.as_ref(),
+                )
+                .await?,
+            ),
+        };
         Ok(OpenOptions {
             workspace: self.workspace,
-            approval_mode: self.approval_mode.as_deref().map(parse_mode).transpose()?,
-            config: self.config,
+            approval_mode,
+            config,
         })
     }
 }
@@ -122,7 +137,7 @@ async fn create_session(
     State(state): AppState,
     ApiJson(body): ApiJson<OpenBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let entry = state.create(body.into_options()?).await?;
+    let entry = state.create(body.into_options(&state).await?).await?;
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
 }
 
@@ -148,7 +163,7 @@ async fn resume(
     OptionalJson(body): OptionalJson<OpenBody>,
 ) -> ApiResult<Json<Value>> {
     let open = match body {
-        Some(b) => b.into_options()?,
+        Some(b) => b.into_options(&state).await?,
         None => OpenOptions::default(),
     };
     let was_served = state.is_served(&id);
@@ -230,17 +245,21 @@ async fn list_approvals(State(state): AppState, Path(id): Path<String>) -> ApiRe
     let approvals: Vec<Value> = entry
         .approvals
         .pending()
-        .into_iter()
-        .map(|r| {
-            json!({
-                "tool_call_id": r.tool_call_id,
-                "name": r.name,
-                "arguments": r.arguments,
-                "origin": r.origin,
-            })
-        })
+        .iter()
+        .map(approval_view)
         .collect();
     Ok(Json(json!({ "approvals": approvals })))
+}
+
+/// The JSON view of a pending approval.
+fn approval_view(p: &PendingApproval) -> Value {
+    json!({
+        "approval_id": p.approval_id,
+        "tool_call_id": p.request.tool_call_id,
+        "name": p.request.name,
+        "arguments": p.request.arguments,
+        "origin": p.request.origin,
+    })
 }
 
 #[derive(Deserialize)]
@@ -251,7 +270,7 @@ struct DecisionBody {
 
 async fn decide_approval(
     State(state): AppState,
-    Path((id, tool_call_id)): Path<(String, String)>,
+    Path((id, key)): Path<(String, String)>,
     ApiJson(body): ApiJson<DecisionBody>,
 ) -> ApiResult<StatusCode> {
     let decision = match body.decision.as_str() {
@@ -265,14 +284,29 @@ async fn decide_approval(
         }
     };
     let entry = state.get(&id).await?;
-    if entry.approvals.decide(&tool_call_id, decision) {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::new(
+    match entry.approvals.decide(&key, decision) {
+        Decided::Answered => Ok(StatusCode::NO_CONTENT),
+        Decided::NotFound => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "unknown_approval",
-            format!("no pending approval for tool call {tool_call_id} in session {id}"),
-        ))
+            format!("no pending approval for tool call {key} in session {id}"),
+        )),
+        Decided::Ambiguous(list) => {
+            let ids: Vec<&str> = list.iter().map(|p| p.approval_id.as_str()).collect();
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "ambiguous_approval",
+                format!(
+                    "{} pending approvals have tool call id {key} ({}); decide one by its approval_id",
+                    list.len(),
+                    ids.join(", ")
+                ),
+            )
+            .with_detail(
+                "approvals",
+                Value::Array(list.iter().map(approval_view).collect()),
+            ))
+        }
     }
 }
 

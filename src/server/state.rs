@@ -2,20 +2,23 @@
 //! its API approver and its event log), the defaults from the command line, and the metrics.
 //!
 //! It owns the server's session directory (creation, implicit resume of sessions found on disk,
-//! close, shutdown) and the one pump per session that numbers its messages. It never runs a
-//! turn and never writes a trace: the library does both.
+//! close, shutdown, the `--max-sessions` cap) and the one pump per session that numbers its
+//! messages. It never runs a turn and never writes a trace: the library does both.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use axum::http::StatusCode;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::approver::ApiApprover;
 use super::error::ApiError;
+use super::guard::GuardConfig;
 use super::metrics::{Metrics, SessionObserver};
+use super::session_config::ConfigDir;
 use super::sse::{CLIENT_BUFFER, EventLog, RING_CAPACITY};
 use crate::Host;
 use crate::actors::session::{SessionHandle, SessionOptions};
@@ -33,6 +36,12 @@ pub struct ServerConfig {
     pub config: AgentConfig,
     /// The bearer token every route but `/healthz` needs, if any.
     pub token: Option<String>,
+    /// Host, Origin and body rules of the API.
+    pub guard: GuardConfig,
+    /// Where named session configs live (`--config-dir`).
+    pub config_dir: Option<ConfigDir>,
+    /// Sessions served at once, at most (`--max-sessions`).
+    pub max_sessions: usize,
 }
 
 /// One served session.
@@ -42,6 +51,8 @@ pub struct SessionEntry {
     pub approvals: Arc<ApiApprover>,
     pub log: Arc<EventLog>,
     pub created_at: String,
+    /// The session's place under `--max-sessions`, given back when the entry goes.
+    _slot: OwnedSemaphorePermit,
 }
 
 impl SessionEntry {
@@ -55,7 +66,8 @@ impl SessionEntry {
 pub struct OpenOptions {
     pub workspace: Option<PathBuf>,
     pub approval_mode: Option<ApprovalMode>,
-    pub config: Option<PathBuf>,
+    /// The request's config, resolved (`session_config.rs`); `None`: the server's.
+    pub config: Option<AgentConfig>,
 }
 
 pub struct ServerState {
@@ -68,6 +80,10 @@ pub struct ServerState {
     /// Serializes resumes so one id is never opened twice.
     resume_lock: tokio::sync::Mutex<()>,
     shutting_down: AtomicBool,
+    /// One permit per servable session.
+    slots: Arc<Semaphore>,
+    /// Numbers the approval ids of every session.
+    approval_ids: Arc<AtomicU64>,
     me: Weak<ServerState>,
 }
 
@@ -84,9 +100,12 @@ pub fn read_trace_meta(path: &Path) -> Option<SessionMeta> {
 
 impl ServerState {
     pub fn new(host: Host, cfg: ServerConfig) -> Arc<Self> {
+        let slots = Arc::new(Semaphore::new(cfg.max_sessions.min(Semaphore::MAX_PERMITS)));
         Arc::new_cyclic(|me| ServerState {
             host,
             cfg,
+            slots,
+            approval_ids: Arc::new(AtomicU64::new(0)),
             metrics: Metrics::default(),
             sessions: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
@@ -117,10 +136,10 @@ impl ServerState {
         open: &OpenOptions,
     ) -> Result<(SessionOptions, Arc<PolicyApprover>, Arc<ApiApprover>), ApiError> {
         let config = match &open.config {
-            Some(path) => AgentConfig::from_file(path)?,
+            Some(config) => config.clone(),
             None => self.cfg.config.clone(),
         };
-        let approvals = Arc::new(ApiApprover::new());
+        let approvals = Arc::new(ApiApprover::with_counter(self.approval_ids.clone()));
         let policy = Arc::new(PolicyApprover::new(
             open.approval_mode.unwrap_or(ApprovalMode::AllowAll),
             approvals.clone(),
@@ -129,6 +148,20 @@ impl ServerState {
         options.config = config;
         options.approver = policy.clone();
         Ok((options, policy, approvals))
+    }
+
+    /// A place for one more session, or 503 `too_many_sessions`.
+    fn slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.slots.clone().try_acquire_owned().map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_sessions",
+                format!(
+                    "the server already serves its limit of {} sessions (--max-sessions); close one first",
+                    self.cfg.max_sessions
+                ),
+            )
+        })
     }
 
     /// Creates a session.
@@ -141,8 +174,13 @@ impl ServerState {
             ));
         };
         let (options, policy, approvals) = self.options(workspace, &open)?;
-        let handle = self.host.create_session(options).await?;
-        self.register(handle, policy, approvals).await
+        let slot = self.slot()?;
+        let handle = self
+            .host
+            .create_session(options)
+            .await
+            .map_err(ApiError::session_start)?;
+        self.register(handle, policy, approvals, slot).await
     }
 
     /// Subscribes to a new session once, starts its pump and lists it.
@@ -151,6 +189,7 @@ impl ServerState {
         handle: SessionHandle,
         policy: Arc<PolicyApprover>,
         approvals: Arc<ApiApprover>,
+        slot: OwnedSemaphorePermit,
     ) -> Result<Arc<SessionEntry>, ApiError> {
         let mut rx = match handle.subscribe().await {
             Ok(rx) => rx,
@@ -167,6 +206,7 @@ impl ServerState {
             approvals,
             log: log.clone(),
             created_at: now_timestamp(),
+            _slot: slot,
         });
         let id = entry.id().to_string();
         if let Ok(mut map) = self.sessions.lock() {
@@ -253,9 +293,14 @@ impl ServerState {
             },
         };
         let (options, policy, approvals) = self.options(workspace, &open)?;
-        let handle = self.host.resume_session(id, options).await?;
+        let slot = self.slot()?;
+        let handle = self
+            .host
+            .resume_session(id, options)
+            .await
+            .map_err(ApiError::session_start)?;
         tracing::info!(session = %id, "resumed from {}", trace.display());
-        self.register(handle, policy, approvals).await
+        self.register(handle, policy, approvals, slot).await
     }
 
     /// Served sessions, by id.

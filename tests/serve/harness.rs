@@ -55,6 +55,23 @@ impl Server {
     }
 
     pub fn start_in(dir: TempDir, token: Option<&str>) -> Server {
+        Self::start_with(dir, token, &[])
+    }
+
+    /// Starts `rookery serve` with `extra` flags. Without `token` the server generates one and
+    /// the client reads it from `<home>/serve.token` (unless `--no-auth` is among `extra`).
+    pub fn start_with(dir: TempDir, token: Option<&str>, extra: &[&str]) -> Server {
+        Self::start_limited(dir, token, extra, None)
+    }
+
+    /// Like `start_with`; with `nofile`, the server runs under `ulimit -n <nofile>` (soft and
+    /// hard).
+    pub fn start_limited(
+        dir: TempDir,
+        token: Option<&str>,
+        extra: &[&str],
+        nofile: Option<u64>,
+    ) -> Server {
         let p = dir.path();
         let home = p.join("home");
         let script = p.join("script.json");
@@ -70,7 +87,22 @@ impl Server {
         if token.is_some() {
             args.extend(["--token-env", "TEST_ROOKERY_TOKEN"]);
         }
+        args.extend(extra);
         let mut c = command(p, &args);
+        if let Some(n) = nofile {
+            let mut wrapped = Command::new("bash");
+            wrapped
+                .arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(BIN)
+                .args(&args)
+                .env("HOME", p.join("user-home"))
+                .env_remove("ROOKERY_HOME")
+                .env_remove("RUST_LOG")
+                .current_dir(p.join("ws"))
+                .stdin(Stdio::null());
+            c = wrapped;
+        }
         if let Some(t) = token {
             c.env("TEST_ROOKERY_TOKEN", t);
         }
@@ -89,13 +121,18 @@ impl Server {
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
         assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+        let token = match token {
+            Some(t) => Some(t.to_string()),
+            None if extra.contains(&"--no-auth") => None,
+            None => Some(read_token_file(&home)),
+        };
         Server {
             child,
             _stdout: stdout,
             base,
             client: reqwest::Client::new(),
             dir,
-            token: token.map(str::to_string),
+            token,
         }
     }
 
@@ -231,6 +268,15 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The generated token of a server started with `home` (the file is written before the
+/// server prints its address).
+pub fn read_token_file(home: &Path) -> String {
+    let text = std::fs::read_to_string(home.join("serve.token")).expect("serve.token");
+    let token = text.trim().to_string();
+    assert!(token.len() >= 32, "token too short: {} chars", token.len());
+    token
 }
 
 pub fn payload_type(v: &Value) -> String {

@@ -1,0 +1,282 @@
+//! Browser safety of the HTTP API, with or without a token: the `Host` check against DNS
+//! rebinding (403 `forbidden_host`), the `Origin` check against cross-site requests (403
+//! `forbidden_origin`), CORS for the origins the operator allowed (preflight included), the
+//! `Content-Type: application/json` rule for bodies (415) and the deadline of a request body.
+//!
+//! It runs before authentication on every route but `/healthz`. It only admits or refuses
+//! requests and adds CORS headers; it never reads a body and never touches sessions.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::HttpBody;
+use axum::extract::{Request, State};
+use axum::http::header::{
+    ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
+    ACCESS_CONTROL_MAX_AGE, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN, TRANSFER_ENCODING, VARY,
+};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::state::ServerState;
+
+/// What the guard admits (from the command line).
+#[derive(Debug, Clone)]
+pub struct GuardConfig {
+    /// The bound address: its IP is an accepted `Host` (loopback ones always are).
+    pub listen: SocketAddr,
+    /// Further `Host` names (`--allow-host`), lowercase, without port.
+    pub allow_hosts: Vec<String>,
+    /// Browser origins allowed to call the API (`--allow-origin`), normalized.
+    pub allow_origins: Vec<String>,
+    /// How long a request body may take to arrive.
+    pub body_timeout: Duration,
+}
+
+impl GuardConfig {
+    pub fn new(
+        listen: SocketAddr,
+        allow_hosts: &[String],
+        allow_origins: &[String],
+        body_timeout: Duration,
+    ) -> Self {
+        GuardConfig {
+            listen,
+            allow_hosts: allow_hosts
+                .iter()
+                .map(|h| host_name(h).to_string())
+                .collect(),
+            allow_origins: allow_origins.iter().map(|o| normalize_origin(o)).collect(),
+            body_timeout,
+        }
+    }
+
+    /// Whether a `Host` value (name or address, with or without port) may reach the API.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let name = host_name(host);
+        if name.is_empty() {
+            return false;
+        }
+        if name == "localhost" || name.ends_with(".localhost") {
+            return true;
+        }
+        if let Ok(ip) = name.parse::<IpAddr>()
+            && (ip.is_loopback() || (!self.listen.ip().is_unspecified() && ip == self.listen.ip()))
+        {
+            return true;
+        }
+        self.allow_hosts.iter().any(|h| h == &name)
+    }
+
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = normalize_origin(origin);
+        self.allow_origins.iter().any(|o| o == &origin)
+    }
+}
+
+/// The host part of a `Host` value, lowercase, without port, brackets or a trailing dot.
+fn host_name(host: &str) -> String {
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else if host.matches(':').count() > 1 {
+        host // a bare IPv6 address
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// `scheme://host[:port]`, lowercase, without a trailing slash.
+fn normalize_origin(origin: &str) -> String {
+    origin.trim().trim_end_matches('/').to_ascii_lowercase()
+}
+
+/// The deadline of the request's body, read by the JSON extractors.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline(pub Duration);
+
+/// True when the headers announce a body (a non-zero length or a chunked one); an HTTP/2 body
+/// without a length is caught by the body's own end-of-stream flag.
+fn has_body(headers: &HeaderMap) -> bool {
+    if headers.contains_key(TRANSFER_ENCODING) {
+        return true;
+    }
+    match headers.get(CONTENT_LENGTH).map(|v| v.to_str()) {
+        None => false,
+        Some(Ok(v)) => v.trim() != "0",
+        Some(Err(_)) => true,
+    }
+}
+
+/// True for `application/json`, parameters (`; charset=utf-8`) allowed.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn forbidden_host(host: &str) -> ApiError {
+    let shown: String = host.chars().take(100).collect();
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden_host",
+        format!(
+            "Host {shown:?} is not served here (use the listen address or localhost, or start the server with --allow-host NAME)"
+        ),
+    )
+}
+
+fn forbidden_origin(origin: &str) -> ApiError {
+    let shown: String = origin.chars().take(100).collect();
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden_origin",
+        format!(
+            "Origin {shown:?} may not call this API (start the server with --allow-origin ORIGIN to allow it)"
+        ),
+    )
+}
+
+fn cors(resp: &mut Response, origin: &HeaderValue) {
+    let h = resp.headers_mut();
+    h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.append(VARY, HeaderValue::from_static("Origin"));
+}
+
+/// The middleware: admits the request (adding CORS headers for an allowed origin), answers an
+/// allowed preflight, or refuses it.
+pub async fn guard(
+    State(state): State<Arc<ServerState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if req.uri().path() == "/healthz" {
+        return next.run(req).await;
+    }
+    let cfg = &state.cfg.guard;
+    let host = req
+        .headers()
+        .get(HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    if !cfg.host_allowed(&host) {
+        return forbidden_host(&host).into_response();
+    }
+    let origin = match req.headers().get(ORIGIN) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(o) if cfg.origin_allowed(o) => Some(v.clone()),
+            Ok(o) => return forbidden_origin(o).into_response(),
+            Err(_) => return forbidden_origin("(not text)").into_response(),
+        },
+    };
+    if let Some(origin) = &origin
+        && req.method() == Method::OPTIONS
+        && req.headers().contains_key("access-control-request-method")
+    {
+        let mut resp = StatusCode::NO_CONTENT.into_response();
+        cors(&mut resp, origin);
+        let h = resp.headers_mut();
+        h.insert(
+            ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"),
+        );
+        h.insert(
+            ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("authorization, content-type, last-event-id"),
+        );
+        h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+        return resp;
+    }
+    let announced = has_body(req.headers()) || !req.body().is_end_stream();
+    if announced && !is_json(req.headers()) {
+        let mut resp = ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "a request body must be sent with Content-Type: application/json",
+        )
+        .into_response();
+        if let Some(origin) = &origin {
+            cors(&mut resp, origin);
+        }
+        return resp;
+    }
+    req.extensions_mut().insert(BodyDeadline(cfg.body_timeout));
+    let mut resp = next.run(req).await;
+    if let Some(origin) = &origin {
+        cors(&mut resp, origin);
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(listen: &str) -> GuardConfig {
+        GuardConfig::new(
+            listen.parse().unwrap(),
+            &["Rookery.Example".to_string()],
+            &["http://localhost:3000/".to_string()],
+            Duration::from_secs(30),
+        )
+    }
+
+    #[test]
+    fn hosts_and_origins() {
+        let c = cfg("127.0.0.1:7878");
+        for ok in [
+            "127.0.0.1:7878",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:7878",
+            "::1",
+            "127.0.0.2",
+            "rookery.example:7878",
+            "rookery.example.",
+        ] {
+            assert!(c.host_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:7878",
+            "",
+            "10.0.0.1",
+            "localhost.evil.example",
+        ] {
+            assert!(!c.host_allowed(bad), "{bad}");
+        }
+        let c = cfg("10.0.0.1:7878");
+        assert!(c.host_allowed("10.0.0.1:7878"));
+        let c = cfg("0.0.0.0:7878");
+        assert!(!c.host_allowed("0.0.0.0:7878"));
+        assert!(c.origin_allowed("http://LOCALHOST:3000"));
+        assert!(!c.origin_allowed("http://localhost:3001"));
+        assert!(!c.origin_allowed("null"));
+    }
+
+    #[test]
+    fn json_bodies_only() {
+        let mut h = HeaderMap::new();
+        assert!(!has_body(&h));
+        h.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+        assert!(!has_body(&h));
+        h.insert(CONTENT_LENGTH, HeaderValue::from_static("5"));
+        assert!(has_body(&h));
+        assert!(!is_json(&h));
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(!is_json(&h));
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("Application/JSON; charset=utf-8"),
+        );
+        assert!(is_json(&h));
+    }
+}
