@@ -82,6 +82,7 @@ fn trace_append(c: &mut Criterion) {
                 TraceArgs {
                     path,
                     stats: Arc::new(TraceStats::default()),
+                    file: None,
                 },
             ))
             .expect("spawn")

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use super::session::{SessionHandle, SessionOptions, Subscribers};
-use super::spawn::{SessionEnv, report_crash, spawn_session, stop_trace};
+use super::spawn::{SessionEnv, open_locked, report_crash, spawn_session, stop_trace};
 use crate::error::RookeryError;
+use crate::trace::file::TraceFile;
 use crate::trace::paths;
 use crate::trace::resume::resume_from_file;
 use crate::trace::writer::{TraceMsg, TraceStats};
@@ -58,7 +59,7 @@ impl HostActor {
         while state.sessions.contains_key(&id) {
             id = paths::new_session_id();
         }
-        Self::register(myself, state, id, options).await
+        Self::register(myself, state, id, options, None).await
     }
 
     async fn resume(
@@ -75,11 +76,14 @@ impl HostActor {
         }
         let path = paths::locate_trace(&state.env.home, &id)
             .ok_or_else(|| RookeryError::UnknownSession(id.clone()))?;
+        // The owner lock first: a trace another process appends to is neither read nor opened.
+        let file = open_locked(&id, &path)?;
         // Reading a trace is file I/O, but bounded and rare (once per resumed session).
         let resumed = resume_from_file(&path)?;
         options.source = resumed.meta.source.clone();
+        super::session::restore_mode(options.approver.as_ref(), &resumed);
         options.resume = Some(Arc::new(resumed));
-        Self::register(myself, state, id, options).await
+        Self::register(myself, state, id, options, Some(file)).await
     }
 
     async fn register(
@@ -87,8 +91,10 @@ impl HostActor {
         state: &mut HostState,
         id: String,
         options: SessionOptions,
+        file: Option<TraceFile>,
     ) -> Result<SessionHandle, RookeryError> {
-        let spawned = spawn_session(myself.get_cell(), &state.env, id.clone(), options).await?;
+        let spawned =
+            spawn_session(myself.get_cell(), &state.env, id.clone(), options, file).await?;
         let handle = spawned.handle.clone();
         state.by_actor.insert(handle.actor.get_id(), id.clone());
         state.sessions.insert(

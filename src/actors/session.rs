@@ -7,6 +7,7 @@
 
 mod carry;
 mod dispatch;
+mod mode;
 mod services;
 mod turn;
 
@@ -28,6 +29,7 @@ use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
 use crate::trace::resume::ResumeState;
 use crate::trace::writer::{TraceMsg, record_line};
 
+pub(crate) use mode::restore as restore_mode;
 use turn::Task;
 pub use turn::TaskSummary;
 
@@ -146,6 +148,8 @@ pub enum SessionMsg {
     Notice(String),
     /// The session's command and subagent supervisors (for counts and metrics).
     Services(RpcReplyPort<SessionServices>),
+    /// The approver's mode changed (recorded as `approval_mode_changed`).
+    ApprovalModeChanged(crate::approval::ApprovalMode),
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -176,6 +180,10 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
         agent_state: options.workspace.display().to_string(),
         workspace: options.workspace.display().to_string(),
         source: options.source.clone(),
+        approval_mode: options
+            .approver
+            .policy()
+            .map(|p| p.mode().as_str().to_string()),
     }
 }
 
@@ -217,6 +225,10 @@ pub struct SessionState {
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
     pub(crate) pending_notices: Vec<ModelPayload>,
+    /// The approval mode the trace recorded last (`None`: none yet).
+    pub(crate) approval_mode: Option<crate::approval::ApprovalMode>,
+    /// Stops the approval-mode watcher when the session's state drops.
+    pub(crate) _mode_watch: Option<tokio_util::sync::DropGuard>,
 }
 
 impl SessionState {
@@ -244,7 +256,7 @@ impl Actor for SessionActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: SessionArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let SessionArgs {
@@ -278,7 +290,7 @@ impl Actor for SessionActor {
                 .iter()
                 .any(|t| options.config.tools.get(t).is_some());
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
-        Ok(SessionState {
+        let mut state = SessionState {
             id,
             options,
             trace,
@@ -312,7 +324,11 @@ impl Actor for SessionActor {
             wants_subagents,
             env,
             pending_notices: Vec::new(),
-        })
+            approval_mode: None,
+            _mode_watch: None,
+        };
+        state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
+        Ok(state)
     }
 
     async fn handle_supervisor_evt(
@@ -462,6 +478,7 @@ async fn handle_msg(
                 }
                 turn::on_notice(&myself, state);
             }
+            SessionMsg::ApprovalModeChanged(m) => mode::on_change(state, m),
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())

@@ -121,10 +121,11 @@ impl ServerState {
             None => self.cfg.config.clone(),
         };
         let approvals = Arc::new(ApiApprover::new());
-        let policy = Arc::new(PolicyApprover::new(
-            open.approval_mode.unwrap_or(ApprovalMode::AllowAll),
-            approvals.clone(),
-        ));
+        // Without a mode in the request, a resumed session takes back the one its trace recorded.
+        let policy = Arc::new(match open.approval_mode {
+            Some(mode) => PolicyApprover::new(mode, approvals.clone()),
+            None => PolicyApprover::inherited(ApprovalMode::AllowAll, approvals.clone()),
+        });
         let mut options = SessionOptions::new(workspace, self.cfg.model.clone());
         options.config = config;
         options.approver = policy.clone();

@@ -24,7 +24,7 @@ pub enum TraceMsg {
     Flush(RpcReplyPort<()>),
     /// Replies once every earlier record is written (no sync).
     Written(RpcReplyPort<()>),
-    /// Like `Flush`, then stops the actor.
+    /// Like `Flush`, then releases the owner lock and stops the actor.
     Shutdown(RpcReplyPort<()>),
 }
 
@@ -40,6 +40,8 @@ pub struct TraceStats {
 pub struct TraceArgs {
     pub path: PathBuf,
     pub stats: Arc<TraceStats>,
+    /// The file already opened (and owner-locked) by the spawner; else `path` is opened.
+    pub file: Option<TraceFile>,
 }
 
 /// One record as the trace stores it: the JSON envelope and a newline.
@@ -100,7 +102,10 @@ impl Actor for TraceActor {
         _myself: ActorRef<Self::Msg>,
         args: TraceArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let file = TraceFile::open(&args.path)?;
+        let file = match args.file {
+            Some(f) => f,
+            None => TraceFile::open(&args.path)?,
+        };
         Ok(TraceState {
             file,
             stats: args.stats,
@@ -125,6 +130,8 @@ impl Actor for TraceActor {
             }
             TraceMsg::Shutdown(reply) => {
                 state.sync();
+                // Released before the reply: a closed session can be reopened at once.
+                state.file.unlock();
                 let _ = reply.send(());
                 myself.stop(None);
             }
