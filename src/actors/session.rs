@@ -8,6 +8,7 @@
 mod carry;
 mod dispatch;
 mod mode;
+mod secrets;
 mod services;
 mod turn;
 
@@ -74,6 +75,9 @@ pub struct SessionOptions {
     /// Extra environment of the session's shell commands (e.g. `HOME`); the hardened keys
     /// still win.
     pub command_env: Vec<(String, String)>,
+    /// Secret values besides the provider key (e.g. the serve token): scrubbed from the trace
+    /// and the stream, and never in a command's environment.
+    pub secrets: Vec<String>,
 }
 
 impl SessionOptions {
@@ -88,6 +92,7 @@ impl SessionOptions {
             depth: 0,
             resume: None,
             command_env: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -227,25 +232,58 @@ pub struct SessionState {
     pub(crate) pending_notices: Vec<ModelPayload>,
     /// The approval mode the trace recorded last (`None`: none yet).
     pub(crate) approval_mode: Option<crate::approval::ApprovalMode>,
+    /// Scrubs the session's secrets from what it records and streams (`None`: no secrets).
+    pub(crate) redactor: Option<Arc<crate::redact::Redactor>>,
     /// Stops the approval-mode watcher when the session's state drops.
     pub(crate) _mode_watch: Option<tokio_util::sync::DropGuard>,
 }
 
 impl SessionState {
     /// Streams `msg` to subscribers and, if `record` and recordable, appends it to the trace.
+    /// Secrets are scrubbed from both.
     pub(crate) fn emit(&self, msg: OmniMessage, record: bool) {
-        if record && msg.is_recordable() {
-            self.record_only(&msg);
-        }
+        let record = record && msg.is_recordable();
+        let msg = match &self.redactor {
+            Some(r) => {
+                let (msg, line) = secrets::scrub(r, msg, record);
+                if let Some(line) = line {
+                    let _ = self.trace.cast(TraceMsg::AppendLine(line));
+                }
+                msg
+            }
+            None => {
+                if record {
+                    self.record_only(&msg);
+                }
+                msg
+            }
+        };
         broadcast(&self.subscribers, &Arc::new(msg));
     }
 
     /// Appends to the trace without streaming (the task's own input). The record is serialized
-    /// here, so the trace actor only writes: the two work in parallel.
+    /// here, so the trace actor only writes: the two work in parallel. Secrets are scrubbed.
     pub(crate) fn record_only(&self, msg: &OmniMessage) {
         if let Some(line) = record_line(msg) {
+            let line = match &self.redactor {
+                Some(r) => r.redact_bytes(&line).unwrap_or(line),
+                None => line,
+            };
             let _ = self.trace.cast(TraceMsg::AppendLine(line));
         }
+    }
+
+    /// `msg` with the session's secrets scrubbed (a tool output before the model sees it).
+    pub(crate) fn scrubbed(&self, msg: OmniMessage) -> OmniMessage {
+        match &self.redactor {
+            Some(r) => secrets::scrub(r, msg, false).0,
+            None => msg,
+        }
+    }
+
+    /// What the session's commands may inherit.
+    pub(crate) fn env_policy(&self) -> Arc<crate::actors::command::env_policy::EnvPolicy> {
+        secrets::env_policy(&self.options)
     }
 }
 
@@ -290,6 +328,7 @@ impl Actor for SessionActor {
                 .iter()
                 .any(|t| options.config.tools.get(t).is_some());
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
+        let redactor = secrets::redactor(&options);
         let mut state = SessionState {
             id,
             options,
@@ -325,6 +364,7 @@ impl Actor for SessionActor {
             env,
             pending_notices: Vec::new(),
             approval_mode: None,
+            redactor,
             _mode_watch: None,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());

@@ -84,6 +84,9 @@ pub fn read_trace_meta(path: &Path) -> Option<SessionMeta> {
 
 impl ServerState {
     pub fn new(host: Host, cfg: ServerConfig) -> Arc<Self> {
+        if let Some(token) = &cfg.token {
+            crate::redact::redact_in_logs(token);
+        }
         Arc::new_cyclic(|me| ServerState {
             host,
             cfg,
@@ -129,6 +132,8 @@ impl ServerState {
         let mut options = SessionOptions::new(workspace, self.cfg.model.clone());
         options.config = config;
         options.approver = policy.clone();
+        // The token never reaches a command's environment, the trace or the stream.
+        options.secrets.extend(self.cfg.token.clone());
         Ok((options, policy, approvals))
     }
 
