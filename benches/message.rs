@@ -83,6 +83,7 @@ fn trace_append(c: &mut Criterion) {
                     path,
                     stats: Arc::new(TraceStats::default()),
                     file: None,
+                    redactor: None,
                 },
             ))
             .expect("spawn")

@@ -31,6 +31,7 @@ use crate::trace::resume::ResumeState;
 use crate::trace::writer::{TraceMsg, record_line};
 
 pub(crate) use mode::restore as restore_mode;
+pub(crate) use secrets::redactor as session_redactor;
 use turn::Task;
 pub use turn::TaskSummary;
 

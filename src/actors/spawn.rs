@@ -102,6 +102,7 @@ pub(crate) async fn spawn_session(
             path: trace_path.clone(),
             stats: env.trace_stats.clone(),
             file: Some(file),
+            redactor: super::session::session_redactor(&options),
         },
         supervisor.clone(),
     )

@@ -13,6 +13,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::file::TraceFile;
 use crate::message::OmniMessage;
+use crate::redact::Redactor;
 
 /// Messages of the trace actor.
 pub enum TraceMsg {
@@ -42,6 +43,9 @@ pub struct TraceArgs {
     pub stats: Arc<TraceStats>,
     /// The file already opened (and owner-locked) by the spawner; else `path` is opened.
     pub file: Option<TraceFile>,
+    /// Scrubs secrets from the records sent as messages (`Append`); `AppendLine` records come
+    /// scrubbed from their session.
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 /// One record as the trace stores it: the JSON envelope and a newline.
@@ -61,11 +65,16 @@ pub struct TraceActor;
 pub struct TraceState {
     file: TraceFile,
     stats: Arc<TraceStats>,
+    redactor: Option<Arc<Redactor>>,
 }
 
 impl TraceState {
     fn append(&mut self, msg: &OmniMessage) {
         if let Some(line) = record_line(msg) {
+            let line = match &self.redactor {
+                Some(r) => r.redact_bytes(&line).unwrap_or(line),
+                None => line,
+            };
             self.write_line(line);
         }
     }
@@ -109,6 +118,7 @@ impl Actor for TraceActor {
         Ok(TraceState {
             file,
             stats: args.stats,
+            redactor: args.redactor,
         })
     }
 

@@ -40,7 +40,7 @@ fn values(options: &SessionOptions) -> Vec<String> {
 static SHARED: Mutex<Option<(Vec<String>, Arc<Redactor>)>> = Mutex::new(None);
 
 /// The session's redactor; `None` when it has no secrets.
-pub(super) fn redactor(options: &SessionOptions) -> Option<Arc<Redactor>> {
+pub(crate) fn redactor(options: &SessionOptions) -> Option<Arc<Redactor>> {
     let values = values(options);
     if values.is_empty() {
         return None;
