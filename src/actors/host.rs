@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{
+    Actor, ActorId, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, SupervisionEvent,
+};
 
 use super::session::{SessionHandle, SessionOptions, Subscribers};
 use super::spawn::{SessionEnv, open_locked, report_crash, spawn_session, stop_trace};
@@ -69,7 +71,15 @@ impl HostActor {
         mut options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
         if let Some(e) = state.sessions.get(&id) {
-            return Ok(e.handle.clone());
+            if e.handle.actor.get_status() == ActorStatus::Running {
+                return Ok(e.handle.clone());
+            }
+            // Closed, its termination not handled yet: forget it now, once its trace writer
+            // has written out and released the session's lock.
+            if let Some(e) = state.sessions.remove(&id) {
+                state.by_actor.remove(&e.handle.actor.get_id());
+                let _ = ractor::call!(e.trace, TraceMsg::Shutdown);
+            }
         }
         if !paths::is_valid_session_id(&id) {
             return Err(RookeryError::UnknownSession(id));
