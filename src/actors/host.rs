@@ -71,13 +71,15 @@ impl HostActor {
         mut options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
         if let Some(e) = state.sessions.get(&id) {
-            if e.handle.actor.get_status() == ActorStatus::Running {
+            let closing = e.handle.closing.load(std::sync::atomic::Ordering::SeqCst);
+            if !closing && e.handle.actor.get_status() == ActorStatus::Running {
                 return Ok(e.handle.clone());
             }
-            // Closed, its termination not handled yet: forget it now, once its trace writer
-            // has written out and released the session's lock.
+            // Closing or closed, its termination not handled yet: forget it now, once its close
+            // has ended and its trace writer has written out and released the session's lock.
             if let Some(e) = state.sessions.remove(&id) {
                 state.by_actor.remove(&e.handle.actor.get_id());
+                let _ = e.handle.close().await;
                 let _ = ractor::call!(e.trace, TraceMsg::Shutdown);
             }
         }

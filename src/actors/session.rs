@@ -482,6 +482,8 @@ async fn handle_msg(
 #[derive(Clone)]
 pub struct SessionHandle {
     pub(crate) id: String,
+    /// Set by `close` (on every clone): the host then treats the session as gone.
+    pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
     /// The `session_meta` record (its payload is the meta).
     pub(crate) meta_message: Arc<OmniMessage>,
     pub(crate) actor: ActorRef<SessionMsg>,
@@ -584,6 +586,8 @@ impl SessionHandle {
 
     /// Aborts any task, writes out the trace and stops the session.
     pub async fn close(&self) -> Result<(), RookeryError> {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(ractor::call!(self.actor, SessionMsg::Close)?)
     }
 

@@ -133,6 +133,7 @@ pub(crate) async fn spawn_session(
     Ok(SpawnedSession {
         handle: SessionHandle {
             id,
+            closing: Arc::default(),
             meta_message,
             actor,
             trace: trace.clone(),
