@@ -82,6 +82,8 @@ fn trace_append(c: &mut Criterion) {
                 TraceArgs {
                     path,
                     stats: Arc::new(TraceStats::default()),
+                    file: None,
+                    redactor: None,
                 },
             ))
             .expect("spawn")

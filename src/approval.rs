@@ -2,14 +2,15 @@
 //! implement, and the policy approver that applies a mode and asks a human only when needed.
 //!
 //! Approvers decide; they never run tools and never touch the trace (the session records every
-//! decision as `approval_decision`).
+//! decision as `approval_decision`, and a `PolicyApprover`'s mode and each change of it as
+//! `session_meta.approval_mode` and `approval_mode_changed`).
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::message::Decision;
 use crate::tools::Permission;
@@ -34,36 +35,19 @@ impl ApprovalMode {
             ApprovalMode::AlwaysAsk => "always-ask",
         }
     }
-
-    fn to_u8(self) -> u8 {
-        match self {
-            ApprovalMode::AllowAll => 0,
-            ApprovalMode::DenyAll => 1,
-            ApprovalMode::ReadOnly => 2,
-            ApprovalMode::AlwaysAsk => 3,
-        }
-    }
-
-    fn from_u8(v: u8) -> Self {
-        match v {
-            0 => ApprovalMode::AllowAll,
-            1 => ApprovalMode::DenyAll,
-            2 => ApprovalMode::ReadOnly,
-            _ => ApprovalMode::AlwaysAsk,
-        }
-    }
 }
 
 impl FromStr for ApprovalMode {
     type Err = String;
+    /// Case-insensitive (`READ-ONLY` is `read-only`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
+        match s.to_ascii_lowercase().as_str() {
             "allow-all" => Ok(ApprovalMode::AllowAll),
             "deny-all" => Ok(ApprovalMode::DenyAll),
             "read-only" => Ok(ApprovalMode::ReadOnly),
             "always-ask" => Ok(ApprovalMode::AlwaysAsk),
-            other => Err(format!(
-                "unknown approval mode \"{other}\" (use allow-all, deny-all, read-only or always-ask)"
+            _ => Err(format!(
+                "unknown approval mode \"{s}\" (use allow-all, deny-all, read-only or always-ask)"
             )),
         }
     }
@@ -92,6 +76,12 @@ pub struct ApprovalRequest {
 /// approver counts as `deny`.
 pub trait Approver: Send + Sync + 'static {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision>;
+
+    /// The mode policy this approver applies, if any: a session records its mode in the trace
+    /// and restores it on resume.
+    fn policy(&self) -> Option<&PolicyApprover> {
+        None
+    }
 }
 
 /// The library default: every call is denied.
@@ -116,30 +106,61 @@ impl Approver for AllowAllApprover {
 
 /// Applies an [`ApprovalMode`] (changeable at run time) and forwards the calls the mode says to
 /// ask about to `asker`.
+///
+/// The mode is part of the session: the session records it (`session_meta.approval_mode`) and
+/// every change (`approval_mode_changed`). On resume, a policy made with [`PolicyApprover::new`]
+/// keeps its mode (the caller chose it); one made with [`PolicyApprover::inherited`] takes the
+/// mode the trace recorded last, `always-ask` when the trace cannot tell.
 pub struct PolicyApprover {
-    mode: AtomicU8,
+    mode: watch::Sender<ApprovalMode>,
+    explicit: bool,
     asker: Arc<dyn Approver>,
 }
 
 impl PolicyApprover {
+    /// A policy with a mode chosen by the caller (kept on resume).
     pub fn new(mode: ApprovalMode, asker: Arc<dyn Approver>) -> Self {
         PolicyApprover {
-            mode: AtomicU8::new(mode.to_u8()),
+            mode: watch::Sender::new(mode),
+            explicit: true,
             asker,
         }
     }
 
-    pub fn mode(&self) -> ApprovalMode {
-        ApprovalMode::from_u8(self.mode.load(Ordering::Relaxed))
+    /// A policy that takes its mode from the session: `initial` for a new session, the mode
+    /// recorded in the trace on resume (`always-ask` when it cannot be determined).
+    pub fn inherited(initial: ApprovalMode, asker: Arc<dyn Approver>) -> Self {
+        PolicyApprover {
+            explicit: false,
+            ..Self::new(initial, asker)
+        }
     }
 
-    /// Takes effect at the next decision.
+    /// Whether the caller chose the mode (it then wins over the trace on resume).
+    pub fn is_explicit(&self) -> bool {
+        self.explicit
+    }
+
+    pub fn mode(&self) -> ApprovalMode {
+        *self.mode.borrow()
+    }
+
+    /// Takes effect at the next decision; the session records the change in its trace.
     pub fn set_mode(&self, mode: ApprovalMode) {
-        self.mode.store(mode.to_u8(), Ordering::Relaxed);
+        self.mode.send_replace(mode);
+    }
+
+    /// Every later mode change (the current mode counts as seen).
+    pub fn subscribe(&self) -> watch::Receiver<ApprovalMode> {
+        self.mode.subscribe()
     }
 }
 
 impl Approver for PolicyApprover {
+    fn policy(&self) -> Option<&PolicyApprover> {
+        Some(self)
+    }
+
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
         let ask = match self.mode() {
             ApprovalMode::AllowAll => return Box::pin(async { Decision::Allow }),
@@ -194,5 +215,22 @@ mod tests {
             );
         }
         assert!("yes".parse::<ApprovalMode>().is_err());
+        assert_eq!("READ-ONLY".parse(), Ok(ApprovalMode::ReadOnly));
+        assert_eq!("Always-Ask".parse(), Ok(ApprovalMode::AlwaysAsk));
+    }
+
+    #[tokio::test]
+    async fn mode_changes_are_observable_and_inherited_is_not_explicit() {
+        let p = PolicyApprover::inherited(ApprovalMode::AllowAll, Arc::new(DenyAllApprover));
+        assert!(!p.is_explicit());
+        assert!(
+            PolicyApprover::new(ApprovalMode::AllowAll, Arc::new(DenyAllApprover)).is_explicit()
+        );
+        let mut rx = p.subscribe();
+        p.set_mode(ApprovalMode::AlwaysAsk);
+        rx.changed().await.unwrap();
+        assert_eq!(*rx.borrow_and_update(), ApprovalMode::AlwaysAsk);
+        assert_eq!(p.mode(), ApprovalMode::AlwaysAsk);
+        assert!(p.policy().is_some());
     }
 }

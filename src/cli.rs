@@ -59,9 +59,9 @@ pub struct SessionArgs {
     /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin, model.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// How tool calls are approved.
-    #[arg(long, value_name = "MODE", default_value = "allow-all", value_parser = parse_mode)]
-    pub approve: ApprovalMode,
+    /// How tool calls are approved (default allow-all; a resumed chat keeps its recorded mode).
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub approve: Option<ApprovalMode>,
     /// Stop after N model turns (<= 0: unlimited). Overrides the config.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_turns: Option<i64>,

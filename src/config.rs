@@ -65,6 +65,18 @@ struct ToolsSection {
     builtin: Option<Vec<BuiltinEntry>>,
 }
 
+/// The `commands:` section: what the session's shell commands inherit from the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandsConfig {
+    /// Glob patterns (case-insensitive) of variables stripped, besides the defaults.
+    #[serde(default)]
+    pub strip_env: Vec<String>,
+    /// Patterns let through despite `strip_env` (never the provider key or the serve token).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAgentConfig {
@@ -73,6 +85,7 @@ struct RawAgentConfig {
     retry: Option<RetryPolicy>,
     tools: Option<ToolsSection>,
     model: Option<ModelConfig>,
+    commands: Option<CommandsConfig>,
 }
 
 /// A validated agent config.
@@ -85,6 +98,8 @@ pub struct AgentConfig {
     pub tools: ToolRegistry,
     /// The `model:` section, when the file has one.
     pub model: Option<ModelConfig>,
+    /// The `commands:` section (environment stripping).
+    pub commands: CommandsConfig,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
 }
@@ -98,6 +113,7 @@ impl Default for AgentConfig {
             tools: ToolRegistry::assemble(None, image_tools(&ModelConfig::scripted()))
                 .unwrap_or_else(|_| ToolRegistry::builtin()),
             model: None,
+            commands: CommandsConfig::default(),
             builtin: None,
         }
     }
@@ -146,6 +162,7 @@ impl AgentConfig {
         if let Some(r) = raw.retry {
             cfg.retry = r;
         }
+        cfg.commands = raw.commands.unwrap_or_default();
         cfg.builtin = raw.tools.and_then(|t| t.builtin);
         if let Some(m) = &raw.model {
             m.validate()?;
@@ -200,6 +217,19 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(e.unwrap_or_default().contains("read_fiel"));
+        let cfg =
+            AgentConfig::from_yaml("commands:\n  strip_env: [X_*]\n  pass_env: [GITHUB_TOKEN]\n");
+        assert_eq!(
+            cfg.map(|c| c.commands).ok(),
+            Some(CommandsConfig {
+                strip_env: vec!["X_*".into()],
+                pass_env: vec!["GITHUB_TOKEN".into()],
+            })
+        );
+        let e = AgentConfig::from_yaml("commands:\n  strip: [A]\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(e.unwrap_or_default().contains("strip"));
         let e = AgentConfig::from_yaml("max_turn: 3\n")
             .err()
             .map(|e| e.to_string());

@@ -39,6 +39,9 @@ pub enum RookeryError {
     SessionEnded(String),
     #[error("trace error: {0}")]
     Trace(#[from] std::io::Error),
+    /// Another process holds the session's trace lock (it has the session open).
+    #[error("session {id} is open in another rookery process ({})", pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}")))]
+    SessionLocked { id: String, pid: Option<u32> },
     #[error("actor error: {0}")]
     Actor(String),
 }
@@ -46,6 +49,19 @@ pub enum RookeryError {
 impl<T> From<ractor::RactorErr<T>> for RookeryError {
     fn from(e: ractor::RactorErr<T>) -> Self {
         RookeryError::Actor(e.to_string())
+    }
+}
+
+impl RookeryError {
+    /// The error of a failed owner lock on session `id`'s trace.
+    pub fn from_lock(id: &str, e: crate::trace::lock::LockError) -> Self {
+        match e {
+            crate::trace::lock::LockError::Held { pid } => RookeryError::SessionLocked {
+                id: id.to_string(),
+                pid,
+            },
+            crate::trace::lock::LockError::Io(e) => RookeryError::Trace(e),
+        }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod message;
 pub mod model;
+pub mod redact;
 pub mod server;
 pub mod tools;
 pub mod trace;

@@ -37,7 +37,7 @@ fn main() {
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(rookery::redact::LogWriter)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     std::panic::set_hook(Box::new(|info| {

@@ -86,6 +86,9 @@ pub struct SessionMeta {
     pub workspace: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The approval mode the session started with (`approval_mode_changed` records changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<String>,
 }
 
 /// `model_msg` payloads: seven complete kinds and four streaming partials.
@@ -264,7 +267,7 @@ pub enum Decision {
 }
 
 /// `event_msg` payloads: the twelve of the reference plus Rookery's own (`command_evicted`,
-/// `task_end`).
+/// `task_end`, `approval_mode_changed`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventPayload {
@@ -330,6 +333,10 @@ pub enum EventPayload {
     },
     TaskEnd {
         status: StopReason,
+    },
+    /// The session's approval mode changed (Rookery's own).
+    ApprovalModeChanged {
+        mode: String,
     },
 }
 

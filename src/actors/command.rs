@@ -8,6 +8,7 @@
 //! 1 s) in `post_stop` and by the [`process::KillOnDrop`] guard in the state, so a killed or
 //! panicked actor leaves no process behind. It knows nothing of the registry or of tools.
 
+pub mod env_policy;
 pub mod process;
 pub mod ring;
 #[cfg(target_os = "linux")]

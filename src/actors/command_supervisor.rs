@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent};
 use tokio::sync::watch;
 
+use crate::actors::command::env_policy::EnvPolicy;
 use crate::actors::command::process::{self, KillOnDrop};
 use crate::actors::command::{CommandActor, CommandArgs, CommandMsg, ExitInfo, SpawnSpec};
 pub use handle::CommandSupervisorHandle;
@@ -53,6 +54,8 @@ pub struct CommandOptions {
     pub capacity: usize,
     /// Extra environment of every command (the hardened keys still win).
     pub env: Vec<(String, String)>,
+    /// Which inherited variables commands may see.
+    pub env_policy: Arc<EnvPolicy>,
 }
 
 impl Default for CommandOptions {
@@ -60,6 +63,7 @@ impl Default for CommandOptions {
         CommandOptions {
             capacity: MAX_COMMANDS,
             env: Vec::new(),
+            env_policy: Arc::default(),
         }
     }
 }
@@ -351,6 +355,7 @@ impl SupState {
             },
             tty: req.tty,
             env: self.options.env.clone(),
+            env_policy: self.options.env_policy.clone(),
         };
         let spawned = process::spawn_process(&spec)?;
         let group = spawned.group.0.clone();

@@ -9,11 +9,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{
+    Actor, ActorId, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, SupervisionEvent,
+};
 
 use super::session::{SessionHandle, SessionOptions, Subscribers};
-use super::spawn::{SessionEnv, report_crash, spawn_session, stop_trace};
+use super::spawn::{SessionEnv, open_locked, report_crash, spawn_session, stop_trace};
 use crate::error::RookeryError;
+use crate::trace::file::TraceFile;
 use crate::trace::paths;
 use crate::trace::resume::resume_from_file;
 use crate::trace::writer::{TraceMsg, TraceStats};
@@ -58,7 +61,7 @@ impl HostActor {
         while state.sessions.contains_key(&id) {
             id = paths::new_session_id();
         }
-        Self::register(myself, state, id, options).await
+        Self::register(myself, state, id, options, None).await
     }
 
     async fn resume(
@@ -68,18 +71,31 @@ impl HostActor {
         mut options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
         if let Some(e) = state.sessions.get(&id) {
-            return Ok(e.handle.clone());
+            let closing = e.handle.closing.load(std::sync::atomic::Ordering::SeqCst);
+            if !closing && e.handle.actor.get_status() == ActorStatus::Running {
+                return Ok(e.handle.clone());
+            }
+            // Closing or closed, its termination not handled yet: forget it now, once its close
+            // has ended and its trace writer has written out and released the session's lock.
+            if let Some(e) = state.sessions.remove(&id) {
+                state.by_actor.remove(&e.handle.actor.get_id());
+                let _ = e.handle.close().await;
+                let _ = ractor::call!(e.trace, TraceMsg::Shutdown);
+            }
         }
         if !paths::is_valid_session_id(&id) {
             return Err(RookeryError::UnknownSession(id));
         }
         let path = paths::locate_trace(&state.env.home, &id)
             .ok_or_else(|| RookeryError::UnknownSession(id.clone()))?;
+        // The owner lock first: a trace another process appends to is neither read nor opened.
+        let file = open_locked(&id, &path)?;
         // Reading a trace is file I/O, but bounded and rare (once per resumed session).
         let resumed = resume_from_file(&path)?;
         options.source = resumed.meta.source.clone();
+        super::session::restore_mode(options.approver.as_ref(), &resumed);
         options.resume = Some(Arc::new(resumed));
-        Self::register(myself, state, id, options).await
+        Self::register(myself, state, id, options, Some(file)).await
     }
 
     async fn register(
@@ -87,8 +103,10 @@ impl HostActor {
         state: &mut HostState,
         id: String,
         options: SessionOptions,
+        file: Option<TraceFile>,
     ) -> Result<SessionHandle, RookeryError> {
-        let spawned = spawn_session(myself.get_cell(), &state.env, id.clone(), options).await?;
+        let spawned =
+            spawn_session(myself.get_cell(), &state.env, id.clone(), options, file).await?;
         let handle = spawned.handle.clone();
         state.by_actor.insert(handle.actor.get_id(), id.clone());
         state.sessions.insert(

@@ -7,6 +7,9 @@
 
 mod carry;
 mod dispatch;
+mod mode;
+mod output;
+mod secrets;
 mod services;
 mod turn;
 
@@ -26,8 +29,10 @@ use crate::message::{
 };
 use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
 use crate::trace::resume::ResumeState;
-use crate::trace::writer::{TraceMsg, record_line};
+use crate::trace::writer::TraceMsg;
 
+pub(crate) use mode::restore as restore_mode;
+pub(crate) use secrets::redactor as session_redactor;
 use turn::Task;
 pub use turn::TaskSummary;
 
@@ -72,6 +77,9 @@ pub struct SessionOptions {
     /// Extra environment of the session's shell commands (e.g. `HOME`); the hardened keys
     /// still win.
     pub command_env: Vec<(String, String)>,
+    /// Secret values besides the provider key (e.g. the serve token): scrubbed from the trace
+    /// and the stream, and never in a command's environment.
+    pub secrets: Vec<String>,
 }
 
 impl SessionOptions {
@@ -86,6 +94,7 @@ impl SessionOptions {
             depth: 0,
             resume: None,
             command_env: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -146,6 +155,8 @@ pub enum SessionMsg {
     Notice(String),
     /// The session's command and subagent supervisors (for counts and metrics).
     Services(RpcReplyPort<SessionServices>),
+    /// The approver's mode changed (recorded as `approval_mode_changed`).
+    ApprovalModeChanged(crate::approval::ApprovalMode),
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -176,6 +187,10 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
         agent_state: options.workspace.display().to_string(),
         workspace: options.workspace.display().to_string(),
         source: options.source.clone(),
+        approval_mode: options
+            .approver
+            .policy()
+            .map(|p| p.mode().as_str().to_string()),
     }
 }
 
@@ -219,24 +234,12 @@ pub struct SessionState {
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
     pub(crate) pending_notices: Vec<ModelPayload>,
-}
-
-impl SessionState {
-    /// Streams `msg` to subscribers and, if `record` and recordable, appends it to the trace.
-    pub(crate) fn emit(&self, msg: OmniMessage, record: bool) {
-        if record && msg.is_recordable() {
-            self.record_only(&msg);
-        }
-        broadcast(&self.subscribers, &Arc::new(msg));
-    }
-
-    /// Appends to the trace without streaming (the task's own input). The record is serialized
-    /// here, so the trace actor only writes: the two work in parallel.
-    pub(crate) fn record_only(&self, msg: &OmniMessage) {
-        if let Some(line) = record_line(msg) {
-            let _ = self.trace.cast(TraceMsg::AppendLine(line));
-        }
-    }
+    /// The approval mode the trace recorded last (`None`: none yet).
+    pub(crate) approval_mode: Option<crate::approval::ApprovalMode>,
+    /// Scrubs the session's secrets from what it records and streams (`None`: no secrets).
+    pub(crate) redactor: Option<Arc<crate::redact::Redactor>>,
+    /// Stops the approval-mode watcher when the session's state drops.
+    pub(crate) _mode_watch: Option<tokio_util::sync::DropGuard>,
 }
 
 impl Actor for SessionActor {
@@ -246,7 +249,7 @@ impl Actor for SessionActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: SessionArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let SessionArgs {
@@ -280,7 +283,8 @@ impl Actor for SessionActor {
                 .iter()
                 .any(|t| options.config.tools.get(t).is_some());
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
-        Ok(SessionState {
+        let redactor = secrets::redactor(&options);
+        let mut state = SessionState {
             id,
             options,
             trace,
@@ -315,7 +319,12 @@ impl Actor for SessionActor {
             path_locks: Default::default(),
             env,
             pending_notices: Vec::new(),
-        })
+            approval_mode: None,
+            redactor,
+            _mode_watch: None,
+        };
+        state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
+        Ok(state)
     }
 
     async fn handle_supervisor_evt(
@@ -465,6 +474,7 @@ async fn handle_msg(
                 }
                 turn::on_notice(&myself, state);
             }
+            SessionMsg::ApprovalModeChanged(m) => mode::on_change(state, m),
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())
@@ -475,6 +485,8 @@ async fn handle_msg(
 #[derive(Clone)]
 pub struct SessionHandle {
     pub(crate) id: String,
+    /// Set by `close` (on every clone): the host then treats the session as gone.
+    pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
     /// The `session_meta` record (its payload is the meta).
     pub(crate) meta_message: Arc<OmniMessage>,
     pub(crate) actor: ActorRef<SessionMsg>,
@@ -577,6 +589,8 @@ impl SessionHandle {
 
     /// Aborts any task, writes out the trace and stops the session.
     pub async fn close(&self) -> Result<(), RookeryError> {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(ractor::call!(self.actor, SessionMsg::Close)?)
     }
 

@@ -14,6 +14,7 @@ use super::session::{
 };
 use crate::error::{ConfigError, RookeryError};
 use crate::message::{OmniMessage, StopReason, build};
+use crate::trace::file::TraceFile;
 use crate::trace::paths;
 use crate::trace::writer::{TraceActor, TraceArgs, TraceMsg, TraceStats};
 
@@ -54,13 +55,22 @@ pub(crate) fn report_crash(trace: &ActorRef<TraceMsg>, subscribers: &Subscribers
     }
 }
 
+/// Opens the trace at `path` for appending and takes the session's owner lock on it.
+pub(crate) fn open_locked(id: &str, path: &std::path::Path) -> Result<TraceFile, RookeryError> {
+    let file = TraceFile::open(path)?;
+    file.lock().map_err(|e| RookeryError::from_lock(id, e))?;
+    Ok(file)
+}
+
 /// Validates the workspace, then spawns the trace actor and the session actor linked to
-/// `supervisor`. `id` must be unused.
+/// `supervisor`. `id` must be unused. `file` is the trace already opened and locked (resume);
+/// without it the trace is opened and locked here.
 pub(crate) async fn spawn_session(
     supervisor: ActorCell,
     env: &SessionEnv,
     id: String,
     mut options: SessionOptions,
+    file: Option<TraceFile>,
 ) -> Result<SpawnedSession, RookeryError> {
     if !options.workspace.is_dir() {
         return Err(ConfigError::Workspace(options.workspace.clone()).into());
@@ -81,12 +91,18 @@ pub(crate) async fn spawn_session(
         ),
     };
     let meta_message = Arc::new(OmniMessage::session_meta(meta));
+    let file = match file {
+        Some(f) => f,
+        None => open_locked(&id, &trace_path)?,
+    };
     let (trace, _) = Actor::spawn_linked(
         None,
         TraceActor,
         TraceArgs {
             path: trace_path.clone(),
             stats: env.trace_stats.clone(),
+            file: Some(file),
+            redactor: super::session::session_redactor(&options),
         },
         supervisor.clone(),
     )
@@ -117,6 +133,7 @@ pub(crate) async fn spawn_session(
     Ok(SpawnedSession {
         handle: SessionHandle {
             id,
+            closing: Arc::default(),
             meta_message,
             actor,
             trace: trace.clone(),

@@ -120,6 +120,7 @@ impl SubagentSupervisor {
             &state.args.env,
             session_id.clone(),
             options,
+            None,
         )
         .await
         .map_err(|e| format!("[run_subagent error: {e}]"))?;

@@ -21,7 +21,7 @@ use super::run::resolve;
 use super::{ChatArgs, render};
 use crate::Host;
 use crate::actors::session::SessionHandle;
-use crate::approval::{ApprovalRequest, Approver, PolicyApprover};
+use crate::approval::{ApprovalMode, ApprovalRequest, Approver, PolicyApprover};
 use crate::message::{Decision, EventPayload};
 use crate::server::state::read_trace_meta;
 use crate::trace::paths;
@@ -94,10 +94,12 @@ pub async fn chat(args: ChatArgs) -> i32 {
         }
     };
     let (ask_tx, ask_rx) = mpsc::unbounded_channel();
-    resolved.options.approver = Arc::new(PolicyApprover::new(
-        session_args.approve,
-        Arc::new(ChatApprover { tx: ask_tx }),
-    ));
+    let asker = Arc::new(ChatApprover { tx: ask_tx });
+    resolved.options.approver = Arc::new(match session_args.approve {
+        Some(mode) => PolicyApprover::new(mode, asker),
+        // Without --approve, a resumed session keeps the mode its trace recorded.
+        None => PolicyApprover::inherited(ApprovalMode::AllowAll, asker),
+    });
     let host = match Host::start(resolved.home.clone()).await {
         Ok(h) => h,
         Err(e) => {

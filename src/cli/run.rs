@@ -13,7 +13,7 @@ use super::approve_prompt::TerminalApprover;
 use super::{RunArgs, SessionArgs, render};
 use crate::Host;
 use crate::actors::session::SessionOptions;
-use crate::approval::PolicyApprover;
+use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
 use crate::message::{EventPayload, ModelPayload, StopReason};
@@ -43,7 +43,7 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
     }
     let model = super::model_args::resolve_model(&args.model, &mut config)?;
     let approver = Arc::new(PolicyApprover::new(
-        args.approve,
+        args.approve.unwrap_or(ApprovalMode::AllowAll),
         Arc::new(TerminalApprover::default()),
     ));
     let mut options = SessionOptions::new(workspace, model);

@@ -66,6 +66,7 @@ impl OpenAiModel {
                     ))
                 })?;
                 header.set_sensitive(true);
+                crate::redact::redact_in_logs(&raw);
                 Some(Secret { header, raw })
             }
             _ => {

@@ -108,6 +108,9 @@ impl From<RookeryError> for ApiError {
             RookeryError::SessionEnded(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "session_ended", e.to_string())
             }
+            RookeryError::SessionLocked { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "session_locked", e.to_string())
+            }
             RookeryError::Config(ConfigError::Workspace(_)) => {
                 ApiError::bad_request("invalid_workspace", e.to_string())
             }

@@ -101,6 +101,9 @@ pub fn read_trace_meta(path: &Path) -> Option<SessionMeta> {
 impl ServerState {
     pub fn new(host: Host, cfg: ServerConfig) -> Arc<Self> {
         let slots = Arc::new(Semaphore::new(cfg.max_sessions.min(Semaphore::MAX_PERMITS)));
+        if let Some(token) = &cfg.token {
+            crate::redact::redact_in_logs(token);
+        }
         Arc::new_cyclic(|me| ServerState {
             host,
             cfg,
@@ -140,13 +143,16 @@ impl ServerState {
             None => self.cfg.config.clone(),
         };
         let approvals = Arc::new(ApiApprover::with_counter(self.approval_ids.clone()));
-        let policy = Arc::new(PolicyApprover::new(
-            open.approval_mode.unwrap_or(ApprovalMode::AllowAll),
-            approvals.clone(),
-        ));
+        // Without a mode in the request, a resumed session takes back the one its trace recorded.
+        let policy = Arc::new(match open.approval_mode {
+            Some(mode) => PolicyApprover::new(mode, approvals.clone()),
+            None => PolicyApprover::inherited(ApprovalMode::AllowAll, approvals.clone()),
+        });
         let mut options = SessionOptions::new(workspace, self.cfg.model.clone());
         options.config = config;
         options.approver = policy.clone();
+        // The token never reaches a command's environment, the trace or the stream.
+        options.secrets.extend(self.cfg.token.clone());
         Ok((options, policy, approvals))
     }
 

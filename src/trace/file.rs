@@ -120,6 +120,16 @@ impl TraceFile {
         self.file.sync_data()
     }
 
+    /// Takes the session's exclusive owner lock on this handle (see [`super::lock`]).
+    pub fn lock(&self) -> Result<(), super::lock::LockError> {
+        super::lock::lock_exclusive(&self.file)
+    }
+
+    /// Releases the owner lock (the file stays open).
+    pub fn unlock(&self) {
+        super::lock::unlock(&self.file);
+    }
+
     /// The path this handle was opened on.
     pub fn path(&self) -> &Path {
         &self.path

@@ -53,6 +53,9 @@ pub struct ResumeState {
     pub tools_announced: bool,
     /// 1 + the highest `n` of tool-call ids `call_<n>` (or `call_<n>#<k>`) seen; 0 if none.
     pub next_call_index: u64,
+    /// The approval mode recorded last (`session_meta.approval_mode`, then each
+    /// `approval_mode_changed`), as written; `None` when the trace records none.
+    pub approval_mode: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -108,6 +111,7 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         session_usage: replay.session_usage,
         tools_announced: replay.tools_announced,
         next_call_index: replay.max_call.map_or(0, |n| n.saturating_add(1)),
+        approval_mode: replay.approval_mode,
     })
 }
 
@@ -130,6 +134,7 @@ struct Replay {
     session_usage: Usage,
     tools_announced: bool,
     max_call: Option<u64>,
+    approval_mode: Option<String>,
 }
 
 impl Replay {
@@ -137,6 +142,7 @@ impl Replay {
         match &record.payload {
             Payload::SessionMeta(meta) => {
                 if self.meta.is_none() {
+                    self.approval_mode = meta.approval_mode.clone();
                     self.meta = Some(meta.clone());
                 }
             }
@@ -177,6 +183,7 @@ impl Replay {
         match event {
             EventPayload::TokenUsage { session, .. } => self.session_usage = *session,
             EventPayload::ToolListReady { .. } => self.tools_announced = true,
+            EventPayload::ApprovalModeChanged { mode } => self.approval_mode = Some(mode.clone()),
             EventPayload::CompactionBegin { .. } => {
                 self.drop_open_request();
                 self.in_compaction = true;

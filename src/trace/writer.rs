@@ -13,6 +13,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::file::TraceFile;
 use crate::message::OmniMessage;
+use crate::redact::Redactor;
 
 /// Messages of the trace actor.
 pub enum TraceMsg {
@@ -24,7 +25,7 @@ pub enum TraceMsg {
     Flush(RpcReplyPort<()>),
     /// Replies once every earlier record is written (no sync).
     Written(RpcReplyPort<()>),
-    /// Like `Flush`, then stops the actor.
+    /// Like `Flush`, then releases the owner lock and stops the actor.
     Shutdown(RpcReplyPort<()>),
 }
 
@@ -40,6 +41,11 @@ pub struct TraceStats {
 pub struct TraceArgs {
     pub path: PathBuf,
     pub stats: Arc<TraceStats>,
+    /// The file already opened (and owner-locked) by the spawner; else `path` is opened.
+    pub file: Option<TraceFile>,
+    /// Scrubs secrets from the records sent as messages (`Append`); `AppendLine` records come
+    /// scrubbed from their session.
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 /// One record as the trace stores it: the JSON envelope and a newline.
@@ -59,11 +65,16 @@ pub struct TraceActor;
 pub struct TraceState {
     file: TraceFile,
     stats: Arc<TraceStats>,
+    redactor: Option<Arc<Redactor>>,
 }
 
 impl TraceState {
     fn append(&mut self, msg: &OmniMessage) {
         if let Some(line) = record_line(msg) {
+            let line = match &self.redactor {
+                Some(r) => r.redact_bytes(&line).unwrap_or(line),
+                None => line,
+            };
             self.write_line(line);
         }
     }
@@ -100,10 +111,14 @@ impl Actor for TraceActor {
         _myself: ActorRef<Self::Msg>,
         args: TraceArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let file = TraceFile::open(&args.path)?;
+        let file = match args.file {
+            Some(f) => f,
+            None => TraceFile::open(&args.path)?,
+        };
         Ok(TraceState {
             file,
             stats: args.stats,
+            redactor: args.redactor,
         })
     }
 
@@ -125,6 +140,8 @@ impl Actor for TraceActor {
             }
             TraceMsg::Shutdown(reply) => {
                 state.sync();
+                // Released before the reply: a closed session can be reopened at once.
+                state.file.unlock();
                 let _ = reply.send(());
                 myself.stop(None);
             }

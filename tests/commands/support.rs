@@ -44,6 +44,7 @@ pub async fn harness_with(capacity: usize) -> Harness {
     let options = CommandOptions {
         capacity,
         env: vec![("HOME".into(), home.display().to_string())],
+        ..CommandOptions::default()
     };
     let handle = CommandSupervisorHandle::spawn_with(
         "session-test".into(),

@@ -62,6 +62,8 @@ pub struct SpawnSpec {
     pub tty: bool,
     /// Extra variables (applied before the hardened keys, which still win).
     pub env: Vec<(String, String)>,
+    /// Which inherited variables the command may see (secrets are stripped).
+    pub env_policy: std::sync::Arc<super::env_policy::EnvPolicy>,
 }
 
 /// How a command's foreground process ended.
@@ -315,9 +317,11 @@ fn set_nonblocking(fd: &OwnedFd) -> nix::Result<()> {
 /// keys (later entries win).
 fn child_env(
     extra: &[(String, String)],
+    policy: &super::env_policy::EnvPolicy,
 ) -> std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> {
-    let mut env: std::collections::BTreeMap<_, _> =
-        std::env::vars_os().filter(|(k, _)| !stripped(k)).collect();
+    let mut env: std::collections::BTreeMap<_, _> = std::env::vars_os()
+        .filter(|(k, v)| !stripped(k) && policy.allows(k, v))
+        .collect();
     for (k, v) in extra {
         env.insert(k.into(), v.into());
     }
@@ -360,7 +364,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
         CString::new(b)
             .map_err(|_| "cannot run bash: a NUL byte in the command or environment".to_string())
     };
-    let env = child_env(&spec.env);
+    let env = child_env(&spec.env, &spec.env_policy);
     let bash = find_bash(env.get(OsStr::new("PATH")).map(|p| p.as_os_str()))
         .ok_or_else(|| "cannot run bash: No such file or directory (os error 2)".to_string())?;
     let program = cstr(bash.as_os_str().as_bytes())?;
@@ -452,7 +456,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-lc").arg(&spec.cmd).current_dir(&spec.cwd);
     cmd.env_clear();
-    cmd.envs(child_env(&spec.env));
+    cmd.envs(child_env(&spec.env, &spec.env_policy));
     cmd.kill_on_drop(false);
 
     let master = if spec.tty {
@@ -576,6 +580,7 @@ mod tests {
             cwd: PathBuf::from("/nonexistent/rookery-dir"),
             tty: false,
             env: Vec::new(),
+            env_policy: Default::default(),
         };
         let err = spawn_process(&spec).err().unwrap_or_default();
         assert_eq!(
@@ -592,6 +597,7 @@ mod tests {
             cwd: dir.path().to_path_buf(),
             tty: false,
             env: vec![("HOME".into(), dir.path().display().to_string())],
+            env_policy: Default::default(),
         };
         let SpawnedProcess {
             mut child, group, ..

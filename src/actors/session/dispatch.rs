@@ -170,6 +170,8 @@ pub(crate) fn on_tool_done(
         return;
     }
     let aborting = task.aborting.is_some();
+    // Scrubbed before the model, the trace or a subscriber sees it.
+    let output = state.scrubbed(output);
     set_output(state, idx, &output);
     state.emit(output, true);
     if aborting {

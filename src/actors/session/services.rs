@@ -31,6 +31,7 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
             Some(myself.get_cell()),
             CommandOptions {
                 env: state.options.command_env.clone(),
+                env_policy: state.env_policy(),
                 ..CommandOptions::default()
             },
         )

@@ -52,11 +52,15 @@ pub(super) struct Endpoint {
 }
 
 impl Endpoint {
-    /// Replaces the key wherever a server echoed it.
+    /// Replaces the key wherever a server echoed it, in any case (`bearer sk-…` lowercased).
     fn scrub(&self, text: &str) -> String {
-        match &self.key {
-            Some(key) if key.raw.len() >= 4 => text.replace(&key.raw, "[redacted]"),
-            _ => text.to_string(),
+        match self
+            .key
+            .as_ref()
+            .and_then(|k| crate::redact::Redactor::new([&k.raw]))
+        {
+            Some(r) => r.redact(text).into_owned(),
+            None => text.to_string(),
         }
     }
 }

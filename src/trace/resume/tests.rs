@@ -15,7 +15,24 @@ fn meta() -> OmniMessage {
         agent_state: "/ws".into(),
         workspace: "/ws".into(),
         source: None,
+        approval_mode: None,
     })
+}
+
+#[test]
+fn the_last_recorded_approval_mode_wins_and_none_means_unknown() {
+    let mode = |m: &str| {
+        OmniMessage::event(crate::message::EventPayload::ApprovalModeChanged { mode: m.into() })
+    };
+    assert_eq!(resume_from_records(&[meta()]).unwrap().approval_mode, None);
+    let mut first = meta();
+    if let crate::message::Payload::SessionMeta(m) = &mut first.payload {
+        m.approval_mode = Some("always-ask".into());
+    }
+    let r = resume_from_records(std::slice::from_ref(&first)).unwrap();
+    assert_eq!(r.approval_mode.as_deref(), Some("always-ask"));
+    let r = resume_from_records(&[first, mode("read-only"), mode("allow-all")]).unwrap();
+    assert_eq!(r.approval_mode.as_deref(), Some("allow-all"));
 }
 
 fn m(record: &OmniMessage) -> ModelPayload {
