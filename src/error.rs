@@ -39,6 +39,13 @@ pub enum RookeryError {
     SessionEnded(String),
     #[error("trace error: {0}")]
     Trace(#[from] std::io::Error),
+    /// A trace cannot be created or opened: `cannot create traces under <home>: <reason>`.
+    #[error("{0}")]
+    TraceOpen(String),
+    /// The session's trace can no longer be written (`trace write failed: <reason> (<path>)`):
+    /// the session takes no new task.
+    #[error("session {session} failed: {reason}")]
+    TraceFailed { session: String, reason: String },
     #[error("actor error: {0}")]
     Actor(String),
 }

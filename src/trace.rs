@@ -6,6 +6,7 @@
 //! never modify a trace.
 
 pub mod file;
+pub mod health;
 pub mod paths;
 pub mod reader;
 pub mod resume;

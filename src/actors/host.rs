@@ -15,7 +15,7 @@ use super::session::{SessionHandle, SessionOptions, Subscribers};
 use super::spawn::{SessionEnv, report_crash, spawn_session, stop_trace};
 use crate::error::RookeryError;
 use crate::trace::paths;
-use crate::trace::resume::resume_from_file;
+use crate::trace::resume::resume_from_file_off_runtime;
 use crate::trace::writer::{TraceMsg, TraceStats};
 
 /// Messages of the host actor.
@@ -75,8 +75,8 @@ impl HostActor {
         }
         let path = paths::locate_trace(&state.env.home, &id)
             .ok_or_else(|| RookeryError::UnknownSession(id.clone()))?;
-        // Reading a trace is file I/O, but bounded and rare (once per resumed session).
-        let resumed = resume_from_file(&path)?;
+        // Read on the blocking pool: a large trace must not hold an async worker.
+        let resumed = resume_from_file_off_runtime(path).await?;
         options.source = resumed.meta.source.clone();
         options.resume = Some(Arc::new(resumed));
         Self::register(myself, state, id, options).await

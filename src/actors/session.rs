@@ -6,6 +6,7 @@
 //! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
 
 mod carry;
+mod close_out;
 mod dispatch;
 mod services;
 mod turn;
@@ -13,6 +14,9 @@ mod turn;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::mpsc;
 
@@ -25,6 +29,7 @@ use crate::message::{
     Decision, EventPayload, ModelPayload, OmniMessage, Sender, SessionMeta, Usage, build,
 };
 use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
+use crate::trace::health::TraceHealth;
 use crate::trace::resume::ResumeState;
 use crate::trace::writer::{TraceMsg, record_line};
 
@@ -97,11 +102,12 @@ pub struct SessionServices {
     pub subagents: Option<SubagentSupervisorHandle>,
 }
 
-/// Idle or running.
+/// Idle, running, or failed (its trace can no longer be written; it takes no new task).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionStatus {
     Idle,
     Running,
+    Failed,
 }
 
 /// Messages of the session actor. The variants after `Close` are internal.
@@ -146,6 +152,8 @@ pub enum SessionMsg {
     Notice(String),
     /// The session's command and subagent supervisors (for counts and metrics).
     Services(RpcReplyPort<SessionServices>),
+    /// The trace actor could not write a record (`trace write failed: …`).
+    TraceFailed(String),
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -162,6 +170,8 @@ pub struct SessionArgs {
     pub meta: Arc<OmniMessage>,
     /// Where child sessions' traces go.
     pub env: crate::actors::spawn::SessionEnv,
+    /// Reports the first failed trace write.
+    pub trace_health: Arc<TraceHealth>,
 }
 
 /// The `session_meta` of a new session.
@@ -217,6 +227,8 @@ pub struct SessionState {
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
     pub(crate) pending_notices: Vec<ModelPayload>,
+    /// Set once the trace could not be written: no new task starts.
+    pub(crate) trace_failure: Option<String>,
 }
 
 impl SessionState {
@@ -244,7 +256,7 @@ impl Actor for SessionActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: SessionArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let SessionArgs {
@@ -255,7 +267,12 @@ impl Actor for SessionActor {
             subscribers,
             meta,
             env,
+            trace_health,
         } = args;
+        let me = myself.clone();
+        trace_health.on_failure(move |text| {
+            let _ = me.cast(SessionMsg::TraceFailed(text.to_string()));
+        });
         let model = options.model.open(&ModelSessionContext {
             session_id: id.clone(),
             is_subagent: options.depth > 0,
@@ -312,6 +329,7 @@ impl Actor for SessionActor {
             wants_subagents,
             env,
             pending_notices: Vec::new(),
+            trace_failure: None,
         })
     }
 
@@ -357,7 +375,26 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         // Boxed: the actor's loop future (allocated for the session's whole life) then holds a
         // pointer instead of the largest handler state.
-        Box::pin(handle_msg(myself, message, state)).await
+        let handled = AssertUnwindSafe(Box::pin(handle_msg(myself, message, state)))
+            .catch_unwind()
+            .await;
+        handled.unwrap_or_else(|panic| {
+            // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
+            // are settled first, so every call of the trace keeps exactly one output.
+            close_out::close_open_calls(state);
+            Err(panic_text(panic).into())
+        })
+    }
+}
+
+/// The text of a panic payload (as ractor reports a panic in a handler).
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => match p.downcast::<&str>() {
+            Ok(s) => s.to_string(),
+            Err(_) => "Unknown panic occurred which couldn't be coerced to a string".to_string(),
+        },
     }
 }
 
@@ -376,7 +413,12 @@ async fn handle_msg(
                 let _ = reply.send(rx);
             }
             SessionMsg::StartTask(text, sender, reply) => {
-                if state.task.is_some() {
+                if let Some(reason) = &state.trace_failure {
+                    let _ = reply.send(Err(RookeryError::TraceFailed {
+                        session: state.id.clone(),
+                        reason: reason.clone(),
+                    }));
+                } else if state.task.is_some() {
                     let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
                 } else {
                     let _ = reply.send(Ok(()));
@@ -394,6 +436,8 @@ async fn handle_msg(
             SessionMsg::Status(reply) => {
                 let status = if state.task.is_some() {
                     SessionStatus::Running
+                } else if state.trace_failure.is_some() {
+                    SessionStatus::Failed
                 } else {
                     SessionStatus::Idle
                 };
@@ -462,6 +506,11 @@ async fn handle_msg(
                 }
                 turn::on_notice(&myself, state);
             }
+            SessionMsg::TraceFailed(reason) => {
+                tracing::error!(session = %state.id, "{reason}; the session takes no new task");
+                state.trace_failure = Some(reason.clone());
+                turn::fail(&myself, state, &reason);
+            }
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())
@@ -477,6 +526,7 @@ pub struct SessionHandle {
     pub(crate) actor: ActorRef<SessionMsg>,
     pub(crate) trace: ActorRef<TraceMsg>,
     pub(crate) trace_path: PathBuf,
+    pub(crate) trace_health: Arc<TraceHealth>,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -508,6 +558,12 @@ impl SessionHandle {
 
     pub fn trace_path(&self) -> &std::path::Path {
         &self.trace_path
+    }
+
+    /// The first failed write of the session's trace (`trace write failed: <reason> (<path>)`),
+    /// if any. Once set, the session takes no new task.
+    pub fn trace_failure(&self) -> Option<String> {
+        self.trace_health.failure().map(str::to_string)
     }
 
     /// Waits until every record sent to the trace so far is written (no sync).

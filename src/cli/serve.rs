@@ -87,21 +87,21 @@ pub async fn serve(args: ServeArgs) -> i32 {
     ) {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("rookery: cannot install signal handlers: {e}");
+            errln!("rookery: cannot install signal handlers: {e}");
             return 2;
         }
     };
     let (listener, state) = match start(&args).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 2;
         }
     };
     let local = match listener.local_addr() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("rookery: cannot read the listening address: {e}");
+            errln!("rookery: cannot read the listening address: {e}");
             return 2;
         }
     };
@@ -119,7 +119,7 @@ pub async fn serve(args: ServeArgs) -> i32 {
     match server::serve(listener, state, stop).await {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("rookery: server error: {e}");
+            errln!("rookery: server error: {e}");
             1
         }
     }

@@ -81,7 +81,12 @@ impl From<RookeryError> for ApiError {
                 ApiError::bad_request("invalid_workspace", e.to_string())
             }
             RookeryError::Config(_) => ApiError::bad_request("invalid_config", e.to_string()),
-            RookeryError::Trace(_) | RookeryError::Actor(_) => ApiError::internal(e.to_string()),
+            RookeryError::TraceFailed { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "session_failed", e.to_string())
+            }
+            RookeryError::Trace(_) | RookeryError::TraceOpen(_) | RookeryError::Actor(_) => {
+                ApiError::internal(e.to_string())
+            }
         }
     }
 }
