@@ -381,7 +381,7 @@ impl Actor for SessionActor {
         handled.unwrap_or_else(|panic| {
             // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
             // are settled first, so every call of the trace keeps exactly one output.
-            close_out::close_open_calls(state);
+            turn::settle_after_panic(state);
             Err(panic_text(panic).into())
         })
     }

@@ -129,9 +129,14 @@ pub(crate) fn start_task(
 ) {
     let mut input = std::mem::take(&mut state.carry_over);
     let user = build::user_text(text, sender);
-    state.record_only(&user);
     if let Some(p) = user.as_model() {
         input.push(p.clone());
+    }
+    if state.options.depth > 0 {
+        // A child's prompt is streamed too: its parent's subscribers get it origin-tagged.
+        state.emit(user, true);
+    } else {
+        state.record_only(&user);
     }
     input.extend(deliver_notices(state));
     if !state.tools_announced {
@@ -455,6 +460,16 @@ pub(crate) fn fail(myself: &ActorRef<SessionMsg>, state: &mut SessionState, reas
         return;
     }
     abort(myself, state, reason);
+}
+
+/// After a panic inside the session actor (which then fails; its supervisor writes `abort` and
+/// `task_end`): stops the running task's stream, approvals and tools and settles its open
+/// calls, so every call of the trace keeps exactly one output.
+pub(crate) fn settle_after_panic(state: &mut SessionState) {
+    if let Some(task) = state.task.as_mut() {
+        task.turn.stop_background();
+    }
+    super::close_out::close_open_calls(state);
 }
 
 /// Finishes an abort now, even if tools are still running (session close).
