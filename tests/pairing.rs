@@ -4,12 +4,15 @@
 //! a panicking session actor — and a subagent's prompt reaches the parent's subscribers.
 
 mod common;
+#[path = "paired/mod.rs"]
+mod paired;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use futures::future::BoxFuture;
+use paired::assert_trace_paired;
 use rookery::approval::{ApprovalRequest, Approver};
 use rookery::message::{Decision, EventPayload, ModelPayload, OmniMessage, Sender, StopReason};
 use rookery::{Host, SessionHandle};
@@ -44,9 +47,12 @@ fn busy_script() -> Value {
 async fn busy_session(host: &Host, ws: &std::path::Path) -> SessionHandle {
     let mut o = options(ws, scripted(busy_script()));
     o.approver = Arc::new(AllowSlowOnly);
-    o.config
-        .tools
-        .register(slow_def("slow"), Arc::new(SlowTool { spans: Arc::default() }));
+    o.config.tools.register(
+        slow_def("slow"),
+        Arc::new(SlowTool {
+            spans: Arc::default(),
+        }),
+    );
     host.create_session(o).await.unwrap()
 }
 
@@ -86,60 +92,6 @@ async fn ended_trace(path: &std::path::Path) -> Vec<OmniMessage> {
         assert!(Instant::now() < deadline, "trace never ended: {path:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Every completed `tool_call` has exactly one output, after it and before the trace's last
-/// `abort`/`task_end`; every output belongs to a call. Returns `(output, stop_reason)` by call.
-fn assert_trace_paired(recs: &[OmniMessage]) -> Vec<(String, StopReason)> {
-    let end = recs
-        .iter()
-        .position(|r| {
-            matches!(
-                r.as_event(),
-                Some(EventPayload::Abort { .. } | EventPayload::TaskEnd { .. })
-            )
-        })
-        .unwrap_or(recs.len());
-    let mut out = Vec::new();
-    for (i, r) in recs.iter().enumerate() {
-        let Some(ModelPayload::ToolCall {
-            tool_call_id,
-            stop_reason: StopReason::Completed,
-            ..
-        }) = r.as_model()
-        else {
-            continue;
-        };
-        let outputs: Vec<(usize, &ModelPayload)> = recs
-            .iter()
-            .enumerate()
-            .filter_map(|(j, o)| match o.as_model() {
-                Some(p @ ModelPayload::ToolCallOutput { tool_call_id: id, .. })
-                    if id == tool_call_id =>
-                {
-                    Some((j, p))
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(outputs.len(), 1, "{tool_call_id}: {:?}", kinds(recs));
-        let (j, p) = outputs[0];
-        assert!(j > i && j < end, "{tool_call_id} at {j}: {:?}", kinds(recs));
-        if let ModelPayload::ToolCallOutput {
-            output,
-            stop_reason,
-            ..
-        } = p
-        {
-            out.push((output.clone(), *stop_reason));
-        }
-    }
-    let outputs = recs
-        .iter()
-        .filter(|r| matches!(r.as_model(), Some(ModelPayload::ToolCallOutput { .. })))
-        .count();
-    assert_eq!(outputs, out.len(), "an output without a call");
-    out
 }
 
 fn decisions(recs: &[OmniMessage]) -> Vec<(String, Decision)> {

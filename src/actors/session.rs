@@ -229,6 +229,8 @@ pub struct SessionState {
     pub(crate) pending_notices: Vec<ModelPayload>,
     /// Set once the trace could not be written: no new task starts.
     pub(crate) trace_failure: Option<String>,
+    /// The trace writer's report of a failed write (read when a task ends).
+    pub(crate) trace_health: Arc<TraceHealth>,
 }
 
 impl SessionState {
@@ -330,6 +332,7 @@ impl Actor for SessionActor {
             env,
             pending_notices: Vec::new(),
             trace_failure: None,
+            trace_health,
         })
     }
 

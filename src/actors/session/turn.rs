@@ -520,6 +520,13 @@ pub(super) fn finish_task(
         return;
     };
     task.turn.stop_background();
+    // A record of this task already failed to reach the trace: it did not complete.
+    let (status, abort_reason) = match state.trace_health.failure() {
+        Some(failure) if status == StopReason::Completed => {
+            (StopReason::Failed, Some(failure.to_string()))
+        }
+        _ => (status, abort_reason),
+    };
     if let Some(reason) = &abort_reason {
         state.emit(build::abort(Some(reason.clone())), true);
     }
