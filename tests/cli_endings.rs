@@ -4,10 +4,10 @@
 //! skips a non-UTF-8 line and goes on; start-up errors name the path and the reason; an unknown
 //! key in a `tools.builtin` entry is an error naming it.
 
-#[path = "cli/support.rs"]
-mod support;
 #[path = "paired/mod.rs"]
 mod paired;
+#[path = "cli/support.rs"]
+mod support;
 #[path = "tmpfs/mod.rs"]
 mod tmpfs;
 

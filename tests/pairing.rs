@@ -264,3 +264,80 @@ async fn a_subagents_prompt_reaches_the_parent_subscribers_with_its_origin() {
     assert!(!recs.iter().any(|r| r.has_origin()));
     host.shutdown().await;
 }
+
+/// First request: a slow call (allowed, running) and a read_file call (its approval never
+/// comes), then the request fails; every later request answers with a text.
+struct FailsAfterCalls(Arc<dyn rookery::Model>);
+
+struct FailsAfterCallsSession {
+    requests: usize,
+}
+
+impl rookery::model::ModelSession for FailsAfterCallsSession {
+    fn stream(
+        &mut self,
+        _r: rookery::model::ModelRequest,
+    ) -> futures::stream::BoxStream<'static, rookery::model::ModelEvent> {
+        use rookery::message::build;
+        use rookery::model::{ModelEvent, ModelOutcome};
+        self.requests += 1;
+        let model = |m: OmniMessage| ModelEvent::Complete(m.as_model().cloned().unwrap());
+        let events = if self.requests == 1 {
+            vec![
+                model(build::tool_call("slow", r#"{"ms":60000}"#, "call_r0")),
+                model(build::tool_call(
+                    "read_file",
+                    r#"{"file_path":"a.txt"}"#,
+                    "call_r1",
+                )),
+                ModelEvent::End(ModelOutcome::error(StopReason::Failed, "connection reset")),
+            ]
+        } else {
+            vec![
+                model(build::assistant_text("recovered", StopReason::Completed)),
+                ModelEvent::End(ModelOutcome::completed()),
+            ]
+        };
+        Box::pin(futures::stream::iter(events))
+    }
+}
+
+impl rookery::Model for FailsAfterCalls {
+    fn info(&self) -> rookery::model::ModelInfo {
+        self.0.info()
+    }
+    fn open(
+        &self,
+        _ctx: &rookery::model::ModelSessionContext,
+    ) -> Box<dyn rookery::model::ModelSession> {
+        Box::new(FailsAfterCallsSession { requests: 0 })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_request_settles_the_calls_of_its_failed_attempt() {
+    let (_d, ws, home) = tempdirs();
+    let host = Host::start(&home).await.unwrap();
+    let model = Arc::new(FailsAfterCalls(scripted(json!({"turns": []}))));
+    let mut o = options(&ws, model);
+    o.approver = Arc::new(AllowSlowOnly);
+    o.config.tools.register(
+        slow_def("slow"),
+        Arc::new(SlowTool {
+            spans: Arc::default(),
+        }),
+    );
+    let s = host.create_session(o).await.unwrap();
+    let summary = tokio::time::timeout(WAIT, s.run_task("go"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(summary.status, StopReason::Completed);
+    assert_eq!(summary.final_text.as_deref(), Some("recovered"));
+    s.close().await.unwrap();
+    let recs = trace_records(s.trace_path());
+    let outs = assert_trace_paired(&recs);
+    assert_eq!(outs.len(), 2, "{:?}", kinds(&recs));
+    assert_eq!(outs[1], (DENIED.to_string(), StopReason::Aborted));
+    host.shutdown().await;
+}
