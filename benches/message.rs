@@ -80,8 +80,9 @@ fn trace_append(c: &mut Criterion) {
                 None,
                 TraceActor,
                 TraceArgs {
-                    path,
+                    file: rookery::trace::file::TraceFile::open(&path).expect("open trace"),
                     stats: Arc::new(TraceStats::default()),
+                    health: Arc::default(),
                 },
             ))
             .expect("spawn")

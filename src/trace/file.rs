@@ -108,15 +108,15 @@ impl TraceFile {
                 Ok(())
             }
             Err(e) => {
-                if done > 0 {
-                    if let Err(cut) = self.cut_back(done as u64) {
-                        tracing::warn!(
-                            "[trace] cannot remove a partial record from {}: {cut}",
-                            self.path.display()
-                        );
-                        self.bytes_written += done as u64;
-                        self.torn = true;
-                    }
+                if done > 0
+                    && let Err(cut) = self.cut_back(done as u64)
+                {
+                    tracing::warn!(
+                        "[trace] cannot remove a partial record from {}: {cut}",
+                        self.path.display()
+                    );
+                    self.bytes_written += done as u64;
+                    self.torn = true;
                 }
                 Err(e)
             }
