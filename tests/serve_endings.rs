@@ -186,7 +186,16 @@ async fn a_trace_on_a_full_filesystem_marks_the_session_failed() {
     let server = Server::start_in(dir, None);
     let id = server.create(None).await;
     let before = server.trace(&id);
-    let meta = std::fs::read(&before).unwrap();
+    // The trace actor writes the meta line asynchronously: wait for it before filling the disk.
+    let deadline = Instant::now() + WAIT;
+    let meta = loop {
+        let meta = std::fs::read(&before).unwrap();
+        if meta.ends_with(b"\n") {
+            break meta;
+        }
+        assert!(Instant::now() < deadline, "the meta line never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     fs.fill("filler");
     // A task text larger than any free room left in the trace file's last page.
     let text = "x".repeat(64 * 1024);
@@ -240,4 +249,35 @@ async fn a_trace_on_a_full_filesystem_marks_the_session_failed() {
     );
     drop(server);
     drop(fs);
+}
+
+#[test]
+fn serve_refuses_a_home_where_no_trace_can_be_written() {
+    let dir = sandbox(&json!({"turns": [{"text": "hi"}]}));
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let script = dir.path().join("script.json");
+    let out = command(
+        dir.path(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--home",
+            file.to_str().unwrap(),
+            "--script",
+            script.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "rookery: cannot create traces under {}: Not a directory",
+            file.display()
+        )
+    );
 }

@@ -3,7 +3,8 @@
 //! then shuts down gracefully (exit 0).
 //!
 //! Start-up refusals exit 2 with one line on stderr: no model, a bad config, a missing token
-//! variable, a non-loopback address without a token, an address that cannot be bound. The HTTP
+//! variable, a non-loopback address without a token, an address that cannot be bound, a home
+//! where no trace can be written. The HTTP
 //! API itself is `crate::server`.
 
 use std::io::Write;
@@ -51,6 +52,23 @@ async fn addresses(listen: &str, has_token: bool) -> Result<Vec<SocketAddr>, Con
     Ok(addrs)
 }
 
+/// Refuses a home where no trace can be written, naming it and the reason (not at the first
+/// session, with a 500).
+fn check_home(home: &std::path::Path) -> Result<(), String> {
+    let traces = home.join("traces");
+    let probe = traces.join(format!(".rookery-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&traces)
+        .and_then(|()| std::fs::File::create(&probe))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            format!(
+                "cannot create traces under {}: {}",
+                home.display(),
+                crate::trace::health::io_reason(&e)
+            )
+        })
+}
+
 async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerState>), String> {
     let mut config = match &args.config {
         Some(path) => AgentConfig::from_file(path).map_err(|e| e.to_string())?,
@@ -66,6 +84,7 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let home = paths::rookery_home(args.home.as_deref());
+    check_home(&home)?;
     let host = Host::start(home.clone()).await.map_err(|e| e.to_string())?;
     let state = ServerState::new(
         host,
