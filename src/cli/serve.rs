@@ -4,8 +4,7 @@
 //!
 //! Start-up refusals exit 2 with one line on stderr: no model, a bad config, a missing token
 //! variable, a non-loopback address without a token, an address that cannot be bound, a home
-//! where no trace can be written. The HTTP
-//! API itself is `crate::server`.
+//! where no trace can be written. The HTTP API itself is `crate::server`.
 
 use std::io::Write;
 use std::net::SocketAddr;
