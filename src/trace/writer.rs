@@ -96,8 +96,12 @@ impl TraceState {
 
     fn failed(&self, e: &std::io::Error) {
         let text = failure_text(e, self.file.path());
-        tracing::error!("[trace] {text}");
-        self.health.fail(text);
+        // The first failure is the session's; later ones only repeat it.
+        if self.health.fail(text.clone()) {
+            tracing::error!("[trace] {text}");
+        } else {
+            tracing::debug!("[trace] {text}");
+        }
     }
 }
 
