@@ -512,7 +512,7 @@ async fn handle_msg(
                 turn::on_notice(&myself, state);
             }
             SessionMsg::TraceFailed(reason) => {
-                tracing::error!(session = %state.id, "{reason}; the session takes no new task");
+                tracing::info!(session = %state.id, "{reason}; the session takes no new task");
                 state.trace_failure = Some(reason.clone());
                 turn::fail(&myself, state, &reason);
             }
