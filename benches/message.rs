@@ -80,10 +80,10 @@ fn trace_append(c: &mut Criterion) {
                 None,
                 TraceActor,
                 TraceArgs {
-                    path,
+                    file: rookery::trace::file::TraceFile::open(&path).expect("open trace"),
                     stats: Arc::new(TraceStats::default()),
-                    file: None,
                     redactor: None,
+                    health: Arc::default(),
                 },
             ))
             .expect("spawn")

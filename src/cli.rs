@@ -3,6 +3,29 @@
 //! Parsing only; each subcommand lives in its own file under `cli/`. Usage and configuration
 //! errors exit 2 with a one-line reason on stderr.
 
+/// Like `eprintln!`, but a closed or broken stderr is ignored instead of panicking: the CLI
+/// must end quietly when the reader of its output goes away (`rookery run … 2>&1 | head -1`).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+/// Like `eprint!`, ignoring a closed stderr (see `errln!`).
+macro_rules! errp {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+/// Like `println!`, ignoring a closed stdout (see `errln!`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod approve_prompt;
 pub mod bench;
 pub mod chat;

@@ -235,4 +235,25 @@ mod tests {
             .map(|e| e.to_string());
         assert!(e.unwrap_or_default().contains("max_turn"));
     }
+
+    #[test]
+    fn an_unknown_key_in_a_builtin_entry_names_the_key_and_the_tool() {
+        let e = AgentConfig::from_yaml(
+            "tools:\n  builtin:\n    - read_file\n    - name: write_file\n      timeoutMS: 5\n",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            e.contains("unknown key \"timeoutMS\" in the tools.builtin entry of \"write_file\""),
+            "{e}"
+        );
+        let e = AgentConfig::from_yaml(
+            "tools:\n  builtin:\n    - name: write_file\n      timeoutMs: soon\n",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(e.contains("tools.builtin entry of \"write_file\""), "{e}");
+    }
 }

@@ -42,6 +42,13 @@ pub enum RookeryError {
     /// Another process holds the session's trace lock (it has the session open).
     #[error("session {id} is open in another rookery process ({})", pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}")))]
     SessionLocked { id: String, pid: Option<u32> },
+    /// A trace cannot be created or opened: `cannot create traces under <home>: <reason>`.
+    #[error("{0}")]
+    TraceOpen(String),
+    /// The session's trace can no longer be written (`trace write failed: <reason> (<path>)`):
+    /// the session takes no new task.
+    #[error("session {session} failed: {reason}")]
+    TraceFailed { session: String, reason: String },
     #[error("actor error: {0}")]
     Actor(String),
 }

@@ -5,7 +5,7 @@
 // tool output.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 use clap::Parser;
 use clap::error::ErrorKind;
@@ -29,7 +29,7 @@ fn main() {
                 .collect();
             let joined = para.join(" ");
             let reason = joined.strip_prefix("error: ").unwrap_or(&joined);
-            eprintln!("rookery: {reason} (see rookery --help)");
+            let _ = writeln!(std::io::stderr(), "rookery: {reason} (see rookery --help)");
             std::process::exit(2);
         }
     };
@@ -39,6 +39,9 @@ fn main() {
         )
         .with_writer(rookery::redact::LogWriter)
         .with_ansi(std::io::stderr().is_terminal())
+        // A closed stderr must not turn a log line into a panic (and the panic hook's own log
+        // line into an abort).
+        .log_internal_errors(false)
         .init();
     std::panic::set_hook(Box::new(|info| {
         tracing::error!("panic: {info}");
@@ -49,7 +52,10 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("rookery: cannot start the async runtime: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "rookery: cannot start the async runtime: {e}"
+            );
             std::process::exit(2);
         }
     };

@@ -7,6 +7,7 @@
 
 pub mod catalog; // listing, reading, resolving and deleting recorded sessions
 pub mod file;
+pub mod health;
 pub mod lock;
 pub mod paths;
 pub mod reader;

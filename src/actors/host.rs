@@ -18,7 +18,7 @@ use super::spawn::{SessionEnv, open_locked, report_crash, spawn_session, stop_tr
 use crate::error::RookeryError;
 use crate::trace::file::TraceFile;
 use crate::trace::paths;
-use crate::trace::resume::resume_from_file;
+use crate::trace::resume::resume_from_file_off_runtime;
 use crate::trace::writer::{TraceMsg, TraceStats};
 
 /// Messages of the host actor.
@@ -90,8 +90,8 @@ impl HostActor {
             .ok_or_else(|| RookeryError::UnknownSession(id.clone()))?;
         // The owner lock first: a trace another process appends to is neither read nor opened.
         let file = open_locked(&id, &path)?;
-        // Reading a trace is file I/O, but bounded and rare (once per resumed session).
-        let resumed = resume_from_file(&path)?;
+        // Read on the blocking pool: a large trace must not hold an async worker.
+        let resumed = resume_from_file_off_runtime(path).await?;
         options.source = resumed.meta.source.clone();
         super::session::restore_mode(options.approver.as_ref(), &resumed);
         options.resume = Some(Arc::new(resumed));

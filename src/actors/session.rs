@@ -1,12 +1,14 @@
 //! `SessionActor`: one agent session — the turn loop, its history and carry-over, approvals and
-//! tool dispatch — and `SessionHandle`, the public handle on it.
+//! tool dispatch — and (in `handle.rs`) `SessionHandle`, the public handle on it.
 //!
 //! The actor never awaits I/O in `handle`: the model stream, each approval and each tool call run
 //! in spawned tasks that `cast` their results back tagged with the turn id, so stale results of an
 //! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
 
 mod carry;
+mod close_out;
 mod dispatch;
+mod handle;
 mod mode;
 mod output;
 mod secrets;
@@ -16,6 +18,9 @@ mod turn;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::mpsc;
 
@@ -28,9 +33,11 @@ use crate::message::{
     Decision, EventPayload, ModelPayload, OmniMessage, Sender, SessionMeta, Usage, build,
 };
 use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
+use crate::trace::health::TraceHealth;
 use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
 
+pub use handle::SessionHandle;
 pub(crate) use mode::restore as restore_mode;
 pub(crate) use secrets::redactor as session_redactor;
 use turn::Task;
@@ -106,11 +113,12 @@ pub struct SessionServices {
     pub subagents: Option<SubagentSupervisorHandle>,
 }
 
-/// Idle or running.
+/// Idle, running, or failed (its trace can no longer be written; it takes no new task).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionStatus {
     Idle,
     Running,
+    Failed,
 }
 
 /// Messages of the session actor. The variants after `Close` are internal.
@@ -157,6 +165,8 @@ pub enum SessionMsg {
     Services(RpcReplyPort<SessionServices>),
     /// The approver's mode changed (recorded as `approval_mode_changed`).
     ApprovalModeChanged(crate::approval::ApprovalMode),
+    /// The trace actor could not write a record (`trace write failed: …`).
+    TraceFailed(String),
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -173,6 +183,8 @@ pub struct SessionArgs {
     pub meta: Arc<OmniMessage>,
     /// Where child sessions' traces go.
     pub env: crate::actors::spawn::SessionEnv,
+    /// Reports the first failed trace write.
+    pub trace_health: Arc<TraceHealth>,
 }
 
 /// The `session_meta` of a new session.
@@ -240,6 +252,10 @@ pub struct SessionState {
     pub(crate) redactor: Option<Arc<crate::redact::Redactor>>,
     /// Stops the approval-mode watcher when the session's state drops.
     pub(crate) _mode_watch: Option<tokio_util::sync::DropGuard>,
+    /// Set once the trace could not be written: no new task starts.
+    pub(crate) trace_failure: Option<String>,
+    /// The trace writer's report of a failed write (read when a task ends).
+    pub(crate) trace_health: Arc<TraceHealth>,
 }
 
 impl Actor for SessionActor {
@@ -260,7 +276,12 @@ impl Actor for SessionActor {
             subscribers,
             meta,
             env,
+            trace_health,
         } = args;
+        let me = myself.clone();
+        trace_health.on_failure(move |text| {
+            let _ = me.cast(SessionMsg::TraceFailed(text.to_string()));
+        });
         let model = options.model.open(&ModelSessionContext {
             session_id: id.clone(),
             is_subagent: options.depth > 0,
@@ -322,6 +343,8 @@ impl Actor for SessionActor {
             approval_mode: None,
             redactor,
             _mode_watch: None,
+            trace_failure: None,
+            trace_health,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -369,7 +392,26 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         // Boxed: the actor's loop future (allocated for the session's whole life) then holds a
         // pointer instead of the largest handler state.
-        Box::pin(handle_msg(myself, message, state)).await
+        let handled = AssertUnwindSafe(Box::pin(handle_msg(myself, message, state)))
+            .catch_unwind()
+            .await;
+        handled.unwrap_or_else(|panic| {
+            // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
+            // are settled first, so every call of the trace keeps exactly one output.
+            turn::settle_after_panic(state);
+            Err(panic_text(panic).into())
+        })
+    }
+}
+
+/// The text of a panic payload (as ractor reports a panic in a handler).
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => match p.downcast::<&str>() {
+            Ok(s) => s.to_string(),
+            Err(_) => "Unknown panic occurred which couldn't be coerced to a string".to_string(),
+        },
     }
 }
 
@@ -388,7 +430,12 @@ async fn handle_msg(
                 let _ = reply.send(rx);
             }
             SessionMsg::StartTask(text, sender, reply) => {
-                if state.task.is_some() {
+                if let Some(reason) = &state.trace_failure {
+                    let _ = reply.send(Err(RookeryError::TraceFailed {
+                        session: state.id.clone(),
+                        reason: reason.clone(),
+                    }));
+                } else if state.task.is_some() {
                     let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
                 } else {
                     let _ = reply.send(Ok(()));
@@ -406,6 +453,8 @@ async fn handle_msg(
             SessionMsg::Status(reply) => {
                 let status = if state.task.is_some() {
                     SessionStatus::Running
+                } else if state.trace_failure.is_some() {
+                    SessionStatus::Failed
                 } else {
                     SessionStatus::Idle
                 };
@@ -475,127 +524,13 @@ async fn handle_msg(
                 turn::on_notice(&myself, state);
             }
             SessionMsg::ApprovalModeChanged(m) => mode::on_change(state, m),
+            SessionMsg::TraceFailed(reason) => {
+                tracing::info!(session = %state.id, "{reason}; the session takes no new task");
+                state.trace_failure = Some(reason.clone());
+                turn::fail(&myself, state, &reason);
+            }
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())
-    }
-}
-
-/// The public handle on a session.
-#[derive(Clone)]
-pub struct SessionHandle {
-    pub(crate) id: String,
-    /// Set by `close` (on every clone): the host then treats the session as gone.
-    pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
-    /// The `session_meta` record (its payload is the meta).
-    pub(crate) meta_message: Arc<OmniMessage>,
-    pub(crate) actor: ActorRef<SessionMsg>,
-    pub(crate) trace: ActorRef<TraceMsg>,
-    pub(crate) trace_path: PathBuf,
-}
-
-impl std::fmt::Debug for SessionHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionHandle")
-            .field("id", &self.id)
-            .finish()
-    }
-}
-
-impl SessionHandle {
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The session's `session_meta` (the first line of its trace).
-    pub fn meta(&self) -> &SessionMeta {
-        static NONE: std::sync::OnceLock<SessionMeta> = std::sync::OnceLock::new();
-        match &self.meta_message.payload {
-            crate::message::Payload::SessionMeta(m) => m,
-            _ => NONE.get_or_init(SessionMeta::default),
-        }
-    }
-
-    /// The `session_meta` record exactly as the trace has it.
-    pub fn meta_message(&self) -> &OmniMessage {
-        &self.meta_message
-    }
-
-    pub fn trace_path(&self) -> &std::path::Path {
-        &self.trace_path
-    }
-
-    /// Waits until every record sent to the trace so far is written (no sync).
-    pub async fn flush_trace(&self) -> Result<(), RookeryError> {
-        Ok(ractor::call!(self.trace, TraceMsg::Written)?)
-    }
-
-    /// A new stream of everything the session emits from now on.
-    pub async fn subscribe(&self) -> Result<MessageReceiver, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::Subscribe)?)
-    }
-
-    /// Starts a task with a user message; fails with `SessionBusy` while one runs.
-    pub async fn start_task(&self, text: impl Into<String>) -> Result<(), RookeryError> {
-        self.start_task_as(text, None).await
-    }
-
-    /// Like `start_task`, with the user text marked as written by `sender`.
-    pub async fn start_task_as(
-        &self,
-        text: impl Into<String>,
-        sender: Option<Sender>,
-    ) -> Result<(), RookeryError> {
-        ractor::call!(self.actor, SessionMsg::StartTask, text.into(), sender)?
-    }
-
-    /// Aborts the running task (no-op when idle).
-    pub fn abort(&self) -> Result<(), RookeryError> {
-        self.actor
-            .cast(SessionMsg::Abort)
-            .map_err(|e| RookeryError::Actor(e.to_string()))
-    }
-
-    /// Waits until no task runs; the last task's summary.
-    pub async fn wait_idle(&self) -> Result<Option<TaskSummary>, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::WaitIdle)?)
-    }
-
-    /// Runs one task to its end.
-    pub async fn run_task(&self, text: impl Into<String>) -> Result<TaskSummary, RookeryError> {
-        self.start_task(text).await?;
-        self.wait_idle()
-            .await?
-            .ok_or_else(|| RookeryError::SessionEnded(self.id.clone()))
-    }
-
-    pub async fn status(&self) -> Result<SessionStatus, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::Status)?)
-    }
-
-    /// Registered background commands and subagents right now.
-    pub async fn live_counts(&self) -> Result<(usize, usize), RookeryError> {
-        let services = ractor::call!(self.actor, SessionMsg::Services)?;
-        let commands = match &services.commands {
-            Some(c) => c.list().await.len(),
-            None => 0,
-        };
-        let subagents = match &services.subagents {
-            Some(s) => s.list().await.len(),
-            None => 0,
-        };
-        Ok((commands, subagents))
-    }
-
-    /// Aborts any task, writes out the trace and stops the session.
-    pub async fn close(&self) -> Result<(), RookeryError> {
-        self.closing
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        Ok(ractor::call!(self.actor, SessionMsg::Close)?)
-    }
-
-    #[doc(hidden)]
-    pub fn inject_panic_for_tests(&self) {
-        let _ = self.actor.cast(SessionMsg::InjectPanic);
     }
 }

@@ -15,6 +15,7 @@ use super::session::{
 use crate::error::{ConfigError, RookeryError};
 use crate::message::{OmniMessage, StopReason, build};
 use crate::trace::file::TraceFile;
+use crate::trace::health::{TraceHealth, io_reason};
 use crate::trace::paths;
 use crate::trace::writer::{TraceActor, TraceArgs, TraceMsg, TraceStats};
 
@@ -38,7 +39,9 @@ pub(crate) fn stop_trace(trace: &ActorRef<TraceMsg>) {
     let _ = trace.cast(TraceMsg::Shutdown(tx.into()));
 }
 
-/// Ends a crashed session's stream and trace with `abort` and `task_end(failed)`.
+/// Ends a crashed session's stream and trace with `abort` and `task_end(failed)`. A session
+/// whose handler panicked has already settled its open tool calls (their outputs are ahead of
+/// these records in the trace's mailbox).
 pub(crate) fn report_crash(trace: &ActorRef<TraceMsg>, subscribers: &Subscribers, err: &str) {
     let reason = format!("session actor failed: {err}");
     for msg in [
@@ -91,18 +94,35 @@ pub(crate) async fn spawn_session(
         ),
     };
     let meta_message = Arc::new(OmniMessage::session_meta(meta));
+    // Opened here, not in the actor: a failure is then a plain error naming the place.
     let file = match file {
         Some(f) => f,
-        None => open_locked(&id, &trace_path)?,
+        None => open_locked(&id, &trace_path).map_err(|e| match e {
+            RookeryError::Trace(e) => RookeryError::TraceOpen(if options.resume.is_some() {
+                format!(
+                    "cannot open trace {}: {}",
+                    trace_path.display(),
+                    io_reason(&e)
+                )
+            } else {
+                format!(
+                    "cannot create traces under {}: {}",
+                    env.home.display(),
+                    io_reason(&e)
+                )
+            }),
+            other => other,
+        })?,
     };
+    let health = Arc::new(TraceHealth::default());
     let (trace, _) = Actor::spawn_linked(
         None,
         TraceActor,
         TraceArgs {
-            path: trace_path.clone(),
+            file,
             stats: env.trace_stats.clone(),
-            file: Some(file),
             redactor: super::session::session_redactor(&options),
+            health: health.clone(),
         },
         supervisor.clone(),
     )
@@ -119,6 +139,7 @@ pub(crate) async fn spawn_session(
             subscribers: subscribers.clone(),
             meta: meta_message.clone(),
             env: env.clone(),
+            trace_health: health.clone(),
         },
         supervisor,
     )
@@ -138,6 +159,7 @@ pub(crate) async fn spawn_session(
             actor,
             trace: trace.clone(),
             trace_path,
+            trace_health: health,
         },
         trace,
         subscribers,

@@ -44,14 +44,15 @@ pub fn question(request: &ApprovalRequest) -> String {
 fn ask_blocking(request: &ApprovalRequest) -> Decision {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
-        eprintln!(
+        errln!(
             "rookery: no terminal to ask on; denied {} ({}). Use --approve allow-all to run tools unattended.",
-            request.name, request.tool_call_id
+            request.name,
+            request.tool_call_id
         );
         return Decision::Deny;
     }
     loop {
-        eprint!("{}", question(request));
+        errp!("{}", question(request));
         let _ = std::io::stderr().flush();
         let mut line = String::new();
         match stdin.lock().read_line(&mut line) {
@@ -60,7 +61,7 @@ fn ask_blocking(request: &ApprovalRequest) -> Decision {
                 if let Some(d) = parse_answer(&line) {
                     return d;
                 }
-                eprintln!("Please answer y or n.");
+                errln!("Please answer y or n.");
             }
         }
     }

@@ -34,11 +34,11 @@ pub async fn bench(args: BenchArgs) -> i32 {
         return serve_mock(&args).await;
     }
     if args.sessions == 0 && args.idle_sessions.is_none() {
-        eprintln!("rookery: --sessions must be at least 1");
+        errln!("rookery: --sessions must be at least 1");
         return 2;
     }
     if args.model.script.is_some() {
-        eprintln!(
+        errln!(
             "rookery: bench uses its built-in model; pass --provider openai --base-url URL --model NAME for an HTTP model"
         );
         return 2;
@@ -47,7 +47,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
     let scratch = match TempDir::new("rookery-bench") {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("rookery: cannot create a temp dir: {e}");
+            errln!("rookery: cannot create a temp dir: {e}");
             return 2;
         }
     };
@@ -55,7 +55,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
     let default_home = scratch.path().join("home");
     let home = args.home.clone().unwrap_or(default_home);
     if let Err(e) = std::fs::create_dir_all(&shell_home) {
-        eprintln!("rookery: cannot create {}: {e}", shell_home.display());
+        errln!("rookery: cannot create {}: {e}", shell_home.display());
         return 2;
     }
     let mut config = AgentConfig::default();
@@ -63,7 +63,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
         match super::model_args::resolve_model(&args.model, &mut config) {
             Ok(m) => Some(m),
             Err(e) => {
-                eprintln!("rookery: {e}");
+                errln!("rookery: {e}");
                 return 2;
             }
         }
@@ -79,7 +79,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
         match floors(&args, &shell_home).await {
             Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("rookery: spawn floor: {e}");
+                errln!("rookery: spawn floor: {e}");
                 return 1;
             }
         }
@@ -119,7 +119,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
             if let Some(b) = &bar {
                 b.abandon();
             }
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 1;
         }
     };
@@ -137,7 +137,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
     );
     print_report(&args, &report);
     for f in &outcome.failures {
-        eprintln!("rookery: bench check failed: {f}");
+        errln!("rookery: bench check failed: {f}");
     }
     if outcome.failures.is_empty() { 0 } else { 1 }
 }
@@ -289,7 +289,7 @@ async fn idle(
     let out: IdleOutcome = match bench::idle(n, home, workspace, config).await {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 1;
         }
     };
@@ -309,9 +309,9 @@ async fn idle(
         "trace_bytes": trace_bytes,
     });
     if args.json {
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!(
+        outln!(
             "{n} idle sessions: created in {:.1} ms; rss {} kB -> {} kB ({per_session_kb:.1} kB per session); peak rss {} kB; {trace_files} trace files, {trace_bytes} bytes",
             ms(out.create),
             out.rss_before_kb,
@@ -322,7 +322,7 @@ async fn idle(
     if ok {
         0
     } else {
-        eprintln!("rookery: expected {n} trace files, found {trace_files}");
+        errln!("rookery: expected {n} trace files, found {trace_files}");
         1
     }
 }
@@ -331,16 +331,16 @@ async fn serve_mock(args: &BenchArgs) -> i32 {
     let (url, server) = match bench::mock::bind(&args.listen, args.workload, args.turns).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rookery: cannot listen on {}: {e}", args.listen);
+            errln!("rookery: cannot listen on {}: {e}", args.listen);
             return 2;
         }
     };
-    println!("{url}");
+    outln!("{url}");
     let _ = std::io::stdout().flush();
     match server.await {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("rookery: mock server: {e}");
+            errln!("rookery: mock server: {e}");
             1
         }
     }

@@ -46,19 +46,52 @@ impl Approver for ChatApprover {
     }
 }
 
-/// Lines of stdin, read on a plain thread (never blocks runtime shutdown).
+/// Lines of stdin, read on a plain thread (never blocks runtime shutdown). A line that is not
+/// valid UTF-8 is reported on stderr and skipped; reading goes on.
 fn stdin_lines() -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel(16);
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
-        for line in stdin.lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.blocking_send(line).is_err() {
-                break;
-            }
-        }
+        read_lines(stdin.lock(), |line| tx.blocking_send(line).is_ok());
     });
     rx
+}
+
+/// Feeds each UTF-8 line of `input` (without its line ending) to `send` until the end of input,
+/// a read error or `send` returning false. Other lines get a notice on stderr.
+fn read_lines(mut input: impl BufRead, mut send: impl FnMut(String) -> bool) {
+    let mut buf = Vec::new();
+    let mut number = 0u64;
+    loop {
+        buf.clear();
+        match input.read_until(b'\n', &mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                errln!("rookery: cannot read stdin: {e}");
+                return;
+            }
+        }
+        number += 1;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+        }
+        match String::from_utf8(std::mem::take(&mut buf)) {
+            Ok(line) => {
+                if !send(line) {
+                    return;
+                }
+            }
+            Err(e) => errln!(
+                "rookery: input line {number} is not valid UTF-8 (invalid byte at offset {}); ignored",
+                e.utf8_error().valid_up_to()
+            ),
+        }
+    }
 }
 
 pub async fn chat(args: ChatArgs) -> i32 {
@@ -68,7 +101,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
     ) {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("rookery: cannot install signal handlers: {e}");
+            errln!("rookery: cannot install signal handlers: {e}");
             return 2;
         }
     };
@@ -76,7 +109,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
     let home = paths::rookery_home(session_args.home.as_deref());
     if let Some(id) = &args.resume {
         let Some(trace) = paths::locate_trace(&home, id) else {
-            eprintln!(
+            errln!(
                 "rookery: --resume {id}: no trace of that session under {}",
                 home.display()
             );
@@ -89,7 +122,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
     let mut resolved = match resolve(&session_args) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 2;
         }
     };
@@ -103,7 +136,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
     let host = match Host::start(resolved.home.clone()).await {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 2;
         }
     };
@@ -114,7 +147,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
     let session = match opened {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             host.shutdown().await;
             return 2;
         }
@@ -123,8 +156,12 @@ pub async fn chat(args: ChatArgs) -> i32 {
     let code = repl(&session, ask_rx, interrupts).await;
     let _ = session.close().await;
     host.shutdown().await;
-    eprintln!("trace: {}", session.trace_path().display());
-    println!("rookery chat --resume {}", session.id());
+    errln!("trace: {}", session.trace_path().display());
+    outln!("rookery chat --resume {}", session.id());
+    if let Some(failure) = session.trace_failure() {
+        errln!("rookery: {failure}");
+        return 1;
+    }
     code
 }
 
@@ -168,7 +205,7 @@ enum Step {
 impl Repl {
     fn show_prompt(&self) {
         if self.prompt && !self.running && self.input.is_empty() {
-            eprint!("> ");
+            errp!("> ");
             let _ = std::io::stderr().flush();
         }
     }
@@ -180,7 +217,7 @@ impl Repl {
         }
         self.asking = false;
         if let Some((req, _)) = self.asks.front() {
-            eprint!("{}", question(req));
+            errp!("{}", question(req));
             let _ = std::io::stderr().flush();
             self.asking = true;
         }
@@ -207,7 +244,7 @@ impl Repl {
                     }
                     Some(Input::Line(line)) => {
                         if !self.prompt {
-                            eprintln!("{line}");
+                            errln!("{line}");
                         }
                         match parse_answer(&line) {
                             Some(d) => {
@@ -215,7 +252,7 @@ impl Repl {
                                     let _ = tx.send(d);
                                 }
                             }
-                            None => eprintln!("Please answer y or n."),
+                            None => errln!("Please answer y or n."),
                         }
                         self.ask_next();
                         continue;
@@ -241,7 +278,7 @@ impl Repl {
             match session.start_task(text.to_string()).await {
                 Ok(()) => self.running = true,
                 Err(e) => {
-                    eprintln!("rookery: {e}");
+                    errln!("rookery: {e}");
                     self.show_prompt();
                 }
             }
@@ -257,7 +294,7 @@ async fn repl(
     let mut rx = match session.subscribe().await {
         Ok(rx) => rx,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 1;
         }
     };
@@ -270,7 +307,7 @@ async fn repl(
         asking: false,
         prompt: std::io::stdin().is_terminal(),
     };
-    eprintln!(
+    errln!(
         "session {}: one task per line; /exit quits, Ctrl-C aborts a running task",
         session.id()
     );
@@ -302,12 +339,12 @@ async fn repl(
             }
             _ = interrupts.recv() => {
                 if st.running {
-                    eprintln!("\nrookery: interrupted; aborting the task");
+                    errln!("\nrookery: interrupted; aborting the task");
                     st.input.clear();
                     st.deny_all();
                     let _ = session.abort();
                 } else {
-                    eprintln!();
+                    errln!();
                     return 0;
                 }
             }
@@ -349,6 +386,17 @@ mod tests {
             question(&r),
             "Allow write_file [subagent s1 > s2] {\"file_path\":\"a\"}? [Y/n] "
         );
+    }
+
+    #[test]
+    fn a_non_utf8_line_is_skipped_and_reading_goes_on() {
+        let input: &[u8] = b"first\r\n\xff\xfe bad\nthird\nlast";
+        let mut got = Vec::new();
+        read_lines(input, |l| {
+            got.push(l);
+            true
+        });
+        assert_eq!(got, vec!["first", "third", "last"]);
     }
 
     #[tokio::test]

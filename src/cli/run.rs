@@ -1,7 +1,8 @@
 //! `rookery run`: one task in a new session, printed as a transcript or as JSON lines.
 //!
 //! Exit codes: 0 when the task completed, 1 when it failed or was aborted, 2 for usage or
-//! configuration errors. Ctrl-C aborts the task (every tool call keeps its output).
+//! configuration errors. Ctrl-C aborts the task (every tool call keeps its output). A trace that
+//! cannot be written fails the run (exit 1, `rookery: trace write failed: …` on stderr).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -60,21 +61,21 @@ pub async fn run(args: RunArgs) -> i32 {
     let interrupts = match Interrupts::install() {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("rookery: cannot install signal handlers: {e}");
+            errln!("rookery: cannot install signal handlers: {e}");
             return 2;
         }
     };
     let resolved = match resolve(&args.session) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 2;
         }
     };
     let host = match Host::start(resolved.home.clone()).await {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 2;
         }
     };
@@ -114,19 +115,19 @@ async fn run_in_host(
     let session = match host.create_session(options).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 2;
         }
     };
     let mut rx = match session.subscribe().await {
         Ok(rx) => rx,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 1;
         }
     };
     if let Err(e) = session.start_task(args.prompt.clone()).await {
-        eprintln!("rookery: {e}");
+        errln!("rookery: {e}");
         return 1;
     }
     let mut status = StopReason::Failed;
@@ -140,7 +141,7 @@ async fn run_in_host(
             m = rx.recv() => m,
             _ = interrupts.recv(), if !interrupted => {
                 interrupted = true;
-                eprintln!("rookery: interrupted; aborting the task");
+                errln!("rookery: interrupted; aborting the task");
                 let _ = session.abort();
                 continue;
             }
@@ -164,7 +165,13 @@ async fn run_in_host(
     let _ = stdout.flush();
     let _ = session.close().await;
     if !args.json {
-        eprintln!("trace: {}", session.trace_path().display());
+        errln!("trace: {}", session.trace_path().display());
+    }
+    // Checked after the close, which waits for the last records: a trace that lost a record
+    // fails the run even when the task itself completed.
+    if let Some(failure) = session.trace_failure() {
+        errln!("rookery: {failure}");
+        return 1;
     }
     if status == StopReason::Completed {
         0

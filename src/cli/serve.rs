@@ -6,7 +6,7 @@
 //! one written to `<home>/serve.token` (stderr names the path, never the token). Start-up
 //! refusals exit 2 with one line on stderr: no model, a bad config, a missing token variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
-//! bound. The HTTP API itself is `crate::server`.
+//! bound, a home where no trace can be written. The HTTP API itself is `crate::server`.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -79,6 +79,23 @@ async fn addresses(listen: &str, has_token: bool) -> Result<Vec<SocketAddr>, Con
     Ok(addrs)
 }
 
+/// Refuses a home where no trace can be written, naming it and the reason (not at the first
+/// session, with a 500).
+fn check_home(home: &std::path::Path) -> Result<(), String> {
+    let traces = home.join("traces");
+    let probe = traces.join(format!(".rookery-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&traces)
+        .and_then(|()| std::fs::File::create(&probe))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            format!(
+                "cannot create traces under {}: {}",
+                home.display(),
+                crate::trace::health::io_reason(&e)
+            )
+        })
+}
+
 async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerState>), String> {
     let mut config = match &args.config {
         Some(path) => AgentConfig::from_file(path).map_err(|e| e.to_string())?,
@@ -107,6 +124,7 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
     server::fd_limit::check(args.max_sessions);
     let home = paths::rookery_home(args.home.as_deref());
+    check_home(&home)?;
     if let Token::Generated(t) = &token {
         let path = server::token::write_token_file(&home, t).map_err(|e| {
             format!(
@@ -145,21 +163,21 @@ pub async fn serve(args: ServeArgs) -> i32 {
     ) {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("rookery: cannot install signal handlers: {e}");
+            errln!("rookery: cannot install signal handlers: {e}");
             return 2;
         }
     };
     let (listener, state) = match start(&args).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rookery: {e}");
+            errln!("rookery: {e}");
             return 2;
         }
     };
     let local = match listener.local_addr() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("rookery: cannot read the listening address: {e}");
+            errln!("rookery: cannot read the listening address: {e}");
             return 2;
         }
     };
@@ -177,7 +195,7 @@ pub async fn serve(args: ServeArgs) -> i32 {
     match server::serve(listener, state, stop).await {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("rookery: server error: {e}");
+            errln!("rookery: server error: {e}");
             1
         }
     }

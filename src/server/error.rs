@@ -54,6 +54,7 @@ impl ApiError {
     pub fn session_start(e: RookeryError) -> Self {
         let reason = match &e {
             RookeryError::Trace(io) => io.to_string(),
+            RookeryError::TraceOpen(text) => text.clone(),
             RookeryError::Actor(text) => start_reason(text),
             _ => return e.into(),
         };
@@ -115,7 +116,12 @@ impl From<RookeryError> for ApiError {
                 ApiError::bad_request("invalid_workspace", e.to_string())
             }
             RookeryError::Config(_) => ApiError::bad_request("invalid_config", e.to_string()),
-            RookeryError::Trace(_) | RookeryError::Actor(_) => ApiError::internal(e.to_string()),
+            RookeryError::TraceFailed { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "session_failed", e.to_string())
+            }
+            RookeryError::Trace(_) | RookeryError::TraceOpen(_) | RookeryError::Actor(_) => {
+                ApiError::internal(e.to_string())
+            }
         }
     }
 }

@@ -43,6 +43,8 @@ pub struct Metrics {
 pub struct Gauges {
     pub sessions_idle: u64,
     pub sessions_running: u64,
+    /// Sessions whose trace could not be written (they take no new task).
+    pub sessions_failed: u64,
     pub approvals_pending: u64,
     pub trace_bytes: u64,
     pub sse_clients: u64,
@@ -125,6 +127,10 @@ impl Metrics {
         lines.push(format!(
             "rookery_sessions{{status=\"running\"}} {}",
             g.sessions_running
+        ));
+        lines.push(format!(
+            "rookery_sessions{{status=\"failed\"}} {}",
+            g.sessions_failed
         ));
         head(
             &mut lines,
@@ -335,6 +341,7 @@ mod tests {
         let text = m.render(&Gauges {
             sessions_idle: 2,
             sessions_running: 1,
+            sessions_failed: 4,
             approvals_pending: 0,
             trace_bytes: 77,
             sse_clients: 0,
@@ -344,6 +351,7 @@ mod tests {
         for line in [
             "rookery_sessions{status=\"idle\"} 2",
             "rookery_sessions{status=\"running\"} 1",
+            "rookery_sessions{status=\"failed\"} 4",
             "rookery_trace_bytes_written_total 77",
             "rookery_live_commands 3",
             "rookery_live_subagents 1",

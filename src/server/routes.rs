@@ -85,6 +85,7 @@ async fn view(entry: &SessionEntry) -> Value {
     let status = match entry.handle.status().await {
         Ok(SessionStatus::Idle) => "idle",
         Ok(SessionStatus::Running) => "running",
+        Ok(SessionStatus::Failed) => "failed",
         Err(_) => "closed",
     };
     json!({
@@ -96,6 +97,7 @@ async fn view(entry: &SessionEntry) -> Value {
         "pending_approvals": entry.approvals.pending_count(),
         "last_event_id": entry.log.last_seq(),
         "trace_path": entry.handle.trace_path().display().to_string(),
+        "error": entry.handle.trace_failure(),
     })
 }
 
@@ -350,6 +352,7 @@ async fn metrics(State(state): AppState) -> Response {
         match s {
             Ok(SessionStatus::Idle) => g.sessions_idle += 1,
             Ok(SessionStatus::Running) => g.sessions_running += 1,
+            Ok(SessionStatus::Failed) => g.sessions_failed += 1,
             Err(_) => {}
         }
     }

@@ -106,9 +106,13 @@ impl EventLog {
         self.inner.lock().map_or(0, |i| i.last_seq)
     }
 
-    /// Connected clients.
+    /// Connected clients: those whose feed is still read (a disconnected client's feed is
+    /// dropped with its connection, and it stops counting at once).
     pub fn clients(&self) -> usize {
-        self.inner.lock().map_or(0, |i| i.clients.len())
+        self.inner.lock().map_or(0, |mut i| {
+            i.clients.retain(|c| !c.is_closed());
+            i.clients.len()
+        })
     }
 
     /// A new client. `after` is its `Last-Event-ID`: the ring's messages after it are replayed
@@ -217,6 +221,18 @@ mod tests {
         assert!(slow.recv().await.is_none());
         // Reconnecting with its last id replays the rest.
         assert_eq!(seqs(&log.subscribe(Some(2)).replay), [3, 4, 5]);
+    }
+
+    #[test]
+    fn a_disconnected_client_stops_counting() {
+        let log = EventLog::new(10, 10);
+        let a = log.subscribe(None).live;
+        let b = log.subscribe(None).live;
+        assert_eq!(log.clients(), 2);
+        drop(a);
+        assert_eq!(log.clients(), 1);
+        drop(b);
+        assert_eq!(log.clients(), 0);
     }
 
     #[tokio::test]

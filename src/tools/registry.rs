@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 use super::{BlockingTool, Tool};
 use crate::error::ConfigError;
 
+mod entry;
+pub use entry::{BuiltinEntry, ToolOverride};
+
 /// `r` tools only read; `rw` tools may change the workspace or run programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Permission {
@@ -342,30 +345,6 @@ pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
         _ => return None,
     };
     Some(tool)
-}
-
-/// An entry of `tools.builtin`: a bare name, or a definition whose fields override the default.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum BuiltinEntry {
-    Name(String),
-    Override(ToolOverride),
-}
-
-/// Fields of a `tools.builtin` object entry; only `name` is required.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ToolOverride {
-    pub name: String,
-    pub description: Option<String>,
-    pub parameters: Option<Value>,
-    pub permission: Option<Permission>,
-    #[serde(rename = "forModel")]
-    pub for_model: Option<ForModel>,
-    #[serde(rename = "timeoutMs")]
-    pub timeout_ms: Option<i64>,
-    #[serde(rename = "maxOutputLength")]
-    pub max_output_length: Option<i64>,
-    pub call_description: Option<bool>,
 }
 
 /// A registered tool: its definition and implementation.

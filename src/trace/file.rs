@@ -98,21 +98,35 @@ impl TraceFile {
     }
 
     /// Books the outcome of one record write: `done` bytes reached the file. Success clears a
-    /// torn tail; a failure after partial progress leaves one.
+    /// torn tail. A failure after partial progress cuts the partial record off again (the file
+    /// is as it was before the write); only if that fails too is the tail left torn.
     fn finish(&mut self, done: usize, result: io::Result<()>) -> io::Result<()> {
-        self.bytes_written += done as u64;
         match result {
             Ok(()) => {
+                self.bytes_written += done as u64;
                 self.torn = false;
                 Ok(())
             }
             Err(e) => {
-                if done > 0 {
+                if done > 0
+                    && let Err(cut) = self.cut_back(done as u64)
+                {
+                    tracing::warn!(
+                        "[trace] cannot remove a partial record from {}: {cut}",
+                        self.path.display()
+                    );
+                    self.bytes_written += done as u64;
                     self.torn = true;
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Removes the last `n` bytes (a partial record this handle just wrote).
+    fn cut_back(&mut self, n: u64) -> io::Result<()> {
+        let len = self.file.metadata()?.len();
+        self.file.set_len(len.saturating_sub(n))
     }
 
     /// Flushes the file's data to the device (`fdatasync`).
@@ -301,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn failure_after_progress_marks_torn_and_the_next_append_heals() {
+    fn failure_after_progress_removes_the_partial_record() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
         let mut f = TraceFile::open(&path).unwrap();
@@ -313,13 +327,14 @@ mod tests {
         f.file.write_all(&w.out).unwrap();
         let e = f.finish(done, r).unwrap_err();
         assert_eq!(e.to_string(), "disk gone");
-        assert!(f.torn);
-        assert_eq!(f.bytes_written(), 5 + 3);
+        assert!(!f.torn, "the partial record was cut off");
+        assert_eq!(std::fs::read(&path).unwrap(), b"kept\n");
+        assert_eq!(f.bytes_written(), 5);
 
         f.append(b"next").unwrap();
         assert!(!f.torn);
-        assert_eq!(std::fs::read(&path).unwrap(), b"kept\nhal\nnext\n");
-        assert_eq!(f.bytes_written(), 5 + 3 + 6);
+        assert_eq!(std::fs::read(&path).unwrap(), b"kept\nnext\n");
+        assert_eq!(f.bytes_written(), 5 + 5);
     }
 
     #[test]

@@ -82,6 +82,16 @@ pub fn resume_from_file(path: &Path) -> Result<ResumeState, RookeryError> {
     })
 }
 
+/// [`resume_from_file`] on the blocking pool: reading and replaying a large trace never
+/// holds an async worker (the server keeps answering while a session resumes).
+pub async fn resume_from_file_off_runtime(
+    path: std::path::PathBuf,
+) -> Result<ResumeState, RookeryError> {
+    tokio::task::spawn_blocking(move || resume_from_file(&path))
+        .await
+        .map_err(|e| RookeryError::Trace(std::io::Error::other(format!("trace reader: {e}"))))?
+}
+
 /// Rebuilds the resume state from trace records (see the module doc for the rules).
 pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, ResumeError> {
     let mut replay = Replay::default();

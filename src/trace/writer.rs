@@ -2,16 +2,18 @@
 //!
 //! Records arrive as messages and are written in arrival order, one `write(2)` each, on a file
 //! held open for the actor's life. `Flush` and `Shutdown` reply only after every earlier record
-//! is on disk, so a caller that awaits them loses nothing. A failed write is logged and never
-//! stops the actor. It must not decide what is recordable: callers send only recordable messages.
+//! is on disk, so a caller that awaits them loses nothing. A failed write or sync is logged and
+//! reported once through the trace's [`TraceHealth`] (the session then stops taking tasks); it
+//! never stops the actor, which still tries every later record. It must not decide what is
+//! recordable: callers send only recordable messages.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::file::TraceFile;
+use super::health::{TraceHealth, failure_text};
 use crate::message::OmniMessage;
 use crate::redact::Redactor;
 
@@ -37,15 +39,15 @@ pub struct TraceStats {
     pub failed_writes: AtomicU64,
 }
 
-/// Start-up arguments: the path to open and the counters to update.
+/// Start-up arguments: the file to write (opened by the spawner, so an open failure is a
+/// plain error naming the path), the counters to update and the health to report to.
 pub struct TraceArgs {
-    pub path: PathBuf,
+    pub file: TraceFile,
     pub stats: Arc<TraceStats>,
-    /// The file already opened (and owner-locked) by the spawner; else `path` is opened.
-    pub file: Option<TraceFile>,
     /// Scrubs secrets from the records sent as messages (`Append`); `AppendLine` records come
     /// scrubbed from their session.
     pub redactor: Option<Arc<Redactor>>,
+    pub health: Arc<TraceHealth>,
 }
 
 /// One record as the trace stores it: the JSON envelope and a newline.
@@ -66,6 +68,7 @@ pub struct TraceState {
     file: TraceFile,
     stats: Arc<TraceStats>,
     redactor: Option<Arc<Redactor>>,
+    health: Arc<TraceHealth>,
 }
 
 impl TraceState {
@@ -89,14 +92,24 @@ impl TraceState {
             }
             Err(e) => {
                 self.stats.failed_writes.fetch_add(1, Ordering::Relaxed);
-                tracing::error!("[trace] write failed: {e} ({})", self.file.path().display());
+                self.failed(&e);
             }
         }
     }
 
     fn sync(&mut self) {
         if let Err(e) = self.file.sync() {
-            tracing::error!("[trace] sync failed: {e} ({})", self.file.path().display());
+            self.failed(&e);
+        }
+    }
+
+    fn failed(&self, e: &std::io::Error) {
+        let text = failure_text(e, self.file.path());
+        // The first failure is the session's; later ones only repeat it.
+        if self.health.fail(text.clone()) {
+            tracing::error!("[trace] {text}");
+        } else {
+            tracing::debug!("[trace] {text}");
         }
     }
 }
@@ -111,14 +124,11 @@ impl Actor for TraceActor {
         _myself: ActorRef<Self::Msg>,
         args: TraceArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let file = match args.file {
-            Some(f) => f,
-            None => TraceFile::open(&args.path)?,
-        };
         Ok(TraceState {
-            file,
+            file: args.file,
             stats: args.stats,
             redactor: args.redactor,
+            health: args.health,
         })
     }
 

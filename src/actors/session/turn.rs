@@ -93,6 +93,8 @@ impl Turn {
 pub(crate) struct Task {
     pub(crate) turn: Turn,
     pub(super) aborting: Option<String>,
+    /// How an abort ends the task: `aborted`, or `failed` when the trace cannot be written.
+    pub(super) end_status: StopReason,
     tool_calls: usize,
     final_text: Option<String>,
 }
@@ -127,9 +129,14 @@ pub(crate) fn start_task(
 ) {
     let mut input = std::mem::take(&mut state.carry_over);
     let user = build::user_text(text, sender);
-    state.record_only(&user);
     if let Some(p) = user.as_model() {
         input.push(p.clone());
+    }
+    if state.options.depth > 0 {
+        // A child's prompt is streamed too: its parent's subscribers get it origin-tagged.
+        state.emit(user, true);
+    } else {
+        state.record_only(&user);
     }
     input.extend(deliver_notices(state));
     if !state.tools_announced {
@@ -143,6 +150,7 @@ pub(crate) fn start_task(
     state.task = Some(Box::new(Task {
         turn,
         aborting: None,
+        end_status: StopReason::Aborted,
         tool_calls: 0,
         final_text: None,
     }));
@@ -354,7 +362,6 @@ fn on_stream_end(myself: &ActorRef<SessionMsg>, state: &mut SessionState, outcom
             _ => format!("llm request failed after {n} retries: {detail}"),
         }
     };
-    state.emit(build::abort(Some(reason.clone())), true);
     finish_task(state, StopReason::Failed, Some(reason));
 }
 
@@ -364,6 +371,12 @@ pub(crate) fn on_retry_now(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
         return;
     };
     task.turn.backoff = None;
+    // Calls of the failed attempt that are still open are settled now: their late reports are
+    // ignored from here on.
+    super::close_out::close_open_calls(state);
+    let Some(task) = live_task(state, turn) else {
+        return;
+    };
     // A fresh id so late events of the failed attempt are ignored.
     task.turn.id = next_id;
     task.turn.attempt += 1;
@@ -435,6 +448,30 @@ pub(crate) fn abort(_myself: &ActorRef<SessionMsg>, state: &mut SessionState, re
     }
 }
 
+/// Ends the running task as `failed` with `reason` through the abort path (used when the
+/// trace cannot be written): tools are cancelled and every call keeps exactly one output.
+pub(crate) fn fail(myself: &ActorRef<SessionMsg>, state: &mut SessionState, reason: &str) {
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    task.end_status = StopReason::Failed;
+    if task.aborting.is_some() {
+        task.aborting = Some(reason.to_string());
+        return;
+    }
+    abort(myself, state, reason);
+}
+
+/// After a panic inside the session actor (which then fails; its supervisor writes `abort` and
+/// `task_end`): stops the running task's stream, approvals and tools and settles its open
+/// calls, so every call of the trace keeps exactly one output.
+pub(crate) fn settle_after_panic(state: &mut SessionState) {
+    if let Some(task) = state.task.as_mut() {
+        task.turn.stop_background();
+    }
+    super::close_out::close_open_calls(state);
+}
+
 /// Finishes an abort now, even if tools are still running (session close).
 pub(crate) fn force_finish_abort(state: &mut SessionState) {
     if state.task.as_ref().is_some_and(|t| t.aborting.is_some()) {
@@ -443,9 +480,12 @@ pub(crate) fn force_finish_abort(state: &mut SessionState) {
 }
 
 pub(super) fn finalize_abort(state: &mut SessionState) {
+    // First, so the carry-over holds exactly the outputs the trace has.
+    super::close_out::close_open_calls(state);
     let Some(task) = state.task.as_mut() else {
         return;
     };
+    let status = task.end_status;
     let reason = task
         .aborting
         .clone()
@@ -465,15 +505,31 @@ pub(super) fn finalize_abort(state: &mut SessionState) {
         // Case B: nothing of this request is committed; flatten it for the model.
         carry::flatten_aborted(&turn.input(), &turn.produced, &turn.outputs_in_call_order())
     };
-    state.emit(build::abort(Some(reason.clone())), true);
-    finish_task(state, StopReason::Aborted, Some(reason));
+    finish_task(state, status, Some(reason));
 }
 
-fn finish_task(state: &mut SessionState, status: StopReason, abort_reason: Option<String>) {
+/// Ends the running task: settles every open call (see `close_out`), then writes `abort` (when
+/// there is a reason) and `task_end`, and answers the idle waiters. Every ending goes here.
+pub(super) fn finish_task(
+    state: &mut SessionState,
+    status: StopReason,
+    abort_reason: Option<String>,
+) {
+    super::close_out::close_open_calls(state);
     let Some(mut task) = state.task.take() else {
         return;
     };
     task.turn.stop_background();
+    // A record of this task already failed to reach the trace: it did not complete.
+    let (status, abort_reason) = match state.trace_health.failure() {
+        Some(failure) if status == StopReason::Completed => {
+            (StopReason::Failed, Some(failure.to_string()))
+        }
+        _ => (status, abort_reason),
+    };
+    if let Some(reason) = &abort_reason {
+        state.emit(build::abort(Some(reason.clone())), true);
+    }
     state.emit(build::task_end(status), true);
     let summary = super::TaskSummary {
         status,

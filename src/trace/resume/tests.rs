@@ -568,3 +568,37 @@ fn torn_last_line_via_file() {
         "trace error: trace has no session_meta; cannot resume"
     );
 }
+
+#[test]
+fn reading_a_trace_for_resume_leaves_the_async_worker_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let mut text = format!("{}\n", meta().to_json());
+    for i in 0..5000 {
+        text.push_str(&user(&format!("line {i}")).to_json());
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    // One worker: if the read ran on it, the ticker could not run before the read ends.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let t = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        });
+        let state = resume_from_file_off_runtime(path).await.unwrap();
+        assert_eq!(state.carry_over.len(), 5000);
+        assert!(
+            ticks.load(std::sync::atomic::Ordering::SeqCst) > 0,
+            "the async worker was held during the read"
+        );
+        ticker.abort();
+    });
+}

@@ -1,0 +1,142 @@
+//! `SessionHandle`: the public handle on a session actor — tasks, aborts, status, subscription,
+//! the trace's path and health, close.
+//!
+//! It only sends messages to the actor (and reads the trace's shared health); it never runs a
+//! turn or writes a trace record itself.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ractor::ActorRef;
+
+use super::{MessageReceiver, SessionMsg, SessionStatus, TaskSummary};
+use crate::error::RookeryError;
+use crate::message::{OmniMessage, Sender, SessionMeta};
+use crate::trace::health::TraceHealth;
+use crate::trace::writer::TraceMsg;
+
+/// The public handle on a session.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) id: String,
+    /// Set by `close` (on every clone): the host then treats the session as gone.
+    pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
+    /// The `session_meta` record (its payload is the meta).
+    pub(crate) meta_message: Arc<OmniMessage>,
+    pub(crate) actor: ActorRef<SessionMsg>,
+    pub(crate) trace: ActorRef<TraceMsg>,
+    pub(crate) trace_path: PathBuf,
+    pub(crate) trace_health: Arc<TraceHealth>,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl SessionHandle {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The session's `session_meta` (the first line of its trace).
+    pub fn meta(&self) -> &SessionMeta {
+        static NONE: std::sync::OnceLock<SessionMeta> = std::sync::OnceLock::new();
+        match &self.meta_message.payload {
+            crate::message::Payload::SessionMeta(m) => m,
+            _ => NONE.get_or_init(SessionMeta::default),
+        }
+    }
+
+    /// The `session_meta` record exactly as the trace has it.
+    pub fn meta_message(&self) -> &OmniMessage {
+        &self.meta_message
+    }
+
+    pub fn trace_path(&self) -> &std::path::Path {
+        &self.trace_path
+    }
+
+    /// The first failed write of the session's trace (`trace write failed: <reason> (<path>)`),
+    /// if any. Once set, the session takes no new task.
+    pub fn trace_failure(&self) -> Option<String> {
+        self.trace_health.failure().map(str::to_string)
+    }
+
+    /// Waits until every record sent to the trace so far is written (no sync).
+    pub async fn flush_trace(&self) -> Result<(), RookeryError> {
+        Ok(ractor::call!(self.trace, TraceMsg::Written)?)
+    }
+
+    /// A new stream of everything the session emits from now on.
+    pub async fn subscribe(&self) -> Result<MessageReceiver, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Subscribe)?)
+    }
+
+    /// Starts a task with a user message; fails with `SessionBusy` while one runs.
+    pub async fn start_task(&self, text: impl Into<String>) -> Result<(), RookeryError> {
+        self.start_task_as(text, None).await
+    }
+
+    /// Like `start_task`, with the user text marked as written by `sender`.
+    pub async fn start_task_as(
+        &self,
+        text: impl Into<String>,
+        sender: Option<Sender>,
+    ) -> Result<(), RookeryError> {
+        ractor::call!(self.actor, SessionMsg::StartTask, text.into(), sender)?
+    }
+
+    /// Aborts the running task (no-op when idle).
+    pub fn abort(&self) -> Result<(), RookeryError> {
+        self.actor
+            .cast(SessionMsg::Abort)
+            .map_err(|e| RookeryError::Actor(e.to_string()))
+    }
+
+    /// Waits until no task runs; the last task's summary.
+    pub async fn wait_idle(&self) -> Result<Option<TaskSummary>, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::WaitIdle)?)
+    }
+
+    /// Runs one task to its end.
+    pub async fn run_task(&self, text: impl Into<String>) -> Result<TaskSummary, RookeryError> {
+        self.start_task(text).await?;
+        self.wait_idle()
+            .await?
+            .ok_or_else(|| RookeryError::SessionEnded(self.id.clone()))
+    }
+
+    pub async fn status(&self) -> Result<SessionStatus, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Status)?)
+    }
+
+    /// Registered background commands and subagents right now.
+    pub async fn live_counts(&self) -> Result<(usize, usize), RookeryError> {
+        let services = ractor::call!(self.actor, SessionMsg::Services)?;
+        let commands = match &services.commands {
+            Some(c) => c.list().await.len(),
+            None => 0,
+        };
+        let subagents = match &services.subagents {
+            Some(s) => s.list().await.len(),
+            None => 0,
+        };
+        Ok((commands, subagents))
+    }
+
+    /// Aborts any task, writes out the trace and stops the session.
+    pub async fn close(&self) -> Result<(), RookeryError> {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(ractor::call!(self.actor, SessionMsg::Close)?)
+    }
+
+    #[doc(hidden)]
+    pub fn inject_panic_for_tests(&self) {
+        let _ = self.actor.cast(SessionMsg::InjectPanic);
+    }
+}
