@@ -132,7 +132,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// The bearer token every route but /healthz needs, read from this environment variable
-    /// (default: a random token generated at start and written to <home>/serve.token).
+    /// (default: a random token generated at start and written to `<home>/serve.token`).
     #[arg(long, value_name = "VAR", conflicts_with = "no_auth")]
     pub token_env: Option<String>,
     /// Serve without a token (refused unless the listen address is loopback).
@@ -145,7 +145,7 @@ pub struct ServeArgs {
     /// loopback addresses (repeatable).
     #[arg(long, value_name = "NAME")]
     pub allow_host: Vec<String>,
-    /// The directory of named session configs (`config: "<name>"` is DIR/<name>.yaml or .yml).
+    /// The directory of named session configs (`config: "<name>"` is `DIR/<name>.yaml` or `.yml`).
     #[arg(long, value_name = "DIR")]
     pub config_dir: Option<PathBuf>,
     /// At most N sessions served at once (more are refused with 503).

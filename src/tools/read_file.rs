@@ -1,6 +1,6 @@
 //! The read_file builtin (reference §3.1): a text file as a `cat -n` style window
 //! (`offset`/`limit` paging), with the secret-store guard, the missing-path diagnostics, the
-//! bounded scan (see [`scan`]) and a self-budget that keeps the trailing notes intact.
+//! bounded scan (see `read_file/scan.rs`) and a self-budget that keeps the trailing notes intact.
 //!
 //! It only reads: it never writes, never follows a URL and never loads a whole file. Its whole
 //! output is one [`ToolReply`]; framing and truncation are the close-out's business.
