@@ -157,7 +157,9 @@ async fn codex_scenario_suite_through_a_session() {
                 "{output}"
             ),
             "015_failure_after_partial_success_leaves_changes" => assert!(
-                output.starts_with("missing.txt: Failed to read file to update: "),
+                output.starts_with(
+                    "Failed to read file to update missing.txt: No such file or directory"
+                ),
                 "{output}"
             ),
             "002_multiple_operations" => assert_eq!(

@@ -228,8 +228,12 @@ fn apply(step: &mut Step) -> io::Result<()> {
         Step::Create { tmp, path } => rename_noreplace(tmp, path),
         Step::Swap { tmp, path, backup } => {
             let b = free_name(path, "orig", |b| fs::hard_link(&*path, b))?;
+            if let Err(e) = fs::rename(&*tmp, &*path) {
+                // Not done: the backup link is not needed.
+                let _ = fs::remove_file(&b);
+                return Err(e);
+            }
             *backup = Some(b);
-            fs::rename(&*tmp, &*path)?;
             sync_parent(path);
             Ok(())
         }

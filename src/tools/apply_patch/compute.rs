@@ -40,6 +40,13 @@ pub enum PlanError {
     TooManyHunks { count: usize },
     #[error("{path}: {reason}")]
     File { path: String, reason: FileError },
+    /// codex's text for a file that cannot be read (a missing one included).
+    #[error("Failed to read file to {op} {path}: {source}")]
+    Unreadable {
+        op: &'static str,
+        path: String,
+        source: io::Error,
+    },
     #[error(
         "Failed to find context '{context}' in {path}\n(hunk {hunk} of {path}, at line {line} of the patch)"
     )]
@@ -153,9 +160,16 @@ pub fn plan(workspace: &Path, sections: &[Section]) -> Result<Vec<Change>, PlanE
 
 fn plan_one(ws: &Workspace, op: &FileOp, seen: &mut HashSet<PathBuf>) -> Result<Change, PlanError> {
     let shown = op.path().to_string();
-    let fail = |path: &str, reason: FileError| PlanError::File {
-        path: path.to_string(),
-        reason,
+    let fail = |path: &str, reason: FileError| match reason {
+        FileError::Unreadable { op, source } => PlanError::Unreadable {
+            op,
+            path: path.to_string(),
+            source,
+        },
+        reason => PlanError::File {
+            path: path.to_string(),
+            reason,
+        },
     };
     let path = ws.resolve(&shown).map_err(|r| fail(&shown, r))?;
     if let Some(name) = secret_by_name(&path) {
@@ -372,7 +386,7 @@ impl Workspace {
         let Some(opened) = target.existing else {
             return Err(FileError::Unreadable {
                 op,
-                source: io::Error::from(io::ErrorKind::NotFound),
+                source: io::Error::from_raw_os_error(libc::ENOENT),
             });
         };
         if target.via_symlink {

@@ -125,11 +125,11 @@ fn refusals_name_the_file() {
     let cases = [
         (
             "*** Delete File: missing.txt",
-            "missing.txt: Failed to read file to delete:",
+            "Failed to read file to delete missing.txt: No such file",
         ),
         (
             "*** Update File: missing.txt\n@@\n-a\n+b",
-            "missing.txt: Failed to read file to update:",
+            "Failed to read file to update missing.txt: No such file",
         ),
         (
             "*** Delete File: dir",
@@ -332,4 +332,35 @@ fn write_keys_cover_sources_and_destinations() {
     }
     let none = serde_json::json!({"input": "not a patch"});
     assert!(write_keys(d, none.as_object().unwrap()).is_empty());
+}
+
+#[test]
+fn the_readme_example_applies() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = ws.path();
+    fs::create_dir(d.join("src")).unwrap();
+    fs::write(d.join("src/app.py"), "def main():\n    print(\"hi\")\n").unwrap();
+    fs::write(d.join("CHANGES.md"), "# Changes\n## 1.0\n").unwrap();
+    fs::write(d.join("old.txt"), "old\n").unwrap();
+    let readme = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("*** Begin Patch").unwrap();
+    let end = readme[start..].find("*** End Patch").unwrap() + start + "*** End Patch".len();
+    let r = run(d, &readme[start..end]);
+    assert_eq!(
+        r.text,
+        "Success. Updated the following files:\nA docs/hello.md\nM src/main.py\nM CHANGES.md\nD old.txt\n"
+    );
+    assert_eq!(
+        fs::read_to_string(d.join("docs/hello.md")).unwrap(),
+        "Hello\nworld\n"
+    );
+    assert_eq!(
+        fs::read_to_string(d.join("src/main.py")).unwrap(),
+        "def main():\n    print(\"hello\")\n"
+    );
+    assert_eq!(
+        fs::read_to_string(d.join("CHANGES.md")).unwrap(),
+        "# Changes\n## 1.0\n- renamed app.py to main.py\n"
+    );
+    assert!(!d.join("src/app.py").exists() && !d.join("old.txt").exists());
 }
