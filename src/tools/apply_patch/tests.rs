@@ -364,3 +364,44 @@ fn the_readme_example_applies() {
     );
     assert!(!d.join("src/app.py").exists() && !d.join("old.txt").exists());
 }
+
+#[test]
+fn non_regular_and_outside_targets_are_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let d = ws.path();
+    let o = outside.path();
+    fs::write(o.join("o.txt"), "o\n").unwrap();
+    symlink(o.join("o.txt"), d.join("out.txt")).unwrap();
+    symlink(o.join("new.txt"), d.join("dangling")).unwrap();
+    symlink(o, d.join("outdir")).unwrap();
+    nix::unistd::mkfifo(
+        &d.join("pipe"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let cases = [
+        (
+            "*** Update File: out.txt\n@@\n-o\n+x",
+            "out.txt: the path is outside the workspace",
+        ),
+        (
+            "*** Add File: dangling\n+x",
+            "dangling: the path is outside the workspace",
+        ),
+        (
+            "*** Add File: outdir/n.txt\n+x",
+            "outdir/n.txt: the path is outside the workspace",
+        ),
+        (
+            "*** Update File: pipe\n@@\n-a\n+b",
+            "pipe: cannot update it: it is a FIFO (named pipe), not a regular file",
+        ),
+    ];
+    for (body, want) in cases {
+        let r = run(d, &format!("*** Begin Patch\n{body}\n*** End Patch"));
+        assert_eq!(r.stop_reason, StopReason::Failed, "{body}");
+        assert!(r.text.starts_with(want), "{body}: {}", r.text);
+    }
+    assert_eq!(tree(o), vec![("o.txt".to_string(), b"o\n".to_vec())]);
+}
