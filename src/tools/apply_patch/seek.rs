@@ -5,6 +5,8 @@
 //!
 //! Pure functions over lines; no I/O.
 
+use std::borrow::Cow;
+
 /// The first index `>= start` where `pattern` matches `lines` (see the module header for the
 /// ladder). An empty pattern matches at `start`.
 pub fn seek_sequence(
@@ -24,14 +26,14 @@ pub fn seek_sequence(
     if from > last {
         return None;
     }
-    let rungs: [fn(&str) -> String; 4] = [
-        |s| s.to_string(),
-        |s| s.trim_end().to_string(),
-        |s| s.trim().to_string(),
-        normalise,
+    let rungs: [fn(&str) -> Cow<'_, str>; 4] = [
+        |s| Cow::Borrowed(s),
+        |s| Cow::Borrowed(s.trim_end()),
+        |s| Cow::Borrowed(s.trim()),
+        |s| Cow::Owned(normalise(s)),
     ];
     for rung in rungs {
-        let want: Vec<String> = pattern.iter().map(|p| rung(p)).collect();
+        let want: Vec<Cow<'_, str>> = pattern.iter().map(|p| rung(p)).collect();
         let found = (from..=last).find(|&i| {
             lines[i..i + pattern.len()]
                 .iter()
