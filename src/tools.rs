@@ -5,6 +5,7 @@
 //! builds protocol messages itself. Framing, timeouts, truncation and notes belong to
 //! [`environment`], never to a tool.
 
+pub mod apply_patch;
 pub mod args;
 pub mod describe_image;
 pub mod diff_render;

@@ -154,6 +154,19 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             30_000,
             16_000,
         ),
+        "apply_patch" => d(
+            "apply_patch",
+            "Apply a patch to files of the workspace, all or nothing. The input starts with '*** Begin Patch' and ends with '*** End Patch'; in between, sections '*** Add File: <path>' (every line starts with +), '*** Delete File: <path>', or '*** Update File: <path>' (optionally followed by '*** Move to: <new path>') with hunks that start with '@@' (optionally '@@ <a line to find first>') and lines starting with ' ' (context), '-' (removed) or '+' (added). Add and Move never overwrite an existing file.",
+            schema(
+                json!({
+                    "input": {"type": "string", "description": "The whole patch text, from '*** Begin Patch' to '*** End Patch'."}
+                }),
+                &["input"],
+            ),
+            ReadWrite,
+            30_000,
+            16_000,
+        ),
         "exec_command" => d(
             "exec_command",
             "Run a shell command (bash -lc) in the workspace. Output streams back; a command still running after yield_time_ms keeps running in the background with a process_id.",
@@ -303,10 +316,11 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
 }
 
 /// Names of the reference's builtin table, in its order.
-pub const BUILTIN_NAMES: [&str; 13] = [
+pub const BUILTIN_NAMES: [&str; 14] = [
     "read_file",
     "edit_file",
     "write_file",
+    "apply_patch",
     "exec_command",
     "input_command",
     "kill_command",
@@ -333,6 +347,10 @@ pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
         "write_file" => Arc::new(
             BlockingTool::new(super::write_file::write_file)
                 .writing(super::path_locks::file_path_keys),
+        ),
+        "apply_patch" => Arc::new(
+            BlockingTool::new(super::apply_patch::apply_patch)
+                .writing(super::apply_patch::write_keys),
         ),
         "exec_command" => Arc::new(super::exec_command::ExecCommandTool),
         "input_command" => Arc::new(super::input_command::InputCommandTool),

@@ -1,0 +1,520 @@
+//! Turning parsed sections into the complete set of file changes, in memory: every path is
+//! resolved and confined to the workspace, every file to update is read and every hunk found
+//! (the [`super::seek`] ladder, forward only), and every rule is checked (Add and Move never
+//! overwrite, only regular files, secret stores refused, the size and count limits).
+//!
+//! It reads and stats but never writes: when it returns an error nothing was changed, and
+//! when it returns a plan, [`super::commit`] can apply it without further decisions.
+
+use std::collections::HashSet;
+use std::fs::{self, Metadata};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use super::parser::{Chunk, FileOp, ParseError, Section};
+use super::seek::seek_sequence;
+use crate::tools::file_target::{Target, TargetError};
+use crate::tools::path_hint::normalize_lexically;
+use crate::tools::resolve_path;
+use crate::tools::secret_guard::{secret_by_identity, secret_by_name};
+
+/// Most file sections in one patch.
+pub const MAX_FILES: usize = 128;
+/// Most `@@` hunks in one patch.
+pub const MAX_HUNKS: usize = 1024;
+/// Largest patch text, file read for an update, and file written (bytes).
+pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Why a patch cannot be applied. Nothing has been changed when one of these is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    Parse(#[from] ParseError),
+    #[error("No files were modified.")]
+    NoChanges,
+    #[error("the patch is {bytes} bytes; at most {MAX_BYTES} (4 MB) are accepted")]
+    PatchTooLarge { bytes: usize },
+    #[error("the patch changes {count} files; at most {MAX_FILES} are accepted")]
+    TooManyFiles { count: usize },
+    #[error("the patch has {count} hunks; at most {MAX_HUNKS} are accepted")]
+    TooManyHunks { count: usize },
+    #[error("{path}: {reason}")]
+    File { path: String, reason: FileError },
+    /// codex's text for a file that cannot be read (a missing one included).
+    #[error("Failed to read file to {op} {path}: {source}")]
+    Unreadable {
+        op: &'static str,
+        path: String,
+        source: io::Error,
+    },
+    #[error(
+        "Failed to find context '{context}' in {path}\n(hunk {hunk} of {path}, at line {line} of the patch)"
+    )]
+    Context {
+        path: String,
+        context: String,
+        hunk: usize,
+        line: usize,
+    },
+    #[error(
+        "Failed to find expected lines in {path}:\n{lines}\n(hunk {hunk} of {path}, at line {line} of the patch)"
+    )]
+    Lines {
+        path: String,
+        lines: String,
+        hunk: usize,
+        line: usize,
+    },
+}
+
+/// What is wrong with one file of the patch.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("the path is outside the workspace")]
+    OutsideWorkspace,
+    #[error("{0} holds the user's secrets; apply_patch never changes it")]
+    Secret(&'static str),
+    #[error("{op} would overwrite an existing file; apply_patch never overwrites")]
+    Exists { op: &'static str },
+    #[error("Failed to read file to {op}: {source}")]
+    Unreadable { op: &'static str, source: io::Error },
+    #[error("cannot {op} it: {source}")]
+    Kind {
+        op: &'static str,
+        source: TargetError,
+    },
+    #[error("\"{0}\" is a file, not a directory")]
+    ParentNotDirectory(String),
+    #[error("the file is larger than {MAX_BYTES} bytes (4 MB)")]
+    TooLarge,
+    #[error("the file is not UTF-8 text")]
+    NotUtf8,
+    #[error("the patch changes this file more than once; put all its hunks in one section")]
+    Twice,
+}
+
+/// One change on disk, fully decided.
+#[derive(Debug)]
+pub enum Action {
+    /// A new file at `path` (nothing may exist there).
+    Create { path: PathBuf, contents: Vec<u8> },
+    /// New contents for the existing regular file `path`; `old` and `meta` are what it was.
+    Replace {
+        path: PathBuf,
+        contents: Vec<u8>,
+        old: Vec<u8>,
+        meta: Metadata,
+    },
+    /// Removes the directory entry `path`.
+    Remove { path: PathBuf },
+    /// Writes `contents` to the new file `to` (with `meta`'s owner and mode) and removes `from`.
+    Move {
+        from: PathBuf,
+        to: PathBuf,
+        contents: Vec<u8>,
+        meta: Metadata,
+    },
+}
+
+/// A change and its line of the success summary (`A`, `M` or `D` and the path as written).
+#[derive(Debug)]
+pub struct Change {
+    pub letter: char,
+    pub shown: String,
+    pub action: Action,
+}
+
+/// The total hunk count of a patch.
+pub fn hunk_count(sections: &[Section]) -> usize {
+    sections
+        .iter()
+        .map(|s| match &s.op {
+            FileOp::Update { chunks, .. } => chunks.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Every change of the patch, or the first reason it cannot be applied.
+pub fn plan(workspace: &Path, sections: &[Section]) -> Result<Vec<Change>, PlanError> {
+    if sections.is_empty() {
+        return Err(PlanError::NoChanges);
+    }
+    if sections.len() > MAX_FILES {
+        return Err(PlanError::TooManyFiles {
+            count: sections.len(),
+        });
+    }
+    let hunks = hunk_count(sections);
+    if hunks > MAX_HUNKS {
+        return Err(PlanError::TooManyHunks { count: hunks });
+    }
+    let ws = Workspace::new(workspace);
+    let mut seen = HashSet::new();
+    let mut changes = Vec::with_capacity(sections.len());
+    for section in sections {
+        changes.push(plan_one(&ws, &section.op, &mut seen)?);
+    }
+    Ok(changes)
+}
+
+fn plan_one(ws: &Workspace, op: &FileOp, seen: &mut HashSet<PathBuf>) -> Result<Change, PlanError> {
+    let shown = op.path().to_string();
+    let fail = |path: &str, reason: FileError| match reason {
+        FileError::Unreadable { op, source } => PlanError::Unreadable {
+            op,
+            path: path.to_string(),
+            source,
+        },
+        reason => PlanError::File {
+            path: path.to_string(),
+            reason,
+        },
+    };
+    let path = ws.resolve(&shown).map_err(|r| fail(&shown, r))?;
+    if let Some(name) = secret_by_name(&path) {
+        return Err(fail(&shown, FileError::Secret(name)));
+    }
+    match op {
+        FileOp::Add { contents, .. } => {
+            let real = ws
+                .new_file(&path, "Add File")
+                .map_err(|r| fail(&shown, r))?;
+            claim(seen, &real).map_err(|r| fail(&shown, r))?;
+            check_size(contents.len()).map_err(|r| fail(&shown, r))?;
+            Ok(Change {
+                letter: 'A',
+                shown,
+                action: Action::Create {
+                    path: real,
+                    contents: contents.clone().into_bytes(),
+                },
+            })
+        }
+        FileOp::Delete { .. } => {
+            if let Err(e) = fs::symlink_metadata(&path) {
+                let source = e;
+                return Err(fail(
+                    &shown,
+                    FileError::Unreadable {
+                        op: "delete",
+                        source,
+                    },
+                ));
+            }
+            let (real, meta, _) = ws.existing(&path, "delete").map_err(|r| fail(&shown, r))?;
+            if let Some(name) = secret_by_identity(&real, &meta, &ws.given) {
+                return Err(fail(&shown, FileError::Secret(name)));
+            }
+            claim(seen, &path).map_err(|r| fail(&shown, r))?;
+            Ok(Change {
+                letter: 'D',
+                shown,
+                action: Action::Remove { path },
+            })
+        }
+        FileOp::Update {
+            move_to, chunks, ..
+        } => {
+            let (real, meta, text) = ws.existing(&path, "update").map_err(|r| fail(&shown, r))?;
+            if let Some(name) = secret_by_identity(&real, &meta, &ws.given) {
+                return Err(fail(&shown, FileError::Secret(name)));
+            }
+            claim(seen, &real).map_err(|r| fail(&shown, r))?;
+            let contents = new_contents(&shown, &text, chunks)?.into_bytes();
+            check_size(contents.len()).map_err(|r| fail(&shown, r))?;
+            let Some(dest_shown) = move_to else {
+                return Ok(Change {
+                    letter: 'M',
+                    shown,
+                    action: Action::Replace {
+                        path: real,
+                        contents,
+                        old: text.into_bytes(),
+                        meta,
+                    },
+                });
+            };
+            let dest = ws.resolve(dest_shown).map_err(|r| fail(dest_shown, r))?;
+            if let Some(name) = secret_by_name(&dest) {
+                return Err(fail(dest_shown, FileError::Secret(name)));
+            }
+            if identity(&dest) == identity(&path) {
+                // A move onto itself is an update.
+                return Ok(Change {
+                    letter: 'M',
+                    shown: dest_shown.clone(),
+                    action: Action::Replace {
+                        path: real,
+                        contents,
+                        old: text.into_bytes(),
+                        meta,
+                    },
+                });
+            }
+            if fs::symlink_metadata(&dest).is_ok() {
+                return Err(fail(dest_shown, FileError::Exists { op: "Move to" }));
+            }
+            let to = ws
+                .new_file(&dest, "Move to")
+                .map_err(|r| fail(dest_shown, r))?;
+            claim(seen, &to).map_err(|r| fail(dest_shown, r))?;
+            Ok(Change {
+                letter: 'M',
+                shown: dest_shown.clone(),
+                action: Action::Move {
+                    from: path,
+                    to,
+                    contents,
+                    meta,
+                },
+            })
+        }
+    }
+}
+
+fn check_size(len: usize) -> Result<(), FileError> {
+    if len > MAX_BYTES {
+        return Err(FileError::TooLarge);
+    }
+    Ok(())
+}
+
+/// Records that the patch changes `path`; a second change of the same file is refused.
+fn claim(seen: &mut HashSet<PathBuf>, path: &Path) -> Result<(), FileError> {
+    if seen.insert(identity(path)) {
+        Ok(())
+    } else {
+        Err(FileError::Twice)
+    }
+}
+
+/// `path` with its directory canonicalized (the name itself is kept: a link stays a link).
+fn identity(path: &Path) -> PathBuf {
+    let normal = normalize_lexically(path);
+    match (normal.parent(), normal.file_name()) {
+        (Some(dir), Some(name)) => fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or(normal.clone()),
+        _ => normal,
+    }
+}
+
+/// The workspace, lexically and canonically.
+struct Workspace {
+    given: PathBuf,
+    lexical: PathBuf,
+    canonical: PathBuf,
+}
+
+impl Workspace {
+    fn new(workspace: &Path) -> Self {
+        let lexical = normalize_lexically(workspace);
+        let canonical = fs::canonicalize(workspace).unwrap_or_else(|_| lexical.clone());
+        Workspace {
+            given: workspace.to_path_buf(),
+            lexical,
+            canonical,
+        }
+    }
+
+    /// The patch path resolved against the workspace; it must stay inside, also after its
+    /// existing directories' symlinks are resolved.
+    fn resolve(&self, shown: &str) -> Result<PathBuf, FileError> {
+        let path = normalize_lexically(&resolve_path(&self.given, shown));
+        if path == self.lexical || !path.starts_with(&self.lexical) {
+            return Err(FileError::OutsideWorkspace);
+        }
+        self.confine(&path)?;
+        Ok(path)
+    }
+
+    /// Whether the deepest existing directory above `path` is inside the workspace.
+    fn confine(&self, path: &Path) -> Result<(), FileError> {
+        let dir = path.parent().unwrap_or(path);
+        let existing = dir.ancestors().find_map(|a| fs::canonicalize(a).ok());
+        match existing {
+            Some(canon) if canon.starts_with(&self.canonical) => Ok(()),
+            _ => Err(FileError::OutsideWorkspace),
+        }
+    }
+
+    /// Where a new file for `path` goes (a dangling symlink names its target): nothing may
+    /// exist there, and the deepest existing ancestor must be a directory.
+    fn new_file(&self, path: &Path, op: &'static str) -> Result<PathBuf, FileError> {
+        let target = match Target::open(path) {
+            Ok(t) => t,
+            Err(TargetError::NotRegular(_)) => return Err(FileError::Exists { op }),
+            Err(TargetError::Io(source)) => {
+                return Err(FileError::Unreadable { op: "add", source });
+            }
+        };
+        if target.existing.is_some() || fs::symlink_metadata(&target.real).is_ok() {
+            return Err(FileError::Exists { op });
+        }
+        if target.via_symlink {
+            let real = normalize_lexically(&target.real);
+            if !real.starts_with(&self.lexical) && !real.starts_with(&self.canonical) {
+                return Err(FileError::OutsideWorkspace);
+            }
+            self.confine(&real)?;
+            if let Some(name) = secret_by_name(&real) {
+                return Err(FileError::Secret(name));
+            }
+        }
+        let parent = target.real.parent().unwrap_or(Path::new("."));
+        if let Some(blocking) = parent.ancestors().find(|a| fs::metadata(a).is_ok())
+            && !blocking.is_dir()
+        {
+            return Err(FileError::ParentNotDirectory(
+                blocking.display().to_string(),
+            ));
+        }
+        Ok(target.real)
+    }
+
+    /// The real regular file behind `path`, its metadata and its UTF-8 text.
+    fn existing(
+        &self,
+        path: &Path,
+        op: &'static str,
+    ) -> Result<(PathBuf, Metadata, String), FileError> {
+        let target = Target::open(path).map_err(|source| match source {
+            TargetError::Io(source) => FileError::Unreadable { op, source },
+            source => FileError::Kind { op, source },
+        })?;
+        let Some(opened) = target.existing else {
+            return Err(FileError::Unreadable {
+                op,
+                source: io::Error::from_raw_os_error(libc::ENOENT),
+            });
+        };
+        if target.via_symlink {
+            self.confine(&target.real)?;
+        }
+        if opened.meta.len() > MAX_BYTES as u64 {
+            return Err(FileError::TooLarge);
+        }
+        let mut bytes = Vec::new();
+        (&opened.file)
+            .take(MAX_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| FileError::Unreadable { op, source })?;
+        if bytes.len() > MAX_BYTES {
+            return Err(FileError::TooLarge);
+        }
+        let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8)?;
+        Ok((target.real, opened.meta, text))
+    }
+}
+
+/// The file's text after every hunk (codex's rules: a missing final newline is added).
+pub fn new_contents(shown: &str, text: &str, chunks: &[Chunk]) -> Result<String, PlanError> {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    if lines.last().is_some_and(String::is_empty) {
+        lines.pop();
+    }
+    let mut replacements: Vec<(usize, usize, Vec<String>)> = Vec::new();
+    let mut at = 0;
+    for (i, chunk) in chunks.iter().enumerate() {
+        if let Some(context) = &chunk.context {
+            match seek_sequence(&lines, std::slice::from_ref(context), at, false) {
+                Some(idx) => at = idx + 1,
+                None => {
+                    return Err(PlanError::Context {
+                        path: shown.to_string(),
+                        context: context.clone(),
+                        hunk: i + 1,
+                        line: chunk.line,
+                    });
+                }
+            }
+        }
+        if chunk.old.is_empty() {
+            // A pure addition goes at the end of the file.
+            replacements.push((lines.len(), 0, chunk.new.clone()));
+            continue;
+        }
+        let mut old: &[String] = &chunk.old;
+        let mut new: &[String] = &chunk.new;
+        let mut found = seek_sequence(&lines, old, at, chunk.end_of_file);
+        if found.is_none() && old.last().is_some_and(String::is_empty) {
+            // A trailing empty line in the hunk stands for the final newline.
+            old = &old[..old.len() - 1];
+            if new.last().is_some_and(String::is_empty) {
+                new = &new[..new.len() - 1];
+            }
+            found = seek_sequence(&lines, old, at, chunk.end_of_file);
+        }
+        let Some(start) = found else {
+            return Err(PlanError::Lines {
+                path: shown.to_string(),
+                lines: chunk.old.join("\n"),
+                hunk: i + 1,
+                line: chunk.line,
+            });
+        };
+        replacements.push((start, old.len(), new.to_vec()));
+        at = start + old.len();
+    }
+    replacements.sort_by_key(|r| r.0);
+    for (start, len, new) in replacements.into_iter().rev() {
+        lines.splice(start..start + len, new);
+    }
+    if lines.last().is_none_or(|l| !l.is_empty()) {
+        lines.push(String::new());
+    }
+    Ok(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::apply_patch::parser::parse_patch;
+
+    fn apply(text: &str, patch: &str) -> Result<String, PlanError> {
+        let sections = parse_patch(patch)?;
+        let FileOp::Update { chunks, .. } = &sections[0].op else {
+            panic!("not an update")
+        };
+        new_contents("f.txt", text, chunks)
+    }
+
+    #[test]
+    fn hunks_apply_forward_and_keep_a_final_newline() {
+        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n-b\n+B\n@@\n-d\n+D\n*** End Patch";
+        assert_eq!(apply("a\nb\nc\nd", p).unwrap(), "a\nB\nc\nD\n");
+        // Forward only: the second hunk cannot match before the first.
+        let back = "*** Begin Patch\n*** Update File: f.txt\n@@\n-d\n+D\n@@\n-b\n+B\n*** End Patch";
+        let err = apply("a\nb\nc\nd\n", back).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "Failed to find expected lines in f.txt:\nb\n(hunk 2 of f.txt, at line 6 of the patch)"
+        );
+    }
+
+    #[test]
+    fn context_header_and_end_of_file() {
+        let p = "*** Begin Patch\n*** Update File: f.txt\n@@ fn two\n-x\n+y\n*** End Patch";
+        assert_eq!(
+            apply("fn one\nx\nfn two\nx\n", p).unwrap(),
+            "fn one\nx\nfn two\ny\n"
+        );
+        let eof =
+            "*** Begin Patch\n*** Update File: f.txt\n@@\n-x\n+z\n*** End of File\n*** End Patch";
+        assert_eq!(apply("x\nq\nx\n", eof).unwrap(), "x\nq\nz\n");
+        let missing = "*** Begin Patch\n*** Update File: f.txt\n@@ nope\n-x\n+y\n*** End Patch";
+        assert!(
+            apply("x\n", missing)
+                .unwrap_err()
+                .to_string()
+                .starts_with("Failed to find context 'nope' in f.txt")
+        );
+    }
+
+    #[test]
+    fn pure_addition_appends() {
+        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n+new\n*** End Patch";
+        assert_eq!(apply("a\n", p).unwrap(), "a\nnew\n");
+    }
+}
