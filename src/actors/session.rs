@@ -5,6 +5,7 @@
 //! in spawned tasks that `cast` their results back tagged with the turn id, so stale results of an
 //! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
 
+mod budget;
 mod carry;
 mod dispatch;
 mod services;
@@ -217,6 +218,8 @@ pub struct SessionState {
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
     pub(crate) pending_notices: Vec<ModelPayload>,
+    /// At most `tools.max_parallel` tool calls run at once; the others wait in call order.
+    pub(crate) budget: budget::ToolBudget,
 }
 
 impl SessionState {
@@ -278,6 +281,7 @@ impl Actor for SessionActor {
                 .iter()
                 .any(|t| options.config.tools.get(t).is_some());
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
+        let budget = budget::ToolBudget::new(options.config.max_parallel);
         Ok(SessionState {
             id,
             options,
@@ -312,6 +316,7 @@ impl Actor for SessionActor {
             wants_subagents,
             env,
             pending_notices: Vec::new(),
+            budget,
         })
     }
 

@@ -10,6 +10,7 @@ use futures::FutureExt;
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
+use super::budget;
 use super::turn::{finalize_abort, live_task, maybe_finish_turn};
 use super::{SessionMsg, SessionState};
 use crate::approval::ApprovalRequest;
@@ -120,8 +121,26 @@ pub(super) fn spawn_tool(
     let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
         let _ = partial_me.cast(SessionMsg::ToolPartial { turn, msg });
     });
+    // Entered here, in call order; waited for in the task.
+    let admission = state.budget.enter();
+    let max_parallel = state.budget.max();
     tokio::spawn(async move {
         let call_id = info.tool_call_id.clone();
+        let queued_at = std::time::Instant::now();
+        let slot = tokio::select! {
+            slot = admission.wait() => Some(slot),
+            _ = cancel.cancelled() => None,
+        };
+        let Some(slot) = slot else {
+            let output = budget::aborted_while_waiting(&call_id, emit.as_ref());
+            let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
+            return;
+        };
+        let note = budget::waited_note(queued_at.elapsed(), max_parallel);
+        let emit = match &note {
+            Some(n) => budget::emit_with_note(emit, n.clone()),
+            None => emit,
+        };
         let env = crate::tools::ToolEnv {
             workspace,
             commands,
@@ -141,6 +160,12 @@ pub(super) fn spawn_tool(
                     StopReason::Failed,
                 )
             });
+        // The call is over: the next waiting call may start.
+        drop(slot);
+        let output = match &note {
+            Some(n) => budget::append_note(output, n),
+            None => output,
+        };
         let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
     });
 }
