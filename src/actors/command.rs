@@ -13,10 +13,16 @@
 //! that prints faster than the actor stores is slowed by the full kernel pipe, and the memory
 //! of a command is its ring plus at most `OUTPUT_CREDITS` chunks of [`READ_BUF`] bytes.
 
+#[cfg(target_os = "linux")]
+pub mod guard;
 pub mod process;
+#[cfg(target_os = "linux")]
+pub mod reaper;
 pub mod ring;
 #[cfg(target_os = "linux")]
 pub mod spawn_raw;
+#[cfg(target_os = "linux")]
+pub mod tree;
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;

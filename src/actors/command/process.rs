@@ -1,7 +1,9 @@
 //! The OS side of one command: spawning `bash -lc <cmd>` as the leader of its own session and
 //! process group (setsid, Linux parent-death signal, hardened environment of reference §3.5),
 //! with pipes or a pseudo-terminal, and the process-group kill (SIGTERM, SIGKILL after 1 s)
-//! that runs at most once per group, from `kill()` or from a [`KillOnDrop`] guard.
+//! that runs at most once per group, from `kill()` or from a [`KillOnDrop`] guard. On Linux the
+//! kill also sweeps the command's cookie (`tree.rs`), so members that left the group die too,
+//! and the first command starts the guard (`guard.rs`) that covers a killed rookery.
 //!
 //! It does not read or write the streams (the CommandActor's tasks do) and knows nothing of
 //! registries or tools.
@@ -142,15 +144,18 @@ pub struct SpawnedProcess {
 #[derive(Debug)]
 pub struct ProcessGroup {
     pgid: i32,
+    /// `ROOKERY_CMD` of the command's processes (empty: none set).
+    cookie: String,
     killed: AtomicBool,
     reaped: AtomicBool,
     done: watch::Sender<bool>,
 }
 
 impl ProcessGroup {
-    fn new(pgid: i32) -> Arc<Self> {
+    fn new(pgid: i32, cookie: String) -> Arc<Self> {
         Arc::new(ProcessGroup {
             pgid,
+            cookie,
             killed: AtomicBool::new(false),
             reaped: AtomicBool::new(false),
             done: watch::channel(false).0,
@@ -159,6 +164,11 @@ impl ProcessGroup {
 
     pub fn pgid(&self) -> i32 {
         self.pgid
+    }
+
+    /// The `ROOKERY_CMD` value every process of the command inherits.
+    pub fn cookie(&self) -> &str {
+        &self.cookie
     }
 
     /// Sends `sig` to the whole group; false when the group is gone or already killed.
@@ -189,9 +199,9 @@ impl ProcessGroup {
         // SIGCONT too, so stopped members can act on the SIGTERM.
         let term = killpg(pg, Signal::SIGTERM);
         if term == Err(nix::errno::Errno::ESRCH) && self.reaped.load(Ordering::SeqCst) {
-            // The common end of a foreground command: nothing left to kill or wait for, so no
-            // helper thread.
-            self.done.send_replace(true);
+            // The common end of a foreground command: nothing left in the group, so no helper
+            // thread; members that left it are found by the shared sweep.
+            self.sweep_then_done();
             return;
         }
         let _ = killpg(pg, Signal::SIGCONT);
@@ -206,7 +216,7 @@ impl ProcessGroup {
                 "cannot start kill thread ({e}); SIGKILL now"
             );
             let _ = killpg(pg, Signal::SIGKILL);
-            self.done.send_replace(true);
+            self.sweep_then_done();
         }
     }
 
@@ -217,8 +227,29 @@ impl ProcessGroup {
             let _ = killpg(pg, Signal::SIGKILL);
             wait_until(KILL_GRACE, || !group_alive(self.pgid));
         }
+        #[cfg(target_os = "linux")]
+        if !self.cookie.is_empty() {
+            super::tree::sweep(&self.cookie, KILL_GRACE);
+        }
         // The leader is reaped by its waiter task; give it a moment so `done` means no zombie.
         wait_until(KILL_GRACE, || self.reaped.load(Ordering::SeqCst));
+        self.done.send_replace(true);
+    }
+
+    /// Marks the group done once no process carries its cookie (at once without one).
+    fn sweep_then_done(self: &Arc<Self>) {
+        #[cfg(target_os = "linux")]
+        if !self.cookie.is_empty() {
+            let me = Arc::clone(self);
+            super::tree::sweep_later(
+                self.cookie.clone(),
+                KILL_GRACE,
+                Box::new(move || {
+                    me.done.send_replace(true);
+                }),
+            );
+            return;
+        }
         self.done.send_replace(true);
     }
 }
@@ -360,7 +391,10 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
         CString::new(b)
             .map_err(|_| "cannot run bash: a NUL byte in the command or environment".to_string())
     };
-    let env = child_env(&spec.env);
+    let mut env = child_env(&spec.env);
+    let cookie = super::tree::new_cookie();
+    env.insert(super::tree::COOKIE_VAR.into(), cookie.clone().into());
+    super::guard::ensure();
     let bash = find_bash(env.get(OsStr::new("PATH")).map(|p| p.as_os_str()))
         .ok_or_else(|| "cannot run bash: No such file or directory (os error 2)".to_string())?;
     let program = cstr(bash.as_os_str().as_bytes())?;
@@ -401,7 +435,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
             .map_err(|e| format!("cannot run bash: {e}"))?;
         // Only the child keeps the slave open, so the master reads EIO (end) once it is closed.
         drop(slave);
-        let group = KillOnDrop(ProcessGroup::new(pid));
+        let group = KillOnDrop(ProcessGroup::new(pid, cookie));
         let master = pty.master;
         set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
         // SAFETY: an `OwnedFd` always reports the descriptor it owns, and that descriptor
@@ -424,7 +458,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let pid = spawn_raw::spawn(&program, &argv, &envp, &cwd, stdio, false)
         .map_err(|e| format!("cannot run bash: {e}"))?;
     drop((in_r, out_w, err_w));
-    let group = KillOnDrop(ProcessGroup::new(pid));
+    let group = KillOnDrop(ProcessGroup::new(pid, cookie));
     let wrap = |e: std::io::Error| format!("cannot run bash: {e}");
     let io = ProcessIo::Pipes {
         stdin: ChildStdin::from_std(std::process::ChildStdin::from(in_w)).map_err(wrap)?,
@@ -520,7 +554,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
         return Err("the command exited before it could be tracked".to_string());
     };
-    let group = KillOnDrop(ProcessGroup::new(pid));
+    let group = KillOnDrop(ProcessGroup::new(pid, String::new()));
     let io = match master {
         Some(master) => {
             set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
