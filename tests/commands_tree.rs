@@ -243,6 +243,20 @@ async fn a_deleted_serve_session_takes_its_processes_along() {
     })
     .await
     .expect("wait");
+    // The double-forked daemon's parent is gone: it was re-parented to rookery (subreaper).
+    let pid = server.pid().as_raw();
+    let orphan = m
+        .live()
+        .into_iter()
+        .find(|(_, c)| c.starts_with(&format!("{}-dfork", m.base)))
+        .map(|(p, _)| p)
+        .expect("the double-forked daemon");
+    let deadline = Instant::now() + WAIT;
+    while parent_of(orphan) != Some(pid) {
+        // Its subshell exits right after the fork; until then it is the parent.
+        assert!(Instant::now() < deadline, "orphans come back to rookery");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (status, body) = server
         .call("DELETE", &format!("/v1/sessions/{id}"), None)
         .await;
@@ -250,9 +264,51 @@ async fn a_deleted_serve_session_takes_its_processes_along() {
     tokio::task::spawn_blocking(move || m.wait_all_gone("DELETE of the session"))
         .await
         .expect("wait");
-    // The server itself lives on.
+    // The server itself lives on, and reaped the orphans that came back to it (subreaper):
+    // no zombie children are left behind.
     let (status, _) = server.call("GET", "/healthz", None).await;
     assert_eq!(status.as_u16(), 200);
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let zombies = zombie_children(pid);
+            if zombies.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "unreaped children {zombies:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+    .await
+    .expect("wait");
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    t[t.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Zombie children of `parent`.
+fn zombie_children(parent: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| {
+                let rest = t.rfind(')').map_or("", |i| &t[i + 1..]);
+                let mut f = rest.split_whitespace();
+                let state = f.next().unwrap_or("");
+                let ppid = f.next().and_then(|p| p.parse::<i32>().ok());
+                state == "Z" && ppid == Some(parent)
+            })
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
