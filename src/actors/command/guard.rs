@@ -65,14 +65,18 @@ fn start() -> std::io::Result<Guard> {
     let c = |s: &str| CString::new(s).map_err(std::io::Error::other);
     let program = c(bash)?;
     let prefix = format!("{COOKIE_VAR}={}-", instance_token());
+    // The script travels in the environment, so `ps` shows one short line.
     let argv = [
         c("rookery-guard")?,
         c("-c")?,
-        c(SCRIPT)?,
+        c("eval \"$ROOKERY_GUARD_SCRIPT\"")?,
         c("rookery-guard")?,
         c(&prefix)?,
     ];
-    let envp = [c("PATH=/usr/bin:/bin")?];
+    let envp = [
+        c("PATH=/usr/bin:/bin")?,
+        c(&format!("ROOKERY_GUARD_SCRIPT={SCRIPT}"))?,
+    ];
     let cwd = c("/")?;
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
     let r = above_stdio(r)?;
