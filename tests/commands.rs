@@ -580,38 +580,3 @@ async fn without_a_manager_every_tool_says_so() {
         assert_eq!(r.stop, StopReason::Failed);
     }
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eviction_kills_the_detached_processes_of_a_command() {
-    let mut h = harness_with(1).await;
-    let n = std::process::id();
-    let daemon = format!("rk-evict-setsid-{n}");
-    let orphan = format!("rk-evict-dfork-{n}");
-    let cmd = format!(
-        "setsid bash -c 'exec -a {daemon} sleep 300' & \
-         (setsid bash -c 'exec -a {orphan} sleep 300' </dev/null >/dev/null 2>&1 &); sleep 300"
-    );
-    let first = start_bg(&h, &cmd).await;
-    eventually(LONG, "both daemons started", || {
-        live_with_cmdline(&[&daemon, "300"]).len() == 1
-            && live_with_cmdline(&[&orphan, "300"]).len() == 1
-    })
-    .await;
-    // A second command in a registry of one evicts the first, detached members included.
-    let _second = start_bg(&h, "sleep 301").await;
-    match h.next_event().await {
-        CommandEvent::Evicted { process_id, status } => {
-            assert_eq!(
-                (process_id.as_str(), status.as_str()),
-                (first.as_str(), "running")
-            );
-        }
-        other => panic!("unexpected {other:?}"),
-    }
-    eventually(LONG, "the evicted command's daemons are gone", || {
-        live_with_cmdline(&[&daemon, "300"]).is_empty()
-            && live_with_cmdline(&[&orphan, "300"]).is_empty()
-    })
-    .await;
-    h.handle.shutdown().await;
-}

@@ -9,6 +9,8 @@
 
 #[path = "serve/harness.rs"]
 mod harness;
+#[path = "commands/support.rs"]
+mod lib_support;
 #[path = "cli/support.rs"]
 mod support;
 
@@ -338,4 +340,39 @@ async fn sigterm_of_serve_takes_every_process_along() {
     tokio::task::spawn_blocking(move || m.wait_all_gone("SIGTERM of serve"))
         .await
         .expect("wait");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_kills_the_detached_processes_of_a_command() {
+    let mut h = lib_support::harness_with(1).await;
+    let n = std::process::id();
+    let daemon = format!("rk-evict-setsid-{n}");
+    let orphan = format!("rk-evict-dfork-{n}");
+    let cmd = format!(
+        "setsid bash -c 'exec -a {daemon} sleep 300' & \
+         (setsid bash -c 'exec -a {orphan} sleep 300' </dev/null >/dev/null 2>&1 &); sleep 300"
+    );
+    let first = lib_support::start_bg(&h, &cmd).await;
+    lib_support::eventually(WAIT, "both daemons started", || {
+        lib_support::live_with_cmdline(&[&daemon, "300"]).len() == 1
+            && lib_support::live_with_cmdline(&[&orphan, "300"]).len() == 1
+    })
+    .await;
+    // A second command in a registry of one evicts the first, detached members included.
+    let _second = lib_support::start_bg(&h, "sleep 301").await;
+    match h.next_event().await {
+        rookery::actors::command_supervisor::CommandEvent::Evicted { process_id, status } => {
+            assert_eq!(
+                (process_id.as_str(), status.as_str()),
+                (first.as_str(), "running")
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    lib_support::eventually(WAIT, "the evicted command's daemons are gone", || {
+        lib_support::live_with_cmdline(&[&daemon, "300"]).is_empty()
+            && lib_support::live_with_cmdline(&[&orphan, "300"]).is_empty()
+    })
+    .await;
+    h.handle.shutdown().await;
 }

@@ -13,6 +13,7 @@
 //! that prints faster than the actor stores is slowed by the full kernel pipe, and the memory
 //! of a command is its ring plus at most `OUTPUT_CREDITS` chunks of [`READ_BUF`] bytes.
 
+pub mod group;
 #[cfg(target_os = "linux")]
 pub mod guard;
 pub mod process;
