@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use rookery::Host;
-use rookery::message::{ModelPayload, StopReason};
+use rookery::message::{EventPayload, ModelPayload, StopReason};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,12 +70,22 @@ async fn a_call_aborted_while_waiting_for_a_slot_is_paired() {
     let s = host.create_session(o).await.unwrap();
     let mut rx = s.subscribe().await.unwrap();
     s.start_task("go").await.unwrap();
-    // The first call runs (its first text streamed); the second waits for its slot.
+    // The first call runs (its first text streamed); the second was approved and waits for its
+    // slot.
     tokio::time::timeout(Duration::from_secs(20), async {
+        let (mut running, mut approved) = (false, false);
         while let Some(m) = rx.recv().await {
             if matches!(m.as_model(), Some(ModelPayload::PartialToolCallOutput { tool_call_id, output, .. })
                 if tool_call_id == "call_0" && output.contains("slept start"))
             {
+                running = true;
+            }
+            if matches!(m.as_event(), Some(EventPayload::ApprovalDecision { tool_call_id, .. })
+                if tool_call_id == "call_1")
+            {
+                approved = true;
+            }
+            if running && approved {
                 break;
             }
         }

@@ -127,9 +127,11 @@ pub(super) fn spawn_tool(
     tokio::spawn(async move {
         let call_id = info.tool_call_id.clone();
         let queued_at = std::time::Instant::now();
+        // An abort wins over a slot freed by it: the waiting call never starts.
         let slot = tokio::select! {
-            slot = admission.wait() => Some(slot),
+            biased;
             _ = cancel.cancelled() => None,
+            slot = admission.wait() => Some(slot),
         };
         let Some(slot) = slot else {
             let output = budget::aborted_while_waiting(&call_id, emit.as_ref());
