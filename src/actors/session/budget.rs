@@ -115,9 +115,58 @@ impl Drop for Slot {
     }
 }
 
+/// Where a call's partials go.
+pub(crate) type Emit = Arc<dyn Fn(OmniMessage) + Send + Sync>;
+
+/// A call that has its slot: the partial sink to run it with (it streams the wait note, if
+/// any, before the `stop` partial) and what [`Admitted::finish`] needs.
+pub(crate) struct Admitted {
+    slot: Slot,
+    pub(crate) emit: Emit,
+    note: Option<String>,
+}
+
+impl Admitted {
+    /// The call is over: frees the slot for the next waiter and adds the wait note to the
+    /// complete output.
+    pub(crate) fn finish(self, output: OmniMessage) -> OmniMessage {
+        drop(self.slot);
+        match &self.note {
+            Some(n) => append_note(output, n),
+            None => output,
+        }
+    }
+}
+
+/// Waits for the call's slot. An abort wins over a slot it freed: a call cancelled while it
+/// waits never starts and gets the aborted output (`Err`, boxed: it is large) instead.
+pub(crate) async fn admit(
+    admission: Admission,
+    cancel: &tokio_util::sync::CancellationToken,
+    tool_call_id: &str,
+    max: usize,
+    emit: Emit,
+) -> Result<Admitted, Box<OmniMessage>> {
+    let queued_at = std::time::Instant::now();
+    let slot = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => None,
+        slot = admission.wait() => Some(slot),
+    };
+    let Some(slot) = slot else {
+        return Err(Box::new(aborted_while_waiting(tool_call_id, emit.as_ref())));
+    };
+    let note = waited_note(queued_at.elapsed(), max);
+    let emit = match &note {
+        Some(n) => emit_with_note(emit, n.clone()),
+        None => emit,
+    };
+    Ok(Admitted { slot, emit, note })
+}
+
 /// The note of a call that waited `waited` for a slot of a budget of `max` (none for short
 /// waits).
-pub(crate) fn waited_note(waited: Duration, max: usize) -> Option<String> {
+fn waited_note(waited: Duration, max: usize) -> Option<String> {
     (waited > NOTE_AFTER).then(|| {
         format!(
             "[waited {:.1} s for a free tool slot: at most {max} tool calls run at once (tools.max_parallel)]",
@@ -128,10 +177,7 @@ pub(crate) fn waited_note(waited: Duration, max: usize) -> Option<String> {
 
 /// Wraps the partial sink of one call so the note is streamed as the last delta, just before
 /// the `stop` partial (the complete output gets it through [`append_note`]).
-pub(crate) fn emit_with_note(
-    emit: Arc<dyn Fn(OmniMessage) + Send + Sync>,
-    note: String,
-) -> Arc<dyn Fn(OmniMessage) + Send + Sync> {
+fn emit_with_note(emit: Emit, note: String) -> Emit {
     Arc::new(move |msg: OmniMessage| {
         if let Payload::Model(ModelPayload::PartialToolCallOutput {
             event_type: EventType::Stop,
@@ -152,7 +198,7 @@ pub(crate) fn emit_with_note(
 }
 
 /// Appends `note` on its own line to a complete `tool_call_output`.
-pub(crate) fn append_note(mut output: OmniMessage, note: &str) -> OmniMessage {
+fn append_note(mut output: OmniMessage, note: &str) -> OmniMessage {
     if let Payload::Model(ModelPayload::ToolCallOutput { output: text, .. }) = &mut output.payload {
         text.push('\n');
         text.push_str(note);
@@ -162,7 +208,7 @@ pub(crate) fn append_note(mut output: OmniMessage, note: &str) -> OmniMessage {
 
 /// The framing of a call aborted while it waited for a slot: start, the abort note, stop, and
 /// the complete output (the same texts as the close-out's for an aborted call).
-pub(crate) fn aborted_while_waiting(
+fn aborted_while_waiting(
     tool_call_id: &str,
     emit: &(dyn Fn(OmniMessage) + Send + Sync),
 ) -> OmniMessage {

@@ -126,22 +126,13 @@ pub(super) fn spawn_tool(
     let max_parallel = state.budget.max();
     tokio::spawn(async move {
         let call_id = info.tool_call_id.clone();
-        let queued_at = std::time::Instant::now();
-        // An abort wins over a slot freed by it: the waiting call never starts.
-        let slot = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => None,
-            slot = admission.wait() => Some(slot),
-        };
-        let Some(slot) = slot else {
-            let output = budget::aborted_while_waiting(&call_id, emit.as_ref());
-            let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
-            return;
-        };
-        let note = budget::waited_note(queued_at.elapsed(), max_parallel);
-        let emit = match &note {
-            Some(n) => budget::emit_with_note(emit, n.clone()),
-            None => emit,
+        let admitted = match budget::admit(admission, &cancel, &call_id, max_parallel, emit).await {
+            Ok(admitted) => admitted,
+            Err(output) => {
+                let output = *output;
+                let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
+                return;
+            }
         };
         let env = crate::tools::ToolEnv {
             workspace,
@@ -149,7 +140,7 @@ pub(super) fn spawn_tool(
             subagents,
             depth,
         };
-        let run = environment::execute(info, tool, env, cancel, emit);
+        let run = environment::execute(info, tool, env, cancel, admitted.emit.clone());
         let output = AssertUnwindSafe(run)
             .catch_unwind()
             .await
@@ -163,11 +154,7 @@ pub(super) fn spawn_tool(
                 )
             });
         // The call is over: the next waiting call may start.
-        drop(slot);
-        let output = match &note {
-            Some(n) => budget::append_note(output, n),
-            None => output,
-        };
+        let output = admitted.finish(output);
         let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
     });
 }
