@@ -3,7 +3,8 @@
 //! commands), which every descendant inherits whether it leaves the process group (`setsid`,
 //! double fork) or not (`&`, `nohup`). Killing a command sweeps `/proc/*/environ` for its cookie
 //! (as Jenkins' process-tree killer does): SIGTERM, SIGKILL after the grace, again until no
-//! process carries it.
+//! process carries it. Signals go through pidfds opened before the cookie is re-checked, so a
+//! pid reused after the scan is never hit.
 //!
 //! Sweeps run on their own threads (a shared one batches the common case of a command that left
 //! nothing behind into one scan), never on an actor or a runtime worker. A process that clears
@@ -79,13 +80,55 @@ pub fn members(cookie: &str) -> Vec<i32> {
     scan(&[cookie]).remove(cookie).unwrap_or_default()
 }
 
-fn signal_all(pids: &[i32], sig: libc::c_int) {
-    for &pid in pids {
-        // SAFETY: kill has no memory arguments; a pid that exited meanwhile gives ESRCH. Each
-        // pid carried our cookie when scanned; pids are not reused while unreaped, and these are
-        // reaped by their parents (or by us as subreaper) only after they die.
-        unsafe {
-            libc::kill(pid, sig);
+/// A process to signal: by pidfd when the kernel has them, so a pid that exited and was reused
+/// after the scan is never signalled.
+struct Target {
+    pid: i32,
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+/// The processes carrying `cookie`, each pinned by a pidfd opened *before* its cookie is
+/// checked again (so the pidfd is known to refer to the process that carries it).
+fn targets(cookie: &str) -> Vec<Target> {
+    use std::os::fd::FromRawFd;
+    let mut buf = Vec::with_capacity(4096);
+    members(cookie)
+        .into_iter()
+        .filter_map(|pid| {
+            // SAFETY: pidfd_open has no memory arguments; a valid result is a descriptor we own.
+            let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            if raw < 0 {
+                // No pidfd support (or the process is gone): signal by pid.
+                return Some(Target { pid, pidfd: None });
+            }
+            // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+            let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw as i32) };
+            (cookie_of(pid, &mut buf).as_deref() == Some(cookie)).then_some(Target {
+                pid,
+                pidfd: Some(pidfd),
+            })
+        })
+        .collect()
+}
+
+fn signal_all(targets: &[Target], sig: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    for t in targets {
+        match &t.pidfd {
+            // SAFETY: pidfd_send_signal on a descriptor we own, no siginfo.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    sig,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+            },
+            // SAFETY: kill has no memory arguments; the pid carried our cookie when scanned.
+            None => unsafe {
+                libc::kill(t.pid, sig);
+            },
         }
     }
 }
@@ -110,23 +153,33 @@ fn wait_gone(cookie: &str, limit: Duration) -> bool {
 /// SIGKILL rounds until a scan finds none. Blocks; call it from a thread of its own. Returns
 /// true when nothing carries the cookie any more.
 pub fn sweep(cookie: &str, grace: Duration) -> bool {
-    let pids = members(cookie);
-    if pids.is_empty() {
+    let found = targets(cookie);
+    if found.is_empty() {
         return true;
     }
-    tracing::debug!(cookie, n = pids.len(), "escaped command processes: SIGTERM");
-    signal_all(&pids, libc::SIGTERM);
-    signal_all(&pids, libc::SIGCONT);
+    tracing::debug!(
+        cookie,
+        n = found.len(),
+        "escaped command processes: SIGTERM"
+    );
+    signal_all(&found, libc::SIGTERM);
+    signal_all(&found, libc::SIGCONT);
+    drop(found);
     if wait_gone(cookie, grace) {
         return true;
     }
     for _ in 0..KILL_ROUNDS {
-        let pids = members(cookie);
-        if pids.is_empty() {
+        let found = targets(cookie);
+        if found.is_empty() {
             return true;
         }
-        tracing::debug!(cookie, n = pids.len(), "escaped command processes: SIGKILL");
-        signal_all(&pids, libc::SIGKILL);
+        tracing::debug!(
+            cookie,
+            n = found.len(),
+            "escaped command processes: SIGKILL"
+        );
+        signal_all(&found, libc::SIGKILL);
+        drop(found);
         if wait_gone(cookie, Duration::from_millis(500)) {
             return true;
         }
