@@ -78,7 +78,7 @@ impl ProcessGroup {
         if term == Err(nix::errno::Errno::ESRCH) && self.reaped.load(Ordering::SeqCst) {
             // The common end of a foreground command: nothing left in the group, so no helper
             // thread; members that left it are found by the shared sweep.
-            self.sweep_then_done();
+            self.sweep_then_done(true);
             return;
         }
         let _ = killpg(pg, Signal::SIGCONT);
@@ -93,7 +93,7 @@ impl ProcessGroup {
                 "cannot start kill thread ({e}); SIGKILL now"
             );
             let _ = killpg(pg, Signal::SIGKILL);
-            self.sweep_then_done();
+            self.sweep_then_done(false);
         }
     }
 
@@ -106,7 +106,7 @@ impl ProcessGroup {
         }
         #[cfg(target_os = "linux")]
         if !self.cookie.is_empty() {
-            super::tree::sweep(&self.cookie, KILL_GRACE);
+            super::tree::sweep(&self.cookie, KILL_GRACE, !group_alive(self.pgid));
         }
         // The leader is reaped by its waiter task; give it a moment so `done` means no zombie.
         wait_until(KILL_GRACE, || self.reaped.load(Ordering::SeqCst));
@@ -114,13 +114,15 @@ impl ProcessGroup {
     }
 
     /// Marks the group done once no process carries its cookie (at once without one).
-    fn sweep_then_done(self: &Arc<Self>) {
+    /// `group_gone`: no member of the group is left.
+    fn sweep_then_done(self: &Arc<Self>, group_gone: bool) {
         #[cfg(target_os = "linux")]
         if !self.cookie.is_empty() {
             let me = Arc::clone(self);
             super::tree::sweep_later(
                 self.cookie.clone(),
                 KILL_GRACE,
+                group_gone,
                 Box::new(move || {
                     me.done.send_replace(true);
                 }),

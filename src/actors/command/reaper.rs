@@ -28,11 +28,17 @@ pub fn owned() -> MutexGuard<'static, HashSet<libc::pid_t>> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
+static STARTED: OnceLock<()> = OnceLock::new();
+
+/// True once [`become_subreaper`] succeeded: every orphaned descendant is then a child of ours.
+pub fn is_subreaper() -> bool {
+    STARTED.get().is_some()
+}
+
 /// Makes this process a child subreaper and starts reaping orphans on SIGCHLD. Must run inside
 /// a tokio runtime. Idempotent; an error means the kernel refused (the process keeps working,
 /// orphans then go to PID 1 as before).
 pub fn become_subreaper() -> std::io::Result<()> {
-    static STARTED: OnceLock<()> = OnceLock::new();
     if STARTED.get().is_some() {
         return Ok(());
     }

@@ -53,19 +53,80 @@ fn cookie_of(pid: i32, buf: &mut Vec<u8>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Every live process (but this one) whose cookie is one of `cookies`, by cookie.
-fn scan(cookies: &[&str]) -> HashMap<String, Vec<i32>> {
+/// Where a command's processes can be once its process group is gone, when rookery is a
+/// subreaper: every process it left has been re-parented into rookery's subtree, below a child
+/// that rookery did not spawn itself (not in the owned set) and that is outside rookery's own
+/// session. So only those subtrees are read, not all of `/proc`. `None` = read all of `/proc`
+/// (no subreaper, the group may still have members, or the kernel lacks `task/*/children`).
+fn candidates(group_gone: bool) -> Option<Vec<i32>> {
+    if !group_gone || !super::reaper::is_subreaper() {
+        return None;
+    }
+    let me = std::process::id() as i32;
+    // SAFETY: getsid(0) has no preconditions.
+    let my_session = unsafe { libc::getsid(0) };
+    let owned = super::reaper::owned().clone();
+    let mut out: Vec<i32> = children_of(me)?
+        .into_iter()
+        .filter(|p| !owned.contains(p) && session_of(*p).is_some_and(|s| s != my_session))
+        .collect();
+    let mut next = 0;
+    while next < out.len() {
+        let pid = out[next];
+        next += 1;
+        out.extend(children_of(pid).unwrap_or_default());
+    }
+    Some(out)
+}
+
+/// The children of `pid` over all its threads (`None` when the kernel does not list them).
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(task) = task else { continue };
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(text) => out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound && pid == std::process::id() as i32 =>
+            {
+                return None;
+            }
+            Err(_) => {}
+        }
+    }
+    Some(out)
+}
+
+fn session_of(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// Every live process (but this one) whose cookie is one of `cookies`, by cookie, looking at
+/// `within` only when given.
+fn scan(cookies: &[&str], within: Option<Vec<i32>>) -> HashMap<String, Vec<i32>> {
     let mut found: HashMap<String, Vec<i32>> = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return found;
+    let pids: Vec<i32> = match within {
+        Some(pids) => pids,
+        None => {
+            let Ok(dir) = std::fs::read_dir("/proc") else {
+                return found;
+            };
+            dir.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .collect()
+        }
     };
     let me = std::process::id() as i32;
     let mut buf = Vec::with_capacity(4096);
-    for pid in dir
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid != me)
-    {
+    for pid in pids.into_iter().filter(|pid| *pid != me) {
         if let Some(c) = cookie_of(pid, &mut buf)
             && cookies.contains(&c.as_str())
         {
@@ -75,9 +136,17 @@ fn scan(cookies: &[&str]) -> HashMap<String, Vec<i32>> {
     found
 }
 
-/// Live processes carrying `cookie`.
+/// Live processes carrying `cookie` (anywhere in `/proc`).
 pub fn members(cookie: &str) -> Vec<i32> {
-    scan(&[cookie]).remove(cookie).unwrap_or_default()
+    members_after(cookie, false)
+}
+
+/// Live processes carrying `cookie`; with `group_gone`, the command's process group has no
+/// member left, which may narrow the search (see [`candidates`]).
+fn members_after(cookie: &str, group_gone: bool) -> Vec<i32> {
+    scan(&[cookie], candidates(group_gone))
+        .remove(cookie)
+        .unwrap_or_default()
 }
 
 /// A process to signal: by pidfd when the kernel has them, so a pid that exited and was reused
@@ -89,10 +158,10 @@ struct Target {
 
 /// The processes carrying `cookie`, each pinned by a pidfd opened *before* its cookie is
 /// checked again (so the pidfd is known to refer to the process that carries it).
-fn targets(cookie: &str) -> Vec<Target> {
+fn targets(cookie: &str, group_gone: bool) -> Vec<Target> {
     use std::os::fd::FromRawFd;
     let mut buf = Vec::with_capacity(4096);
-    members(cookie)
+    members_after(cookie, group_gone)
         .into_iter()
         .filter_map(|pid| {
             // SAFETY: pidfd_open has no memory arguments; a valid result is a descriptor we own.
@@ -134,11 +203,11 @@ fn signal_all(targets: &[Target], sig: libc::c_int) {
 }
 
 /// Waits up to `limit` for no process to carry `cookie`; true when none does.
-fn wait_gone(cookie: &str, limit: Duration) -> bool {
+fn wait_gone(cookie: &str, limit: Duration, group_gone: bool) -> bool {
     let start = Instant::now();
     let mut pause = Duration::from_millis(5);
     loop {
-        if members(cookie).is_empty() {
+        if members_after(cookie, group_gone).is_empty() {
             return true;
         }
         if start.elapsed() >= limit {
@@ -150,10 +219,11 @@ fn wait_gone(cookie: &str, limit: Duration) -> bool {
 }
 
 /// Kills every process carrying `cookie`: SIGTERM (and SIGCONT), SIGKILL after `grace`, then
-/// SIGKILL rounds until a scan finds none. Blocks; call it from a thread of its own. Returns
-/// true when nothing carries the cookie any more.
-pub fn sweep(cookie: &str, grace: Duration) -> bool {
-    let found = targets(cookie);
+/// SIGKILL rounds until a scan finds none. `group_gone`: the command's process group has no
+/// member left (narrows the search). Blocks; call it from a thread of its own. Returns true
+/// when nothing carries the cookie any more.
+pub fn sweep(cookie: &str, grace: Duration, group_gone: bool) -> bool {
+    let found = targets(cookie, group_gone);
     if found.is_empty() {
         return true;
     }
@@ -165,11 +235,11 @@ pub fn sweep(cookie: &str, grace: Duration) -> bool {
     signal_all(&found, libc::SIGTERM);
     signal_all(&found, libc::SIGCONT);
     drop(found);
-    if wait_gone(cookie, grace) {
+    if wait_gone(cookie, grace, group_gone) {
         return true;
     }
     for _ in 0..KILL_ROUNDS {
-        let found = targets(cookie);
+        let found = targets(cookie, group_gone);
         if found.is_empty() {
             return true;
         }
@@ -180,7 +250,7 @@ pub fn sweep(cookie: &str, grace: Duration) -> bool {
         );
         signal_all(&found, libc::SIGKILL);
         drop(found);
-        if wait_gone(cookie, Duration::from_millis(500)) {
+        if wait_gone(cookie, Duration::from_millis(500), group_gone) {
             return true;
         }
     }
@@ -194,12 +264,13 @@ pub fn sweep(cookie: &str, grace: Duration) -> bool {
 struct Job {
     cookie: String,
     grace: Duration,
+    group_gone: bool,
     done: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Job {
     fn run(self) {
-        sweep(&self.cookie, self.grace);
+        sweep(&self.cookie, self.grace, self.group_gone);
     }
 }
 
@@ -229,10 +300,16 @@ fn sweeper() -> Option<&'static Mutex<Sender<Job>>> {
 /// Sweeps `cookie` off the caller's thread and then runs `done`. Jobs that arrive together share
 /// one scan of `/proc`; a cookie that still has processes gets a thread of its own for the
 /// SIGTERM/SIGKILL sequence. Never blocks the caller.
-pub fn sweep_later(cookie: String, grace: Duration, done: Box<dyn FnOnce() + Send>) {
+pub fn sweep_later(
+    cookie: String,
+    grace: Duration,
+    group_gone: bool,
+    done: Box<dyn FnOnce() + Send>,
+) {
     let job = Job {
         cookie,
         grace,
+        group_gone,
         done: Some(done),
     };
     let Some(tx) = sweeper() else {
@@ -256,7 +333,8 @@ fn run_sweeper(rx: Receiver<Job>) {
             jobs.push(more);
         }
         let cookies: Vec<&str> = jobs.iter().map(|j| j.cookie.as_str()).collect();
-        let found = scan(&cookies);
+        let within = candidates(jobs.iter().all(|j| j.group_gone));
+        let found = scan(&cookies, within);
         for job in jobs {
             if found.contains_key(&job.cookie) {
                 let spawned = std::thread::Builder::new()
@@ -295,7 +373,7 @@ mod tests {
             .spawn()
             .unwrap();
         assert!(wait_until_found(&cookie));
-        assert!(sweep(&cookie, Duration::from_secs(1)));
+        assert!(sweep(&cookie, Duration::from_secs(1), false));
         let _ = child.wait();
         assert!(members(&cookie).is_empty());
     }
