@@ -42,11 +42,12 @@ pub fn become_subreaper() -> std::io::Result<()> {
     if STARTED.get().is_some() {
         return Ok(());
     }
+    // The SIGCHLD listener first: a subreaper that cannot reap would collect zombies.
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == -1 {
         return Err(std::io::Error::last_os_error());
     }
-    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
     let _ = STARTED.set(());
     tokio::spawn(async move {
         loop {
