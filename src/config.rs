@@ -63,6 +63,7 @@ impl RetryPolicy {
 #[serde(deny_unknown_fields)]
 struct ToolsSection {
     builtin: Option<Vec<BuiltinEntry>>,
+    max_parallel: Option<i64>,
 }
 
 /// The `commands:` section: what the session's shell commands inherit from the environment.
@@ -76,6 +77,9 @@ pub struct CommandsConfig {
     #[serde(default)]
     pub pass_env: Vec<String>,
 }
+
+/// Default of `tools.max_parallel`: tool calls of one session that run at once.
+pub const DEFAULT_MAX_PARALLEL: usize = 16;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,6 +100,8 @@ pub struct AgentConfig {
     pub max_turns: i64,
     pub retry: RetryPolicy,
     pub tools: ToolRegistry,
+    /// `tools.max_parallel`: at most this many tool calls of one session run at once (>= 1).
+    pub max_parallel: usize,
     /// The `model:` section, when the file has one.
     pub model: Option<ModelConfig>,
     /// The `commands:` section (environment stripping).
@@ -112,6 +118,7 @@ impl Default for AgentConfig {
             retry: RetryPolicy::default(),
             tools: ToolRegistry::assemble(None, image_tools(&ModelConfig::scripted()))
                 .unwrap_or_else(|_| ToolRegistry::builtin()),
+            max_parallel: DEFAULT_MAX_PARALLEL,
             model: None,
             commands: CommandsConfig::default(),
             builtin: None,
@@ -123,6 +130,7 @@ impl std::fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentConfig")
             .field("max_turns", &self.max_turns)
+            .field("max_parallel", &self.max_parallel)
             .field("retry", &self.retry)
             .field("tools", &self.tools.names())
             .finish()
@@ -163,7 +171,15 @@ impl AgentConfig {
             cfg.retry = r;
         }
         cfg.commands = raw.commands.unwrap_or_default();
-        cfg.builtin = raw.tools.and_then(|t| t.builtin);
+        let tools = raw.tools.unwrap_or_default();
+        cfg.builtin = tools.builtin;
+        if let Some(n) = tools.max_parallel {
+            cfg.max_parallel = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
+                ConfigError::Other(format!(
+                    "tools.max_parallel must be a whole number of at least 1 (got {n})"
+                ))
+            })?;
+        }
         if let Some(m) = &raw.model {
             m.validate()?;
         }
@@ -255,5 +271,24 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(e.contains("tools.builtin entry of \"write_file\""), "{e}");
+    }
+
+    #[test]
+    fn max_parallel_defaults_and_validates() {
+        assert_eq!(AgentConfig::default().max_parallel, 16);
+        let cfg = AgentConfig::from_yaml("tools:\n  max_parallel: 4\n").unwrap();
+        assert_eq!(cfg.max_parallel, 4);
+        for bad in ["0", "-3"] {
+            let e = AgentConfig::from_yaml(&format!("tools:\n  max_parallel: {bad}\n"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains("tools.max_parallel must be"), "{e}");
+        }
+        let e = AgentConfig::from_yaml("tools:\n  max_paralel: 4\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("max_paralel"), "{e}");
     }
 }

@@ -59,7 +59,14 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let code = runtime.block_on(rookery::cli::dispatch(cli));
+    let code = runtime.block_on(async {
+        // Orphans of commands come back to us and are reaped (see `command/reaper.rs`).
+        #[cfg(target_os = "linux")]
+        if let Err(e) = rookery::actors::command::reaper::become_subreaper() {
+            tracing::warn!("cannot become a child subreaper: {e}");
+        }
+        rookery::cli::dispatch(cli).await
+    });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     std::process::exit(code);
 }

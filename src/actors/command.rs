@@ -7,12 +7,24 @@
 //! every timer are spawned tasks that cast back. The group is killed (SIGTERM, SIGKILL after
 //! 1 s) in `post_stop` and by the [`process::KillOnDrop`] guard in the state, so a killed or
 //! panicked actor leaves no process behind. It knows nothing of the registry or of tools.
+//!
+//! Output is pulled, never pushed: a reader task holds one credit of [`OUTPUT_CREDITS`] per
+//! chunk in the mailbox and the actor hands it back when the chunk is in the ring, so a command
+//! that prints faster than the actor stores is slowed by the full kernel pipe, and the memory
+//! of a command is its ring plus at most `OUTPUT_CREDITS` chunks of [`READ_BUF`] bytes.
 
 pub mod env_policy;
+pub mod group;
+#[cfg(target_os = "linux")]
+pub mod guard;
 pub mod process;
+#[cfg(target_os = "linux")]
+pub mod reaper;
 pub mod ring;
 #[cfg(target_os = "linux")]
 pub mod spawn_raw;
+#[cfg(target_os = "linux")]
+pub mod tree;
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -24,7 +36,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 pub use process::{ExitInfo, SpawnSpec};
@@ -40,7 +52,10 @@ const DRAIN_CAP: Duration = Duration::from_millis(50);
 /// left the group (setsid) while keeping the pipes open.
 const DRAIN_EOF_CAP: Duration = Duration::from_secs(1);
 
-const READ_BUF: usize = 64 * 1024;
+/// Bytes read from a pipe or the pty master at once.
+pub const READ_BUF: usize = 64 * 1024;
+/// Chunks of output a command may have in flight to its actor (read but not yet in the ring).
+pub const OUTPUT_CREDITS: usize = 4;
 
 /// Called once with the final exit and the rendered output tail.
 pub type FinishFn = Box<dyn FnOnce(ExitInfo, String) + Send + Sync>;
@@ -108,6 +123,8 @@ pub struct CommandState {
     group: KillOnDrop,
     on_finish: Option<FinishFn>,
     tasks: Vec<AbortOnDrop>,
+    /// Returned to the readers as their chunks reach the ring (backpressure).
+    credits: Arc<Semaphore>,
 }
 
 pub struct CommandActor;
@@ -144,6 +161,7 @@ impl Actor for CommandActor {
         });
 
         let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let credits = Arc::new(Semaphore::new(OUTPUT_CREDITS));
         let mut tasks = Vec::new();
         let open_streams = match io {
             ProcessIo::Pipes {
@@ -154,10 +172,12 @@ impl Actor for CommandActor {
                 tasks.push(AbortOnDrop(tokio::spawn(read_stream(
                     stdout,
                     myself.clone(),
+                    credits.clone(),
                 ))));
                 tasks.push(AbortOnDrop(tokio::spawn(read_stream(
                     stderr,
                     myself.clone(),
+                    credits.clone(),
                 ))));
                 tasks.push(AbortOnDrop(tokio::spawn(write_pipe(stdin, rx))));
                 2
@@ -166,6 +186,7 @@ impl Actor for CommandActor {
                 tasks.push(AbortOnDrop(tokio::spawn(read_pty(
                     master.clone(),
                     myself.clone(),
+                    credits.clone(),
                 ))));
                 tasks.push(AbortOnDrop(tokio::spawn(write_pty(master, rx))));
                 1
@@ -187,6 +208,7 @@ impl Actor for CommandActor {
             group,
             on_finish: Some(args.on_finish),
             tasks,
+            credits,
         })
     }
 
@@ -226,6 +248,8 @@ impl Actor for CommandActor {
                 tracing::debug!(id = %state.id, sent, "SIGINT to the process group");
             }
             CommandMsg::Output(text) => {
+                // The chunk is stored: its reader may read the next one.
+                state.credits.add_permits(1);
                 state.tail.push(&text);
                 state.ring.push(&text);
                 if state.exit.is_some() && !state.finished && state.others_alive {
@@ -354,7 +378,24 @@ fn send_later(actor: &ActorRef<CommandMsg>, delay: Duration, msg: CommandMsg) {
     });
 }
 
-async fn read_stream<R: AsyncRead + Unpin>(mut stream: R, me: ActorRef<CommandMsg>) {
+/// Sends one chunk of output to the actor once it has room for it (waits for a credit, which
+/// the actor returns when the chunk is in its ring). False when the actor is gone.
+async fn send_output(me: &ActorRef<CommandMsg>, credits: &Semaphore, text: String) -> bool {
+    if text.is_empty() {
+        return true;
+    }
+    // Never closed; were it, the chunk would still be delivered.
+    if let Ok(permit) = credits.acquire().await {
+        permit.forget();
+    }
+    me.cast(CommandMsg::Output(text)).is_ok()
+}
+
+async fn read_stream<R: AsyncRead + Unpin>(
+    mut stream: R,
+    me: ActorRef<CommandMsg>,
+    credits: Arc<Semaphore>,
+) {
     let mut buf = vec![0u8; READ_BUF];
     let mut dec = Utf8Decoder::default();
     loop {
@@ -362,7 +403,7 @@ async fn read_stream<R: AsyncRead + Unpin>(mut stream: R, me: ActorRef<CommandMs
             Ok(0) => break,
             Ok(n) => {
                 let text = dec.push(&buf[..n]);
-                if !text.is_empty() && me.cast(CommandMsg::Output(text)).is_err() {
+                if !send_output(&me, &credits, text).await {
                     return;
                 }
             }
@@ -374,13 +415,15 @@ async fn read_stream<R: AsyncRead + Unpin>(mut stream: R, me: ActorRef<CommandMs
         }
     }
     let rest = dec.finish();
-    if !rest.is_empty() {
-        let _ = me.cast(CommandMsg::Output(rest));
-    }
+    send_output(&me, &credits, rest).await;
     let _ = me.cast(CommandMsg::StreamEnd);
 }
 
-async fn read_pty(master: Arc<AsyncFd<OwnedFd>>, me: ActorRef<CommandMsg>) {
+async fn read_pty(
+    master: Arc<AsyncFd<OwnedFd>>,
+    me: ActorRef<CommandMsg>,
+    credits: Arc<Semaphore>,
+) {
     let mut buf = vec![0u8; READ_BUF];
     let mut dec = Utf8Decoder::default();
     loop {
@@ -389,11 +432,12 @@ async fn read_pty(master: Arc<AsyncFd<OwnedFd>>, me: ActorRef<CommandMsg>) {
         };
         let read = guard
             .try_io(|fd| nix::unistd::read(fd.get_ref(), &mut buf).map_err(std::io::Error::from));
+        drop(guard);
         match read {
             Ok(Ok(0)) => break,
             Ok(Ok(n)) => {
                 let text = dec.push(&buf[..n]);
-                if !text.is_empty() && me.cast(CommandMsg::Output(text)).is_err() {
+                if !send_output(&me, &credits, text).await {
                     return;
                 }
             }
@@ -404,9 +448,7 @@ async fn read_pty(master: Arc<AsyncFd<OwnedFd>>, me: ActorRef<CommandMsg>) {
         }
     }
     let rest = dec.finish();
-    if !rest.is_empty() {
-        let _ = me.cast(CommandMsg::Output(rest));
-    }
+    send_output(&me, &credits, rest).await;
     let _ = me.cast(CommandMsg::StreamEnd);
 }
 

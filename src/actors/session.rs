@@ -5,6 +5,7 @@
 //! in spawned tasks that `cast` their results back tagged with the turn id, so stale results of an
 //! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
 
+mod budget;
 mod carry;
 mod close_out;
 mod dispatch;
@@ -256,6 +257,8 @@ pub struct SessionState {
     pub(crate) trace_failure: Option<String>,
     /// The trace writer's report of a failed write (read when a task ends).
     pub(crate) trace_health: Arc<TraceHealth>,
+    /// At most `tools.max_parallel` tool calls run at once; the others wait in call order.
+    pub(crate) budget: budget::ToolBudget,
 }
 
 impl Actor for SessionActor {
@@ -305,6 +308,7 @@ impl Actor for SessionActor {
                 .any(|t| options.config.tools.get(t).is_some());
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
         let redactor = secrets::redactor(&options);
+        let budget = budget::ToolBudget::new(options.config.max_parallel);
         let mut state = SessionState {
             id,
             options,
@@ -345,6 +349,7 @@ impl Actor for SessionActor {
             _mode_watch: None,
             trace_failure: None,
             trace_health,
+            budget,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)

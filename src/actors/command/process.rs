@@ -1,7 +1,8 @@
 //! The OS side of one command: spawning `bash -lc <cmd>` as the leader of its own session and
-//! process group (setsid, Linux parent-death signal, hardened environment of reference §3.5),
-//! with pipes or a pseudo-terminal, and the process-group kill (SIGTERM, SIGKILL after 1 s)
-//! that runs at most once per group, from `kill()` or from a [`KillOnDrop`] guard.
+//! process group (setsid, Linux parent-death signal, hardened environment of reference §3.5,
+//! the `ROOKERY_CMD` cookie of `tree.rs`), with pipes or a pseudo-terminal. The first command
+//! starts the guard (`guard.rs`) that covers a killed rookery; the group's kill lives in
+//! `group.rs` (re-exported here).
 //!
 //! It does not read or write the streams (the CommandActor's tasks do) and knows nothing of
 //! registries or tools.
@@ -12,11 +13,8 @@ use std::path::PathBuf;
 #[cfg(not(target_os = "linux"))]
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
@@ -25,10 +23,10 @@ pub use super::spawn_raw::ChildProc;
 /// The spawned leader (waited for by the command actor).
 #[cfg(not(target_os = "linux"))]
 pub type ChildProc = tokio::process::Child;
-use tokio::sync::watch;
 
-/// Grace between SIGTERM and SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(1);
+pub use super::group::{KILL_GRACE, KillOnDrop, ProcessGroup, group_alive};
+#[cfg(target_os = "linux")]
+pub use super::group::{group_members, proc_stat};
 
 /// Keys always set in the child environment (they win over everything else).
 pub const HARDENED_ENV: [(&str, &str); 6] = [
@@ -139,164 +137,6 @@ pub struct SpawnedProcess {
     pub group: KillOnDrop,
 }
 
-/// One process group (its id is the leader's pid). `kill` runs once; `done` turns true when the
-/// group has no live member left (or the SIGKILL grace ran out) and the leader was reaped.
-#[derive(Debug)]
-pub struct ProcessGroup {
-    pgid: i32,
-    killed: AtomicBool,
-    reaped: AtomicBool,
-    done: watch::Sender<bool>,
-}
-
-impl ProcessGroup {
-    fn new(pgid: i32) -> Arc<Self> {
-        Arc::new(ProcessGroup {
-            pgid,
-            killed: AtomicBool::new(false),
-            reaped: AtomicBool::new(false),
-            done: watch::channel(false).0,
-        })
-    }
-
-    pub fn pgid(&self) -> i32 {
-        self.pgid
-    }
-
-    /// Sends `sig` to the whole group; false when the group is gone or already killed.
-    pub fn signal(&self, sig: Signal) -> bool {
-        if self.killed.load(Ordering::SeqCst) {
-            return false;
-        }
-        killpg(Pid::from_raw(self.pgid), sig).is_ok()
-    }
-
-    /// The waiter reaped the leader.
-    pub fn mark_reaped(&self) {
-        self.reaped.store(true, Ordering::SeqCst);
-    }
-
-    /// Watches the end of the kill (true once the group is gone).
-    pub fn done(&self) -> watch::Receiver<bool> {
-        self.done.subscribe()
-    }
-
-    /// SIGTERM to the group now; a helper thread sends SIGKILL after [`KILL_GRACE`] if a member
-    /// is still alive, then marks the group done. Idempotent; never blocks the caller.
-    pub fn kill(self: &Arc<Self>) {
-        if self.killed.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let pg = Pid::from_raw(self.pgid);
-        // SIGCONT too, so stopped members can act on the SIGTERM.
-        let term = killpg(pg, Signal::SIGTERM);
-        if term == Err(nix::errno::Errno::ESRCH) && self.reaped.load(Ordering::SeqCst) {
-            // The common end of a foreground command: nothing left to kill or wait for, so no
-            // helper thread.
-            self.done.send_replace(true);
-            return;
-        }
-        let _ = killpg(pg, Signal::SIGCONT);
-        tracing::debug!(pgid = self.pgid, ?term, "process group terminated");
-        let me = Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name("rookery-pgkill".into())
-            .spawn(move || me.finish_kill(term.is_ok()));
-        if let Err(e) = spawned {
-            tracing::warn!(
-                pgid = self.pgid,
-                "cannot start kill thread ({e}); SIGKILL now"
-            );
-            let _ = killpg(pg, Signal::SIGKILL);
-            self.done.send_replace(true);
-        }
-    }
-
-    fn finish_kill(&self, group_existed: bool) {
-        let pg = Pid::from_raw(self.pgid);
-        if group_existed && !wait_until(KILL_GRACE, || !group_alive(self.pgid)) {
-            tracing::debug!(pgid = self.pgid, "grace over; SIGKILL to the group");
-            let _ = killpg(pg, Signal::SIGKILL);
-            wait_until(KILL_GRACE, || !group_alive(self.pgid));
-        }
-        // The leader is reaped by its waiter task; give it a moment so `done` means no zombie.
-        wait_until(KILL_GRACE, || self.reaped.load(Ordering::SeqCst));
-        self.done.send_replace(true);
-    }
-}
-
-/// Polls `cond` with a growing pause until it holds or `limit` passed; true when it held.
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    let mut pause = Duration::from_millis(2);
-    loop {
-        if cond() {
-            return true;
-        }
-        let elapsed = start.elapsed();
-        if elapsed >= limit {
-            return false;
-        }
-        std::thread::sleep(pause.min(limit - elapsed));
-        pause = (pause * 2).min(Duration::from_millis(50));
-    }
-}
-
-/// True while a non-zombie process belongs to group `pgid`. Zombies are not counted: an orphan
-/// reparented to an init that does not reap would otherwise look alive forever.
-#[cfg(target_os = "linux")]
-pub fn group_alive(pgid: i32) -> bool {
-    // No member at all, zombies included: skip the scan of `/proc` (the common case, and the
-    // scan costs a read of every process's `stat`).
-    if killpg(Pid::from_raw(pgid), None) == Err(nix::errno::Errno::ESRCH) {
-        return false;
-    }
-    !group_members(pgid).is_empty()
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn group_alive(pgid: i32) -> bool {
-    killpg(Pid::from_raw(pgid), None).is_ok()
-}
-
-/// Pids of the live (non-zombie) members of group `pgid`, from `/proc`.
-#[cfg(target_os = "linux")]
-pub fn group_members(pgid: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            matches!(proc_stat(*pid), Some((state, _, pgrp)) if pgrp == pgid && state != 'Z' && state != 'X')
-        })
-        .collect()
-}
-
-/// `(state, ppid, pgrp)` of a process from `/proc/<pid>/stat`.
-#[cfg(target_os = "linux")]
-pub fn proc_stat(pid: i32) -> Option<(char, i32, i32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may contain spaces: parse after the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, ppid, pgrp))
-}
-
-/// Kills its group when dropped (also after a panic or an actor kill). Several guards may share
-/// one group (`KillOnDrop(group.clone())`); the first one dropped kills it.
-#[derive(Debug)]
-pub struct KillOnDrop(pub Arc<ProcessGroup>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        self.0.kill();
-    }
-}
-
 fn stripped(key: &OsStr) -> bool {
     key.to_str()
         .is_some_and(|k| STRIPPED_ENV.iter().any(|s| s.eq_ignore_ascii_case(k)))
@@ -364,7 +204,10 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
         CString::new(b)
             .map_err(|_| "cannot run bash: a NUL byte in the command or environment".to_string())
     };
-    let env = child_env(&spec.env, &spec.env_policy);
+    let mut env = child_env(&spec.env, &spec.env_policy);
+    let cookie = super::tree::new_cookie();
+    env.insert(super::tree::COOKIE_VAR.into(), cookie.clone().into());
+    super::guard::ensure();
     let bash = find_bash(env.get(OsStr::new("PATH")).map(|p| p.as_os_str()))
         .ok_or_else(|| "cannot run bash: No such file or directory (os error 2)".to_string())?;
     let program = cstr(bash.as_os_str().as_bytes())?;
@@ -405,7 +248,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
             .map_err(|e| format!("cannot run bash: {e}"))?;
         // Only the child keeps the slave open, so the master reads EIO (end) once it is closed.
         drop(slave);
-        let group = KillOnDrop(ProcessGroup::new(pid));
+        let group = KillOnDrop(ProcessGroup::new(pid, cookie));
         let master = pty.master;
         set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
         // SAFETY: an `OwnedFd` always reports the descriptor it owns, and that descriptor
@@ -428,7 +271,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let pid = spawn_raw::spawn(&program, &argv, &envp, &cwd, stdio, false)
         .map_err(|e| format!("cannot run bash: {e}"))?;
     drop((in_r, out_w, err_w));
-    let group = KillOnDrop(ProcessGroup::new(pid));
+    let group = KillOnDrop(ProcessGroup::new(pid, cookie));
     let wrap = |e: std::io::Error| format!("cannot run bash: {e}");
     let io = ProcessIo::Pipes {
         stdin: ChildStdin::from_std(std::process::ChildStdin::from(in_w)).map_err(wrap)?,
@@ -524,7 +367,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
         return Err("the command exited before it could be tracked".to_string());
     };
-    let group = KillOnDrop(ProcessGroup::new(pid));
+    let group = KillOnDrop(ProcessGroup::new(pid, String::new()));
     let io = match master {
         Some(master) => {
             set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
@@ -550,7 +393,9 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::group::wait_until;
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn exit_texts() {

@@ -29,6 +29,8 @@ struct ChildArgs {
     cwd: *const libc::c_char,
     stdio: [libc::c_int; 3],
     tty: bool,
+    /// Set the parent-death signal (SIGKILL when the spawning thread dies).
+    parent_death: bool,
     parent: libc::pid_t,
     /// Set by the child when a step failed (it then exits 127).
     errno: libc::c_int,
@@ -77,11 +79,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if a.tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
             return fail(a);
         }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == -1 {
+        if a.parent_death && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == -1 {
             return fail(a);
         }
         // The parent may have died before prctl took effect.
-        if libc::getppid() != a.parent {
+        if a.parent_death && libc::getppid() != a.parent {
             a.errno = libc::ESRCH;
             libc::_exit(127);
         }
@@ -112,7 +114,7 @@ pub fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 }
 
 /// Starts `program` with `argv`/`envp` in `cwd`, stdio from `stdio` (descriptors of at least
-/// 3), as the leader of a new session; returns its pid.
+/// 3), as the leader of a new session, with the parent-death signal; returns its pid.
 pub fn spawn(
     program: &CString,
     argv: &[CString],
@@ -121,6 +123,21 @@ pub fn spawn(
     stdio: [RawFd; 3],
     tty: bool,
 ) -> io::Result<libc::pid_t> {
+    spawn_with(program, argv, envp, cwd, stdio, tty, true)
+}
+
+/// [`spawn`], choosing whether the child gets the parent-death signal (the guard process must
+/// outlive us). The pid is recorded as ours (see `reaper.rs`) before anyone could reap it.
+pub fn spawn_with(
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+    cwd: &CString,
+    stdio: [RawFd; 3],
+    tty: bool,
+    parent_death: bool,
+) -> io::Result<libc::pid_t> {
+    let mut owned = super::reaper::owned();
     let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
     argv_p.push(std::ptr::null());
     let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
@@ -132,6 +149,7 @@ pub fn spawn(
         cwd: cwd.as_ptr(),
         stdio,
         tty,
+        parent_death,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         errno: 0,
@@ -170,6 +188,7 @@ pub fn spawn(
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(io::Error::from_raw_os_error(child_errno));
     }
+    owned.insert(pid);
     Ok(pid)
 }
 
@@ -215,14 +234,39 @@ impl ChildProc {
     }
 }
 
-/// `waitpid` for `pid`, retried on EINTR.
+/// `waitpid` for `pid`, retried on EINTR. Without `exited`, first waits for the exit without
+/// reaping (`WNOWAIT`), so the reap itself and the removal from the owned set happen together
+/// under the set's lock (no new child can be given the pid in between).
 fn reap(pid: libc::pid_t, exited: bool) -> io::Result<ExitStatus> {
-    let _ = exited;
+    if !exited {
+        loop {
+            // SAFETY: a zeroed siginfo is a valid out value; waits for our own child.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: valid out pointer; WNOWAIT leaves the child waitable.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            if r == 0 {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+    let mut owned = super::reaper::owned();
     loop {
         let mut status = 0;
         // SAFETY: waits for our own child; `status` is a valid out pointer.
         let r = unsafe { libc::waitpid(pid, &mut status, 0) };
         if r == pid {
+            owned.remove(&pid);
             return Ok(ExitStatus::from_raw(status));
         }
         let e = io::Error::last_os_error();

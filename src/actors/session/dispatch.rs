@@ -10,6 +10,7 @@ use futures::FutureExt;
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
+use super::budget;
 use super::turn::{finalize_abort, live_task, maybe_finish_turn};
 use super::{SessionMsg, SessionState};
 use crate::approval::ApprovalRequest;
@@ -121,8 +122,19 @@ pub(super) fn spawn_tool(
     let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
         let _ = partial_me.cast(SessionMsg::ToolPartial { turn, msg });
     });
+    // Entered here, in call order; waited for in the task.
+    let admission = state.budget.enter();
+    let max_parallel = state.budget.max();
     tokio::spawn(async move {
         let call_id = info.tool_call_id.clone();
+        let admitted = match budget::admit(admission, &cancel, &call_id, max_parallel, emit).await {
+            Ok(admitted) => admitted,
+            Err(output) => {
+                let output = *output;
+                let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
+                return;
+            }
+        };
         let env = crate::tools::ToolEnv {
             workspace,
             commands,
@@ -130,7 +142,7 @@ pub(super) fn spawn_tool(
             depth,
             path_ticket,
         };
-        let run = environment::execute(info, tool, env, cancel, emit);
+        let run = environment::execute(info, tool, env, cancel, admitted.emit.clone());
         let output = AssertUnwindSafe(run)
             .catch_unwind()
             .await
@@ -143,6 +155,8 @@ pub(super) fn spawn_tool(
                     StopReason::Failed,
                 )
             });
+        // The call is over: the next waiting call may start.
+        let output = admitted.finish(output);
         let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
     });
 }

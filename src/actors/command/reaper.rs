@@ -1,0 +1,109 @@
+//! Rookery as a child subreaper (Linux `PR_SET_CHILD_SUBREAPER`): processes a command leaves
+//! behind (a double fork, `setsid … &` after its shell exited) are re-parented to rookery
+//! instead of to PID 1, so they stay visible as ours and their zombies are reaped here even when
+//! PID 1 of a container never reaps.
+//!
+//! Reaping must never steal the exit status of a child somebody waits for by pid. The command
+//! spawner records every child it starts in the [`owned`] set (under the set's lock, before the
+//! child could exit) and removes it when it reaps it; the reaper only reaps zombie children
+//! that are not in the set and not in rookery's own session (children the runtime or an
+//! embedding program spawn without `setsid` stay in it). It is opt-in ([`become_subreaper`],
+//! called by the `rookery` binary), since an embedding program may wait for its own detached
+//! children. It kills nothing: that is `tree.rs`.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+/// Pause after a reaping pass, so a burst of exits costs one scan.
+const COALESCE: Duration = Duration::from_millis(200);
+
+/// The children whose exit statuses belong to a waiter of ours (locked while one is spawned
+/// or reaped).
+pub fn owned() -> MutexGuard<'static, HashSet<libc::pid_t>> {
+    static OWNED: OnceLock<Mutex<HashSet<libc::pid_t>>> = OnceLock::new();
+    OWNED
+        .get_or_init(|| Mutex::new(HashSet::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+static STARTED: OnceLock<()> = OnceLock::new();
+
+/// True once [`become_subreaper`] succeeded: every orphaned descendant is then a child of ours.
+pub fn is_subreaper() -> bool {
+    STARTED.get().is_some()
+}
+
+/// Makes this process a child subreaper and starts reaping orphans on SIGCHLD. Must run inside
+/// a tokio runtime. Idempotent; an error means the kernel refused (the process keeps working,
+/// orphans then go to PID 1 as before).
+pub fn become_subreaper() -> std::io::Result<()> {
+    if STARTED.get().is_some() {
+        return Ok(());
+    }
+    // The SIGCHLD listener first: a subreaper that cannot reap would collect zombies.
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let _ = STARTED.set(());
+    tokio::spawn(async move {
+        loop {
+            if sigchld.recv().await.is_none() {
+                return;
+            }
+            let reaped = tokio::task::spawn_blocking(reap_orphans).await.unwrap_or(0);
+            if reaped > 0 {
+                tracing::debug!(reaped, "reaped orphaned command processes");
+            }
+            tokio::time::sleep(COALESCE).await;
+        }
+    });
+    Ok(())
+}
+
+/// `(state, ppid, session)` of a process.
+fn stat_of(pid: i32) -> Option<(char, i32, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let _pgrp = f.next()?;
+    let session = f.next()?.parse().ok()?;
+    Some((state, ppid, session))
+}
+
+/// Reaps every zombie child that is neither owned nor in our session; returns how many.
+pub fn reap_orphans() -> usize {
+    let me = std::process::id() as i32;
+    // SAFETY: getsid(0) has no preconditions.
+    let my_session = unsafe { libc::getsid(0) };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let zombies: Vec<i32> = dir
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            matches!(stat_of(*pid), Some((state, ppid, sid))
+                if state == 'Z' && ppid == me && sid != my_session)
+        })
+        .collect();
+    if zombies.is_empty() {
+        return 0;
+    }
+    let owned = owned();
+    let mut n = 0;
+    for pid in zombies.into_iter().filter(|p| !owned.contains(p)) {
+        let mut status = 0;
+        // SAFETY: WNOHANG on a zombie child of ours that no waiter owns (checked under the
+        // owned lock, which every spawn holds until its pid is recorded).
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            n += 1;
+        }
+    }
+    n
+}

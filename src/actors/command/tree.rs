@@ -1,0 +1,391 @@
+//! The process tree of a command, however its members detach: every command's environment
+//! carries `ROOKERY_CMD=<token>-<n>` (the token is random per rookery process, `n` counts its
+//! commands), which every descendant inherits whether it leaves the process group (`setsid`,
+//! double fork) or not (`&`, `nohup`). Killing a command sweeps `/proc/*/environ` for its cookie
+//! (as Jenkins' process-tree killer does): SIGTERM, SIGKILL after the grace, again until no
+//! process carries it. Signals go through pidfds opened before the cookie is re-checked, so a
+//! pid reused after the scan is never hit.
+//!
+//! Sweeps run on their own threads (a shared one batches the common case of a command that left
+//! nothing behind into one scan), never on an actor or a runtime worker. A process that clears
+//! its environment before it `exec`s is beyond this mechanism. This module signals only
+//! processes carrying a cookie of this rookery process; it knows nothing of actors or tools.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The environment variable that marks a command's processes.
+pub const COOKIE_VAR: &str = "ROOKERY_CMD";
+
+/// How many SIGKILL rounds a sweep makes before it gives up (a fork bomb outrunning it).
+const KILL_ROUNDS: usize = 20;
+
+/// The random token of this rookery process (16 hex digits).
+pub fn instance_token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| format!("{:016x}", rand::random::<u64>()))
+}
+
+/// A fresh cookie value: `<token>-<n>`.
+pub fn new_cookie() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{}-{}",
+        instance_token(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The value of [`COOKIE_VAR`] in process `pid`'s environment (`None` for zombies, processes
+/// of other users and processes without it).
+fn cookie_of(pid: i32, buf: &mut Vec<u8>) -> Option<String> {
+    buf.clear();
+    let mut f = std::fs::File::open(format!("/proc/{pid}/environ")).ok()?;
+    f.read_to_end(buf).ok()?;
+    let prefix = format!("{COOKIE_VAR}=");
+    buf.split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .map(str::to_string)
+}
+
+/// Where a command's processes can be once its process group is gone, when rookery is a
+/// subreaper: every process it left has been re-parented into rookery's subtree, below a child
+/// that rookery did not spawn itself (not in the owned set) and that is outside rookery's own
+/// session. So only those subtrees are read, not all of `/proc`. `None` = read all of `/proc`
+/// (no subreaper, the group may still have members, or the kernel lacks `task/*/children`).
+fn candidates(group_gone: bool) -> Option<Vec<i32>> {
+    if !group_gone || !super::reaper::is_subreaper() {
+        return None;
+    }
+    let me = std::process::id() as i32;
+    // SAFETY: getsid(0) has no preconditions.
+    let my_session = unsafe { libc::getsid(0) };
+    let owned = super::reaper::owned().clone();
+    let mut out: Vec<i32> = children_of(me)?
+        .into_iter()
+        .filter(|p| !owned.contains(p) && session_of(*p).is_some_and(|s| s != my_session))
+        .collect();
+    let mut next = 0;
+    while next < out.len() {
+        let pid = out[next];
+        next += 1;
+        out.extend(children_of(pid).unwrap_or_default());
+    }
+    Some(out)
+}
+
+/// The children of `pid` over all its threads (`None` when the kernel does not list them).
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(task) = task else { continue };
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(text) => out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound && pid == std::process::id() as i32 =>
+            {
+                return None;
+            }
+            Err(_) => {}
+        }
+    }
+    Some(out)
+}
+
+fn session_of(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// Every live process (but this one) whose cookie is one of `cookies`, by cookie, looking at
+/// `within` only when given.
+fn scan(cookies: &[&str], within: Option<Vec<i32>>) -> HashMap<String, Vec<i32>> {
+    let mut found: HashMap<String, Vec<i32>> = HashMap::new();
+    let pids: Vec<i32> = match within {
+        Some(pids) => pids,
+        None => {
+            let Ok(dir) = std::fs::read_dir("/proc") else {
+                return found;
+            };
+            dir.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .collect()
+        }
+    };
+    let me = std::process::id() as i32;
+    let mut buf = Vec::with_capacity(4096);
+    for pid in pids.into_iter().filter(|pid| *pid != me) {
+        if let Some(c) = cookie_of(pid, &mut buf)
+            && cookies.contains(&c.as_str())
+        {
+            found.entry(c).or_default().push(pid);
+        }
+    }
+    found
+}
+
+/// Live processes carrying `cookie` (anywhere in `/proc`).
+pub fn members(cookie: &str) -> Vec<i32> {
+    members_after(cookie, false)
+}
+
+/// Live processes carrying `cookie`; with `group_gone`, the command's process group has no
+/// member left, which may narrow the search (see [`candidates`]).
+fn members_after(cookie: &str, group_gone: bool) -> Vec<i32> {
+    scan(&[cookie], candidates(group_gone))
+        .remove(cookie)
+        .unwrap_or_default()
+}
+
+/// A process to signal: by pidfd when the kernel has them, so a pid that exited and was reused
+/// after the scan is never signalled.
+struct Target {
+    pid: i32,
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+/// The processes carrying `cookie`, each pinned by a pidfd opened *before* its cookie is
+/// checked again (so the pidfd is known to refer to the process that carries it).
+fn targets(cookie: &str, group_gone: bool) -> Vec<Target> {
+    use std::os::fd::FromRawFd;
+    let mut buf = Vec::with_capacity(4096);
+    members_after(cookie, group_gone)
+        .into_iter()
+        .filter_map(|pid| {
+            // SAFETY: pidfd_open has no memory arguments; a valid result is a descriptor we own.
+            let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            if raw < 0 {
+                // No pidfd support (or the process is gone): signal by pid.
+                return Some(Target { pid, pidfd: None });
+            }
+            // SAFETY: `raw` is a fresh descriptor owned by nobody else.
+            let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw as i32) };
+            (cookie_of(pid, &mut buf).as_deref() == Some(cookie)).then_some(Target {
+                pid,
+                pidfd: Some(pidfd),
+            })
+        })
+        .collect()
+}
+
+fn signal_all(targets: &[Target], sig: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    for t in targets {
+        match &t.pidfd {
+            // SAFETY: pidfd_send_signal on a descriptor we own, no siginfo.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    sig,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+            },
+            // SAFETY: kill has no memory arguments; the pid carried our cookie when scanned.
+            None => unsafe {
+                libc::kill(t.pid, sig);
+            },
+        }
+    }
+}
+
+/// Waits up to `limit` for no process to carry `cookie`; true when none does.
+fn wait_gone(cookie: &str, limit: Duration, group_gone: bool) -> bool {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if members_after(cookie, group_gone).is_empty() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// Kills every process carrying `cookie`: SIGTERM (and SIGCONT), SIGKILL after `grace`, then
+/// SIGKILL rounds until a scan finds none. `group_gone`: the command's process group has no
+/// member left (narrows the search). Blocks; call it from a thread of its own. Returns true
+/// when nothing carries the cookie any more.
+pub fn sweep(cookie: &str, grace: Duration, group_gone: bool) -> bool {
+    let found = targets(cookie, group_gone);
+    if found.is_empty() {
+        return true;
+    }
+    tracing::debug!(
+        cookie,
+        n = found.len(),
+        "escaped command processes: SIGTERM"
+    );
+    signal_all(&found, libc::SIGTERM);
+    signal_all(&found, libc::SIGCONT);
+    drop(found);
+    if wait_gone(cookie, grace, group_gone) {
+        return true;
+    }
+    for _ in 0..KILL_ROUNDS {
+        let found = targets(cookie, group_gone);
+        if found.is_empty() {
+            return true;
+        }
+        tracing::debug!(
+            cookie,
+            n = found.len(),
+            "escaped command processes: SIGKILL"
+        );
+        signal_all(&found, libc::SIGKILL);
+        drop(found);
+        if wait_gone(cookie, Duration::from_millis(500), group_gone) {
+            return true;
+        }
+    }
+    let left = members(cookie);
+    tracing::warn!(cookie, left = ?left, "command processes survived every SIGKILL round");
+    left.is_empty()
+}
+
+/// A sweep request: the cookie and what to run once nothing carries it (run when the job is
+/// dropped, so every path that ends a job reports it done).
+struct Job {
+    cookie: String,
+    grace: Duration,
+    group_gone: bool,
+    done: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Job {
+    fn run(self) {
+        sweep(&self.cookie, self.grace, self.group_gone);
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            done();
+        }
+    }
+}
+
+fn sweeper() -> Option<&'static Mutex<Sender<Job>>> {
+    static SWEEPER: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+    SWEEPER
+        .get_or_init(|| {
+            let (tx, rx) = channel::<Job>();
+            std::thread::Builder::new()
+                .name("rookery-sweep".into())
+                .spawn(move || run_sweeper(rx))
+                .map_err(|e| tracing::warn!("cannot start the sweeper thread: {e}"))
+                .ok()
+                .map(|_| Mutex::new(tx))
+        })
+        .as_ref()
+}
+
+/// Sweeps `cookie` off the caller's thread and then runs `done`. Jobs that arrive together share
+/// one scan of `/proc`; a cookie that still has processes gets a thread of its own for the
+/// SIGTERM/SIGKILL sequence. Never blocks the caller.
+pub fn sweep_later(
+    cookie: String,
+    grace: Duration,
+    group_gone: bool,
+    done: Box<dyn FnOnce() + Send>,
+) {
+    let job = Job {
+        cookie,
+        grace,
+        group_gone,
+        done: Some(done),
+    };
+    let Some(tx) = sweeper() else {
+        job.run();
+        return;
+    };
+    let sent = tx
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send(job)
+        .map_err(|e| e.0);
+    if let Err(job) = sent {
+        job.run();
+    }
+}
+
+fn run_sweeper(rx: Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            jobs.push(more);
+        }
+        let cookies: Vec<&str> = jobs.iter().map(|j| j.cookie.as_str()).collect();
+        let within = candidates(jobs.iter().all(|j| j.group_gone));
+        let found = scan(&cookies, within);
+        for job in jobs {
+            if found.contains_key(&job.cookie) {
+                let spawned = std::thread::Builder::new()
+                    .name("rookery-sweep-tree".into())
+                    .spawn(move || job.run());
+                if let Err(e) = spawned {
+                    // The job was dropped with the closure: it reported done unswept.
+                    tracing::warn!("cannot start a sweep thread: {e}");
+                }
+            }
+            // Jobs with nothing left report done as they drop here.
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_unique_and_carry_the_token() {
+        let a = new_cookie();
+        let b = new_cookie();
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("{}-", instance_token())));
+        assert_eq!(instance_token().len(), 16);
+    }
+
+    #[test]
+    fn sweep_kills_a_detached_process_by_its_cookie() {
+        let cookie = new_cookie();
+        // `setsid` leaves our process group and session; only the cookie finds it.
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "300"])
+            .env(COOKIE_VAR, &cookie)
+            .spawn()
+            .unwrap();
+        assert!(wait_until_found(&cookie));
+        assert!(sweep(&cookie, Duration::from_secs(1), false));
+        let _ = child.wait();
+        assert!(members(&cookie).is_empty());
+    }
+
+    fn wait_until_found(cookie: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if !members(cookie).is_empty() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
