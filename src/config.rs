@@ -148,7 +148,9 @@ impl AgentConfig {
         }
         cfg.builtin = raw.tools.and_then(|t| t.builtin);
         if let Some(m) = &raw.model {
-            m.validate()?;
+            // base_url and model may come from --base-url / --model; the merged model is
+            // validated in full when it is built.
+            m.validate_section()?;
         }
         let model = raw.model.clone().unwrap_or_else(ModelConfig::scripted);
         cfg.model = raw.model;
