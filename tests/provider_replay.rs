@@ -5,9 +5,9 @@
 //! usage and request status in the trace are checked against what its bytes mean
 //! (`provider_replay/cases.rs`).
 
-mod common;
 #[path = "provider_replay/cases.rs"]
 mod cases;
+mod common;
 #[path = "provider_replay/harness.rs"]
 mod harness;
 #[path = "provider_replay/server.rs"]
@@ -36,7 +36,12 @@ async fn replay_all(writes: Writes, rewrite: fn(Vec<u8>) -> Vec<u8>) {
         let (seen, server) = replay(Script::sse(body, writes), |_| {}).await;
         bad.extend(check(case, &seen, &server));
     }
-    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
 
 fn lf_to(ending: &'static [u8]) -> impl Fn(Vec<u8>) -> Vec<u8> {
@@ -64,7 +69,10 @@ fn every_fixture_file_has_a_case() {
     assert_eq!(files, cases);
     assert_eq!(files.len(), 48);
     for f in &files {
-        assert!(fixtures().join(format!("{f}.source")).exists(), "{f} has no .source note");
+        assert!(
+            fixtures().join(format!("{f}.source")).exists(),
+            "{f} has no .source note"
+        );
     }
 }
 

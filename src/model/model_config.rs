@@ -31,7 +31,7 @@ pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Request-body fields accepted directly under `model:` (everything else goes under `extra:`).
-pub const PASSTHROUGH_KEYS: [&str; 24] = [
+pub const PASSTHROUGH_KEYS: [&str; 32] = [
     "temperature",
     "top_p",
     "top_k",
@@ -56,6 +56,14 @@ pub const PASSTHROUGH_KEYS: [&str; 24] = [
     "user",
     "service_tier",
     "verbosity",
+    "logprobs",
+    "top_logprobs",
+    "store",
+    "metadata",
+    "prompt_cache_key",
+    "safety_identifier",
+    "include_reasoning",
+    "web_search_options",
 ];
 
 const FIELDS: [&str; 11] = [

@@ -12,8 +12,16 @@ pub const CASES: &[Case] = &[
         file: "alibaba-qwen-reasoning.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Long(816, "The word **\"strawberry\"** cont", "returns `3`).  \n\n**Answer: 3**")],
-        thinking: &[Txt::Long(3301, "We are asked: \"How many 'r's a", " 3.\n\nYes.\n\nSo final answer: 3.")],
+        texts: &[Txt::Long(
+            816,
+            "The word **\"strawberry\"** cont",
+            "returns `3`).  \n\n**Answer: 3**",
+        )],
+        thinking: &[Txt::Long(
+            3301,
+            "We are asked: \"How many 'r's a",
+            " 3.\n\nYes.\n\nSo final answer: 3.",
+        )],
         calls: &[],
         usage: [0, 0, 1355, 1379],
     },
@@ -23,7 +31,11 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("weather", "{\"location\": \"San Francisco\"}", "call_eee11723464a4b9eb8cee71d")],
+        calls: &[(
+            "weather",
+            "{\"location\": \"San Francisco\"}",
+            "call_eee11723464a4b9eb8cee71d",
+        )],
         usage: [0, 0, 22, 317],
     },
     Case {
@@ -48,18 +60,44 @@ pub const CASES: &[Case] = &[
         file: "bedrock-claude-gateway-parallel-read_file.DERIVED.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Exact("I'll run both `ls` commands in a single turn for you - one on the current directory and one on the `working_dir`.")],
+        texts: &[Txt::Exact(
+            "I'll run both `ls` commands in a single turn for you - one on the current directory and one on the `working_dir`.",
+        )],
         thinking: &[],
-        calls: &[("read_file", "{\"file_path\": \"ls\"}", "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU"), ("read_file", "{\"file_path\": \"ls working_dir\"}", "toolu_bdrk_016bgVTGZdpjP8ehjMWp9cWW")],
+        calls: &[
+            (
+                "read_file",
+                "{\"file_path\": \"ls\"}",
+                "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU",
+            ),
+            (
+                "read_file",
+                "{\"file_path\": \"ls working_dir\"}",
+                "toolu_bdrk_016bgVTGZdpjP8ehjMWp9cWW",
+            ),
+        ],
         usage: [0, 0, 122, 5104],
     },
     Case {
         file: "bedrock-claude-gateway-parallel-tools.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Exact("I'll run both `ls` commands in a single turn for you - one on the current directory and one on the `working_dir`.")],
+        texts: &[Txt::Exact(
+            "I'll run both `ls` commands in a single turn for you - one on the current directory and one on the `working_dir`.",
+        )],
         thinking: &[],
-        calls: &[("developer__shell", "{\"command\": \"ls\"}", "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU"), ("developer__shell", "{\"command\": \"ls working_dir\"}", "toolu_bdrk_016bgVTGZdpjP8ehjMWp9cWW")],
+        calls: &[
+            (
+                "developer__shell",
+                "{\"command\": \"ls\"}",
+                "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU",
+            ),
+            (
+                "developer__shell",
+                "{\"command\": \"ls working_dir\"}",
+                "toolu_bdrk_016bgVTGZdpjP8ehjMWp9cWW",
+            ),
+        ],
         usage: [0, 0, 122, 5104],
     },
     Case {
@@ -67,7 +105,11 @@ pub const CASES: &[Case] = &[
         status: StopReason::Completed,
         error: None,
         texts: &[Txt::Exact("There are **3** “r”s in **“strawberry”**.")],
-        thinking: &[Txt::Long(285, "We need answer simple. Need co", "two. total 3 r's. Need answer.")],
+        thinking: &[Txt::Long(
+            285,
+            "We need answer simple. Need co",
+            "two. total 3 r's. Need answer.",
+        )],
         calls: &[],
         usage: [0, 0, 106, 203],
     },
@@ -75,7 +117,11 @@ pub const CASES: &[Case] = &[
         file: "deepseek-v4-text.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Long(454, "Introducing \"Lumina's Eve,\" a ", "erconnectedness of all things.")],
+        texts: &[Txt::Long(
+            454,
+            "Introducing \"Lumina's Eve,\" a ",
+            "erconnectedness of all things.",
+        )],
         thinking: &[],
         calls: &[],
         usage: [0, 0, 98, 120],
@@ -85,8 +131,14 @@ pub const CASES: &[Case] = &[
         status: StopReason::Completed,
         error: None,
         texts: &[],
-        thinking: &[Txt::Exact("The user asks about the weather in San Francisco. I should use the weather tool.")],
-        calls: &[("weather", "{\"location\": \"San Francisco\"}", "call_00_IhCAliIHtM9gKpgfqbBV9873")],
+        thinking: &[Txt::Exact(
+            "The user asks about the weather in San Francisco. I should use the weather tool.",
+        )],
+        calls: &[(
+            "weather",
+            "{\"location\": \"San Francisco\"}",
+            "call_00_IhCAliIHtM9gKpgfqbBV9873",
+        )],
         usage: [256, 0, 61, 435],
     },
     Case {
@@ -104,14 +156,22 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("glob", "{\"pattern\":\"*\"}", "function-call-18439433602034082669")],
+        calls: &[(
+            "glob",
+            "{\"pattern\":\"*\"}",
+            "function-call-18439433602034082669",
+        )],
         usage: [0, 0, 12, 3459],
     },
     Case {
         file: "groq-llama-text.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Long(3189, "Introducing \"Luminaria\" - a ne", "iation for the magic of light.")],
+        texts: &[Txt::Long(
+            3189,
+            "Introducing \"Luminaria\" - a ne",
+            "iation for the magic of light.",
+        )],
         thinking: &[],
         calls: &[],
         usage: [0, 0, 662, 707],
@@ -129,8 +189,16 @@ pub const CASES: &[Case] = &[
         file: "groq-qwen3-reasoning.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Long(347, "The word **\"strawberry\"** is s", "\n**Final Answer**: $\\boxed{3}$")],
-        thinking: &[Txt::Long(2952, "Okay, let me try to figure out", "R's in \"strawberry\" is three.\n")],
+        texts: &[Txt::Long(
+            347,
+            "The word **\"strawberry\"** is s",
+            "\n**Final Answer**: $\\boxed{3}$",
+        )],
+        thinking: &[Txt::Long(
+            2952,
+            "Okay, let me try to figure out",
+            "R's in \"strawberry\" is three.\n",
+        )],
         calls: &[],
         usage: [0, 0, 1107, 1124],
     },
@@ -149,7 +217,18 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("run_command", "{\"command\": \"ls\"}", "80c5254d-aa0f-400e-8593-193104365dcc"), ("run_command", "{\"command\": \"ls -l\"}", "8d7a1be8-32f1-4af0-a5e9-f7d45f58d53f")],
+        calls: &[
+            (
+                "run_command",
+                "{\"command\": \"ls\"}",
+                "80c5254d-aa0f-400e-8593-193104365dcc",
+            ),
+            (
+                "run_command",
+                "{\"command\": \"ls -l\"}",
+                "8d7a1be8-32f1-4af0-a5e9-f7d45f58d53f",
+            ),
+        ],
         usage: [0, 0, 81, 236],
     },
     Case {
@@ -158,16 +237,40 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("run_command", "{\"command\": \"ls\"}", "037a470e-4348-4728-bd9d-14e014b2cd52"), ("run_command", "{\"command\": \"ls -l\"}", "184e6e6b-6369-4ab1-adf3-3ca1a48bc941")],
+        calls: &[
+            (
+                "run_command",
+                "{\"command\": \"ls\"}",
+                "037a470e-4348-4728-bd9d-14e014b2cd52",
+            ),
+            (
+                "run_command",
+                "{\"command\": \"ls -l\"}",
+                "184e6e6b-6369-4ab1-adf3-3ca1a48bc941",
+            ),
+        ],
         usage: [0, 0, 81, 236],
     },
     Case {
         file: "litellm-1.108.7-up-bedrock-gw.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Exact("I'll run both `ls` commands in a single turn for you - one on the current directory and one on the `working_dir`.")],
+        texts: &[Txt::Exact(
+            "I'll run both `ls` commands in a single turn for you - one on the current directory and one on the `working_dir`.",
+        )],
         thinking: &[],
-        calls: &[("developer__shell", "{\"command\": \"ls\"}", "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU"), ("developer__shell", "{\"command\": \"ls working_dir\"}", "toolu_bdrk_016bgVTGZdpjP8ehjMWp9cWW")],
+        calls: &[
+            (
+                "developer__shell",
+                "{\"command\": \"ls\"}",
+                "toolu_bdrk_01RMTd7R9DzQjEEWgDwzcBsU",
+            ),
+            (
+                "developer__shell",
+                "{\"command\": \"ls working_dir\"}",
+                "toolu_bdrk_016bgVTGZdpjP8ehjMWp9cWW",
+            ),
+        ],
         usage: [0, 0, 122, 5104],
     },
     Case {
@@ -175,8 +278,14 @@ pub const CASES: &[Case] = &[
         status: StopReason::Completed,
         error: None,
         texts: &[],
-        thinking: &[Txt::Exact("The user asks about the weather in San Francisco. I should use the weather tool.")],
-        calls: &[("weather", "{\"location\": \"San Francisco\"}", "call_00_IhCAliIHtM9gKpgfqbBV9873")],
+        thinking: &[Txt::Exact(
+            "The user asks about the weather in San Francisco. I should use the weather tool.",
+        )],
+        calls: &[(
+            "weather",
+            "{\"location\": \"San Francisco\"}",
+            "call_00_IhCAliIHtM9gKpgfqbBV9873",
+        )],
         usage: [256, 0, 61, 435],
     },
     Case {
@@ -185,7 +294,18 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("GetWeatherArgs", "{\"city\": \"Edinburgh\", \"country\": \"GB\", \"units\": \"c\"}", "call_JMW1whyEaYG438VE1OIflxA2"), ("get_stock_price", "{\"ticker\": \"AAPL\", \"exchange\": \"NASDAQ\"}", "call_DNYTawLBoN8fj3KN6qU9N1Ou")],
+        calls: &[
+            (
+                "GetWeatherArgs",
+                "{\"city\": \"Edinburgh\", \"country\": \"GB\", \"units\": \"c\"}",
+                "call_JMW1whyEaYG438VE1OIflxA2",
+            ),
+            (
+                "get_stock_price",
+                "{\"ticker\": \"AAPL\", \"exchange\": \"NASDAQ\"}",
+                "call_DNYTawLBoN8fj3KN6qU9N1Ou",
+            ),
+        ],
         usage: [0, 0, 60, 209],
     },
     Case {
@@ -211,7 +331,9 @@ pub const CASES: &[Case] = &[
         status: StopReason::Completed,
         error: None,
         texts: &[Txt::Exact("2 + 2 = 4")],
-        thinking: &[Txt::Exact("The user is asking for 2+2. This is basic arithmetic. 2+2=4.")],
+        thinking: &[Txt::Exact(
+            "The user is asking for 2+2. This is basic arithmetic. 2+2=4.",
+        )],
         calls: &[],
         usage: [0, 0, 46, 56],
     },
@@ -238,7 +360,11 @@ pub const CASES: &[Case] = &[
         status: StopReason::Completed,
         error: None,
         texts: &[Txt::Exact("391")],
-        thinking: &[Txt::Long(335, "Okay, the user is asking for t", " 51 = 391.\n\nSo, 17 * 23 = 391.")],
+        thinking: &[Txt::Long(
+            335,
+            "Okay, the user is asking for t",
+            " 51 = 391.\n\nSo, 17 * 23 = 391.",
+        )],
         calls: &[],
         usage: [0, 0, 139, 167],
     },
@@ -257,7 +383,10 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("read_file", "{\"file_path\":\"a.txt\"}", "call_wteop8bt"), ("read_file", "{\"file_path\":\"b.txt\"}", "call_rk2xye1l")],
+        calls: &[
+            ("read_file", "{\"file_path\":\"a.txt\"}", "call_wteop8bt"),
+            ("read_file", "{\"file_path\":\"b.txt\"}", "call_rk2xye1l"),
+        ],
         usage: [0, 0, 0, 0],
     },
     Case {
@@ -266,7 +395,10 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("run_command", "{\"command\":\"ls\"}", "call_wteop8bt"), ("run_command", "{\"command\":\"ls -l\"}", "call_rk2xye1l")],
+        calls: &[
+            ("run_command", "{\"command\":\"ls\"}", "call_wteop8bt"),
+            ("run_command", "{\"command\":\"ls -l\"}", "call_rk2xye1l"),
+        ],
         usage: [0, 0, 0, 0],
     },
     Case {
@@ -275,7 +407,10 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("run_command", "{\"command\":\"ls\"}", "call_wteop8bt"), ("run_command", "{\"command\":\"ls -l\"}", "call_rk2xye1l")],
+        calls: &[
+            ("run_command", "{\"command\":\"ls\"}", "call_wteop8bt"),
+            ("run_command", "{\"command\":\"ls -l\"}", "call_rk2xye1l"),
+        ],
         usage: [0, 0, 0, 0],
     },
     Case {
@@ -309,7 +444,9 @@ pub const CASES: &[Case] = &[
         file: "openai-gpt4o-n3-choices.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Exact("{\"city\":\"San Francisco\",\"temperature\":65,\"units\":\"f\"}")],
+        texts: &[Txt::Exact(
+            "{\"city\":\"San Francisco\",\"temperature\":65,\"units\":\"f\"}",
+        )],
         thinking: &[],
         calls: &[],
         usage: [0, 0, 42, 121],
@@ -320,7 +457,18 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("GetWeatherArgs", "{\"city\": \"Edinburgh\", \"country\": \"GB\", \"units\": \"c\"}", "call_JMW1whyEaYG438VE1OIflxA2"), ("get_stock_price", "{\"ticker\": \"AAPL\", \"exchange\": \"NASDAQ\"}", "call_DNYTawLBoN8fj3KN6qU9N1Ou")],
+        calls: &[
+            (
+                "GetWeatherArgs",
+                "{\"city\": \"Edinburgh\", \"country\": \"GB\", \"units\": \"c\"}",
+                "call_JMW1whyEaYG438VE1OIflxA2",
+            ),
+            (
+                "get_stock_price",
+                "{\"ticker\": \"AAPL\", \"exchange\": \"NASDAQ\"}",
+                "call_DNYTawLBoN8fj3KN6qU9N1Ou",
+            ),
+        ],
         usage: [0, 0, 60, 209],
     },
     Case {
@@ -336,7 +484,11 @@ pub const CASES: &[Case] = &[
         file: "openai-gpt4o-text.sse",
         status: StopReason::Completed,
         error: None,
-        texts: &[Txt::Long(159, "I'm unable to provide real-tim", "ther website or a weather app.")],
+        texts: &[Txt::Long(
+            159,
+            "I'm unable to provide real-tim",
+            "ther website or a weather app.",
+        )],
         thinking: &[],
         calls: &[],
         usage: [0, 0, 30, 44],
@@ -347,7 +499,11 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("get_weather", "{\"city\":\"New York City\"}", "call_4XzlGBLtUe9dy3GVNV4jhq7h")],
+        calls: &[(
+            "get_weather",
+            "{\"city\":\"New York City\"}",
+            "call_4XzlGBLtUe9dy3GVNV4jhq7h",
+        )],
         usage: [0, 0, 16, 60],
     },
     Case {
@@ -356,7 +512,11 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("developer__shell", "{\"command\":\"ls ~/Desktop | wc -l\"}", "call_x4CIvBVfQhYMhyO0T1VEddua")],
+        calls: &[(
+            "developer__shell",
+            "{\"command\":\"ls ~/Desktop | wc -l\"}",
+            "call_x4CIvBVfQhYMhyO0T1VEddua",
+        )],
         usage: [0, 0, 172, 8492],
     },
     Case {
@@ -383,7 +543,11 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("developer__shell", "{\"command\": \"find ~/Desktop -type f | wc -l\"}", "toolu_011Yj5pGczhs1597iLXp5XJK")],
+        calls: &[(
+            "developer__shell",
+            "{\"command\": \"find ~/Desktop -type f | wc -l\"}",
+            "toolu_011Yj5pGczhs1597iLXp5XJK",
+        )],
         usage: [0, 0, 79, 12455],
     },
     Case {
@@ -392,7 +556,11 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("run_command", "{\"command\": \"ls\"}", "chatcmpl-tool-ca99dda515524c6abe47d1ea22813507")],
+        calls: &[(
+            "run_command",
+            "{\"command\": \"ls\"}",
+            "chatcmpl-tool-ca99dda515524c6abe47d1ea22813507",
+        )],
         usage: [0, 0, 0, 0],
     },
     Case {
@@ -418,7 +586,11 @@ pub const CASES: &[Case] = &[
         status: StopReason::Completed,
         error: None,
         texts: &[Txt::Exact("Grok")],
-        thinking: &[Txt::Long(1455, "First, the user said: \"Say a s", "just the word.\n\nResponse: Grok")],
+        thinking: &[Txt::Long(
+            1455,
+            "First, the user said: \"Say a s",
+            "just the word.\n\nResponse: Grok",
+        )],
         calls: &[],
         usage: [11, 0, 2, 354],
     },
@@ -427,8 +599,16 @@ pub const CASES: &[Case] = &[
         status: StopReason::Completed,
         error: None,
         texts: &[],
-        thinking: &[Txt::Long(1069, "First, the user is asking abou", "this is the logical next step.")],
-        calls: &[("weather", "{\"location\":\"San Francisco\"}", "call_79382389")],
+        thinking: &[Txt::Long(
+            1069,
+            "First, the user is asking abou",
+            "this is the logical next step.",
+        )],
+        calls: &[(
+            "weather",
+            "{\"location\":\"San Francisco\"}",
+            "call_79382389",
+        )],
         usage: [306, 0, 26, 560],
     },
     Case {
@@ -437,7 +617,11 @@ pub const CASES: &[Case] = &[
         error: None,
         texts: &[],
         thinking: &[],
-        calls: &[("webSearchTool", "{\"query\": \"current Berlin weather\"}", "chatcmpl-tool-9f149c74c42f265b")],
+        calls: &[(
+            "webSearchTool",
+            "{\"query\": \"current Berlin weather\"}",
+            "chatcmpl-tool-9f149c74c42f265b",
+        )],
         usage: [128, 0, 14, 185],
     },
 ];

@@ -65,7 +65,8 @@ pub struct Seen {
 }
 
 /// The files the tool calls of some recordings read.
-pub const WORKSPACE_FILES: [(&str, &str); 2] = [("a.txt", "alpha-file\n"), ("b.txt", "beta-file\n")];
+pub const WORKSPACE_FILES: [(&str, &str); 2] =
+    [("a.txt", "alpha-file\n"), ("b.txt", "beta-file\n")];
 
 fn read_seen(trace: &Path) -> Seen {
     let text = std::fs::read_to_string(trace).unwrap();
@@ -86,9 +87,9 @@ fn read_seen(trace: &Path) -> Seen {
                 }
                 seen.statuses.push(status);
             }
-            "text" if first && payload["role"] == "assistant" => {
-                seen.texts.push(payload["text"].as_str().unwrap().to_string())
-            }
+            "text" if first && payload["role"] == "assistant" => seen
+                .texts
+                .push(payload["text"].as_str().unwrap().to_string()),
             "thinking" if first => seen
                 .thinking
                 .push(payload["thinking"].as_str().unwrap().to_string()),
@@ -146,7 +147,10 @@ pub fn check(case: &Case, seen: &Seen, replay: &Replay) -> Vec<String> {
     };
     expect(
         seen.status == Some(case.status),
-        format!("status {:?}, expected {:?} ({:?})", seen.status, case.status, seen.error),
+        format!(
+            "status {:?}, expected {:?} ({:?})",
+            seen.status, case.status, seen.error
+        ),
     );
     expect(
         match case.error {
@@ -197,14 +201,19 @@ pub fn check(case: &Case, seen: &Seen, replay: &Replay) -> Vec<String> {
             .map(|t| t["tool_call_id"].as_str().unwrap_or(""))
             .collect();
         let want: Vec<&str> = case.calls.iter().map(|c| c.2).collect();
-        expect(ids == want, format!("tool messages for {ids:?}, expected {want:?}"));
+        expect(
+            ids == want,
+            format!("tool messages for {ids:?}, expected {want:?}"),
+        );
         for ((name, args, _), tool) in case.calls.iter().zip(&tools) {
             let path: Option<String> = serde_json::from_str::<Value>(args)
                 .ok()
                 .and_then(|a| a["file_path"].as_str().map(str::to_string));
             if let (&"read_file", Some((_, text))) = (
                 name,
-                WORKSPACE_FILES.iter().find(|(f, _)| Some(*f) == path.as_deref()),
+                WORKSPACE_FILES
+                    .iter()
+                    .find(|(f, _)| Some(*f) == path.as_deref()),
             ) {
                 let content = tool["content"].as_str().unwrap_or("");
                 expect(
