@@ -7,6 +7,8 @@
 
 #[path = "provider_replay/cases.rs"]
 mod cases;
+#[path = "provider_replay/cases_rest.rs"]
+mod cases_rest;
 mod common;
 #[path = "provider_replay/harness.rs"]
 mod harness;
@@ -16,7 +18,6 @@ mod server;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use cases::CASES;
 use harness::{check, replay};
 use server::{Script, Writes};
 
@@ -31,7 +32,7 @@ fn fixture(name: &str) -> Vec<u8> {
 /// Replays every case with its body passed through `rewrite`; fails listing every mismatch.
 async fn replay_all(writes: Writes, rewrite: fn(Vec<u8>) -> Vec<u8>) {
     let mut bad = Vec::new();
-    for case in CASES {
+    for case in cases::all() {
         let body = rewrite(fixture(case.file));
         let (seen, server) = replay(Script::sse(body, writes), |_| {}).await;
         bad.extend(check(case, &seen, &server));
@@ -65,7 +66,7 @@ fn every_fixture_file_has_a_case() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".sse"))
         .collect();
-    let cases: BTreeSet<String> = CASES.iter().map(|c| c.file.to_string()).collect();
+    let cases: BTreeSet<String> = cases::all().map(|c| c.file.to_string()).collect();
     assert_eq!(files, cases);
     assert_eq!(files.len(), 48);
     for f in &files {

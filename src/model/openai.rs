@@ -2,9 +2,10 @@
 //! by the sessions of a host) and its per-session stream of `chat/completions` requests.
 //!
 //! The request body is `openai/request.rs`, the SSE framer `openai/sse.rs`, the chunk parser
-//! `openai/chunks.rs`, HTTP and failure classification `openai/transport.rs`. This file owns construction (validation, the
-//! API key read from its environment variable, the HTTP client) and the [`Model`] impl. It never
-//! retries and never lets the key reach a log line, a message or a `Debug` output.
+//! `openai/chunks.rs`, HTTP and failure classification `openai/transport.rs`. This file owns
+//! construction (validation, the API key read from its environment variable, the HTTP client)
+//! and the [`Model`] impl. It never retries and never lets the key reach a log line, a message
+//! or a `Debug` output.
 
 mod chunks;
 pub mod request;
