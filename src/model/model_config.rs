@@ -325,6 +325,33 @@ mod tests {
     }
 
     #[test]
+    fn a_section_may_leave_base_url_and_model_to_the_flags() {
+        let cfg =
+            yaml("provider: vllm\nmax_response_bytes: 1024\nreasoning_effort: low\n").unwrap();
+        assert_eq!(cfg.max_response_bytes(), 1024);
+        assert_eq!(cfg.extra.get("reasoning_effort"), Some(&json!("low")));
+        cfg.validate_section().unwrap();
+        assert_eq!(
+            cfg.validate().err().map(|e| e.to_string()).as_deref(),
+            Some("--provider vllm needs --base-url and --model")
+        );
+        let bad = yaml("provider: vllm\nbase_url: localhost:8000\n").unwrap();
+        assert!(bad.validate_section().is_err());
+        let zero = yaml("provider: vllm\nmax_response_bytes: 0\n").unwrap();
+        assert_eq!(
+            zero.validate_section()
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some("model.max_response_bytes must be at least 1")
+        );
+        assert_eq!(
+            yaml("provider: openai\n").unwrap().max_response_bytes(),
+            8 * 1024 * 1024
+        );
+    }
+
+    #[test]
     fn defaults() {
         let cfg = yaml("provider: openai\nbase_url: http://localhost:8000/v1\nmodel: m\n").unwrap();
         assert_eq!(cfg.api_key_env(), "OPENAI_API_KEY");
