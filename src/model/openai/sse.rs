@@ -83,12 +83,14 @@ impl SseFramer {
                     self.after_cr = true;
                 }
             }
+            // Lend the buffer out while the line is handled (no copy of the line).
             let line = std::mem::take(&mut self.buf);
             let result = self.line(&line[start..line_end], out);
             self.buf = line;
             result?;
             start = i;
         }
+        // Only the unfinished last line stays: each byte is moved at most once more.
         if start > 0 {
             self.buf.drain(..start);
         }
