@@ -181,7 +181,9 @@ impl AgentConfig {
             })?;
         }
         if let Some(m) = &raw.model {
-            m.validate()?;
+            // base_url and model may come from --base-url / --model; the merged model is
+            // validated in full when it is built.
+            m.validate_section()?;
         }
         let model = raw.model.clone().unwrap_or_else(ModelConfig::scripted);
         cfg.model = raw.model;

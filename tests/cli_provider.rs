@@ -136,3 +136,35 @@ async fn provider_flag_errors_exit_2() {
     assert_eq!(code, 2);
     assert!(stderr.contains("either --script or --provider"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_model_section_may_leave_base_url_to_the_flag() {
+    let mock = Mock::start(vec![Reply::Sse(split(TEXT_ANSWER, 30))], None).await;
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = cfg_dir.path().join("agent.yaml");
+    std::fs::write(
+        &cfg,
+        "model:\n  provider: vllm\n  model: qwen\n  api_key_env: ROOKERY_UNSET_KEY_VAR\n  reasoning_effort: low\n",
+    )
+    .unwrap();
+    let config = cfg.to_str().unwrap();
+    let (code, stdout, stderr, _dir) = rookery(
+        &["--config", config, "--base-url", &mock.base_url, "hi"],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("all done"), "{stdout}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0]["model"], "qwen");
+    assert_eq!(requests[0]["reasoning_effort"], "low");
+    mock.assert_clean();
+    // Without the flag the merged model still needs a base URL.
+    let (code, _, stderr, _dir) = rookery(&["--config", config, "hi"], &[]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--provider vllm needs --base-url and --model"),
+        "{stderr}"
+    );
+}

@@ -27,9 +27,11 @@ pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// `idle_timeout_ms` when the config names none.
 pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
+/// `max_response_bytes` when the config names none (8 MiB).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Request-body fields accepted directly under `model:` (everything else goes under `extra:`).
-pub const PASSTHROUGH_KEYS: [&str; 24] = [
+pub const PASSTHROUGH_KEYS: [&str; 32] = [
     "temperature",
     "top_p",
     "top_k",
@@ -54,9 +56,17 @@ pub const PASSTHROUGH_KEYS: [&str; 24] = [
     "user",
     "service_tier",
     "verbosity",
+    "logprobs",
+    "top_logprobs",
+    "store",
+    "metadata",
+    "prompt_cache_key",
+    "safety_identifier",
+    "include_reasoning",
+    "web_search_options",
 ];
 
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 11] = [
     "provider",
     "base_url",
     "model",
@@ -66,6 +76,7 @@ const FIELDS: [&str; 10] = [
     "vision_model",
     "request_timeout_ms",
     "idle_timeout_ms",
+    "max_response_bytes",
     "extra",
 ];
 
@@ -90,6 +101,9 @@ pub struct ModelConfig {
     pub request_timeout_ms: Option<u64>,
     /// Longest wait for the next byte, response headers included (default 120000).
     pub idle_timeout_ms: Option<u64>,
+    /// Cap on one response's text, thinking and tool arguments together (default 8 MiB); a
+    /// response over it fails `malformed`.
+    pub max_response_bytes: Option<u64>,
     /// Merged into every request body (`temperature`, `max_tokens`, …).
     pub extra: Map<String, Value>,
 }
@@ -130,8 +144,34 @@ impl ModelConfig {
         self.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)
     }
 
+    pub fn max_response_bytes(&self) -> usize {
+        let max = self
+            .max_response_bytes
+            .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
+        usize::try_from(max).unwrap_or(usize::MAX)
+    }
+
     /// Checks what serde cannot; the message names the problem.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_section()?;
+        if self.is_scripted() {
+            return Ok(());
+        }
+        let p = &self.provider;
+        let base_url = self.base_url.as_deref().filter(|s| !s.trim().is_empty());
+        let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
+        if base_url.is_none() || model.is_none() {
+            return Err(ConfigError::Other(format!(
+                "--provider {p} needs --base-url and --model"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The checks of a config file's `model:` section, which may leave `base_url` and `model`
+    /// to the `--base-url` and `--model` flags: everything [`Self::validate`] checks except
+    /// that those two are present.
+    pub fn validate_section(&self) -> Result<(), ConfigError> {
         let err = |m: String| Err(ConfigError::Other(m));
         let p = &self.provider;
         let valid_name = !p.is_empty()
@@ -145,12 +185,9 @@ impl ModelConfig {
         if self.is_scripted() {
             return Ok(());
         }
-        let base_url = self.base_url.as_deref().filter(|s| !s.trim().is_empty());
-        let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
-        let Some(base_url) = base_url.filter(|_| model.is_some()) else {
-            return err(format!("--provider {p} needs --base-url and --model"));
-        };
-        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        if let Some(base_url) = self.base_url.as_deref().filter(|s| !s.trim().is_empty())
+            && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+        {
             return err(format!(
                 "--base-url must start with http:// or https:// (got \"{base_url}\")"
             ));
@@ -170,6 +207,9 @@ impl ModelConfig {
         }
         if self.request_timeout_ms == Some(0) {
             return err("model.request_timeout_ms must be at least 1".to_string());
+        }
+        if self.max_response_bytes == Some(0) {
+            return err("model.max_response_bytes must be at least 1".to_string());
         }
         if self
             .vision_model
@@ -219,6 +259,7 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
         vision_model: take(&mut map, "vision_model")?,
         request_timeout_ms: take(&mut map, "request_timeout_ms")?,
         idle_timeout_ms: take(&mut map, "idle_timeout_ms")?,
+        max_response_bytes: take(&mut map, "max_response_bytes")?,
         extra: take(&mut map, "extra")?.unwrap_or_default(),
     };
     for (key, value) in map {
@@ -284,6 +325,33 @@ mod tests {
     }
 
     #[test]
+    fn a_section_may_leave_base_url_and_model_to_the_flags() {
+        let cfg =
+            yaml("provider: vllm\nmax_response_bytes: 1024\nreasoning_effort: low\n").unwrap();
+        assert_eq!(cfg.max_response_bytes(), 1024);
+        assert_eq!(cfg.extra.get("reasoning_effort"), Some(&json!("low")));
+        cfg.validate_section().unwrap();
+        assert_eq!(
+            cfg.validate().err().map(|e| e.to_string()).as_deref(),
+            Some("--provider vllm needs --base-url and --model")
+        );
+        let bad = yaml("provider: vllm\nbase_url: localhost:8000\n").unwrap();
+        assert!(bad.validate_section().is_err());
+        let zero = yaml("provider: vllm\nmax_response_bytes: 0\n").unwrap();
+        assert_eq!(
+            zero.validate_section()
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some("model.max_response_bytes must be at least 1")
+        );
+        assert_eq!(
+            yaml("provider: openai\n").unwrap().max_response_bytes(),
+            8 * 1024 * 1024
+        );
+    }
+
+    #[test]
     fn defaults() {
         let cfg = yaml("provider: openai\nbase_url: http://localhost:8000/v1\nmodel: m\n").unwrap();
         assert_eq!(cfg.api_key_env(), "OPENAI_API_KEY");
@@ -300,7 +368,7 @@ mod tests {
         assert!(
             e.starts_with(
                 "unknown field `base_ur` in model (known: provider, base_url, model, api_key_env, context_window, \
-                 vision, vision_model, request_timeout_ms, idle_timeout_ms, extra, and request fields such as \
+                 vision, vision_model, request_timeout_ms, idle_timeout_ms, max_response_bytes, extra, and request fields such as \
                  temperature or max_tokens; put other request fields under `extra:`)"
             ),
             "{e}"

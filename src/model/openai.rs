@@ -1,13 +1,15 @@
 //! The OpenAI-compatible streaming provider: [`OpenAiModel`] (built from a [`ModelConfig`], shared
 //! by the sessions of a host) and its per-session stream of `chat/completions` requests.
 //!
-//! The request body is `openai/request.rs`, the SSE chunk parser `openai/chunks.rs`, HTTP and
-//! failure classification `openai/transport.rs`. This file owns construction (validation, the
-//! API key read from its environment variable, the HTTP client) and the [`Model`] impl. It never
-//! retries and never lets the key reach a log line, a message or a `Debug` output.
+//! The request body is `openai/request.rs`, the SSE framer `openai/sse.rs`, the chunk parser
+//! `openai/chunks.rs`, HTTP and failure classification `openai/transport.rs`. This file owns
+//! construction (validation, the API key read from its environment variable, the HTTP client)
+//! and the [`Model`] impl. It never retries and never lets the key reach a log line, a message
+//! or a `Debug` output.
 
 mod chunks;
 pub mod request;
+mod sse;
 mod transport;
 
 use std::sync::{Arc, Mutex};
@@ -88,6 +90,7 @@ impl OpenAiModel {
                     key,
                     idle,
                     request_timeout: cfg.request_timeout_ms.map(Duration::from_millis),
+                    max_response_bytes: cfg.max_response_bytes(),
                 }),
                 provider: cfg.provider.clone(),
                 model,

@@ -1,17 +1,29 @@
 //! The chunk parser of the OpenAI-compatible provider: turns the `data:` payloads of one
 //! `chat/completions` SSE stream into [`ModelEvent`]s (partials, complete messages, usage, end).
 //!
-//! It owns segment discipline (`start → delta* → stop`, then the complete message), tool call
-//! assembly by `index`, opaque provider fields (kept in `fidelity`), and tool call id
-//! uniqueness. It knows nothing about HTTP, timeouts or the request body.
+//! It owns segment discipline (`start → delta* → stop`, then the complete message), `content`
+//! given as a string or as an array of text and thinking parts, error chunks (wrapped in
+//! `error` or bare `{"object":"error"}`), when an answer is complete (finish reason, then
+//! usage), the cap on one response's size, and opaque provider fields (kept in `fidelity`).
+//! Tool call assembly and ids are `chunks/calls.rs`. It knows nothing about HTTP, timeouts or
+//! the request body.
 
-use std::collections::{BTreeMap, HashMap};
+mod calls;
+mod meta;
+
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 
 use crate::message::{EventType, Fidelity, ModelPayload, Role, StopReason, Usage};
 use crate::model::{ModelEvent, ModelOutcome};
+
+pub(super) use self::calls::CallIds;
+use self::calls::{CallAcc, Calls};
+use self::meta::{map_usage, stream_error};
+
+/// Default cap on one response's text, thinking and tool arguments together.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// `fidelity` key of a thinking message: which delta field carried it (sent back under it).
 pub(super) const REASONING_FIELD: &str = "reasoning_field";
@@ -31,28 +43,6 @@ const KNOWN_DELTA_FIELDS: [&str; 7] = [
     "function_call",
 ];
 
-/// Tool call ids seen by one session: repeats become `<id>#2`, missing ids are generated.
-#[derive(Debug, Default)]
-pub(super) struct CallIds {
-    seen: HashMap<String, u32>,
-    generated: u64,
-}
-
-impl CallIds {
-    fn assign(&mut self, provider_id: Option<&str>) -> String {
-        let base = match provider_id.filter(|s| !s.is_empty()) {
-            Some(id) => id.to_string(),
-            None => {
-                self.generated += 1;
-                format!("call_rk{}", self.generated)
-            }
-        };
-        let n = self.seen.entry(base.clone()).or_insert(0);
-        *n += 1;
-        if *n == 1 { base } else { format!("{base}#{n}") }
-    }
-}
-
 /// Removes the `#<digits>` a repeated id was given, for sending it back to the provider.
 pub(super) fn outbound_id(id: &str) -> &str {
     match id.rsplit_once('#') {
@@ -70,15 +60,8 @@ enum Open {
     None,
     Thinking,
     Text,
-    Tool(u64),
-}
-
-#[derive(Debug, Default)]
-struct CallAcc {
-    id: String,
-    name: String,
-    arguments: String,
-    extra: Map<String, Value>,
+    /// A call, by its slot in [`Calls`].
+    Tool(usize),
 }
 
 /// What feeding one `data:` payload decided.
@@ -88,17 +71,42 @@ pub(super) enum Fed {
     End(ModelOutcome),
 }
 
+/// A reason to end the stream early, found in a chunk.
+#[derive(Debug, thiserror::Error)]
+enum ChunkError {
+    /// The chunk does not mean anything sensible.
+    #[error("{0}")]
+    Malformed(String),
+    /// The response outgrew [`ChunkParser::with_limit`].
+    #[error(
+        "the response is larger than max_response_bytes ({max} bytes of text, thinking and tool arguments)"
+    )]
+    TooLarge { max: usize },
+}
+
+impl From<&str> for ChunkError {
+    fn from(s: &str) -> Self {
+        ChunkError::Malformed(s.to_string())
+    }
+}
+
 /// The state of one response stream (choice 0).
 pub(super) struct ChunkParser {
     ids: Arc<Mutex<CallIds>>,
     open: Open,
     text: String,
     thinking: String,
-    reasoning_field: &'static str,
-    calls: BTreeMap<u64, CallAcc>,
+    /// The delta field thinking came in, when it can be sent back under it.
+    reasoning_field: Option<&'static str>,
+    calls: Calls,
     message_extra: Map<String, Value>,
     finished: bool,
     usage: Option<Usage>,
+    /// A usage object arrived with or after the finish reason: nothing more is expected.
+    usage_final: bool,
+    /// Bytes of text, thinking and arguments so far, and their cap.
+    size: usize,
+    max: usize,
 }
 
 impl ChunkParser {
@@ -108,12 +116,37 @@ impl ChunkParser {
             open: Open::None,
             text: String::new(),
             thinking: String::new(),
-            reasoning_field: "reasoning_content",
-            calls: BTreeMap::new(),
+            reasoning_field: None,
+            calls: Calls::default(),
             message_extra: Map::new(),
             finished: false,
             usage: None,
+            usage_final: false,
+            size: 0,
+            max: DEFAULT_MAX_RESPONSE_BYTES,
         }
+    }
+
+    /// Caps the text, thinking and tool arguments of the response at `max` bytes together.
+    pub(super) fn with_limit(mut self, max: usize) -> Self {
+        self.max = max;
+        self
+    }
+
+    /// The finish reason and a usage object after it arrived: the answer is complete even if
+    /// the server sends neither `[DONE]` nor closes the connection.
+    pub(super) fn settled(&self) -> bool {
+        self.finished && self.usage_final
+    }
+
+    /// The finish reason arrived (usage may still follow).
+    pub(super) fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Ends a finished answer that got no usage: completed, with whatever usage was seen.
+    pub(super) fn complete(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome {
+        self.eof(out)
     }
 
     /// Feeds the data of one SSE event; events to emit are pushed onto `out`.
@@ -140,41 +173,41 @@ impl ChunkParser {
                 )));
             }
         };
-        if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
-            let message = err
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| clip(&err.to_string(), 500));
-            return Fed::End(ModelOutcome::error(
-                StopReason::Failed,
-                format!("error in stream: {message}"),
-            ));
+        if let Some(outcome) = stream_error(&chunk) {
+            return Fed::End(outcome);
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = Some(map_usage(usage));
+        let usage = chunk.get("usage").filter(|u| u.is_object()).map(map_usage);
+        let choice = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+            });
+        if let Some(choice) = choice.filter(|_| !self.finished) {
+            if let Some(delta) = choice.get("delta").and_then(Value::as_object)
+                && let Err(e) = self.delta(delta, out)
+            {
+                return Fed::End(malformed(e.to_string()));
+            }
+            match choice.get("finish_reason") {
+                Some(Value::String(r)) if r == "error" => {
+                    return Fed::End(ModelOutcome::error(
+                        StopReason::Failed,
+                        "error in stream: the server ended the answer with finish_reason \"error\"",
+                    ));
+                }
+                Some(r) if !r.is_null() => {
+                    if let Err(e) = self.on_finish(out) {
+                        return Fed::End(malformed(e.to_string()));
+                    }
+                }
+                _ => {}
+            }
         }
-        let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
-            return Fed::More;
-        };
-        let choice = choices
-            .iter()
-            .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0);
-        let Some(choice) = choice else {
-            return Fed::More;
-        };
-        if self.finished {
-            return Fed::More;
-        }
-        if let Some(delta) = choice.get("delta").and_then(Value::as_object)
-            && let Err(e) = self.delta(delta, out)
-        {
-            return Fed::End(malformed(e));
-        }
-        if choice.get("finish_reason").is_some_and(|r| !r.is_null())
-            && let Err(e) = self.on_finish(out)
-        {
-            return Fed::End(malformed(e));
+        if let Some(usage) = usage {
+            self.usage = Some(usage);
+            self.usage_final = self.finished;
         }
         Fed::More
     }
@@ -199,11 +232,82 @@ impl ChunkParser {
         Fed::End(ModelOutcome::completed())
     }
 
+    fn grow(&mut self, by: usize) -> Result<(), ChunkError> {
+        self.size = self.size.saturating_add(by);
+        if self.size > self.max {
+            return Err(ChunkError::TooLarge { max: self.max });
+        }
+        Ok(())
+    }
+
+    fn push_thinking(
+        &mut self,
+        piece: &str,
+        field: Option<&'static str>,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ChunkError> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        self.grow(piece.len())?;
+        self.switch(Open::Thinking, out);
+        if field.is_some() {
+            self.reasoning_field = field;
+        }
+        self.thinking.push_str(piece);
+        out.push(partial_thinking(EventType::Delta, piece));
+        Ok(())
+    }
+
+    fn push_text(&mut self, piece: &str, out: &mut Vec<ModelEvent>) -> Result<(), ChunkError> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        self.grow(piece.len())?;
+        self.switch(Open::Text, out);
+        self.text.push_str(piece);
+        out.push(partial_text(EventType::Delta, piece));
+        Ok(())
+    }
+
+    /// `content` as an array of parts: `text` parts are text, `thinking` parts (whose
+    /// `thinking` is a string or an array of text parts) are thinking, in their order.
+    fn content_parts(
+        &mut self,
+        parts: &[Value],
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ChunkError> {
+        for part in parts {
+            let kind = part.get("type").and_then(Value::as_str).unwrap_or("text");
+            match kind {
+                "text" => {
+                    let text = part.get("text").and_then(Value::as_str).unwrap_or("");
+                    self.push_text(text, out)?;
+                }
+                "thinking" | "reasoning" => match part.get(kind) {
+                    Some(Value::String(s)) => self.push_thinking(s, None, out)?,
+                    Some(Value::Array(inner)) => {
+                        for p in inner {
+                            let text = p.get("text").and_then(Value::as_str).unwrap_or("");
+                            self.push_thinking(text, None, out)?;
+                        }
+                    }
+                    _ => {}
+                },
+                other => tracing::debug!(
+                    part = other,
+                    "openai: a content part of this kind is not kept"
+                ),
+            }
+        }
+        Ok(())
+    }
+
     fn delta(
         &mut self,
         delta: &Map<String, Value>,
         out: &mut Vec<ModelEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ChunkError> {
         let reasoning = [
             ("reasoning_content", "reasoning_content"),
             ("reasoning", "reasoning"),
@@ -217,21 +321,15 @@ impl ChunkParser {
                 .map(|s| (s, field))
         });
         if let Some((piece, field)) = reasoning {
-            self.switch(Open::Thinking, out);
-            self.reasoning_field = field;
-            self.thinking.push_str(piece);
-            out.push(partial_thinking(EventType::Delta, piece));
+            self.push_thinking(piece, Some(field), out)?;
         }
-        for key in ["content", "refusal"] {
-            if let Some(piece) = delta
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
-                self.switch(Open::Text, out);
-                self.text.push_str(piece);
-                out.push(partial_text(EventType::Delta, piece));
-            }
+        match delta.get("content") {
+            Some(Value::String(piece)) => self.push_text(piece, out)?,
+            Some(Value::Array(parts)) => self.content_parts(parts, out)?,
+            _ => {}
+        }
+        if let Some(piece) = delta.get("refusal").and_then(Value::as_str) {
+            self.push_text(piece, out)?;
         }
         if let Some(calls) = delta.get("tool_calls").filter(|c| !c.is_null()) {
             let calls = calls.as_array().ok_or("delta.tool_calls is not an array")?;
@@ -252,7 +350,7 @@ impl ChunkParser {
         pos: usize,
         call: &Value,
         out: &mut Vec<ModelEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ChunkError> {
         let call = call
             .as_object()
             .ok_or("a delta.tool_calls entry is not an object")?;
@@ -271,22 +369,21 @@ impl ChunkParser {
             .and_then(|f| f.get("arguments"))
             .and_then(Value::as_str)
             .unwrap_or("");
-        if !self.calls.contains_key(&index) {
-            let provider_id = call.get("id").and_then(Value::as_str);
-            let id = self
-                .ids
-                .lock()
-                .map(|mut ids| ids.assign(provider_id))
-                .unwrap_or_else(|p| p.into_inner().assign(provider_id));
-            self.calls.insert(
-                index,
-                CallAcc {
-                    id,
-                    ..CallAcc::default()
-                },
-            );
-        }
-        if let Some(acc) = self.calls.get_mut(&index) {
+        let provider_id = call.get("id").and_then(Value::as_str).unwrap_or("");
+        let slot = match self.calls.find(index, provider_id, name) {
+            Some(slot) => slot,
+            None => {
+                let given = Some(provider_id).filter(|s| !s.is_empty());
+                let id = self
+                    .ids
+                    .lock()
+                    .map(|mut ids| ids.assign(given))
+                    .unwrap_or_else(|p| p.into_inner().assign(given));
+                self.calls.open(index, provider_id, id)
+            }
+        };
+        self.grow(fragment.len())?;
+        if let Some(acc) = self.calls.get_mut(slot) {
             if acc.name.is_empty() && !name.is_empty() {
                 acc.name = name.to_string();
             }
@@ -297,9 +394,9 @@ impl ChunkParser {
                 }
             }
         }
-        self.switch(Open::Tool(index), out);
+        self.switch(Open::Tool(slot), out);
         if !fragment.is_empty()
-            && let Some(acc) = self.calls.get_mut(&index)
+            && let Some(acc) = self.calls.get_mut(slot)
         {
             acc.arguments.push_str(fragment);
             out.push(partial_call(EventType::Delta, acc, fragment));
@@ -319,7 +416,7 @@ impl ChunkParser {
             Open::Thinking => out.push(partial_thinking(EventType::Start, "")),
             Open::Text => out.push(partial_text(EventType::Start, "")),
             Open::Tool(i) => {
-                if let Some(acc) = self.calls.get(&i) {
+                if let Some(acc) = self.calls.get(i) {
                     out.push(partial_call(EventType::Start, acc, ""));
                 }
             }
@@ -332,13 +429,17 @@ impl ChunkParser {
             Open::None => {}
             Open::Thinking => {
                 out.push(partial_thinking(EventType::Stop, ""));
-                let mut fidelity = Fidelity::new();
-                fidelity.insert(REASONING_FIELD.to_string(), json!(self.reasoning_field));
+                // Thinking from `content` parts has no field to be sent back under.
+                let fidelity = self.reasoning_field.take().map(|field| {
+                    let mut fidelity = Fidelity::new();
+                    fidelity.insert(REASONING_FIELD.to_string(), json!(field));
+                    fidelity
+                });
                 out.push(ModelEvent::Complete(ModelPayload::Thinking {
                     role: Role::Assistant,
                     thinking: std::mem::take(&mut self.thinking),
                     stop_reason: StopReason::Completed,
-                    fidelity: Some(fidelity),
+                    fidelity,
                 }));
             }
             Open::Text => {
@@ -352,7 +453,7 @@ impl ChunkParser {
                 }));
             }
             Open::Tool(i) => {
-                if let Some(acc) = self.calls.get(&i) {
+                if let Some(acc) = self.calls.get(i) {
                     out.push(partial_call(EventType::Stop, acc, ""));
                 }
             }
@@ -361,16 +462,16 @@ impl ChunkParser {
 
     /// The choice finished: close the open segment, complete every tool call in index order,
     /// and attach the opaque message fields to the last message completed here.
-    fn on_finish(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), String> {
+    fn on_finish(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), ChunkError> {
         self.finished = true;
         let first_here = out.len();
         self.close(out);
-        for (index, acc) in std::mem::take(&mut self.calls) {
+        for acc in self.calls.take() {
             if acc.name.is_empty() {
-                return Err(format!(
-                    "tool call {index} ({}) has no function name",
-                    acc.id
-                ));
+                return Err(ChunkError::Malformed(format!(
+                    "tool call {} ({}) has no function name",
+                    acc.index, acc.id
+                )));
             }
             let fidelity = (!acc.extra.is_empty()).then(|| {
                 let mut f = Fidelity::new();
@@ -420,28 +521,6 @@ fn accumulate(map: &mut Map<String, Value>, key: &str, value: &Value) {
         _ => {
             map.insert(key.to_string(), value.clone());
         }
-    }
-}
-
-fn map_usage(usage: &Value) -> Usage {
-    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-    let prompt = n(usage.get("prompt_tokens"));
-    let output = n(usage.get("completion_tokens"));
-    let total = usage
-        .get("total_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(prompt.saturating_add(output));
-    let cache_read = usage
-        .get("prompt_tokens_details")
-        .and_then(|d| d.get("cached_tokens"))
-        .or_else(|| usage.get("prompt_cache_hit_tokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    Usage {
-        cache_read,
-        cache_write: 0,
-        output,
-        total,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The HTTP side of the OpenAI-compatible provider: one streamed `POST {base_url}/chat/completions`
-//! per request, SSE decoding, idle and request timeouts, and the classification of every failure
-//! into a [`ModelOutcome`] (auth, permanent or retryable failed, timeout, malformed).
+//! per request, SSE framing (`openai/sse.rs`), the idle timer (reset by every byte, comment lines
+//! included) and the request timeout, ending a finished answer that the server keeps open, and
+//! the classification of every failure into a [`ModelOutcome`] (auth, permanent or retryable
+//! failed, timeout, malformed).
 //!
 //! It does not retry (the turn loop does) and never puts the API key into a message: error texts
 //! from the server are scrubbed of it.
@@ -10,7 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eventsource_stream::{Event, EventStreamError, Eventsource};
+use bytes::Bytes;
 use futures::stream::{self, BoxStream, Stream, StreamExt};
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
@@ -18,6 +20,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::chunks::{CallIds, ChunkParser, Fed, clip};
+use super::sse::SseFramer;
 use crate::message::StopReason;
 use crate::model::{ModelEvent, ModelOutcome};
 
@@ -27,6 +30,11 @@ const ERROR_TEXT_MAX: usize = 500;
 const ERROR_BODY_MAX: usize = 64 * 1024;
 /// Longest `Retry-After` honoured.
 const RETRY_AFTER_MAX_S: u64 = 600;
+/// How long a finished answer waits for its usage chunk (the request asks for one) before it
+/// completes without it, counted from the last event.
+const USAGE_GRACE: Duration = Duration::from_secs(2);
+/// Bytes of a body kept for the error message when it is not an event stream.
+const HEAD_MAX: usize = 300;
 
 /// The API key as an `Authorization` value; never printed.
 #[derive(Clone)]
@@ -49,6 +57,8 @@ pub(super) struct Endpoint {
     pub(super) key: Option<Secret>,
     pub(super) idle: Duration,
     pub(super) request_timeout: Option<Duration>,
+    /// Cap on one response's text, thinking and tool arguments.
+    pub(super) max_response_bytes: usize,
 }
 
 impl Endpoint {
@@ -65,27 +75,23 @@ impl Endpoint {
     }
 }
 
-/// Transport errors below the SSE decoder.
-#[derive(Debug)]
-enum BodyError {
-    Idle,
-    Transport(reqwest::Error),
-}
+type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
-impl std::fmt::Display for BodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BodyError::Idle => f.write_str("idle"),
-            BodyError::Transport(e) => write!(f, "{e}"),
-        }
-    }
+/// A 200 response being read.
+struct Body {
+    bytes: ByteStream,
+    framer: SseFramer,
+    /// `Content-Type` of the response, when it is not an event stream.
+    not_sse: Option<String>,
+    /// The first bytes of the body (for the error message when it is not an event stream).
+    head: Vec<u8>,
+    /// When a finished answer stops waiting for its usage chunk.
+    grace_until: Option<Instant>,
 }
-
-type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<BodyError>>> + Send>>;
 
 enum Phase {
     Send(Vec<u8>),
-    Body(Events),
+    Body(Box<Body>),
     Done,
 }
 
@@ -105,9 +111,9 @@ pub(super) fn stream(
 ) -> BoxStream<'static, ModelEvent> {
     let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
     let driver = Driver {
-        endpoint,
+        endpoint: endpoint.clone(),
         phase: Phase::Send(body),
-        parser: ChunkParser::new(ids),
+        parser: ChunkParser::new(ids).with_limit(endpoint.max_response_bytes),
         queue: VecDeque::new(),
         deadline,
     };
@@ -167,45 +173,106 @@ impl Driver {
                 "stream already ended",
             )),
             Phase::Send(body) => self.send(body).await,
-            Phase::Body(mut events) => {
-                let (wait, by_deadline) = self.budget();
-                match tokio::time::timeout(wait, events.next()).await {
-                    Err(_) => self.timed_out(by_deadline),
-                    Ok(None) => {
-                        let mut out = Vec::new();
-                        let outcome = self.parser.eof(&mut out);
-                        self.queue.extend(out);
-                        self.end(outcome);
-                    }
-                    Ok(Some(Err(EventStreamError::Transport(BodyError::Idle)))) => {
-                        self.timed_out(false)
-                    }
-                    Ok(Some(Err(EventStreamError::Transport(BodyError::Transport(e))))) => {
-                        let message = self
-                            .endpoint
-                            .scrub(&format!("connection lost while streaming: {e}"));
-                        self.end(ModelOutcome::error(StopReason::Failed, message));
-                    }
-                    Ok(Some(Err(e))) => self.end(ModelOutcome::error(
-                        StopReason::Malformed,
-                        format!("invalid event stream: {e}"),
-                    )),
-                    Ok(Some(Ok(event))) => {
-                        let mut out = Vec::new();
-                        let fed = self.parser.feed(&event.data, &mut out);
-                        self.queue.extend(out);
-                        match fed {
-                            Fed::More => self.phase = Phase::Body(events),
-                            Fed::End(mut outcome) => {
-                                outcome.error_message =
-                                    outcome.error_message.map(|m| self.endpoint.scrub(&m));
-                                self.end(outcome);
-                            }
-                        }
-                    }
-                }
+            Phase::Body(body) => self.read(body).await,
+        }
+    }
+
+    /// Waits for the next bytes of the body and feeds them through the framer and the parser.
+    async fn read(&mut self, mut body: Box<Body>) {
+        let (mut wait, mut by_deadline) = self.budget();
+        let mut in_grace = false;
+        if let Some(until) = body.grace_until {
+            let left = until.saturating_duration_since(Instant::now());
+            if left <= wait {
+                (wait, by_deadline, in_grace) = (left, false, true);
             }
         }
+        match tokio::time::timeout(wait, body.bytes.next()).await {
+            Err(_) if in_grace => {
+                tracing::debug!("openai: no usage chunk after the finish reason; completing");
+                self.complete();
+            }
+            Err(_) => self.timed_out(by_deadline),
+            Ok(None) => {
+                let mut datas = Vec::new();
+                if let Err(e) = body.framer.finish(&mut datas) {
+                    return self.end(ModelOutcome::error(StopReason::Malformed, e.to_string()));
+                }
+                if self.feed(datas) {
+                    return;
+                }
+                let mut out = Vec::new();
+                let mut outcome = self.parser.eof(&mut out);
+                self.queue.extend(out);
+                if outcome.status == StopReason::Malformed
+                    && let Some(kind) = &body.not_sse
+                {
+                    outcome.error_message = Some(self.endpoint.scrub(&format!(
+                        "the server answered HTTP 200 with {kind}, not an event stream: {}",
+                        clip(String::from_utf8_lossy(&body.head).trim(), 200)
+                    )));
+                }
+                self.end(outcome);
+            }
+            Ok(Some(Err(e))) if self.parser.finished() => {
+                tracing::debug!(error = %e, "openai: connection lost after the finish reason; completing");
+                self.complete();
+            }
+            Ok(Some(Err(e))) => {
+                let message = self
+                    .endpoint
+                    .scrub(&format!("connection lost while streaming: {e}"));
+                self.end(ModelOutcome::error(StopReason::Failed, message));
+            }
+            Ok(Some(Ok(bytes))) => {
+                if body.head.len() < HEAD_MAX {
+                    let take = (HEAD_MAX - body.head.len()).min(bytes.len());
+                    body.head.extend_from_slice(&bytes[..take]);
+                }
+                let mut datas = Vec::new();
+                if let Err(e) = body.framer.feed(&bytes, &mut datas) {
+                    let message = format!(
+                        "{e} (max_response_bytes is {})",
+                        self.endpoint.max_response_bytes
+                    );
+                    return self.end(ModelOutcome::error(StopReason::Malformed, message));
+                }
+                let any = !datas.is_empty();
+                if self.feed(datas) {
+                    return;
+                }
+                if self.parser.settled() {
+                    return self.complete();
+                }
+                if any && self.parser.finished() {
+                    body.grace_until = Some(Instant::now() + USAGE_GRACE.min(self.endpoint.idle));
+                }
+                self.phase = Phase::Body(body);
+            }
+        }
+    }
+
+    /// Feeds event data to the parser; true when the request ended.
+    fn feed(&mut self, datas: Vec<String>) -> bool {
+        for data in datas {
+            let mut out = Vec::new();
+            let fed = self.parser.feed(&data, &mut out);
+            self.queue.extend(out);
+            if let Fed::End(mut outcome) = fed {
+                outcome.error_message = outcome.error_message.map(|m| self.endpoint.scrub(&m));
+                self.end(outcome);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Ends a finished answer as completed.
+    fn complete(&mut self) {
+        let mut out = Vec::new();
+        let outcome = self.parser.complete(&mut out);
+        self.queue.extend(out);
+        self.end(outcome);
     }
 
     async fn send(&mut self, body: Vec<u8>) {
@@ -234,21 +301,26 @@ impl Driver {
         };
         let status = response.status();
         if status.is_success() {
-            let idle = endpoint.idle;
-            let bytes = response.bytes_stream();
-            let guarded =
-                stream::unfold((Box::pin(bytes), false), move |(mut s, done)| async move {
-                    if done {
-                        return None;
-                    }
-                    match tokio::time::timeout(idle, s.next()).await {
-                        Err(_) => Some((Err(BodyError::Idle), (s, true))),
-                        Ok(None) => None,
-                        Ok(Some(Ok(b))) => Some((Ok(b), (s, false))),
-                        Ok(Some(Err(e))) => Some((Err(BodyError::Transport(e)), (s, true))),
-                    }
-                });
-            self.phase = Phase::Body(Box::pin(guarded.eventsource()));
+            let kind = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            let not_sse = match kind {
+                Some(k) if k.to_ascii_lowercase().contains("text/event-stream") => None,
+                Some(k) => Some(format!("Content-Type \"{}\"", clip(&k, 100))),
+                None => Some("no Content-Type".to_string()),
+            };
+            let limit = endpoint
+                .max_response_bytes
+                .saturating_mul(4)
+                .saturating_add(1 << 20);
+            self.phase = Phase::Body(Box::new(Body {
+                bytes: Box::pin(response.bytes_stream()),
+                framer: SseFramer::new(limit),
+                not_sse,
+                head: Vec::new(),
+                grace_until: None,
+            }));
             return;
         }
         let retry_after = retry_after_ms(response.headers().get(RETRY_AFTER));

@@ -276,3 +276,174 @@ fn clip_counts_characters() {
     assert_eq!(clip("héllo", 2), "hé…");
     assert_eq!(clip("abc", 3), "abc");
 }
+
+fn texts_and_thinking(events: &[ModelEvent]) -> (Vec<String>, Vec<(String, Option<Fidelity>)>) {
+    let mut texts = Vec::new();
+    let mut thinking = Vec::new();
+    for p in completes(events) {
+        match p {
+            ModelPayload::Text { text, .. } => texts.push(text),
+            ModelPayload::Thinking {
+                thinking: t,
+                fidelity,
+                ..
+            } => thinking.push((t, fidelity)),
+            _ => {}
+        }
+    }
+    (texts, thinking)
+}
+
+#[test]
+fn content_arrays_give_thinking_and_text_in_order() {
+    // Mistral (magistral): thinking parts with nested text parts, then a text part.
+    let mut p = parser();
+    let (events, fed) = run(
+        &mut p,
+        &[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"2+2"}]}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":" is 4"}],"closed":true},{"type":"text","text":"3"}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"91"}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":"plain string"},{"type":"image_url","image_url":"x"}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ],
+    );
+    assert_eq!(fed, Fed::End(ModelOutcome::completed()));
+    let (texts, thinking) = texts_and_thinking(&events);
+    assert_eq!(texts, vec!["391"]);
+    // Thinking from content parts has no delta field to be sent back under.
+    assert_eq!(
+        thinking,
+        vec![
+            ("2+2 is 4".to_string(), None),
+            ("plain string".to_string(), None)
+        ]
+    );
+}
+
+#[test]
+fn parallel_calls_all_at_index_0_are_told_apart_by_id() {
+    // Ollama: each call whole in its own chunk, distinct ids, all index 0.
+    let mut p = parser();
+    let (events, fed) = run(
+        &mut p,
+        &[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_a","index":0,"type":"function","function":{"name":"run","arguments":"{\"command\":\"ls\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_b","index":0,"type":"function","function":{"name":"run","arguments":"{\"command\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"ls -l\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ],
+    );
+    assert_eq!(fed, Fed::End(ModelOutcome::completed()));
+    let calls: Vec<(String, String)> = completes(&events)
+        .into_iter()
+        .filter_map(|p| match p {
+            ModelPayload::ToolCall {
+                arguments,
+                tool_call_id,
+                ..
+            } => Some((tool_call_id, arguments)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("call_a".to_string(), r#"{"command":"ls"}"#.to_string()),
+            ("call_b".to_string(), r#"{"command":"ls -l"}"#.to_string()),
+        ]
+    );
+}
+
+#[test]
+fn bare_error_objects_and_finish_reason_error_fail() {
+    let (_, fed) = run(
+        &mut parser(),
+        &[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"object":"error","message":"CUDA out of memory","code":500}"#,
+        ],
+    );
+    assert_eq!(
+        end_message(&fed),
+        (
+            StopReason::Failed,
+            "error in stream: CUDA out of memory".to_string()
+        )
+    );
+    let (_, fed) = run(
+        &mut parser(),
+        &[r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"error"}]}"#],
+    );
+    assert_eq!(
+        end_message(&fed),
+        (
+            StopReason::Failed,
+            "error in stream: the server ended the answer with finish_reason \"error\"".to_string()
+        )
+    );
+}
+
+#[test]
+fn settled_once_usage_follows_the_finish_reason() {
+    let mut p = parser();
+    let mut out = Vec::new();
+    // Usage on every chunk before the finish (Envoy, Bedrock gateways) does not settle it.
+    p.feed(
+        r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":8,"total_tokens":8}}"#,
+        &mut out,
+    );
+    assert!(!p.finished() && !p.settled());
+    p.feed(
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        &mut out,
+    );
+    assert!(p.finished() && !p.settled());
+    p.feed(
+        r#"{"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}}"#,
+        &mut out,
+    );
+    assert!(p.settled());
+    assert_eq!(p.complete(&mut out), ModelOutcome::completed());
+    assert_eq!(
+        out.last(),
+        Some(&ModelEvent::Usage(Usage {
+            cache_read: 0,
+            cache_write: 0,
+            output: 2,
+            total: 10
+        }))
+    );
+    // Usage in the finish chunk itself settles it.
+    let mut p = parser();
+    p.feed(
+        r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1}}"#,
+        &mut out,
+    );
+    assert!(p.settled());
+}
+
+#[test]
+fn the_size_cap_counts_text_thinking_and_arguments() {
+    // 4 + 3 + 2 bytes fit in 10; two more do not.
+    let mut p = parser().with_limit(10);
+    let (_, fed) = run(
+        &mut p,
+        &[
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"abcd"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"efg"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"xy"}}]}}]}"#,
+        ],
+    );
+    assert_eq!(
+        end_message(&fed),
+        (
+            StopReason::Malformed,
+            "the response is larger than max_response_bytes (10 bytes of text, thinking and tool arguments)"
+                .to_string()
+        )
+    );
+}
