@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::Model;
+use super::anthropic::{self, AnthropicModel};
 use super::openai::OpenAiModel;
 use super::openai::request::RESERVED_BODY_KEYS;
 use crate::error::ConfigError;
@@ -119,7 +120,11 @@ impl ModelConfig {
     }
 
     pub fn api_key_env(&self) -> &str {
-        self.api_key_env.as_deref().unwrap_or(DEFAULT_API_KEY_ENV)
+        let default = match self.provider.as_str() {
+            anthropic::PROVIDER => anthropic::DEFAULT_API_KEY_ENV,
+            _ => DEFAULT_API_KEY_ENV,
+        };
+        self.api_key_env.as_deref().unwrap_or(default)
     }
 
     pub fn context_window(&self) -> u64 {
@@ -145,7 +150,8 @@ impl ModelConfig {
         if self.is_scripted() {
             return Ok(());
         }
-        let base_url = self.base_url.as_deref().filter(|s| !s.trim().is_empty());
+        let base_url = (self.base_url.as_deref().filter(|s| !s.trim().is_empty()))
+            .or((p == anthropic::PROVIDER).then_some(anthropic::DEFAULT_BASE_URL));
         let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
         let Some(base_url) = base_url.filter(|_| model.is_some()) else {
             return err(format!("--provider {p} needs --base-url and --model"));
@@ -241,6 +247,9 @@ pub fn build_model(cfg: &ModelConfig) -> Result<Arc<dyn Model>, ConfigError> {
         return Err(ConfigError::Other(
             "--provider scripted takes its turns from --script FILE".to_string(),
         ));
+    }
+    if cfg.provider == anthropic::PROVIDER {
+        return Ok(Arc::new(AnthropicModel::new(cfg.clone())?));
     }
     Ok(Arc::new(OpenAiModel::new(cfg.clone())?))
 }

@@ -8,13 +8,13 @@
 
 mod chunks;
 pub mod request;
-mod transport;
+pub(crate) mod transport;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use reqwest::header::HeaderValue;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Map, Value};
 
 use self::chunks::CallIds;
@@ -66,7 +66,11 @@ impl OpenAiModel {
                     ))
                 })?;
                 header.set_sensitive(true);
-                Some(Secret { header, raw })
+                Some(Secret {
+                    name: AUTHORIZATION,
+                    header,
+                    raw,
+                })
             }
             _ => {
                 tracing::debug!(variable = %var, "openai: no API key in the environment; sending no Authorization header");
