@@ -154,6 +154,9 @@ impl ModelConfig {
             .or((p == anthropic::PROVIDER).then_some(anthropic::DEFAULT_BASE_URL));
         let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
         let Some(base_url) = base_url.filter(|_| model.is_some()) else {
+            if p == anthropic::PROVIDER {
+                return err(format!("--provider {p} needs --model"));
+            }
             return err(format!("--provider {p} needs --base-url and --model"));
         };
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {

@@ -458,3 +458,6 @@ fn partial_call(event_type: EventType, name: &str, id: &str, arguments: &str) ->
         stop_reason: StopReason::Completed,
     })
 }
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
