@@ -26,7 +26,8 @@ pub const MAX_CACHE_BREAKPOINTS: usize = 4;
 pub const MISSING_OUTPUT: &str = "[no output recorded for this call]";
 
 /// The config's extra fields, checked against the API's rules (`max_tokens` a positive integer;
-/// `thinking` `{type: enabled, budget_tokens >= 1024 and < max_tokens}` or `{type: disabled}`).
+/// `thinking` `{type: enabled, budget_tokens >= 1024 and < max_tokens}` or `{type: disabled}`;
+/// `stop` becomes `stop_sequences`).
 pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, String> {
     if let Some(key) = extra
         .keys()
@@ -68,6 +69,15 @@ pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, S
     }
     let mut out = extra.clone();
     out.insert("max_tokens".into(), json!(max_tokens));
+    // The OpenAI-style `stop` (a string or a list) is the Messages API's `stop_sequences`.
+    if let Some(stop) = out.remove("stop") {
+        let list = match stop {
+            Value::String(s) => json!([s]),
+            v @ Value::Array(_) => v,
+            _ => return Err("model.stop must be a string or a list of strings".into()),
+        };
+        out.entry("stop_sequences").or_insert(list);
+    }
     Ok(out)
 }
 

@@ -210,6 +210,11 @@ fn extra_fields_are_checked() {
         json!({"type": "enabled", "budget_tokens": 2048})
     );
     assert_eq!(body["temperature"], 1);
+    let stop = checked_extra(&map(json!({"stop": "END"}))).unwrap();
+    assert_eq!(
+        Value::Object(stop),
+        json!({"max_tokens": 8192, "stop_sequences": ["END"]})
+    );
     let err = |v: Value| checked_extra(&map(v)).unwrap_err();
     assert_eq!(
         err(json!({"thinking": {"type": "enabled", "budget_tokens": 9000}})),
