@@ -331,9 +331,9 @@ async fn auth_and_bad_requests_are_not_retried() {
     for (code, body, status, message) in [
         (
             401,
-            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-a-1"}}"#,
             StopReason::Auth,
-            "HTTP 401: invalid x-api-key",
+            "HTTP 401: invalid x-api-key [redacted]",
         ),
         (
             400,

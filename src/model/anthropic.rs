@@ -11,7 +11,8 @@
 pub mod request;
 mod stream;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -156,12 +157,15 @@ impl Model for AnthropicModel {
     fn open(&self, _ctx: &ModelSessionContext) -> Box<dyn ModelSession> {
         Box::new(AnthropicSession {
             inner: self.inner.clone(),
+            ids: Arc::default(),
         })
     }
 }
 
+/// One session's view: the tool call ids it has seen (repeats get a `_<n>` suffix).
 struct AnthropicSession {
     inner: Arc<Inner>,
+    ids: Arc<Mutex<HashSet<String>>>,
 }
 
 impl ModelSession for AnthropicSession {
@@ -172,7 +176,7 @@ impl ModelSession for AnthropicSession {
         transport::stream_with(
             inner.endpoint.clone(),
             bytes,
-            Box::new(stream::EventParser::new()),
+            Box::new(stream::EventParser::new(self.ids.clone())),
         )
     }
 }

@@ -8,7 +8,8 @@
 //! it) and the classification of in-stream errors. Server tool blocks are not client calls and
 //! are skipped. It knows nothing about HTTP, timeouts or the request body.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -83,13 +84,16 @@ pub(super) struct EventParser {
     blocks: BTreeMap<u64, Block>,
     counts: Counts,
     stop_reason: Option<String>,
-    /// Tool ids of this response (a repeated id would make the next request invalid).
-    ids: Vec<String>,
+    /// Tool ids the session has seen (a repeated id would make a later request invalid).
+    ids: Arc<Mutex<HashSet<String>>>,
 }
 
 impl EventParser {
-    pub(super) fn new() -> Self {
-        EventParser::default()
+    pub(super) fn new(ids: Arc<Mutex<HashSet<String>>>) -> Self {
+        EventParser {
+            ids,
+            ..EventParser::default()
+        }
     }
 
     fn event(&mut self, event: &Value, out: &mut Vec<ModelEvent>) -> Result<Fed, String> {
@@ -201,19 +205,21 @@ impl EventParser {
         Ok(())
     }
 
+    /// The provider's id, or `<id>_<n>` when the session saw it before (`toolu_rk<n>` if none).
     fn unique_id(&mut self, id: &str) -> String {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         let base = if id.is_empty() {
-            format!("toolu_rk{}", self.ids.len() + 1)
+            format!("toolu_rk{}", ids.len() + 1)
         } else {
             id.to_string()
         };
         let mut unique = base.clone();
         let mut n = 1;
-        while self.ids.contains(&unique) {
+        while ids.contains(&unique) {
             n += 1;
             unique = format!("{base}_{n}");
         }
-        self.ids.push(unique.clone());
+        ids.insert(unique.clone());
         unique
     }
 

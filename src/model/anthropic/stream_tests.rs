@@ -1,7 +1,7 @@
 use super::*;
 
 fn feed_all(events: &[&str]) -> (Vec<ModelEvent>, ModelOutcome) {
-    let mut p = EventParser::new();
+    let mut p = EventParser::new(Arc::default());
     let mut out = Vec::new();
     for e in events {
         if let Fed::End(o) = p.feed(e, &mut out) {
