@@ -72,7 +72,8 @@ const FIELDS: [&str; 10] = [
 
 /// The model configuration. `provider` is `scripted` (the built-in model, from `--script`) or
 /// the name of an OpenAI-compatible provider (`openai`, `deepseek`, …: any other name is served
-/// by the OpenAI-compatible client and reported as-is in `session_meta`).
+/// by the OpenAI-compatible client and reported as-is in `session_meta`), or `anthropic`
+/// (Anthropic's Messages API, see [`super::anthropic`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelConfig {
     pub provider: String,
