@@ -36,6 +36,8 @@ pub const API_VERSION: &str = "2023-06-01";
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
 /// `context_window` reported when the config names none (every current Claude model).
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 200_000;
+/// Cap on one response's text, thinking and tool input together (over it: `malformed`).
+pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// A model served by Anthropic's Messages API (or a server speaking it).
 #[derive(Debug, Clone)]
@@ -176,7 +178,10 @@ impl ModelSession for AnthropicSession {
         transport::stream_with(
             inner.endpoint.clone(),
             bytes,
-            Box::new(stream::EventParser::new(self.ids.clone())),
+            Box::new(stream::EventParser::new(
+                self.ids.clone(),
+                MAX_RESPONSE_BYTES,
+            )),
         )
     }
 }

@@ -86,14 +86,30 @@ pub(super) struct EventParser {
     stop_reason: Option<String>,
     /// Tool ids the session has seen (a repeated id would make a later request invalid).
     ids: Arc<Mutex<HashSet<String>>>,
+    /// Bytes of text, thinking, signatures and tool input so far, and their cap.
+    size: usize,
+    max: usize,
 }
 
 impl EventParser {
-    pub(super) fn new(ids: Arc<Mutex<HashSet<String>>>) -> Self {
+    pub(super) fn new(ids: Arc<Mutex<HashSet<String>>>, max_bytes: usize) -> Self {
         EventParser {
             ids,
+            max: max_bytes,
             ..EventParser::default()
         }
+    }
+
+    /// Counts `n` more bytes of the response against the cap.
+    fn grow(&mut self, n: usize) -> Result<(), String> {
+        self.size = self.size.saturating_add(n);
+        if self.size > self.max {
+            return Err(format!(
+                "the response exceeds {} bytes of text, thinking and tool input",
+                self.max
+            ));
+        }
+        Ok(())
     }
 
     fn event(&mut self, event: &Value, out: &mut Vec<ModelEvent>) -> Result<Fed, String> {
@@ -112,6 +128,7 @@ impl EventParser {
                 let block = event
                     .get("content_block")
                     .ok_or("content_block_start without content_block")?;
+                self.grow(payload_bytes(block))?;
                 self.start(index, block, out)?;
             }
             "content_block_delta" => {
@@ -119,6 +136,7 @@ impl EventParser {
                 let delta = event
                     .get("delta")
                     .ok_or("content_block_delta without delta")?;
+                self.grow(payload_bytes(delta))?;
                 self.delta(index, delta, out)?;
             }
             "content_block_stop" => {
@@ -302,6 +320,17 @@ impl EventParser {
 }
 
 impl StreamParser for EventParser {
+    fn finished(&self) -> bool {
+        self.stop_reason.is_some()
+    }
+
+    fn complete(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome {
+        match self.finish(out) {
+            Fed::End(outcome) => outcome,
+            Fed::More => malformed("stream ended early".to_string()),
+        }
+    }
+
     fn feed(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Fed {
         let data = data.trim();
         if data.is_empty() {
@@ -400,6 +429,16 @@ fn complete(index: u64, block: Block, out: &mut Vec<ModelEvent>) -> Result<(), S
         }
     }
     Ok(())
+}
+
+/// Bytes of the strings a block start or delta carries (what the response accumulates).
+fn payload_bytes(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::Array(a) => a.iter().map(payload_bytes).sum(),
+        Value::Object(m) => m.values().map(payload_bytes).sum(),
+        _ => 0,
+    }
 }
 
 fn index(event: &Value) -> Result<u64, String> {

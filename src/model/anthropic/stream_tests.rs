@@ -1,7 +1,7 @@
 use super::*;
 
 fn feed_all(events: &[&str]) -> (Vec<ModelEvent>, ModelOutcome) {
-    let mut p = EventParser::new(Arc::default());
+    let mut p = EventParser::new(Arc::default(), 1 << 20);
     let mut out = Vec::new();
     for e in events {
         if let Fed::End(o) = p.feed(e, &mut out) {
@@ -116,4 +116,25 @@ fn repeated_tool_ids_are_made_unique() {
         })
         .collect();
     assert_eq!(ids, ["toolu_x", "toolu_x_2"]);
+}
+
+#[test]
+fn the_response_size_is_capped() {
+    let mut p = EventParser::new(Arc::default(), 10);
+    let mut out = Vec::new();
+    assert_eq!(p.feed(START, &mut out), Fed::More);
+    let start =
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+    assert_eq!(p.feed(start, &mut out), Fed::More);
+    let delta = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"0123456789"}}"#;
+    match p.feed(delta, &mut out) {
+        Fed::End(o) => {
+            assert_eq!(o.status, StopReason::Malformed);
+            assert_eq!(
+                o.error_message.as_deref(),
+                Some("the response exceeds 10 bytes of text, thinking and tool input")
+            );
+        }
+        Fed::More => panic!("not capped"),
+    }
 }

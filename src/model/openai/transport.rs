@@ -93,6 +93,18 @@ pub(crate) trait StreamParser: Send {
     fn feed(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Fed;
     /// The body ended: how the request ended.
     fn eof(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome;
+    /// The answer's stop reason arrived (only usage or the end marker may follow).
+    fn finished(&self) -> bool {
+        false
+    }
+    /// Nothing more is expected: the request may end without waiting for the body's end.
+    fn settled(&self) -> bool {
+        false
+    }
+    /// Ends a finished answer whose server keeps the connection open: completed.
+    fn complete(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome {
+        self.eof(out)
+    }
 }
 
 impl StreamParser for ChunkParser {
@@ -204,6 +216,15 @@ impl Driver {
                     Ok(Some(Err(EventStreamError::Transport(BodyError::Idle)))) => {
                         self.timed_out(false)
                     }
+                    Ok(Some(Err(EventStreamError::Transport(BodyError::Transport(e)))))
+                        if self.parser.finished() =>
+                    {
+                        tracing::debug!(error = %e, "model: connection lost after the stop reason; completing");
+                        let mut out = Vec::new();
+                        let outcome = self.parser.complete(&mut out);
+                        self.queue.extend(out);
+                        self.end(outcome);
+                    }
                     Ok(Some(Err(EventStreamError::Transport(BodyError::Transport(e))))) => {
                         let message = self
                             .endpoint
@@ -219,6 +240,12 @@ impl Driver {
                         let fed = self.parser.feed(&event.data, &mut out);
                         self.queue.extend(out);
                         match fed {
+                            Fed::More if self.parser.settled() => {
+                                let mut out = Vec::new();
+                                let outcome = self.parser.complete(&mut out);
+                                self.queue.extend(out);
+                                self.end(outcome);
+                            }
                             Fed::More => self.phase = Phase::Body(events),
                             Fed::End(mut outcome) => {
                                 outcome.error_message =
