@@ -539,3 +539,31 @@ async fn config_model_section_sets_max_tokens_thinking_and_key_variable() {
         json!({"type": "enabled", "budget_tokens": 4096})
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_anthropic_without_a_model_exits_2() {
+    let (code, _, stderr, _d) = rookery(&["--provider", "anthropic", "hi"], &[]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--provider anthropic needs --model"),
+        "{stderr}"
+    );
+    let (code, _, stderr, _d) = rookery(
+        &[
+            "--provider",
+            "anthropic",
+            "--model",
+            "m",
+            "--base-url",
+            "api.anthropic.com",
+            "hi",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--base-url must start with http://"),
+        "{stderr}"
+    );
+}

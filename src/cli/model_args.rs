@@ -78,6 +78,7 @@ pub fn resolve_model(
             "the scripted model takes its turns from --script FILE".to_string(),
         ));
     }
+    crate::model::anthropic::apply_defaults(&mut cfg)?;
     cfg.validate()?;
     let model = build_model(&cfg)?;
     config.set_model(cfg)?;

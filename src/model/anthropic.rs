@@ -59,18 +59,39 @@ fn invalid(message: impl Into<String>) -> ConfigError {
     ConfigError::Other(message.into())
 }
 
+/// Sets `base_url` to [`DEFAULT_BASE_URL`] when an anthropic config has none.
+pub fn fill_base_url(cfg: &mut ModelConfig) {
+    if cfg.provider == PROVIDER && cfg.base_url.as_deref().is_none_or(|u| u.trim().is_empty()) {
+        cfg.base_url = Some(DEFAULT_BASE_URL.to_string());
+    }
+}
+
+/// The anthropic defaults of a config about to be validated (`base_url`), and its one required
+/// field (`model`); other providers' configs are left alone.
+pub fn apply_defaults(cfg: &mut ModelConfig) -> Result<(), ConfigError> {
+    if cfg.provider != PROVIDER {
+        return Ok(());
+    }
+    fill_base_url(cfg);
+    if cfg.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+        return Err(invalid("--provider anthropic needs --model"));
+    }
+    Ok(())
+}
+
 impl AnthropicModel {
     /// Validates the config, reads the key from its variable (absent or empty: no `x-api-key`,
     /// for proxies that add it) and builds the HTTP client.
-    pub fn new(cfg: ModelConfig) -> Result<Self, ConfigError> {
-        cfg.validate()?;
+    pub fn new(mut cfg: ModelConfig) -> Result<Self, ConfigError> {
         if cfg.provider != PROVIDER {
             return Err(invalid(format!(
                 "provider \"{}\" is not the anthropic provider",
                 cfg.provider
             )));
         }
-        let Some(model) = cfg.model.clone().filter(|m| !m.trim().is_empty()) else {
+        apply_defaults(&mut cfg)?;
+        cfg.validate()?;
+        let Some(model) = cfg.model.clone() else {
             return Err(invalid("--provider anthropic needs --model"));
         };
         if cfg.vision_model.is_some() {

@@ -151,13 +151,9 @@ impl ModelConfig {
         if self.is_scripted() {
             return Ok(());
         }
-        let base_url = (self.base_url.as_deref().filter(|s| !s.trim().is_empty()))
-            .or((p == anthropic::PROVIDER).then_some(anthropic::DEFAULT_BASE_URL));
+        let base_url = self.base_url.as_deref().filter(|s| !s.trim().is_empty());
         let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
         let Some(base_url) = base_url.filter(|_| model.is_some()) else {
-            if p == anthropic::PROVIDER {
-                return err(format!("--provider {p} needs --model"));
-            }
             return err(format!("--provider {p} needs --base-url and --model"));
         };
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
@@ -231,6 +227,7 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
         idle_timeout_ms: take(&mut map, "idle_timeout_ms")?,
         extra: take(&mut map, "extra")?.unwrap_or_default(),
     };
+    anthropic::fill_base_url(&mut cfg);
     for (key, value) in map {
         if PASSTHROUGH_KEYS.contains(&key.as_str()) {
             cfg.extra.insert(key, value);
