@@ -20,7 +20,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
 use super::model_config::ModelConfig;
-use super::openai::transport::{self, Endpoint, Secret};
+use super::openai::{Endpoint, Secret, stream_with};
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
 use crate::error::ConfigError;
 
@@ -196,7 +196,7 @@ impl ModelSession for AnthropicSession {
         let inner = &self.inner;
         let body = request::build_body(&inner.model, &request, inner.vision, &inner.extra);
         let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
-        transport::stream_with(
+        stream_with(
             inner.endpoint.clone(),
             bytes,
             Box::new(stream::EventParser::new(

@@ -8,7 +8,7 @@
 
 mod chunks;
 pub mod request;
-pub(crate) mod transport;
+mod transport;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +18,8 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Map, Value};
 
 use self::chunks::CallIds;
-use self::transport::{Endpoint, Secret};
+// Also the transport other providers stream through (with their own parser and key header).
+pub(crate) use self::transport::{Endpoint, Fed, Secret, StreamParser, clip, stream_with};
 use super::model_config::ModelConfig;
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
 use crate::error::ConfigError;

@@ -17,7 +17,7 @@ use super::request::{FIDELITY_KEY, REDACTED_THINKING_MIME};
 use crate::message::{EventType, Fidelity, ModelPayload, Role, StopReason, Usage};
 use crate::model::ModelEvent;
 use crate::model::ModelOutcome;
-use crate::model::openai::transport::{Fed, StreamParser, clip};
+use crate::model::openai::{Fed, StreamParser, clip};
 
 /// One content block being streamed, by its `index`.
 #[derive(Debug)]
