@@ -5,6 +5,8 @@
 //! the streamed segment discipline.
 #![allow(dead_code)]
 
+pub mod rules;
+
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
