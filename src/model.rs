@@ -4,6 +4,7 @@
 //! A model knows nothing of actors, approvals or traces: it turns one request into one stream of
 //! events that ends with exactly one [`ModelEvent::End`]. Retrying is the turn loop's job.
 
+pub mod anthropic;
 pub mod model_config;
 pub mod openai;
 pub mod scripted;

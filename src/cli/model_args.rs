@@ -19,21 +19,24 @@ pub struct ModelArgs {
     /// A scripted-model JSON file (the built-in model: no network, no key).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
-    /// An OpenAI-compatible provider (`openai`, `deepseek`, `vllm`, …).
+    /// `anthropic` (Anthropic's Messages API), or an OpenAI-compatible provider (`openai`,
+    /// `deepseek`, `vllm`, …).
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
-    /// The server's base URL; requests go to `{URL}/chat/completions`.
+    /// The server's base URL; requests go to `{URL}/chat/completions` (`{URL}/messages` for
+    /// anthropic, default https://api.anthropic.com/v1).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// The model name sent to the server.
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
-    /// The environment variable holding the API key (default OPENAI_API_KEY; unset = no key).
+    /// The environment variable holding the API key (default OPENAI_API_KEY, ANTHROPIC_API_KEY
+    /// for anthropic; unset = no key).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
 }
 
-const NO_MODEL: &str = "no model configured: pass --script FILE to use the built-in scripted model (see README, \"Script format\"), or --provider openai --base-url URL --model NAME for an OpenAI-compatible server";
+const NO_MODEL: &str = "no model configured: pass --script FILE to use the built-in scripted model (see README, \"Script format\"), or --provider openai --base-url URL --model NAME for an OpenAI-compatible server, or --provider anthropic --model NAME for Claude";
 
 /// The model of the sessions; also re-assembles `config`'s tools for it (image tools).
 pub fn resolve_model(
@@ -75,6 +78,7 @@ pub fn resolve_model(
             "the scripted model takes its turns from --script FILE".to_string(),
         ));
     }
+    crate::model::anthropic::apply_defaults(&mut cfg)?;
     cfg.validate()?;
     let model = build_model(&cfg)?;
     config.set_model(cfg)?;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::Model;
+use super::anthropic::{self, AnthropicModel};
 use super::openai::OpenAiModel;
 use super::openai::request::RESERVED_BODY_KEYS;
 use crate::error::ConfigError;
@@ -82,7 +83,8 @@ const FIELDS: [&str; 11] = [
 
 /// The model configuration. `provider` is `scripted` (the built-in model, from `--script`) or
 /// the name of an OpenAI-compatible provider (`openai`, `deepseek`, …: any other name is served
-/// by the OpenAI-compatible client and reported as-is in `session_meta`).
+/// by the OpenAI-compatible client and reported as-is in `session_meta`), or `anthropic`
+/// (Anthropic's Messages API, see [`super::anthropic`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelConfig {
     pub provider: String,
@@ -133,7 +135,11 @@ impl ModelConfig {
     }
 
     pub fn api_key_env(&self) -> &str {
-        self.api_key_env.as_deref().unwrap_or(DEFAULT_API_KEY_ENV)
+        let default = match self.provider.as_str() {
+            anthropic::PROVIDER => anthropic::DEFAULT_API_KEY_ENV,
+            _ => DEFAULT_API_KEY_ENV,
+        };
+        self.api_key_env.as_deref().unwrap_or(default)
     }
 
     pub fn context_window(&self) -> u64 {
@@ -262,6 +268,7 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
         max_response_bytes: take(&mut map, "max_response_bytes")?,
         extra: take(&mut map, "extra")?.unwrap_or_default(),
     };
+    anthropic::fill_base_url(&mut cfg);
     for (key, value) in map {
         if PASSTHROUGH_KEYS.contains(&key.as_str()) {
             cfg.extra.insert(key, value);
@@ -282,6 +289,9 @@ pub fn build_model(cfg: &ModelConfig) -> Result<Arc<dyn Model>, ConfigError> {
         return Err(ConfigError::Other(
             "--provider scripted takes its turns from --script FILE".to_string(),
         ));
+    }
+    if cfg.provider == anthropic::PROVIDER {
+        return Ok(Arc::new(AnthropicModel::new(cfg.clone())?));
     }
     Ok(Arc::new(OpenAiModel::new(cfg.clone())?))
 }

@@ -16,11 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use reqwest::header::HeaderValue;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Map, Value};
 
 use self::chunks::CallIds;
-use self::transport::{Endpoint, Secret};
+// Also the transport other providers stream through (with their own parser and key header).
+pub(crate) use self::transport::{Endpoint, Fed, Secret, StreamParser, clip, stream_with};
 use super::model_config::ModelConfig;
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
 use crate::error::ConfigError;
@@ -69,7 +70,11 @@ impl OpenAiModel {
                 })?;
                 header.set_sensitive(true);
                 crate::redact::redact_in_logs(&raw);
-                Some(Secret { header, raw })
+                Some(Secret {
+                    name: AUTHORIZATION,
+                    header,
+                    raw,
+                })
             }
             _ => {
                 tracing::debug!(variable = %var, "openai: no API key in the environment; sending no Authorization header");

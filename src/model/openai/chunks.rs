@@ -66,7 +66,7 @@ enum Open {
 
 /// What feeding one `data:` payload decided.
 #[derive(Debug, PartialEq)]
-pub(super) enum Fed {
+pub(crate) enum Fed {
     More,
     End(ModelOutcome),
 }
@@ -529,7 +529,7 @@ fn malformed(message: String) -> ModelOutcome {
 }
 
 /// At most `max` characters of `s`, with `…` when cut.
-pub(super) fn clip(s: &str, max: usize) -> String {
+pub(crate) fn clip(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &s[..at]),
         None => s.to_string(),

@@ -15,11 +15,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, Stream, StreamExt};
 use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::chunks::{CallIds, ChunkParser, Fed, clip};
+use super::chunks::{CallIds, ChunkParser};
+pub(crate) use super::chunks::{Fed, clip};
 use super::sse::SseFramer;
 use crate::message::StopReason;
 use crate::model::{ModelEvent, ModelOutcome};
@@ -36,11 +37,12 @@ const USAGE_GRACE: Duration = Duration::from_secs(2);
 /// Bytes of a body kept for the error message when it is not an event stream.
 const HEAD_MAX: usize = 300;
 
-/// The API key as an `Authorization` value; never printed.
+/// The API key as the value of header `name` (`Authorization`, `x-api-key`); never printed.
 #[derive(Clone)]
-pub(super) struct Secret {
-    pub(super) header: HeaderValue,
-    pub(super) raw: String,
+pub(crate) struct Secret {
+    pub(crate) name: HeaderName,
+    pub(crate) header: HeaderValue,
+    pub(crate) raw: String,
 }
 
 impl std::fmt::Debug for Secret {
@@ -51,14 +53,14 @@ impl std::fmt::Debug for Secret {
 
 /// Everything needed to send requests to one endpoint.
 #[derive(Debug)]
-pub(super) struct Endpoint {
-    pub(super) http: reqwest::Client,
-    pub(super) url: String,
-    pub(super) key: Option<Secret>,
-    pub(super) idle: Duration,
-    pub(super) request_timeout: Option<Duration>,
+pub(crate) struct Endpoint {
+    pub(crate) http: reqwest::Client,
+    pub(crate) url: String,
+    pub(crate) key: Option<Secret>,
+    pub(crate) idle: Duration,
+    pub(crate) request_timeout: Option<Duration>,
     /// Cap on one response's text, thinking and tool arguments.
-    pub(super) max_response_bytes: usize,
+    pub(crate) max_response_bytes: usize,
 }
 
 impl Endpoint {
@@ -95,10 +97,48 @@ enum Phase {
     Done,
 }
 
+/// Turns the `data:` payloads of one response into model events (one impl per wire format).
+pub(crate) trait StreamParser: Send {
+    /// Feeds the data of one SSE event; events to emit are pushed onto `out`.
+    fn feed(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Fed;
+    /// The body ended: how the request ended.
+    fn eof(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome;
+    /// The answer's stop reason arrived (only usage or the end marker may follow).
+    fn finished(&self) -> bool {
+        false
+    }
+    /// Nothing more is expected: the request may end without waiting for the body's end.
+    fn settled(&self) -> bool {
+        false
+    }
+    /// Ends a finished answer whose server keeps the connection open: completed.
+    fn complete(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome {
+        self.eof(out)
+    }
+}
+
+impl StreamParser for ChunkParser {
+    fn feed(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Fed {
+        ChunkParser::feed(self, data, out)
+    }
+    fn eof(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome {
+        ChunkParser::eof(self, out)
+    }
+    fn finished(&self) -> bool {
+        ChunkParser::finished(self)
+    }
+    fn settled(&self) -> bool {
+        ChunkParser::settled(self)
+    }
+    fn complete(&mut self, out: &mut Vec<ModelEvent>) -> ModelOutcome {
+        ChunkParser::complete(self, out)
+    }
+}
+
 struct Driver {
     endpoint: Arc<Endpoint>,
     phase: Phase,
-    parser: ChunkParser,
+    parser: Box<dyn StreamParser>,
     queue: VecDeque<ModelEvent>,
     deadline: Option<Instant>,
 }
@@ -109,11 +149,21 @@ pub(super) fn stream(
     body: Vec<u8>,
     ids: Arc<Mutex<CallIds>>,
 ) -> BoxStream<'static, ModelEvent> {
+    let parser = ChunkParser::new(ids).with_limit(endpoint.max_response_bytes);
+    stream_with(endpoint, body, Box::new(parser))
+}
+
+/// Streams one request whose events `parser` reads; always ends with exactly one `End`.
+pub(crate) fn stream_with(
+    endpoint: Arc<Endpoint>,
+    body: Vec<u8>,
+    parser: Box<dyn StreamParser>,
+) -> BoxStream<'static, ModelEvent> {
     let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
     let driver = Driver {
         endpoint: endpoint.clone(),
         phase: Phase::Send(body),
-        parser: ChunkParser::new(ids).with_limit(endpoint.max_response_bytes),
+        parser,
         queue: VecDeque::new(),
         deadline,
     };
@@ -283,7 +333,7 @@ impl Driver {
             .header(CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(key) = &endpoint.key {
-            request = request.header(AUTHORIZATION, key.header.clone());
+            request = request.header(key.name.clone(), key.header.clone());
         }
         let (wait, by_deadline) = self.budget();
         let response = match tokio::time::timeout(wait, request.send()).await {
@@ -335,7 +385,7 @@ impl Driver {
 }
 
 /// The outcome of a non-success HTTP status.
-pub(super) fn classify(
+pub(crate) fn classify(
     status: StatusCode,
     message: String,
     retry_after_ms: Option<u64>,
@@ -358,7 +408,7 @@ pub(super) fn classify(
 }
 
 /// `Retry-After` in seconds (integer or decimal), capped; HTTP dates are ignored.
-pub(super) fn retry_after_ms(value: Option<&HeaderValue>) -> Option<u64> {
+pub(crate) fn retry_after_ms(value: Option<&HeaderValue>) -> Option<u64> {
     let text = value?.to_str().ok()?.trim();
     let secs: f64 = text.parse().ok()?;
     if !secs.is_finite() || secs < 0.0 {
@@ -369,7 +419,7 @@ pub(super) fn retry_after_ms(value: Option<&HeaderValue>) -> Option<u64> {
 }
 
 /// `error.message` of a JSON error body, else the body text (truncated), else the status text.
-pub(super) fn server_message(body: &str, status: StatusCode) -> String {
+pub(crate) fn server_message(body: &str, status: StatusCode) -> String {
     let from_json = serde_json::from_str::<Value>(body).ok().and_then(|v| {
         let from_error = match v.get("error") {
             Some(Value::String(s)) => Some(s.clone()),
@@ -475,6 +525,7 @@ mod tests {
     #[test]
     fn secrets_do_not_print() {
         let secret = Secret {
+            name: reqwest::header::AUTHORIZATION,
             header: HeaderValue::from_static("Bearer sk-zzz"),
             raw: "sk-zzz".into(),
         };
