@@ -24,7 +24,7 @@ pub struct ModelArgs {
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
     /// The server's base URL; requests go to `{URL}/chat/completions` (`{URL}/messages` for
-    /// anthropic, default https://api.anthropic.com/v1).
+    /// anthropic, default `https://api.anthropic.com/v1`).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// The model name sent to the server.
