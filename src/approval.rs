@@ -5,6 +5,9 @@
 //! decision as `approval_decision`, and a `PolicyApprover`'s mode and each change of it as
 //! `session_meta.approval_mode` and `approval_mode_changed`).
 
+pub mod command_policy;
+mod shell_words;
+
 use std::str::FromStr;
 use std::sync::Arc;
 
