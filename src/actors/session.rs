@@ -8,6 +8,7 @@
 mod carry;
 mod close_out;
 mod dispatch;
+mod gate;
 mod handle;
 mod mode;
 mod output;
@@ -143,7 +144,12 @@ pub enum SessionMsg {
     Approved {
         turn: u64,
         idx: usize,
-        decision: Decision,
+        verdict: Box<gate::Verdict>,
+    },
+    /// Hook records (`hook_error`) of a call of turn `turn`, written before its output.
+    HookRecords {
+        turn: u64,
+        records: Vec<OmniMessage>,
     },
     ToolPartial {
         turn: u64,
@@ -256,6 +262,8 @@ pub struct SessionState {
     pub(crate) trace_failure: Option<String>,
     /// The trace writer's report of a failed write (read when a task ends).
     pub(crate) trace_health: Arc<TraceHealth>,
+    /// The session's trace file (hooks get it as `transcript_path`).
+    pub(crate) trace_path: PathBuf,
 }
 
 impl Actor for SessionActor {
@@ -272,7 +280,7 @@ impl Actor for SessionActor {
             id,
             options,
             trace,
-            trace_path: _,
+            trace_path,
             subscribers,
             meta,
             env,
@@ -345,6 +353,7 @@ impl Actor for SessionActor {
             _mode_watch: None,
             trace_failure: None,
             trace_health,
+            trace_path,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -483,17 +492,20 @@ async fn handle_msg(
                 myself.stop(None);
             }
             SessionMsg::Model { turn, event } => turn::on_model_event(&myself, state, turn, event),
-            SessionMsg::Approved {
-                turn,
-                idx,
-                decision,
-            } => {
-                if decision == Decision::Allow
+            SessionMsg::Approved { turn, idx, verdict } => {
+                if verdict.decision == Decision::Allow
                     && let Some(name) = dispatch::live_call_name(state, turn, idx)
                 {
                     Box::pin(services::ensure(&myself, state, &name)).await;
                 }
-                dispatch::on_approved(&myself, state, turn, idx, decision)
+                dispatch::on_approved(&myself, state, turn, idx, *verdict)
+            }
+            SessionMsg::HookRecords { turn, records } => {
+                if state.task.as_ref().is_some_and(|t| t.turn.id == turn) {
+                    for r in records {
+                        state.emit(r, true);
+                    }
+                }
             }
             SessionMsg::ToolPartial { turn, msg } => {
                 if state.task.as_ref().is_some_and(|t| t.turn.id == turn) {
