@@ -174,6 +174,12 @@ impl CommandPolicy {
             .filter_map(|(name, pattern)| match Regex::new(&pattern) {
                 Ok(re) => Some((name, re)),
                 Err(e) => {
+                    let e = e.to_string();
+                    let e = e
+                        .lines()
+                        .map(str::trim)
+                        .rfind(|l| !l.is_empty())
+                        .unwrap_or("");
                     tracing::warn!("commands.policy: rule \"{name}\" skipped: bad regex: {e}");
                     None
                 }

@@ -73,7 +73,7 @@ impl Matcher {
             .map_err(|e| HookConfigError::Matcher {
                 event: event.to_string(),
                 matcher: text.to_string(),
-                message: e.to_string(),
+                message: one_line(&e.to_string()),
             })
     }
 
@@ -215,7 +215,7 @@ impl HooksConfig {
         };
         HooksConfig::from_value(hooks).map_err(|e| match e {
             HookConfigError::Invalid { message, .. } => invalid(message),
-            other => other,
+            other => invalid(other.to_string()),
         })
     }
 
@@ -244,6 +244,15 @@ impl HooksConfig {
             .flat_map(|g| g.hooks.iter().cloned())
             .collect()
     }
+}
+
+/// A regex error's last line (its message without the caret picture).
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or(text)
+        .to_string()
 }
 
 fn hook_command(event: &str, h: RawHook) -> Result<HookCommand, HookConfigError> {
