@@ -174,3 +174,52 @@ fn a_bad_hooks_file_is_a_configuration_error() {
     let out = sb.run(&["--script", s(&script), "--hooks", s(&missing), "go"]);
     out.expect_config_error(&["nope.json"]);
 }
+
+/// The README's example hook, taken from the README itself.
+fn readme_block(after: &str, fence: &str) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let start = readme.find(after).expect("example paragraph");
+    let rest = &readme[start..];
+    let open = rest.find(fence).expect("fence") + fence.len();
+    let close = rest[open..].find("```").expect("closing fence");
+    rest[open..open + close].to_string()
+}
+
+#[test]
+fn the_readme_example_hook_works() {
+    let sb = Sandbox::new();
+    let guard = readme_block("A working example", "```bash\n");
+    let settings = readme_block("A working example", "```json\n");
+    let path = sb.ws().join("guard.sh");
+    std::fs::write(&path, guard).expect("write guard");
+    let mut perm = std::fs::metadata(&path).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&path, perm).expect("chmod");
+    let settings = sb.file("settings.json", &settings);
+    let script = sb.script(&json!({"turns": [
+        {"tool_calls": [exec("git push"), exec("cat .env"), exec("echo fine")]},
+        {"text": "done"}
+    ]}));
+    let out = sb.run(&[
+        "--script",
+        s(&script),
+        "--hooks",
+        s(&settings),
+        "push my branch",
+    ]);
+    out.expect_code(0);
+    let records = read_records(&sb.trace());
+    assert_eq!(
+        output_of(&records, "call_0")["output"],
+        "Tool call blocked by PreToolUse hook: pushing is for humans"
+    );
+    // Asked on the terminal despite allow-all; stdin is /dev/null, so the prompt denies.
+    let d = decision_record(&records, "call_1");
+    assert_eq!(
+        (&d["decision"], &d["source"], &d["reason"]),
+        (&json!("deny"), &json!("user"), &json!("touches .env"))
+    );
+    assert_eq!(decision_record(&records, "call_2")["source"], "mode");
+    assert_eq!(output_of(&records, "call_2")["stop_reason"], "completed");
+}

@@ -564,3 +564,27 @@ async fn the_policy_beats_allow_all_and_an_allowing_hook() {
     assert_eq!(inputs.len(), 1, "{seen}");
     assert_eq!(inputs[0]["tool_use_id"], "call_2");
 }
+
+#[tokio::test]
+async fn a_served_inline_config_may_not_carry_hooks() {
+    let inline = json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "touch /tmp/x"}]}]}});
+    let e = rookery::server::session_config::resolve(inline, None, None)
+        .await
+        .err()
+        .expect("inline hooks are refused");
+    assert_eq!(e.code, "invalid_config");
+    assert!(e.message.contains("hooks"), "{}", e.message);
+    let ok = rookery::server::session_config::resolve(
+        json!({"commands": {"policy": {"disable": ["mkfs"]}}}),
+        None,
+        None,
+    )
+    .await
+    .ok()
+    .expect("a policy is accepted inline");
+    assert_eq!(ok.command_policy.check("mkfs /dev/sda"), None);
+    assert_eq!(
+        ok.command_policy.check("rm -rf /"),
+        Some("rm-recursive-force")
+    );
+}
