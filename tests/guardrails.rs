@@ -353,7 +353,7 @@ async fn a_hook_past_its_timeout_is_killed_and_the_call_proceeds() {
     let o = with_hooks(
         &ws,
         one_call(exec("touch ran.txt")),
-        hooks(json!({"PreToolUse": [pre("*", &[(&hook, 1.0)])]})),
+        hooks(json!({"PreToolUse": [pre("*", &[(&hook, 3.0)])]})),
     );
     let recs = run(&home, o).await;
     assert!(ws.join("ran.txt").exists());
@@ -568,20 +568,20 @@ async fn the_policy_beats_allow_all_and_an_allowing_hook() {
 #[tokio::test]
 async fn a_served_inline_config_may_not_carry_hooks() {
     let inline = json!({"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "touch /tmp/x"}]}]}});
-    let e = rookery::server::session_config::resolve(inline, None, None)
-        .await
-        .err()
-        .expect("inline hooks are refused");
+    let Err(e) = rookery::server::session_config::resolve(inline, None, None).await else {
+        panic!("inline hooks are refused");
+    };
     assert_eq!(e.code, "invalid_config");
     assert!(e.message.contains("hooks"), "{}", e.message);
-    let ok = rookery::server::session_config::resolve(
+    let Ok(ok) = rookery::server::session_config::resolve(
         json!({"commands": {"policy": {"disable": ["mkfs"]}}}),
         None,
         None,
     )
     .await
-    .ok()
-    .expect("a policy is accepted inline");
+    else {
+        panic!("a policy is accepted inline");
+    };
     assert_eq!(ok.command_policy.check("mkfs /dev/sda"), None);
     assert_eq!(
         ok.command_policy.check("rm -rf /"),

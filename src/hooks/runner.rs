@@ -217,7 +217,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
         let cmd = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-        let r = run(&hook(&cmd, 1.0), b"", &env()).await;
+        let r = run(&hook(&cmd, 3.0), b"", &env()).await;
         assert_eq!(r.exit, Exit::TimedOut);
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()
