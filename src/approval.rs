@@ -269,6 +269,25 @@ mod tests {
     }
 
     #[test]
+    fn decisions_name_who_made_them() {
+        let p = PolicyApprover::new(ApprovalMode::ReadOnly, Arc::new(DenyAllApprover));
+        assert_eq!(p.decided_by(&req(Some(Permission::Read)), false), "mode");
+        assert_eq!(Approver::mode_name(&p), "read-only");
+        // The asker answers writes; a hook's `ask` goes past the mode to it.
+        struct Human;
+        impl Approver for Human {
+            fn approve(&self, _r: ApprovalRequest) -> BoxFuture<'static, Decision> {
+                Box::pin(async { Decision::Allow })
+            }
+        }
+        let p = PolicyApprover::new(ApprovalMode::AllowAll, Arc::new(Human));
+        assert_eq!(p.decided_by(&req(None), false), "mode");
+        assert_eq!(p.decided_by(&req(None), true), "user");
+        assert_eq!(AllowAllApprover.decided_by(&req(None), true), "mode");
+        assert_eq!(AllowAllApprover.mode_name(), "allow-all");
+    }
+
+    #[test]
     fn modes_parse_and_print() {
         for m in ["allow-all", "deny-all", "read-only", "always-ask"] {
             assert_eq!(
