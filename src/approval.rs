@@ -5,6 +5,9 @@
 //! decision as `approval_decision`, and a `PolicyApprover`'s mode and each change of it as
 //! `session_meta.approval_mode` and `approval_mode_changed`).
 
+pub mod command_policy;
+mod shell_words;
+
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -82,6 +85,27 @@ pub trait Approver: Send + Sync + 'static {
     fn policy(&self) -> Option<&PolicyApprover> {
         None
     }
+
+    /// Asks whoever answers for this approver even when its mode would decide alone (a
+    /// PreToolUse hook answered `ask`). The default is [`Approver::approve`].
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        self.approve(request)
+    }
+
+    /// Who answers `request` through [`Approver::approve`]: `mode`, `user` or `api` (the
+    /// `source` of its `approval_decision`). With `asked`, who answers [`Approver::ask`].
+    fn decided_by(&self, request: &ApprovalRequest, asked: bool) -> &'static str {
+        let _ = (request, asked);
+        match self.policy() {
+            Some(p) => p.decided_by(request, asked),
+            None => "user",
+        }
+    }
+
+    /// The approval mode name hooks are told (`permission_mode`).
+    fn mode_name(&self) -> &'static str {
+        self.policy().map_or("default", |p| p.mode().as_str())
+    }
 }
 
 /// The library default: every call is denied.
@@ -92,6 +116,14 @@ impl Approver for DenyAllApprover {
     fn approve(&self, _request: ApprovalRequest) -> BoxFuture<'static, Decision> {
         Box::pin(async { Decision::Deny })
     }
+
+    fn decided_by(&self, _request: &ApprovalRequest, _asked: bool) -> &'static str {
+        "mode"
+    }
+
+    fn mode_name(&self) -> &'static str {
+        ApprovalMode::DenyAll.as_str()
+    }
 }
 
 /// Allows everything (benchmarks, trusted scripts).
@@ -101,6 +133,14 @@ pub struct AllowAllApprover;
 impl Approver for AllowAllApprover {
     fn approve(&self, _request: ApprovalRequest) -> BoxFuture<'static, Decision> {
         Box::pin(async { Decision::Allow })
+    }
+
+    fn decided_by(&self, _request: &ApprovalRequest, _asked: bool) -> &'static str {
+        "mode"
+    }
+
+    fn mode_name(&self) -> &'static str {
+        ApprovalMode::AllowAll.as_str()
     }
 }
 
@@ -154,11 +194,33 @@ impl PolicyApprover {
     pub fn subscribe(&self) -> watch::Receiver<ApprovalMode> {
         self.mode.subscribe()
     }
+
+    /// Whether the mode decides `request` without asking.
+    fn decides_alone(&self, request: &ApprovalRequest) -> bool {
+        match self.mode() {
+            ApprovalMode::AllowAll | ApprovalMode::DenyAll => true,
+            ApprovalMode::ReadOnly => request.permission == Some(Permission::Read),
+            ApprovalMode::AlwaysAsk => false,
+        }
+    }
+
+    /// `mode` when the mode decides `request` alone, else who the asker is.
+    pub fn decided_by(&self, request: &ApprovalRequest, asked: bool) -> &'static str {
+        if !asked && self.decides_alone(request) {
+            "mode"
+        } else {
+            self.asker.decided_by(request, true)
+        }
+    }
 }
 
 impl Approver for PolicyApprover {
     fn policy(&self) -> Option<&PolicyApprover> {
         Some(self)
+    }
+
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        self.asker.ask(request)
     }
 
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
@@ -204,6 +266,25 @@ mod tests {
         assert_eq!(p.approve(req(None)).await, Decision::Deny);
         p.set_mode(ApprovalMode::AllowAll);
         assert_eq!(p.approve(req(None)).await, Decision::Allow);
+    }
+
+    #[test]
+    fn decisions_name_who_made_them() {
+        let p = PolicyApprover::new(ApprovalMode::ReadOnly, Arc::new(DenyAllApprover));
+        assert_eq!(p.decided_by(&req(Some(Permission::Read)), false), "mode");
+        assert_eq!(Approver::mode_name(&p), "read-only");
+        // The asker answers writes; a hook's `ask` goes past the mode to it.
+        struct Human;
+        impl Approver for Human {
+            fn approve(&self, _r: ApprovalRequest) -> BoxFuture<'static, Decision> {
+                Box::pin(async { Decision::Allow })
+            }
+        }
+        let p = PolicyApprover::new(ApprovalMode::AllowAll, Arc::new(Human));
+        assert_eq!(p.decided_by(&req(None), false), "mode");
+        assert_eq!(p.decided_by(&req(None), true), "user");
+        assert_eq!(AllowAllApprover.decided_by(&req(None), true), "mode");
+        assert_eq!(AllowAllApprover.mode_name(), "allow-all");
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct SessionArgs {
     /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin, model.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// PreToolUse/PostToolUse hooks: a Claude Code settings.json or its `hooks` object (run
+    /// besides the config's `hooks:`).
+    #[arg(long, value_name = "FILE")]
+    pub hooks: Option<PathBuf>,
     /// How tool calls are approved (default allow-all; a resumed chat keeps its recorded mode).
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     pub approve: Option<ApprovalMode>,
@@ -148,6 +152,10 @@ pub struct ServeArgs {
     /// The directory of named session configs (`config: "<name>"` is `DIR/<name>.yaml` or `.yml`).
     #[arg(long, value_name = "DIR")]
     pub config_dir: Option<PathBuf>,
+    /// PreToolUse/PostToolUse hooks of every served session: a Claude Code settings.json or
+    /// its `hooks` object.
+    #[arg(long, value_name = "FILE")]
+    pub hooks: Option<PathBuf>,
     /// At most N sessions served at once (more are refused with 503).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_sessions: usize,

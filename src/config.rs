@@ -76,6 +76,9 @@ pub struct CommandsConfig {
     /// Patterns let through despite `strip_env` (never the provider key or the serve token).
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// `policy:` the command policy (`forbidden` rules of the shell tools).
+    #[serde(default)]
+    pub policy: crate::approval::command_policy::PolicyConfig,
 }
 
 /// Default of `tools.max_parallel`: tool calls of one session that run at once.
@@ -90,6 +93,7 @@ struct RawAgentConfig {
     tools: Option<ToolsSection>,
     model: Option<ModelConfig>,
     commands: Option<CommandsConfig>,
+    hooks: Option<crate::hooks::HooksConfig>,
 }
 
 /// A validated agent config.
@@ -104,8 +108,12 @@ pub struct AgentConfig {
     pub max_parallel: usize,
     /// The `model:` section, when the file has one.
     pub model: Option<ModelConfig>,
-    /// The `commands:` section (environment stripping).
+    /// The `commands:` section (environment stripping, the command policy).
     pub commands: CommandsConfig,
+    /// `commands.policy`, compiled.
+    pub command_policy: std::sync::Arc<crate::approval::command_policy::CommandPolicy>,
+    /// The `hooks:` section (PreToolUse / PostToolUse), merged with `--hooks FILE`.
+    pub hooks: std::sync::Arc<crate::hooks::HooksConfig>,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
 }
@@ -121,6 +129,8 @@ impl Default for AgentConfig {
             max_parallel: DEFAULT_MAX_PARALLEL,
             model: None,
             commands: CommandsConfig::default(),
+            command_policy: Default::default(),
+            hooks: Default::default(),
             builtin: None,
         }
     }
@@ -171,6 +181,10 @@ impl AgentConfig {
             cfg.retry = r;
         }
         cfg.commands = raw.commands.unwrap_or_default();
+        cfg.command_policy = std::sync::Arc::new(
+            crate::approval::command_policy::CommandPolicy::from_config(&cfg.commands.policy),
+        );
+        cfg.hooks = std::sync::Arc::new(raw.hooks.unwrap_or_default());
         let tools = raw.tools.unwrap_or_default();
         cfg.builtin = tools.builtin;
         if let Some(n) = tools.max_parallel {
@@ -242,6 +256,7 @@ mod tests {
             Some(CommandsConfig {
                 strip_env: vec!["X_*".into()],
                 pass_env: vec!["GITHUB_TOKEN".into()],
+                ..CommandsConfig::default()
             })
         );
         let e = AgentConfig::from_yaml("commands:\n  strip: [A]\n")

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod hooks;
 pub mod message;
 pub mod model;
 pub mod redact;

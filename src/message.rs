@@ -284,6 +284,12 @@ pub enum EventPayload {
     ApprovalDecision {
         decision: Decision,
         tool_call_id: String,
+        /// Who decided: `hook`, `policy`, `mode`, `user` or `api` (Rookery's own).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+        /// The hook's reason or the policy rule's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     Abort {
         reason: Option<String>,
@@ -337,6 +343,21 @@ pub enum EventPayload {
     /// The session's approval mode changed (Rookery's own).
     ApprovalModeChanged {
         mode: String,
+    },
+    /// A PreToolUse hook replaced a call's arguments (Rookery's own).
+    HookRewrite {
+        tool_call_id: String,
+        command: String,
+        original_arguments: String,
+        arguments: String,
+    },
+    /// A hook failed without blocking: an exit other than 0 or 2, a timeout, bad JSON.
+    HookError {
+        tool_call_id: String,
+        command: String,
+        #[serde(default)]
+        exit_code: Option<i32>,
+        stderr: String,
     },
 }
 

@@ -100,6 +100,7 @@ fn decisions(recs: &[OmniMessage]) -> Vec<(String, Decision)> {
             Some(EventPayload::ApprovalDecision {
                 decision,
                 tool_call_id,
+                ..
             }) => Some((tool_call_id.clone(), *decision)),
             _ => None,
         })

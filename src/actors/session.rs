@@ -9,6 +9,7 @@ mod budget;
 mod carry;
 mod close_out;
 mod dispatch;
+mod gate;
 mod handle;
 mod mode;
 mod output;
@@ -144,7 +145,12 @@ pub enum SessionMsg {
     Approved {
         turn: u64,
         idx: usize,
-        decision: Decision,
+        verdict: Box<gate::Verdict>,
+    },
+    /// Hook records (`hook_error`) of a call of turn `turn`, written before its output.
+    HookRecords {
+        turn: u64,
+        records: Vec<OmniMessage>,
     },
     ToolPartial {
         turn: u64,
@@ -259,6 +265,8 @@ pub struct SessionState {
     pub(crate) trace_health: Arc<TraceHealth>,
     /// At most `tools.max_parallel` tool calls run at once; the others wait in call order.
     pub(crate) budget: budget::ToolBudget,
+    /// The session's trace file (hooks get it as `transcript_path`).
+    pub(crate) trace_path: PathBuf,
 }
 
 impl Actor for SessionActor {
@@ -275,7 +283,7 @@ impl Actor for SessionActor {
             id,
             options,
             trace,
-            trace_path: _,
+            trace_path,
             subscribers,
             meta,
             env,
@@ -350,6 +358,7 @@ impl Actor for SessionActor {
             trace_failure: None,
             trace_health,
             budget,
+            trace_path,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -488,17 +497,20 @@ async fn handle_msg(
                 myself.stop(None);
             }
             SessionMsg::Model { turn, event } => turn::on_model_event(&myself, state, turn, event),
-            SessionMsg::Approved {
-                turn,
-                idx,
-                decision,
-            } => {
-                if decision == Decision::Allow
+            SessionMsg::Approved { turn, idx, verdict } => {
+                if verdict.decision == Decision::Allow
                     && let Some(name) = dispatch::live_call_name(state, turn, idx)
                 {
                     Box::pin(services::ensure(&myself, state, &name)).await;
                 }
-                dispatch::on_approved(&myself, state, turn, idx, decision)
+                dispatch::on_approved(&myself, state, turn, idx, *verdict)
+            }
+            SessionMsg::HookRecords { turn, records } => {
+                if state.task.as_ref().is_some_and(|t| t.turn.id == turn) {
+                    for r in records {
+                        state.emit(r, true);
+                    }
+                }
             }
             SessionMsg::ToolPartial { turn, msg } => {
                 if state.task.as_ref().is_some_and(|t| t.turn.id == turn) {

@@ -42,6 +42,11 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
     if let Some(m) = args.max_turns {
         config.max_turns = m;
     }
+    if let Some(path) = &args.hooks {
+        let extra = crate::hooks::HooksConfig::from_file(path)
+            .map_err(|e| ConfigError::Other(e.to_string()))?;
+        config.hooks = Arc::new(config.hooks.merged(&extra));
+    }
     let model = super::model_args::resolve_model(&args.model, &mut config)?;
     let approver = Arc::new(PolicyApprover::new(
         args.approve.unwrap_or(ApprovalMode::AllowAll),

@@ -103,6 +103,12 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
     };
     let model =
         super::model_args::resolve_model(&args.model, &mut config).map_err(|e| e.to_string())?;
+    let hooks = match &args.hooks {
+        Some(path) => crate::hooks::HooksConfig::from_file(path).map_err(|e| e.to_string())?,
+        None => crate::hooks::HooksConfig::default(),
+    };
+    let hooks = std::sync::Arc::new(hooks);
+    config.hooks = std::sync::Arc::new(config.hooks.merged(&hooks));
     let token = token(args).map_err(|e| e.to_string())?;
     if args.max_sessions == 0 {
         return Err("--max-sessions must be at least 1".to_string());
@@ -150,6 +156,7 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
             ),
             config_dir,
             max_sessions: args.max_sessions,
+            hooks,
         },
     );
     Ok((listener, state))

@@ -114,6 +114,23 @@ pub fn approval_decision(decision: Decision, tool_call_id: impl Into<String>) ->
     OmniMessage::event(EventPayload::ApprovalDecision {
         decision,
         tool_call_id: tool_call_id.into(),
+        source: None,
+        reason: None,
+    })
+}
+
+/// An `approval_decision` with who decided (`hook`, `policy`, `mode`, `user`, `api`) and why.
+pub fn approval_decision_by(
+    decision: Decision,
+    tool_call_id: impl Into<String>,
+    source: &str,
+    reason: Option<String>,
+) -> OmniMessage {
+    OmniMessage::event(EventPayload::ApprovalDecision {
+        decision,
+        tool_call_id: tool_call_id.into(),
+        source: Some(source.to_string()),
+        reason,
     })
 }
 

@@ -175,6 +175,10 @@ impl Approver for ApiApprover {
         }
         Box::pin(async move { rx.await.unwrap_or(Decision::Deny) })
     }
+
+    fn decided_by(&self, _request: &ApprovalRequest, _asked: bool) -> &'static str {
+        "api"
+    }
 }
 
 #[cfg(test)]

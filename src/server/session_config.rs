@@ -135,6 +135,11 @@ pub async fn resolve(
     server_model: Option<&ModelConfig>,
 ) -> Result<AgentConfig, ApiError> {
     let mut config = match value {
+        Value::Object(map) if map.contains_key("hooks") => {
+            return Err(invalid(
+                "config: hooks are not accepted inline (they run commands on the server); use serve --hooks or a config in --config-dir".to_string(),
+            ));
+        }
         Value::Object(map) => {
             let yaml = serde_yaml::to_string(&Value::Object(map))
                 .map_err(|e| invalid(format!("config: {e}")))?;

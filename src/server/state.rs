@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub config_dir: Option<ConfigDir>,
     /// Sessions served at once, at most (`--max-sessions`).
     pub max_sessions: usize,
+    /// `--hooks FILE`: run for every served session, besides its config's own.
+    pub hooks: Arc<crate::hooks::HooksConfig>,
 }
 
 /// One served session.
@@ -139,7 +141,11 @@ impl ServerState {
         open: &OpenOptions,
     ) -> Result<(SessionOptions, Arc<PolicyApprover>, Arc<ApiApprover>), ApiError> {
         let config = match &open.config {
-            Some(config) => config.clone(),
+            Some(config) => {
+                let mut config = config.clone();
+                config.hooks = Arc::new(config.hooks.merged(&self.cfg.hooks));
+                config
+            }
             None => self.cfg.config.clone(),
         };
         let approvals = Arc::new(ApiApprover::with_counter(self.approval_ids.clone()));

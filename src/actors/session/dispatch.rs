@@ -11,6 +11,7 @@ use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
 use super::budget;
+use super::gate;
 use super::turn::{finalize_abort, live_task, maybe_finish_turn};
 use super::{SessionMsg, SessionState};
 use crate::approval::ApprovalRequest;
@@ -19,7 +20,6 @@ use crate::tools::environment::{self, ToolCallInfo};
 
 pub(super) fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     let registry = &state.options.config.tools;
-    let approver = state.options.approver.clone();
     let Some(task) = state.task.as_mut() else {
         return;
     };
@@ -39,19 +39,14 @@ pub(super) fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionS
     };
     let me = myself.clone();
     let turn = task.turn.id;
+    let gate = gate::Gate::of(state);
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
+    // Policy, then PreToolUse hooks, then the approver (see `gate`).
     task.turn.approving = Some(tokio::spawn(async move {
-        let decision = AssertUnwindSafe(approver.approve(request))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| {
-                tracing::warn!("approver panicked; denying");
-                Decision::Deny
-            });
-        let _ = me.cast(SessionMsg::Approved {
-            turn,
-            idx,
-            decision,
-        });
+        let verdict = Box::new(gate.decide(request).await);
+        let _ = me.cast(SessionMsg::Approved { turn, idx, verdict });
     }));
 }
 
@@ -65,9 +60,8 @@ pub(crate) fn on_approved(
     state: &mut SessionState,
     turn: u64,
     idx: usize,
-    decision: Decision,
+    mut verdict: gate::Verdict,
 ) {
-    let workspace = state.options.workspace.clone();
     let Some(task) = live_task(state, turn) else {
         return;
     };
@@ -76,28 +70,32 @@ pub(crate) fn on_approved(
         return;
     };
     let call_id = call.id.clone();
-    let denial = match decision {
-        Decision::Allow => None,
-        Decision::Deny => Some("Tool call denied by user."),
-        Decision::Forbidden => Some("Tool call denied by policy."),
-    };
+    let denial = (verdict.decision != Decision::Allow).then(|| verdict.denial.clone());
     let info = ToolCallInfo {
         tool_call_id: call.id.clone(),
         name: call.name.clone(),
-        arguments: call.arguments.clone(),
+        // A PreToolUse hook's `updatedInput` replaces the arguments the call runs with.
+        arguments: verdict
+            .arguments
+            .take()
+            .unwrap_or_else(|| call.arguments.clone()),
     };
     if denial.is_none() {
         call.running = true;
     }
     let cancel = task.turn.cancel.clone();
-    state.emit(build::approval_decision(decision, call_id.clone()), true);
+    for record in std::mem::take(&mut verdict.records) {
+        state.emit(record, true);
+    }
+    state.emit(verdict.record(&call_id), true);
+    let context = std::mem::take(&mut verdict.context);
     match denial {
         Some(text) => {
             let out = build::tool_call_output(call_id, text, Vec::new(), StopReason::Aborted);
             set_output(state, idx, &out);
             state.emit(out, true);
         }
-        None => spawn_tool(myself, state, turn, idx, info, workspace, cancel),
+        None => spawn_tool(myself, state, turn, idx, info, cancel, context),
     }
     pump_approvals(myself, state);
     maybe_finish_turn(myself, state);
@@ -109,10 +107,19 @@ pub(super) fn spawn_tool(
     turn: u64,
     idx: usize,
     info: ToolCallInfo,
-    workspace: std::path::PathBuf,
     cancel: CancellationToken,
+    context: Vec<String>,
 ) {
+    let workspace = state.options.workspace.clone();
     let tool = state.options.config.tools.get(&info.name).cloned();
+    let after = gate::Gate::of(state);
+    let after = after.has_after(&info.name, &context).then_some(after);
+    let hook_call = crate::hooks::HookCall {
+        tool_use_id: info.tool_call_id.clone(),
+        tool_name: info.name.clone(),
+        arguments: info.arguments.clone(),
+    };
+    let records_me = myself.clone();
     let commands = state.commands.clone();
     let subagents = state.subagents.clone();
     let depth = state.options.depth;
@@ -142,7 +149,8 @@ pub(super) fn spawn_tool(
             depth,
             path_ticket,
         };
-        let run = environment::execute(info, tool, env, cancel, admitted.emit.clone());
+        let started = std::time::Instant::now();
+        let run = environment::execute(info, tool, env, cancel.clone(), admitted.emit.clone());
         let output = AssertUnwindSafe(run)
             .catch_unwind()
             .await
@@ -155,6 +163,17 @@ pub(super) fn spawn_tool(
                     StopReason::Failed,
                 )
             });
+        // PostToolUse hooks (not for a cancelled call: its task is ending).
+        let output = match after.filter(|_| !cancel.is_cancelled()) {
+            Some(gate) => {
+                let (output, records) = gate.after(hook_call, output, started, context).await;
+                if !records.is_empty() {
+                    let _ = records_me.cast(SessionMsg::HookRecords { turn, records });
+                }
+                output
+            }
+            None => output,
+        };
         // The call is over: the next waiting call may start.
         let output = admitted.finish(output);
         let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });

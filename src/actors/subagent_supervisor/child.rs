@@ -58,7 +58,30 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Approver for Arc<ChildApprover> {
-    fn approve(&self, mut request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        self.forward(request, false)
+    }
+
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        self.forward(request, true)
+    }
+
+    fn decided_by(&self, request: &ApprovalRequest, asked: bool) -> &'static str {
+        self.parent.decided_by(request, asked)
+    }
+
+    fn mode_name(&self) -> &'static str {
+        self.parent.mode_name()
+    }
+}
+
+impl ChildApprover {
+    /// Forwards to the parent's approver (`ask`: past its mode), origin-tagged.
+    fn forward(
+        self: &Arc<Self>,
+        mut request: ApprovalRequest,
+        ask: bool,
+    ) -> BoxFuture<'static, Decision> {
         let this = self.clone();
         request.origin.insert(0, this.child_session_id.clone());
         Box::pin(async move {
@@ -67,8 +90,13 @@ impl Approver for Arc<ChildApprover> {
             }
             this.pending.fetch_add(1, Ordering::Relaxed);
             let _guard = PendingGuard(&this.pending);
+            let decision = if ask {
+                this.parent.ask(request)
+            } else {
+                this.parent.approve(request)
+            };
             tokio::select! {
-                d = this.parent.approve(request) => d,
+                d = decision => d,
                 _ = this.cancel.cancelled() => Decision::Deny,
             }
         })

@@ -1,0 +1,271 @@
+//! The gate every complete tool call passes before it runs, in this order: the command policy
+//! (shell tools; under every mode), the PreToolUse hooks (deny / ask / allow / updatedInput),
+//! then the session's approver; and after a call ran, its PostToolUse hooks, whose context
+//! is appended to the output the model sees.
+//!
+//! It decides and returns what to record (`Verdict`); the dispatch records and runs. It runs in
+//! spawned tasks, never inside the actor's `handle`.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt;
+
+use super::SessionState;
+use crate::approval::command_policy::CommandPolicy;
+use crate::approval::{ApprovalRequest, Approver};
+use crate::hooks::{self, HookCall, HookContext, HookEnv, HookEvent, HooksConfig, Permission};
+use crate::message::{
+    Decision, EventPayload, ModelPayload, OmniMessage, Payload, StopReason, build,
+};
+
+/// Output of a call the command policy forbids.
+pub const POLICY_DENIED: &str = "Tool call denied by policy.";
+/// Output of a call the approver denies.
+pub const USER_DENIED: &str = "Tool call denied by user.";
+
+/// What the gate decided for one call.
+pub struct Verdict {
+    pub(crate) decision: Decision,
+    /// `approval_decision.source`.
+    pub(super) source: &'static str,
+    pub(super) reason: Option<String>,
+    /// Recorded before the decision (`hook_error`, `hook_rewrite`).
+    pub(super) records: Vec<OmniMessage>,
+    /// The arguments the call runs with, when a hook replaced them.
+    pub(super) arguments: Option<String>,
+    /// The output of a call that does not run.
+    pub(super) denial: String,
+    /// PreToolUse context, appended to the call's output.
+    pub(super) context: Vec<String>,
+}
+
+impl Verdict {
+    fn new(decision: Decision, source: &'static str, reason: Option<String>) -> Self {
+        let denial = match decision {
+            Decision::Forbidden => POLICY_DENIED,
+            _ => USER_DENIED,
+        };
+        Verdict {
+            decision,
+            source,
+            reason,
+            records: Vec::new(),
+            arguments: None,
+            denial: denial.to_string(),
+            context: Vec::new(),
+        }
+    }
+
+    pub(super) fn record(&self, tool_call_id: &str) -> OmniMessage {
+        build::approval_decision_by(
+            self.decision,
+            tool_call_id,
+            self.source,
+            self.reason.clone(),
+        )
+    }
+}
+
+/// What the gate needs from the session (cloned into the deciding task).
+#[derive(Clone)]
+pub(super) struct Gate {
+    policy: Arc<CommandPolicy>,
+    hooks: Arc<HooksConfig>,
+    approver: Arc<dyn Approver>,
+    ctx: HookContext,
+    env: HookEnv,
+}
+
+impl Gate {
+    pub(super) fn of(state: &SessionState) -> Gate {
+        let options = &state.options;
+        let env_policy = state.env_policy();
+        Gate {
+            policy: options.config.command_policy.clone(),
+            hooks: options.config.hooks.clone(),
+            approver: options.approver.clone(),
+            ctx: HookContext {
+                session_id: state.id.clone(),
+                transcript_path: state.trace_path.display().to_string(),
+                cwd: options.workspace.display().to_string(),
+                permission_mode: options.approver.mode_name().to_string(),
+            },
+            env: HookEnv {
+                cwd: options.workspace.clone(),
+                allow_env: Some(Arc::new(move |k, v| env_policy.allows(k, v))),
+                extra_env: options.command_env.clone(),
+            },
+        }
+    }
+
+    fn policy_verdict(&self, name: &str, arguments: &str) -> Option<Verdict> {
+        let rule = self.policy.check_call(name, arguments)?;
+        tracing::info!("tool call {name} forbidden by the command policy rule {rule}");
+        Some(Verdict::new(
+            Decision::Forbidden,
+            "policy",
+            Some(rule.to_string()),
+        ))
+    }
+
+    /// Decides one call: policy, PreToolUse hooks, approver.
+    pub(super) async fn decide(self, mut request: ApprovalRequest) -> Verdict {
+        if let Some(v) = self.policy_verdict(&request.name, &request.arguments) {
+            return v;
+        }
+        let call = HookCall {
+            tool_use_id: request.tool_call_id.clone(),
+            tool_name: request.name.clone(),
+            arguments: request.arguments.clone(),
+        };
+        let pre = hooks::run_event(
+            &self.hooks,
+            HookEvent::PreToolUse,
+            &self.ctx,
+            &self.env,
+            &call,
+            None,
+        )
+        .await;
+        let Some(pre) = pre else {
+            return self.approve(request, false).await;
+        };
+        let mut records = failure_records(&request.tool_call_id, &pre.failures);
+        if pre.decision == Some(Permission::Deny) {
+            let reason = pre.reason.unwrap_or_else(|| "no reason given".to_string());
+            let mut v = Verdict::new(Decision::Deny, "hook", Some(reason.clone()));
+            v.denial = format!("Tool call blocked by PreToolUse hook: {reason}");
+            v.records = records;
+            return v;
+        }
+        let mut arguments = None;
+        if let Some((command, new)) = pre.updated_input {
+            let new_text = serde_json::Value::Object(new).to_string();
+            records.push(OmniMessage::event(EventPayload::HookRewrite {
+                tool_call_id: request.tool_call_id.clone(),
+                command,
+                original_arguments: request.arguments.clone(),
+                arguments: new_text.clone(),
+            }));
+            request.arguments = new_text.clone();
+            arguments = Some(new_text);
+            // The rewritten command faces the policy too.
+            if let Some(mut v) = self.policy_verdict(&request.name, &request.arguments) {
+                v.records = records;
+                return v;
+            }
+        }
+        let mut v = match pre.decision {
+            Some(Permission::Allow) => Verdict::new(Decision::Allow, "hook", pre.reason),
+            Some(Permission::Ask) => {
+                let mut v = self.approve(request, true).await;
+                v.reason = v.reason.or(pre.reason);
+                v
+            }
+            _ => self.approve(request, false).await,
+        };
+        v.records = records;
+        v.arguments = arguments;
+        v.context = pre.context;
+        v
+    }
+
+    /// The approver's decision (`ask`: past its mode). A panic counts as `deny`.
+    async fn approve(&self, request: ApprovalRequest, ask: bool) -> Verdict {
+        let source = self.approver.decided_by(&request, ask);
+        let pending = if ask {
+            self.approver.ask(request)
+        } else {
+            self.approver.approve(request)
+        };
+        let decision = AssertUnwindSafe(pending)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!("approver panicked; denying");
+                Decision::Deny
+            });
+        Verdict::new(decision, source, None)
+    }
+
+    /// Runs the PostToolUse hooks of a call that ran and appends their context (and the
+    /// PreToolUse context) to its output, after a blank line. Returns the output and the
+    /// records to write before it.
+    pub(super) async fn after(
+        &self,
+        call: HookCall,
+        mut output: OmniMessage,
+        started: Instant,
+        mut context: Vec<String>,
+    ) -> (OmniMessage, Vec<OmniMessage>) {
+        let Payload::Model(ModelPayload::ToolCallOutput {
+            output: text,
+            stop_reason,
+            ..
+        }) = &mut output.payload
+        else {
+            return (output, Vec::new());
+        };
+        let response = hooks::ToolResponse {
+            output: text.clone(),
+            stop_reason: stop_reason_name(*stop_reason),
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        let post = hooks::run_event(
+            &self.hooks,
+            HookEvent::PostToolUse,
+            &self.ctx,
+            &self.env,
+            &call,
+            Some(&response),
+        )
+        .await;
+        let mut records = Vec::new();
+        if let Some(post) = post {
+            records = failure_records(&call.tool_use_id, &post.failures);
+            context.extend(post.context);
+        }
+        if !context.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&context.join("\n\n"));
+        }
+        (output, records)
+    }
+
+    /// Whether [`Gate::after`] has anything to do for `tool`.
+    pub(super) fn has_after(&self, tool: &str, context: &[String]) -> bool {
+        !context.is_empty() || !self.hooks.matching(HookEvent::PostToolUse, tool).is_empty()
+    }
+}
+
+fn stop_reason_name(s: StopReason) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn failure_records(
+    tool_call_id: &str,
+    failures: &[hooks::protocol::HookFailure],
+) -> Vec<OmniMessage> {
+    failures
+        .iter()
+        .map(|f| {
+            tracing::warn!(
+                "hook `{}` failed (exit {:?}): {}",
+                f.command,
+                f.exit_code,
+                f.stderr.lines().next().unwrap_or("")
+            );
+            OmniMessage::event(EventPayload::HookError {
+                tool_call_id: tool_call_id.to_string(),
+                command: f.command.clone(),
+                exit_code: f.exit_code,
+                stderr: f.stderr.clone(),
+            })
+        })
+        .collect()
+}

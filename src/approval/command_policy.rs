@@ -1,0 +1,234 @@
+//! The command policy (`commands.policy`, PenguinHarness compatible `forbidden` rules): named
+//! regexes matched against the command text of the shell tools (`exec_command.cmd`,
+//! `input_command.chars` except a lone Ctrl-C), seen through quoting, escapes and
+//! `sh -c`/`bash -c`/`eval` wrappers.
+//!
+//! Pure: it compiles rules and answers "which rule forbids this", nothing else. It never runs
+//! anything and never touches the trace (the session records the denial). A text rule cannot
+//! see commands computed at run time (`$(echo rm) -rf /`): it is a guardrail, not a sandbox.
+
+use regex::Regex;
+use serde::Deserialize;
+
+use super::shell_words;
+
+/// One rule as written in the config.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    pub name: String,
+    /// A regex (Rust `regex` syntax) searched in each candidate text of a command.
+    pub pattern: String,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+/// `commands.policy`: `rules` replaces the default rules; `disable` turns rules off by name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub rules: Option<Vec<RuleConfig>>,
+    #[serde(default)]
+    pub disable: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            enabled: true,
+            rules: None,
+            disable: Vec::new(),
+        }
+    }
+}
+
+/// Start of a simple command: the start of a text or a separator, then wrappers (`sudo`,
+/// `env`, `nohup`, …), variable assignments and a directory prefix of the program.
+const CMD: &str = r"(?:^|[;&|({`!]|\$\(|\bthen\s|\bdo\s|\belse\s)\s*(?:(?:sudo|doas|env|command|exec|nohup|time|nice|ionice|builtin|busybox)(?:\s+-[^\s;&|]*(?:\s+[A-Za-z0-9_]+)?)*\s+)*(?:[A-Za-z_][A-Za-z0-9_]*=[^\s;&|]*\s+)*(?:[^\s;&|]*/)?";
+/// One more argument of the same command.
+const ARG: &str = r"(?:\s+[^\s;&|)]+)*?\s+";
+/// End of a word.
+const END: &str = r"(?:$|[\s;&|)])";
+/// `/`, `~`, `*`, `.` and their spellings, `$HOME`, and the top-level system directories.
+const DANGER: &str = r"(?:/+\.?\*?|~/?\*?|\$\{?HOME\}?/?\*?|\*|\.\.?/?\*?|/+(?:bin|boot|dev|etc|home|lib|lib32|lib64|opt|proc|root|sbin|srv|sys|usr|var)/?\*?)";
+/// Block devices.
+const BLOCK_DEV: &str = r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme[0-9]|mmcblk[0-9]|disk[0-9]|rdisk[0-9]|md[0-9]|dm-[0-9]|loop[0-9]|mapper/)[^\s;&|)]*";
+
+/// A program at command position followed, in any order, by every element of one of `sets`.
+fn any_order(program: &str, sets: &[&[&str]]) -> String {
+    let mut alts = Vec::new();
+    for set in sets {
+        for perm in permutations(set) {
+            let body: String = perm.iter().map(|e| format!("{ARG}{e}")).collect();
+            alts.push(body);
+        }
+    }
+    format!("{CMD}{program}(?:{}){END}", alts.join("|"))
+}
+
+fn permutations<'a>(items: &[&'a str]) -> Vec<Vec<&'a str>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    for i in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(i);
+        for mut p in permutations(&rest) {
+            p.insert(0, first);
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The default rules: `(name, pattern)`.
+pub fn default_rules() -> Vec<(String, String)> {
+    let r = r"(?:-[A-Za-z]*[rR][A-Za-z]*|--recursive)";
+    let f = r"(?:-[A-Za-z]*f[A-Za-z]*|--force)";
+    let rf = r"(?:-[A-Za-z]*(?:[rR][A-Za-z]*f|f[A-Za-z]*[rR])[A-Za-z]*)";
+    let big_r = r"(?:-[A-Za-z]*R[A-Za-z]*|--recursive)";
+    let rules = [
+        (
+            "rm-recursive-force",
+            any_order("rm", &[&[r, f, DANGER], &[rf, DANGER]]),
+        ),
+        (
+            "mkfs",
+            format!(r"{CMD}(?:mkfs(?:\.[A-Za-z0-9]+)?|mke2fs|mkswap){END}"),
+        ),
+        (
+            "dd-to-block-device",
+            format!(r"{CMD}dd{ARG}of={BLOCK_DEV}"),
+        ),
+        (
+            "fork-bomb",
+            r"([A-Za-z_:.][A-Za-z0-9_:.]*)\s*\(\s*\)\s*\{\s*[A-Za-z_:.][A-Za-z0-9_:.]*\s*\|\s*&?\s*[A-Za-z_:.][A-Za-z0-9_:.]*\s*&\s*;?\s*\}".to_string(),
+        ),
+        (
+            "overwrite-block-device",
+            format!(r"(?:>>?\|?\s*|{CMD}(?:tee|shred|wipefs){ARG}){BLOCK_DEV}"),
+        ),
+        (
+            "chmod-recursive-root",
+            any_order("(?:chmod|chown|chgrp)", &[&[big_r, DANGER]]),
+        ),
+        (
+            "windows-recursive-delete",
+            r#"(?i)(?:^|[;&|]\s*)(?:(?:rd|rmdir|del|erase)\b[^;&|]*\s/s\b[^;&|]*\s|remove-item\b[^;&|]*-recurse\b[^;&|]*\s)"?[a-z]:\\?(?:\*(?:\.\*)?)?"?(?:$|[\s;&|])"#.to_string(),
+        ),
+        (
+            "windows-format-volume",
+            r"(?i)(?:(?:^|[;&|]\s*)format(?:\.com)?\s+[a-z]:|\bformat-volume\b|\bclear-disk\b)".to_string(),
+        ),
+        (
+            "windows-disk-overwrite",
+            r"(?i)\\\\\.\\physicaldrive[0-9]".to_string(),
+        ),
+        (
+            "windows-fork-bomb",
+            r"(?i)%0\s*\|\s*%0|\bstart\b[^;&|]*%0".to_string(),
+        ),
+    ];
+    rules.into_iter().map(|(n, p)| (n.to_string(), p)).collect()
+}
+
+/// The compiled policy of a session.
+#[derive(Debug, Clone)]
+pub struct CommandPolicy {
+    rules: Vec<(String, Regex)>,
+}
+
+impl Default for CommandPolicy {
+    /// The default rules, enabled.
+    fn default() -> Self {
+        CommandPolicy::from_config(&PolicyConfig::default())
+    }
+}
+
+impl CommandPolicy {
+    /// Compiles `config`. A rule whose pattern does not compile is skipped with a warning
+    /// naming it; a disabled policy has no rules.
+    pub fn from_config(config: &PolicyConfig) -> Self {
+        if !config.enabled {
+            return CommandPolicy { rules: Vec::new() };
+        }
+        let wanted: Vec<(String, String)> = match &config.rules {
+            Some(rules) => rules
+                .iter()
+                .filter(|r| r.enabled)
+                .map(|r| (r.name.clone(), r.pattern.clone()))
+                .collect(),
+            None => default_rules(),
+        };
+        let rules = wanted
+            .into_iter()
+            .filter(|(name, _)| !config.disable.iter().any(|d| d == name))
+            .filter_map(|(name, pattern)| match Regex::new(&pattern) {
+                Ok(re) => Some((name, re)),
+                Err(e) => {
+                    let e = e.to_string();
+                    let e = e
+                        .lines()
+                        .map(str::trim)
+                        .rfind(|l| !l.is_empty())
+                        .unwrap_or("");
+                    tracing::warn!("commands.policy: rule \"{name}\" skipped: bad regex: {e}");
+                    None
+                }
+            })
+            .collect();
+        CommandPolicy { rules }
+    }
+
+    /// Names of the active rules, in order.
+    pub fn rule_names(&self) -> Vec<&str> {
+        self.rules.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// The name of the first rule that forbids the shell text `command`.
+    pub fn check(&self, command: &str) -> Option<&str> {
+        if self.rules.is_empty() {
+            return None;
+        }
+        let candidates = shell_words::candidates(command);
+        self.rules
+            .iter()
+            .find(|(_, re)| candidates.iter().any(|c| re.is_match(c)))
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// The rule that forbids tool call `tool` with `arguments` (the JSON text the model sent),
+    /// for the shell tools; `None` for other tools, a lone Ctrl-C and unparsable arguments
+    /// (the tool itself rejects those).
+    pub fn check_call(&self, tool: &str, arguments: &str) -> Option<&str> {
+        let text = shell_text(tool, arguments)?;
+        self.check(&text)
+    }
+}
+
+/// The shell text of a shell tool call.
+pub fn shell_text(tool: &str, arguments: &str) -> Option<String> {
+    let key = match tool {
+        "exec_command" => "cmd",
+        "input_command" => "chars",
+        _ => return None,
+    };
+    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    let text = args.get(key)?.as_str()?;
+    if key == "chars" && text == "\u{3}" {
+        return None;
+    }
+    Some(text.to_string())
+}
+
+#[cfg(test)]
+#[path = "command_policy_tests.rs"]
+mod tests;

@@ -1,0 +1,331 @@
+use super::*;
+
+fn policy() -> CommandPolicy {
+    CommandPolicy::default()
+}
+
+fn assert_caught(rule: &str, commands: &[&str]) {
+    let p = policy();
+    for c in commands {
+        assert_eq!(p.check(c), Some(rule), "expected {rule} to forbid {c:?}");
+    }
+}
+
+fn assert_allowed(commands: &[&str]) {
+    let p = policy();
+    for c in commands {
+        assert_eq!(p.check(c), None, "expected {c:?} to be allowed");
+    }
+}
+
+#[test]
+fn every_default_rule_compiles() {
+    let names = policy().rule_names().len();
+    assert_eq!(names, default_rules().len());
+}
+
+#[test]
+fn rm_recursive_force_of_root_home_and_glob() {
+    assert_caught(
+        "rm-recursive-force",
+        &[
+            "rm -rf /",
+            "rm -fr /",
+            "rm -Rf /",
+            "rm -r -f /",
+            "rm -f -r /",
+            "rm --recursive --force /",
+            "rm -rf --no-preserve-root /",
+            "rm -rf /*",
+            "rm -rf //",
+            "rm -rf ~",
+            "rm -rf ~/",
+            "rm -rf ~/*",
+            "rm -rf $HOME",
+            "rm -rf \"$HOME\"",
+            "rm -rf ${HOME}/*",
+            "rm -rf *",
+            "rm -rf ./*",
+            "rm -rf .",
+            "rm -rf ..",
+            "rm -rf /usr",
+            "rm -rf /etc/",
+            "rm -rf / -v",
+            "rm / -rf",
+            "rm -rf build /",
+            "/bin/rm -rf /",
+            "sudo rm -rf /",
+            "sudo -u root rm -rf /",
+            "FOO=1 rm -rf /",
+            "cd /tmp && rm -rf ~",
+            "ls; rm -rf /",
+            "echo $(rm -rf /)",
+            "true\nrm -rf /",
+        ],
+    );
+}
+
+#[test]
+fn quoting_escapes_and_wrappers_are_seen_through() {
+    assert_caught(
+        "rm-recursive-force",
+        &[
+            "rm -rf '/'",
+            "\"rm\" \"-rf\" \"/\"",
+            "r\"m\" -rf /",
+            "\\rm -rf /",
+            "rm -rf \\/",
+            "rm  \t -rf    /",
+            "rm -rf \\\n /",
+            "sh -c 'rm -rf /'",
+            "bash -c \"rm -rf ~\"",
+            "bash -lc 'rm -rf /*'",
+            "/bin/sh -ec 'cd x; rm -rf /'",
+            "bash -c \"sh -c 'rm -rf /'\"",
+            "eval 'rm -rf /'",
+            "env sh -c 'rm -fr /'",
+        ],
+    );
+}
+
+#[test]
+fn rm_look_alikes_are_allowed() {
+    assert_allowed(&[
+        "rm -rf ./build",
+        "rm -rf build",
+        "rm -rf /tmp/x",
+        "rm -rf ~/project/build",
+        "rm -rf $HOME/project",
+        "rm -rf *.o",
+        "rm -rf ./target/*",
+        "rm -r /",
+        "rm -f /",
+        "rm -rf",
+        "rm -r -v ~/x",
+        "echo rm -rf /",
+        "grep -r 'rm -rf /' docs",
+        "git rm -rf --cached .",
+        "rmdir /tmp/empty",
+        "farm -rf /",
+        "sh -c 'rm -rf ./build'",
+        "sh script.sh -c 'x'",
+        "bash -c 'ls /'",
+        "rm -rf /usr/local/share/myapp",
+        "rm -rf /var/tmp/cache",
+    ]);
+}
+
+#[test]
+fn mkfs_and_look_alikes() {
+    assert_caught(
+        "mkfs",
+        &[
+            "mkfs /dev/sda1",
+            "mkfs.ext4 /dev/sdb1",
+            "sudo mkfs.xfs -f /dev/nvme0n1p1",
+            "/sbin/mke2fs /dev/sda",
+            "mkswap /dev/sda2",
+            "sh -c 'mkfs.vfat /dev/sdc'",
+        ],
+    );
+    assert_allowed(&[
+        "man mkfs",
+        "echo mkfs",
+        "cat mkfs.txt",
+        "ls /sbin/mkfs.ext4",
+        "which mkfs.ext4",
+    ]);
+}
+
+#[test]
+fn dd_to_block_devices_and_look_alikes() {
+    assert_caught(
+        "dd-to-block-device",
+        &[
+            "dd if=/dev/zero of=/dev/sda",
+            "dd if=image.iso of=/dev/sdb bs=4M",
+            "sudo dd bs=1M if=/dev/urandom of=/dev/nvme0n1",
+            "dd if=x of=/dev/mmcblk0",
+            "dd if=x of=/dev/disk2",
+            "dd if=x of=/dev/mapper/root",
+            "bash -c 'dd if=/dev/zero of=\"/dev/vda\"'",
+        ],
+    );
+    assert_allowed(&[
+        "dd if=/dev/sda of=./disk.img",
+        "dd if=/dev/zero of=/dev/null bs=1M count=1",
+        "dd if=/dev/zero of=./zeros bs=1k count=1",
+        "echo dd of=/dev/sda",
+    ]);
+}
+
+#[test]
+fn redirects_onto_block_devices_and_look_alikes() {
+    assert_caught(
+        "overwrite-block-device",
+        &[
+            "echo x > /dev/sda",
+            "cat image >/dev/sdb",
+            "cat image >> /dev/nvme0n1",
+            "cat image >| /dev/hda",
+            "head -c 1M /dev/zero | tee /dev/sdc",
+            "shred -n 1 /dev/sda",
+            "wipefs -a /dev/sda",
+            "sh -c 'cat x > /dev/xvda'",
+        ],
+    );
+    assert_allowed(&[
+        "ls > /dev/null",
+        "cmd 2>/dev/null",
+        "echo x > ./dev/sda",
+        "cat /dev/sda > disk.img",
+        "echo hi > /dev/stderr",
+        "tee out.log",
+    ]);
+}
+
+#[test]
+fn fork_bombs_and_look_alikes() {
+    assert_caught(
+        "fork-bomb",
+        &[
+            ":(){ :|:& };:",
+            ":() { : | : & }; :",
+            "bomb() { bomb | bomb & }; bomb",
+            "f(){ f|f & };f",
+            "bash -c ':(){ :|:& };:'",
+        ],
+    );
+    assert_allowed(&[
+        "f() { echo hi; }; f",
+        "ls | grep x &",
+        "echo ':)'",
+        "g() { ls -la | grep -v x; }",
+    ]);
+}
+
+#[test]
+fn recursive_chmod_of_root_and_look_alikes() {
+    assert_caught(
+        "chmod-recursive-root",
+        &[
+            "chmod -R 777 /",
+            "chmod 777 -R /",
+            "chmod --recursive a+rwx /",
+            "sudo chmod -R 000 /etc",
+            "chown -R nobody /",
+            "chgrp -R users ~",
+            "chmod -R 777 /*",
+            "sh -c 'chmod -R 777 /'",
+        ],
+    );
+    assert_allowed(&[
+        "chmod -R 755 ./build",
+        "chmod 777 /tmp/x",
+        "chmod -R u+w /tmp/work",
+        "chown -R me ./src",
+        "chmod -r /",
+        "chmod +x ./run.sh",
+    ]);
+}
+
+#[test]
+fn windows_rules_and_look_alikes() {
+    assert_caught(
+        "windows-recursive-delete",
+        &[
+            "rd /s /q C:\\",
+            "rmdir /S /Q c:",
+            "del /s /q C:\\*",
+            "del /f /s /q C:\\*.*",
+            "Remove-Item -Recurse -Force C:\\",
+        ],
+    );
+    assert_caught(
+        "windows-format-volume",
+        &[
+            "format C: /q",
+            "Format-Volume -DriveLetter D",
+            "Clear-Disk -Number 0",
+        ],
+    );
+    assert_caught(
+        "windows-disk-overwrite",
+        &["copy zero.bin \\\\.\\PhysicalDrive0"],
+    );
+    assert_caught("windows-fork-bomb", &["%0|%0", "start %0 && start %0"]);
+    assert_allowed(&[
+        "rd /s /q C:\\build",
+        "del /s /q .\\out",
+        "Remove-Item -Recurse -Force .\\dist",
+        "git format-patch HEAD~1",
+        "clang-format -i main.c",
+    ]);
+}
+
+#[test]
+fn runtime_computed_commands_are_out_of_reach() {
+    // A guardrail, not a sandbox: the policy reads text, it does not run it.
+    assert_allowed(&["$(echo rm) -rf /", "x=rm; $x -rf /"]);
+}
+
+#[test]
+fn config_semantics() {
+    let off = CommandPolicy::from_config(&PolicyConfig {
+        enabled: false,
+        ..PolicyConfig::default()
+    });
+    assert_eq!(off.check("rm -rf /"), None);
+
+    let disabled = CommandPolicy::from_config(&PolicyConfig {
+        disable: vec!["rm-recursive-force".into()],
+        ..PolicyConfig::default()
+    });
+    assert_eq!(disabled.check("rm -rf /"), None);
+    assert_eq!(disabled.check("mkfs /dev/sda"), Some("mkfs"));
+
+    let replaced = CommandPolicy::from_config(&PolicyConfig {
+        rules: Some(vec![
+            RuleConfig {
+                name: "no-curl".into(),
+                pattern: r"(?:^|[;&|]\s*)curl\b".into(),
+                enabled: true,
+            },
+            RuleConfig {
+                name: "off".into(),
+                pattern: "ls".into(),
+                enabled: false,
+            },
+            RuleConfig {
+                name: "broken".into(),
+                pattern: "(".into(),
+                enabled: true,
+            },
+        ]),
+        ..PolicyConfig::default()
+    });
+    assert_eq!(replaced.rule_names(), vec!["no-curl"]);
+    assert_eq!(replaced.check("rm -rf /"), None);
+    assert_eq!(replaced.check("ls; curl x"), Some("no-curl"));
+    assert_eq!(replaced.check("ls"), None);
+}
+
+#[test]
+fn both_shell_tools_are_checked_and_a_lone_ctrl_c_is_exempt() {
+    let p = policy();
+    let exec = serde_json::json!({"cmd": "rm -rf /", "description": "x"}).to_string();
+    assert_eq!(
+        p.check_call("exec_command", &exec),
+        Some("rm-recursive-force")
+    );
+    let input = serde_json::json!({"process_id": "1", "chars": "rm -rf ~\n"}).to_string();
+    assert_eq!(
+        p.check_call("input_command", &input),
+        Some("rm-recursive-force")
+    );
+    let ctrl_c = serde_json::json!({"process_id": "1", "chars": "\u{3}"}).to_string();
+    assert_eq!(p.check_call("input_command", &ctrl_c), None);
+    let other = serde_json::json!({"file_path": "rm -rf /", "content": "rm -rf /"}).to_string();
+    assert_eq!(p.check_call("write_file", &other), None);
+    assert_eq!(p.check_call("exec_command", "{not json"), None);
+}

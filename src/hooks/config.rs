@@ -1,0 +1,359 @@
+//! The hooks config in Claude Code's shape (`hooks:` of the agent config, or `--hooks FILE`:
+//! a `settings.json` or just its `hooks` object): per event a list of matcher groups, each with
+//! the commands to run for the tools its matcher names.
+//!
+//! It parses, validates and matches; it runs nothing.
+
+use std::path::Path;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Default timeout of a hook command, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
+
+/// A bad hooks config.
+#[derive(Debug, thiserror::Error)]
+pub enum HookConfigError {
+    #[error("cannot read hooks file {path}: {source}")]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid hooks file {path}: {message}")]
+    Invalid {
+        path: std::path::PathBuf,
+        message: String,
+    },
+    #[error("hooks.{event}: bad matcher \"{matcher}\": {message}")]
+    Matcher {
+        event: String,
+        matcher: String,
+        message: String,
+    },
+    #[error("hooks.{event}: hook type \"{kind}\" is not supported (use type: command)")]
+    Type { event: String, kind: String },
+    #[error("hooks.{event}: a hook has an empty command")]
+    EmptyCommand { event: String },
+    #[error("hooks.{event}: timeout must be a positive number of seconds")]
+    Timeout { event: String },
+}
+
+/// Which tools a group applies to.
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    /// `*` or empty.
+    All,
+    /// Letters, digits, `_`, `-` and `|`: exact tool names.
+    Names(Vec<String>),
+    /// Anything else: an unanchored regex.
+    Regex(Regex),
+}
+
+impl Matcher {
+    fn parse(event: &str, text: &str) -> Result<Matcher, HookConfigError> {
+        let text = text.trim();
+        if text.is_empty() || text == "*" {
+            return Ok(Matcher::All);
+        }
+        if text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '|'))
+        {
+            return Ok(Matcher::Names(
+                text.split('|')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            ));
+        }
+        Regex::new(text)
+            .map(Matcher::Regex)
+            .map_err(|e| HookConfigError::Matcher {
+                event: event.to_string(),
+                matcher: text.to_string(),
+                message: one_line(&e.to_string()),
+            })
+    }
+
+    pub fn matches(&self, tool: &str) -> bool {
+        match self {
+            Matcher::All => true,
+            Matcher::Names(names) => names.iter().any(|n| n == tool),
+            Matcher::Regex(re) => re.is_match(tool),
+        }
+    }
+}
+
+/// One hook command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookCommand {
+    /// Run with `bash -c` in the workspace.
+    pub command: String,
+    pub timeout: std::time::Duration,
+}
+
+#[derive(Debug, Clone)]
+struct Group {
+    matcher: Matcher,
+    hooks: Vec<HookCommand>,
+}
+
+/// The hooks of a session.
+#[derive(Debug, Clone, Default)]
+pub struct HooksConfig {
+    pre_tool_use: Vec<Group>,
+    post_tool_use: Vec<Group>,
+}
+
+/// The hook events Rookery runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookEvent {
+    PreToolUse,
+    PostToolUse,
+}
+
+impl HookEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RawGroup {
+    #[serde(default)]
+    matcher: Option<String>,
+    #[serde(default)]
+    hooks: Vec<RawHook>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawHook {
+    #[serde(rename = "type", default = "command_type")]
+    kind: String,
+    #[serde(default)]
+    command: String,
+    #[serde(default)]
+    timeout: Option<f64>,
+}
+
+fn command_type() -> String {
+    "command".to_string()
+}
+
+impl<'de> Deserialize<'de> for HooksConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        HooksConfig::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+impl HooksConfig {
+    /// From the `hooks` object (`{"PreToolUse": [...], ...}`). Events Rookery does not run
+    /// (`Stop`, `Notification`, …) are ignored with a warning.
+    pub fn from_value(value: Value) -> Result<Self, HookConfigError> {
+        let Value::Object(map) = value else {
+            return Err(HookConfigError::Invalid {
+                path: "hooks".into(),
+                message: "hooks must be an object of events".into(),
+            });
+        };
+        let mut cfg = HooksConfig::default();
+        for (event, groups) in map {
+            let target = match event.as_str() {
+                "PreToolUse" => &mut cfg.pre_tool_use,
+                "PostToolUse" => &mut cfg.post_tool_use,
+                other => {
+                    tracing::warn!("hooks: event \"{other}\" is not supported; ignored");
+                    continue;
+                }
+            };
+            let raw: Vec<RawGroup> =
+                serde_json::from_value(groups).map_err(|e| HookConfigError::Invalid {
+                    path: format!("hooks.{event}").into(),
+                    message: e.to_string(),
+                })?;
+            for g in raw {
+                target.push(Group {
+                    matcher: Matcher::parse(&event, g.matcher.as_deref().unwrap_or(""))?,
+                    hooks: g
+                        .hooks
+                        .into_iter()
+                        .map(|h| hook_command(&event, h))
+                        .collect::<Result<_, _>>()?,
+                });
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Reads `--hooks FILE`: a Claude Code `settings.json` (its `hooks` key) or just the hooks
+    /// object. JSON, or YAML.
+    pub fn from_file(path: &Path) -> Result<Self, HookConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| HookConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let invalid = |message: String| HookConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(json_err) => serde_yaml::from_str(&text)
+                .map_err(|_| invalid(format!("not JSON or YAML: {json_err}")))?,
+        };
+        let hooks = match value {
+            Value::Object(mut map) if map.contains_key("hooks") => {
+                map.remove("hooks").unwrap_or(Value::Null)
+            }
+            other => other,
+        };
+        HooksConfig::from_value(hooks).map_err(|e| match e {
+            HookConfigError::Invalid { message, .. } => invalid(message),
+            other => invalid(other.to_string()),
+        })
+    }
+
+    /// `self` then `other` (both run).
+    pub fn merged(&self, other: &HooksConfig) -> HooksConfig {
+        let mut out = self.clone();
+        out.pre_tool_use.extend(other.pre_tool_use.iter().cloned());
+        out.post_tool_use
+            .extend(other.post_tool_use.iter().cloned());
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pre_tool_use.is_empty() && self.post_tool_use.is_empty()
+    }
+
+    /// The commands of `event` that apply to `tool`, in config order.
+    pub fn matching(&self, event: HookEvent, tool: &str) -> Vec<HookCommand> {
+        let groups = match event {
+            HookEvent::PreToolUse => &self.pre_tool_use,
+            HookEvent::PostToolUse => &self.post_tool_use,
+        };
+        groups
+            .iter()
+            .filter(|g| g.matcher.matches(tool))
+            .flat_map(|g| g.hooks.iter().cloned())
+            .collect()
+    }
+}
+
+/// A regex error's last line (its message without the caret picture).
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or(text)
+        .to_string()
+}
+
+fn hook_command(event: &str, h: RawHook) -> Result<HookCommand, HookConfigError> {
+    if h.kind != "command" {
+        return Err(HookConfigError::Type {
+            event: event.to_string(),
+            kind: h.kind,
+        });
+    }
+    if h.command.trim().is_empty() {
+        return Err(HookConfigError::EmptyCommand {
+            event: event.to_string(),
+        });
+    }
+    let secs = h.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(HookConfigError::Timeout {
+            event: event.to_string(),
+        });
+    }
+    Ok(HookCommand {
+        command: h.command,
+        timeout: std::time::Duration::from_secs_f64(secs.min(86_400.0)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(json: &str) -> Result<HooksConfig, HookConfigError> {
+        HooksConfig::from_value(serde_json::from_str(json).unwrap_or(Value::Null))
+    }
+
+    #[test]
+    fn matchers_exact_lists_regexes_and_all() {
+        let c = cfg(r#"{"PreToolUse": [
+            {"matcher": "exec_command|bash", "hooks": [{"type": "command", "command": "a"}]},
+            {"matcher": "write.*", "hooks": [{"type": "command", "command": "b", "timeout": 5}]},
+            {"matcher": "*", "hooks": [{"type": "command", "command": "c"}]},
+            {"hooks": [{"type": "command", "command": "d"}]}
+        ], "Stop": []}"#)
+        .unwrap();
+        let names = |t: &str| -> Vec<String> {
+            c.matching(HookEvent::PreToolUse, t)
+                .into_iter()
+                .map(|h| h.command)
+                .collect()
+        };
+        assert_eq!(names("exec_command"), ["a", "c", "d"]);
+        assert_eq!(names("exec"), ["c", "d"]);
+        assert_eq!(names("write_file"), ["b", "c", "d"]);
+        assert_eq!(names("rewrite"), ["b", "c", "d"]);
+        assert!(
+            c.matching(HookEvent::PostToolUse, "exec_command")
+                .is_empty()
+        );
+        let b = c.matching(HookEvent::PreToolUse, "write_file");
+        assert_eq!(b[0].timeout, std::time::Duration::from_secs(5));
+        assert_eq!(b[1].timeout, std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_entries_are_errors() {
+        let e = cfg(r#"{"PreToolUse": [{"matcher": "(", "hooks": []}]}"#).unwrap_err();
+        assert!(e.to_string().contains("bad matcher"), "{e}");
+        let e = cfg(r#"{"PreToolUse": [{"hooks": [{"type": "prompt", "command": "x"}]}]}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("prompt"), "{e}");
+        let e =
+            cfg(r#"{"PreToolUse": [{"hooks": [{"command": "x", "timeout": 0}]}]}"#).unwrap_err();
+        assert!(e.to_string().contains("timeout"), "{e}");
+        assert!(cfg(r#"{"PreToolUse": {"x": 1}}"#).is_err());
+    }
+
+    #[test]
+    fn settings_json_or_bare_hooks_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = dir.path().join("settings.json");
+        std::fs::write(
+            &settings,
+            r#"{"permissions": {}, "hooks": {"PostToolUse": [{"matcher": "", "hooks": [{"type": "command", "command": "x"}]}]}}"#,
+        )
+        .unwrap();
+        let c = HooksConfig::from_file(&settings).unwrap();
+        assert_eq!(c.matching(HookEvent::PostToolUse, "read_file").len(), 1);
+        let bare = dir.path().join("hooks.json");
+        std::fs::write(
+            &bare,
+            r#"{"PreToolUse": [{"matcher": "read_file", "hooks": [{"type": "command", "command": "y"}]}]}"#,
+        )
+        .unwrap();
+        let b = HooksConfig::from_file(&bare).unwrap();
+        assert_eq!(b.matching(HookEvent::PreToolUse, "read_file").len(), 1);
+        assert_eq!(
+            c.merged(&b)
+                .matching(HookEvent::PreToolUse, "read_file")
+                .len(),
+            1
+        );
+        let e = HooksConfig::from_file(&dir.path().join("missing.json")).unwrap_err();
+        assert!(e.to_string().contains("missing.json"), "{e}");
+    }
+}

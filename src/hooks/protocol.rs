@@ -1,0 +1,341 @@
+//! The hook protocol of Claude Code: the JSON object a hook reads on stdin, how its exit code
+//! and stdout are read, and how the results of the hooks of one event combine
+//! (deny > ask > allow; the first `updatedInput` wins; every context is kept).
+//!
+//! Pure: no processes here (see `runner`), no trace (the session records what this returns).
+
+use serde_json::{Map, Value, json};
+
+use super::config::HookEvent;
+
+/// What every hook of a session is told about the call.
+#[derive(Debug, Clone)]
+pub struct HookContext {
+    pub session_id: String,
+    /// The session's trace.
+    pub transcript_path: String,
+    pub cwd: String,
+    /// Rookery's approval mode name (`allow-all`, …).
+    pub permission_mode: String,
+}
+
+/// The call a hook runs for.
+#[derive(Debug, Clone)]
+pub struct HookCall {
+    pub tool_use_id: String,
+    pub tool_name: String,
+    /// The arguments JSON text as the model sent it.
+    pub arguments: String,
+}
+
+/// The PostToolUse part of the input.
+#[derive(Debug, Clone)]
+pub struct ToolResponse {
+    pub output: String,
+    pub stop_reason: String,
+    pub duration_ms: u64,
+}
+
+/// The stdin object of a hook.
+pub fn input(
+    ctx: &HookContext,
+    event: HookEvent,
+    call: &HookCall,
+    response: Option<&ToolResponse>,
+) -> Value {
+    // Arguments that are not a JSON object are passed as their text.
+    let tool_input = serde_json::from_str::<Value>(&call.arguments)
+        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+    let mut v = json!({
+        "session_id": ctx.session_id,
+        "transcript_path": ctx.transcript_path,
+        "cwd": ctx.cwd,
+        "permission_mode": ctx.permission_mode,
+        "hook_event_name": event.as_str(),
+        "tool_name": call.tool_name,
+        "tool_input": tool_input,
+        "tool_use_id": call.tool_use_id,
+    });
+    if let (Some(r), Some(obj)) = (response, v.as_object_mut()) {
+        obj.insert(
+            "tool_response".into(),
+            json!({"output": r.output, "stop_reason": r.stop_reason}),
+        );
+        obj.insert("duration_ms".into(), json!(r.duration_ms));
+    }
+    v
+}
+
+/// How one hook process ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Exit {
+    /// Exited with this code (`None`: killed by a signal).
+    Code(Option<i32>),
+    /// Passed its timeout and was killed with its process tree.
+    TimedOut,
+    /// Could not be started.
+    Spawn(String),
+}
+
+/// One hook's run, as the runner saw it (stdout and stderr capped).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawRun {
+    pub command: String,
+    pub exit: Exit,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A permission decision of a PreToolUse hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Permission {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// A hook that failed without blocking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookFailure {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub stderr: String,
+}
+
+/// The combined result of the hooks of one event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Combined {
+    /// The strongest decision (deny > ask > allow), `None` when no hook decided.
+    pub decision: Option<Permission>,
+    /// The reasons of the hooks that gave that decision, joined.
+    pub reason: Option<String>,
+    /// The first hook's `updatedInput` (a JSON object) and that hook's command.
+    pub updated_input: Option<(String, Map<String, Value>)>,
+    /// `additionalContext` texts (and PostToolUse `decision: block` reasons), in config order.
+    pub context: Vec<String>,
+    pub failures: Vec<HookFailure>,
+}
+
+/// How many characters of a hook's stderr a `hook_error` keeps.
+const STDERR_HEAD: usize = 2000;
+
+fn head(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+/// Reads one run into `acc` (`event` decides what `decision`/`reason` mean).
+fn read_one(
+    event: HookEvent,
+    run: &RawRun,
+    decisions: &mut Vec<(Permission, String)>,
+    acc: &mut Combined,
+) {
+    let failure = |exit_code: Option<i32>, stderr: String| HookFailure {
+        command: run.command.clone(),
+        exit_code,
+        stderr: head(&stderr, STDERR_HEAD),
+    };
+    match &run.exit {
+        Exit::TimedOut => acc.failures.push(failure(
+            None,
+            format!("hook timed out and was killed; {}", run.stderr),
+        )),
+        Exit::Spawn(e) => acc
+            .failures
+            .push(failure(None, format!("cannot start hook: {e}"))),
+        Exit::Code(Some(2)) => {
+            let reason = run.stderr.trim().to_string();
+            match event {
+                HookEvent::PreToolUse => decisions.push((Permission::Deny, reason)),
+                HookEvent::PostToolUse => {
+                    if !reason.is_empty() {
+                        acc.context.push(reason);
+                    }
+                }
+            }
+        }
+        Exit::Code(Some(0)) => {
+            let out = run.stdout.trim_start();
+            if !out.starts_with('{') {
+                return;
+            }
+            match serde_json::from_str::<Value>(out) {
+                Ok(v) => read_json(event, run, &v, decisions, acc),
+                Err(e) => acc.failures.push(failure(
+                    Some(0),
+                    format!("hook printed invalid JSON ({e}); {}", run.stderr),
+                )),
+            }
+        }
+        Exit::Code(code) => acc.failures.push(failure(*code, run.stderr.clone())),
+    }
+}
+
+fn read_json(
+    event: HookEvent,
+    run: &RawRun,
+    v: &Value,
+    decisions: &mut Vec<(Permission, String)>,
+    acc: &mut Combined,
+) {
+    let specific = v.get("hookSpecificOutput");
+    let get_str = |obj: Option<&Value>, key: &str| {
+        obj.and_then(|o| o.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let reason = get_str(specific, "permissionDecisionReason")
+        .or_else(|| get_str(Some(v), "reason"))
+        .unwrap_or_default();
+    match event {
+        HookEvent::PreToolUse => {
+            let decision = match get_str(specific, "permissionDecision").as_deref() {
+                Some("allow") => Some(Permission::Allow),
+                Some("deny") => Some(Permission::Deny),
+                Some("ask") => Some(Permission::Ask),
+                _ => match get_str(Some(v), "decision").as_deref() {
+                    // The older top-level form.
+                    Some("approve") => Some(Permission::Allow),
+                    Some("block") => Some(Permission::Deny),
+                    _ => None,
+                },
+            };
+            if let Some(d) = decision {
+                decisions.push((d, reason));
+            }
+            if let Some(Value::Object(new)) = specific.and_then(|s| s.get("updatedInput"))
+                && acc.updated_input.is_none()
+            {
+                acc.updated_input = Some((run.command.clone(), new.clone()));
+            }
+        }
+        HookEvent::PostToolUse => {
+            if get_str(Some(v), "decision").as_deref() == Some("block") && !reason.is_empty() {
+                acc.context.push(reason);
+            }
+        }
+    }
+    if let Some(c) = get_str(specific, "additionalContext").filter(|c| !c.is_empty()) {
+        acc.context.push(c);
+    }
+}
+
+/// Combines the runs of one event's hooks (in config order).
+pub fn combine(event: HookEvent, runs: &[RawRun]) -> Combined {
+    let mut acc = Combined::default();
+    let mut decisions = Vec::new();
+    for run in runs {
+        read_one(event, run, &mut decisions, &mut acc);
+    }
+    if let Some(strongest) = decisions.iter().map(|(d, _)| *d).max() {
+        let reasons: Vec<&str> = decisions
+            .iter()
+            .filter(|(d, r)| *d == strongest && !r.is_empty())
+            .map(|(_, r)| r.as_str())
+            .collect();
+        acc.decision = Some(strongest);
+        acc.reason = (!reasons.is_empty()).then(|| reasons.join("; "));
+    }
+    if acc.decision == Some(Permission::Deny) {
+        acc.updated_input = None;
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(code: i32, stdout: &str, stderr: &str) -> RawRun {
+        RawRun {
+            command: format!("hook{code}"),
+            exit: Exit::Code(Some(code)),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+        }
+    }
+
+    #[test]
+    fn deny_beats_ask_beats_allow() {
+        let allow = run(
+            0,
+            r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#,
+            "",
+        );
+        let ask = run(
+            0,
+            r#"{"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "check"}}"#,
+            "",
+        );
+        let deny = run(2, "", "no way\n");
+        let c = combine(HookEvent::PreToolUse, &[allow.clone(), ask.clone(), deny]);
+        assert_eq!(c.decision, Some(Permission::Deny));
+        assert_eq!(c.reason.as_deref(), Some("no way"));
+        let c = combine(HookEvent::PreToolUse, &[allow.clone(), ask]);
+        assert_eq!(c.decision, Some(Permission::Ask));
+        assert_eq!(c.reason.as_deref(), Some("check"));
+        assert_eq!(
+            combine(HookEvent::PreToolUse, &[allow]).decision,
+            Some(Permission::Allow)
+        );
+    }
+
+    #[test]
+    fn updated_input_context_and_failures() {
+        let rewrite = run(
+            0,
+            r#"{"hookSpecificOutput": {"updatedInput": {"cmd": "ls"}, "additionalContext": "note"}}"#,
+            "",
+        );
+        let bad = run(0, "{not json", "");
+        let plain = run(0, "just text", "");
+        let other = run(1, "", "oops");
+        let c = combine(HookEvent::PreToolUse, &[rewrite, bad, plain, other]);
+        assert_eq!(c.decision, None);
+        assert_eq!(
+            c.updated_input.map(|(_, m)| Value::Object(m)),
+            Some(json!({"cmd": "ls"}))
+        );
+        assert_eq!(c.context, ["note"]);
+        assert_eq!(c.failures.len(), 2);
+        assert_eq!(c.failures[0].exit_code, Some(0));
+        assert!(c.failures[0].stderr.contains("invalid JSON"));
+        assert_eq!(c.failures[1].exit_code, Some(1));
+    }
+
+    #[test]
+    fn post_tool_use_block_reason_and_exit_2_become_context() {
+        let block = run(0, r#"{"decision": "block", "reason": "tests failed"}"#, "");
+        let two = run(2, "", "lint errors");
+        let c = combine(HookEvent::PostToolUse, &[block, two]);
+        assert_eq!(c.decision, None);
+        assert_eq!(c.context, ["tests failed", "lint errors"]);
+    }
+
+    #[test]
+    fn input_carries_the_protocol_fields() {
+        let ctx = HookContext {
+            session_id: "s".into(),
+            transcript_path: "/t.jsonl".into(),
+            cwd: "/w".into(),
+            permission_mode: "allow-all".into(),
+        };
+        let call = HookCall {
+            tool_use_id: "call_0".into(),
+            tool_name: "exec_command".into(),
+            arguments: r#"{"cmd":"ls"}"#.into(),
+        };
+        let resp = ToolResponse {
+            output: "x".into(),
+            stop_reason: "completed".into(),
+            duration_ms: 3,
+        };
+        let v = input(&ctx, HookEvent::PostToolUse, &call, Some(&resp));
+        assert_eq!(v["tool_input"]["cmd"], "ls");
+        assert_eq!(v["hook_event_name"], "PostToolUse");
+        assert_eq!(v["tool_response"]["output"], "x");
+        assert_eq!(v["duration_ms"], 3);
+        assert_eq!(v["permission_mode"], "allow-all");
+        assert_eq!(v["transcript_path"], "/t.jsonl");
+    }
+}
