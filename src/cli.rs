@@ -31,6 +31,7 @@ pub mod bench;
 pub mod chat;
 pub mod model_args;
 pub mod render;
+pub mod reopen;
 pub mod run;
 pub mod serve;
 pub mod sessions;

@@ -89,6 +89,9 @@ pub struct SessionMeta {
     /// The approval mode the session started with (`approval_mode_changed` records changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_mode: Option<String>,
+    /// What reopening the session needs (see [`launch::Launch`]).
+    #[serde(flatten)]
+    pub launch: launch::Launch,
 }
 
 /// `model_msg` payloads: seven complete kinds and four streaming partials.
@@ -559,3 +562,4 @@ impl<'de> Deserialize<'de> for OmniMessage {
 }
 
 pub mod build;
+pub mod launch;

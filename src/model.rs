@@ -101,6 +101,9 @@ pub struct ModelSessionContext {
     pub first_prompt: Option<String>,
     /// The first free `call_<n>` index (non-zero when a session resumes from its trace).
     pub next_call_index: u64,
+    /// Model requests the session already made (non-zero on resume): the scripted model
+    /// continues its script from there.
+    pub requests_made: u64,
 }
 
 /// A model: shared by all sessions of a host.

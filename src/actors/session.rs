@@ -89,6 +89,9 @@ pub struct SessionOptions {
     /// Secret values besides the provider key (e.g. the serve token): scrubbed from the trace
     /// and the stream, and never in a command's environment.
     pub secrets: Vec<String>,
+    /// Recorded in `session_meta` so the session can be reopened without its flags. On a
+    /// resume whose `reopened_with` is set, a new `session_meta` with these values is appended.
+    pub launch: crate::message::launch::Launch,
 }
 
 impl SessionOptions {
@@ -104,6 +107,7 @@ impl SessionOptions {
             resume: None,
             command_env: Vec::new(),
             secrets: Vec::new(),
+            launch: Default::default(),
         }
     }
 }
@@ -210,6 +214,7 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
             .approver
             .policy()
             .map(|p| p.mode().as_str().to_string()),
+        launch: options.launch.clone(),
     }
 }
 
@@ -298,10 +303,21 @@ impl Actor for SessionActor {
             is_subagent: options.depth > 0,
             first_prompt: options.first_prompt.clone(),
             next_call_index: options.resume.as_ref().map_or(0, |r| r.next_call_index),
+            requests_made: options.resume.as_ref().map_or(0, |r| r.requests),
         });
         // A resumed session appends to its existing trace, which already starts with its meta.
-        if options.resume.is_none() {
-            let _ = trace.cast(TraceMsg::Append(meta));
+        match &options.resume {
+            None => {
+                let _ = trace.cast(TraceMsg::Append(meta));
+            }
+            // Reopened with overriding flags: the values now in use are recorded.
+            Some(r) if options.launch.reopened_with.is_some() => {
+                let mut meta = session_meta(&id, &options);
+                meta.source = r.meta.source.clone();
+                meta.launch.script_position = meta.launch.script.as_ref().map(|_| r.requests);
+                let _ = trace.cast(TraceMsg::Append(Arc::new(OmniMessage::session_meta(meta))));
+            }
+            Some(_) => {}
         }
         let resumed = options.resume.clone();
         let tool_specs = options.config.tools.shared_model_specs();

@@ -24,6 +24,7 @@ use crate::actors::session::SessionHandle;
 use crate::approval::{ApprovalMode, ApprovalRequest, Approver, PolicyApprover};
 use crate::message::{Decision, EventPayload};
 use crate::server::state::read_trace_meta;
+use crate::trace::catalog::Catalog;
 use crate::trace::paths;
 
 type Question = (ApprovalRequest, oneshot::Sender<Decision>);
@@ -107,8 +108,17 @@ pub async fn chat(args: ChatArgs) -> i32 {
     };
     let mut session_args = args.session.clone();
     let home = paths::rookery_home(session_args.home.as_deref());
-    if let Some(id) = &args.resume {
-        let Some(trace) = paths::locate_trace(&home, id) else {
+    let mut resume_id = args.resume.clone();
+    let mut overrides = Vec::new();
+    if let Some(query) = &args.resume {
+        let id = match Catalog::scan(&home).and_then(|c| c.resolve(query).map(|s| s.id.clone())) {
+            Ok(id) => id,
+            Err(e) => {
+                errln!("rookery: --resume {query}: {e} (under {})", home.display());
+                return 2;
+            }
+        };
+        let Some(trace) = paths::locate_trace(&home, &id) else {
             errln!(
                 "rookery: --resume {id}: no trace of that session under {}",
                 home.display()
@@ -118,6 +128,8 @@ pub async fn chat(args: ChatArgs) -> i32 {
         if session_args.workspace.is_none() {
             session_args.workspace = read_trace_meta(&trace).map(|m| m.workspace.into());
         }
+        overrides = super::reopen::fill_from_trace(&trace, &mut session_args);
+        resume_id = Some(id);
     }
     let mut resolved = match resolve(&session_args) {
         Ok(r) => r,
@@ -126,6 +138,9 @@ pub async fn chat(args: ChatArgs) -> i32 {
             return 2;
         }
     };
+    if !overrides.is_empty() {
+        resolved.options.launch.reopened_with = Some(overrides);
+    }
     let (ask_tx, ask_rx) = mpsc::unbounded_channel();
     let asker = Arc::new(ChatApprover { tx: ask_tx });
     resolved.options.approver = Arc::new(match session_args.approve {
@@ -140,7 +155,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
             return 2;
         }
     };
-    let opened = match &args.resume {
+    let opened = match &resume_id {
         Some(id) => host.resume_session(id, resolved.options).await,
         None => host.create_session(resolved.options).await,
     };

@@ -17,6 +17,7 @@ use crate::actors::session::SessionOptions;
 use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
+use crate::message::launch::{Launch, TOOL_PROFILE_PENGUIN};
 use crate::message::{EventPayload, ModelPayload, StopReason};
 use crate::trace::paths;
 
@@ -53,12 +54,34 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
         Arc::new(TerminalApprover::default()),
     ));
     let mut options = SessionOptions::new(workspace, model);
+    options.launch = launch_of(args, &config);
     options.approver = approver;
     options.config = config;
     Ok(Resolved {
         home: paths::rookery_home(args.home.as_deref()),
         options,
     })
+}
+
+/// What `session_meta` records to reopen a session started with `args` (paths made absolute).
+fn launch_of(args: &SessionArgs, config: &AgentConfig) -> Launch {
+    let absolute = |p: &std::path::Path| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    let script = args.model.script.as_deref().map(absolute);
+    let model = config.model.as_ref().filter(|_| script.is_none());
+    Launch {
+        base_url: model.and_then(|m| m.base_url.clone()),
+        api_key_env: model.and_then(|m| m.api_key_env.clone()),
+        tool_profile: Some(TOOL_PROFILE_PENGUIN.to_string()),
+        script_position: script.as_ref().map(|_| 0),
+        script,
+        config: args.config.as_deref().map(absolute),
+        reopened_with: None,
+    }
 }
 
 pub async fn run(args: RunArgs) -> i32 {

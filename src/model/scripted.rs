@@ -355,11 +355,10 @@ impl Model for ScriptedModel {
         } else {
             TurnSource::Root
         };
-        Box::new(ScriptedSession::new(
-            Arc::clone(&self.script),
-            source,
-            ctx.next_call_index,
-        ))
+        let mut session =
+            ScriptedSession::new(Arc::clone(&self.script), source, ctx.next_call_index);
+        session.skip(ctx.requests_made);
+        Box::new(session)
     }
 }
 

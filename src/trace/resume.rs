@@ -56,6 +56,9 @@ pub struct ResumeState {
     /// The approval mode recorded last (`session_meta.approval_mode`, then each
     /// `approval_mode_changed`), as written; `None` when the trace records none.
     pub approval_mode: Option<String>,
+    /// Model requests begun (`request_begin`, compaction requests included): the scripted
+    /// model's position in its script.
+    pub requests: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -122,6 +125,7 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         tools_announced: replay.tools_announced,
         next_call_index: replay.max_call.map_or(0, |n| n.saturating_add(1)),
         approval_mode: replay.approval_mode,
+        requests: replay.requests,
     })
 }
 
@@ -145,6 +149,7 @@ struct Replay {
     tools_announced: bool,
     max_call: Option<u64>,
     approval_mode: Option<String>,
+    requests: u64,
 }
 
 impl Replay {
@@ -190,6 +195,9 @@ impl Replay {
     }
 
     fn on_event(&mut self, event: &EventPayload) {
+        if matches!(event, EventPayload::RequestBegin {}) {
+            self.requests += 1;
+        }
         match event {
             EventPayload::TokenUsage { session, .. } => self.session_usage = *session,
             EventPayload::ToolListReady { .. } => self.tools_announced = true,

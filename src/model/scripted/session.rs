@@ -43,6 +43,15 @@ impl ScriptedSession {
         }
     }
 
+    /// Moves the cursor past `requests` turns already played (a resumed session).
+    pub(super) fn skip(&mut self, requests: u64) {
+        for _ in 0..requests {
+            if self.next_turn().is_none() {
+                return;
+            }
+        }
+    }
+
     fn turns(&self) -> &[Turn] {
         match self.source {
             TurnSource::Root => &self.script.turns,

@@ -16,6 +16,7 @@ fn meta() -> OmniMessage {
         workspace: "/ws".into(),
         source: None,
         approval_mode: None,
+        launch: Default::default(),
     })
 }
 

@@ -1,0 +1,74 @@
+//! `chat --resume`: fills the flags not given on the command line from what the session's
+//! trace recorded (its last `session_meta`), so a session reopens with no other flag, and
+//! names the flags that were given (they override and are recorded by the session).
+//!
+//! It only reads the trace; it must not write it nor build the model.
+
+use std::path::Path;
+
+use super::SessionArgs;
+use crate::message::{Payload, SessionMeta};
+use crate::trace::reader::read_trace;
+
+/// The last root `session_meta` of the trace at `path`, if any.
+fn last_meta(path: &Path) -> Option<SessionMeta> {
+    let read = read_trace(path).ok()?;
+    read.records
+        .iter()
+        .rev()
+        .filter(|r| !r.has_origin())
+        .find_map(|r| match &r.payload {
+            Payload::SessionMeta(m) => Some(m.clone()),
+            _ => None,
+        })
+}
+
+/// Fills `args` from the trace's record; returns the reopen flags the user gave.
+pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
+    let m = &args.model;
+    let mut given = Vec::new();
+    for (flag, set) in [
+        ("--script", m.script.is_some()),
+        ("--provider", m.provider.is_some()),
+        ("--base-url", m.base_url.is_some()),
+        ("--model", m.model.is_some()),
+        ("--api-key-env", m.api_key_env.is_some()),
+        ("--config", args.config.is_some()),
+        ("--approve", args.approve.is_some()),
+    ] {
+        if set {
+            given.push(flag.to_string());
+        }
+    }
+    let Some(meta) = last_meta(path) else {
+        return given;
+    };
+    let launch = &meta.launch;
+    if args.config.is_none() {
+        args.config = launch.config.clone().map(Into::into);
+    }
+    let m = &mut args.model;
+    if m.script.is_some() || m.provider.is_some() {
+        // A model named on the command line replaces the recorded one entirely.
+        return given;
+    }
+    if meta.provider == "scripted" {
+        if m.base_url.is_none() && m.model.is_none() {
+            m.script = launch.script.clone().map(Into::into);
+        }
+        return given;
+    }
+    if !meta.provider.is_empty() {
+        m.provider = Some(meta.provider.clone());
+        if m.base_url.is_none() {
+            m.base_url = launch.base_url.clone();
+        }
+        if m.model.is_none() && !meta.model_id.is_empty() {
+            m.model = Some(meta.model_id.clone());
+        }
+        if m.api_key_env.is_none() {
+            m.api_key_env = launch.api_key_env.clone();
+        }
+    }
+    given
+}
