@@ -91,7 +91,7 @@ pub struct SessionMeta {
     pub approval_mode: Option<String>,
     /// What reopening the session needs (see [`launch::Launch`]).
     #[serde(flatten)]
-    pub launch: launch::Launch,
+    pub launch: Box<launch::Launch>,
 }
 
 /// `model_msg` payloads: seven complete kinds and four streaming partials.

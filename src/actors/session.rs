@@ -214,7 +214,7 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
             .approver
             .policy()
             .map(|p| p.mode().as_str().to_string()),
-        launch: options.launch.clone(),
+        launch: Box::new(options.launch.clone()),
     }
 }
 
