@@ -24,7 +24,7 @@ use crate::actors::session::SessionHandle;
 use crate::approval::{ApprovalMode, ApprovalRequest, Approver, PolicyApprover};
 use crate::message::{Decision, EventPayload};
 use crate::server::state::read_trace_meta;
-use crate::trace::catalog::Catalog;
+use crate::trace::catalog::{Catalog, CatalogError};
 use crate::trace::paths;
 
 type Question = (ApprovalRequest, oneshot::Sender<Decision>);
@@ -113,8 +113,15 @@ pub async fn chat(args: ChatArgs) -> i32 {
     if let Some(query) = &args.resume {
         let id = match Catalog::scan(&home).and_then(|c| c.resolve(query).map(|s| s.id.clone())) {
             Ok(id) => id,
+            Err(CatalogError::UnknownSession { .. }) => {
+                errln!(
+                    "rookery: --resume {query}: no trace of that session under {}",
+                    home.display()
+                );
+                return 2;
+            }
             Err(e) => {
-                errln!("rookery: --resume {query}: {e} (under {})", home.display());
+                errln!("rookery: --resume {query}: {e}");
                 return 2;
             }
         };
