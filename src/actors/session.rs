@@ -314,6 +314,8 @@ impl Actor for SessionActor {
             Some(r) if options.launch.reopened_with.is_some() => {
                 let mut meta = session_meta(&id, &options);
                 meta.source = r.meta.source.clone();
+                // The mode stays recorded by `approval_mode_changed` only.
+                meta.approval_mode = None;
                 meta.launch.script_position = meta.launch.script.as_ref().map(|_| r.requests);
                 let _ = trace.cast(TraceMsg::Append(Arc::new(OmniMessage::session_meta(meta))));
             }

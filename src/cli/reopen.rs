@@ -44,6 +44,16 @@ pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
         return given;
     };
     let launch = &meta.launch;
+    // The recorded script given again is no override.
+    let same_script = args
+        .model
+        .script
+        .as_deref()
+        .and_then(|p| std::path::absolute(p).ok())
+        .is_some_and(|p| launch.script.as_deref() == Some(&*p.display().to_string()));
+    if same_script {
+        given.retain(|f| f != "--script");
+    }
     if args.config.is_none() {
         args.config = launch.config.clone().map(Into::into);
     }
