@@ -340,6 +340,12 @@ pub enum EventPayload {
     TaskEnd {
         status: StopReason,
     },
+    /// A subscriber fell behind and lost its `count` oldest messages (Rookery's own; built for
+    /// that subscriber only, never recorded). `text` reads `[... N earlier messages dropped ...]`.
+    MessagesDropped {
+        count: u64,
+        text: String,
+    },
     /// The session's approval mode changed (Rookery's own).
     ApprovalModeChanged {
         mode: String,
