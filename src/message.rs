@@ -266,7 +266,7 @@ pub enum Decision {
     Forbidden,
 }
 
-/// `event_msg` payloads: the twelve of the reference plus Rookery's own (`command_evicted`,
+/// `event_msg` payloads: the twelve of the protocol (`docs/protocol.md#events`) plus Rookery's own (`command_evicted`,
 /// `task_end`, `approval_mode_changed`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
