@@ -269,7 +269,7 @@ pub enum Decision {
     Forbidden,
 }
 
-/// `event_msg` payloads: the twelve of the reference plus Rookery's own (`command_evicted`,
+/// `event_msg` payloads: the twelve of the protocol (`docs/protocol.md#events`) plus Rookery's own (`command_evicted`,
 /// `task_end`, `approval_mode_changed`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -342,6 +342,12 @@ pub enum EventPayload {
     },
     TaskEnd {
         status: StopReason,
+    },
+    /// A subscriber fell behind and lost its `count` oldest messages (Rookery's own; built for
+    /// that subscriber only, never recorded). `text` reads `[... N earlier messages dropped ...]`.
+    MessagesDropped {
+        count: u64,
+        text: String,
     },
     /// The session's approval mode changed (Rookery's own).
     ApprovalModeChanged {

@@ -1,4 +1,4 @@
-//! The `[background_task_done]` user text (reference §4.4) that reports a finished background
+//! The `[background_task_done]` user text (`docs/tools.md#background-notices`) that reports a finished background
 //! command or subagent round, and the label and tail rules it uses. Pure text, no I/O.
 
 /// Longest label, in characters (119 + `…` when cut).

@@ -9,6 +9,7 @@ mod budget;
 mod carry;
 mod close_out;
 mod dispatch;
+mod fanout;
 mod gate;
 mod handle;
 mod mode;
@@ -24,7 +25,6 @@ use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use tokio::sync::mpsc;
 
 use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
 use crate::actors::subagent_supervisor::{SUBAGENT_TOOLS, SubagentSupervisorHandle};
@@ -53,16 +53,17 @@ const COMMAND_TOOLS: [&str; 4] = [
     "list_commands",
 ];
 
-/// A stream of a session's messages (partials, complete messages, events), in order.
-pub type MessageReceiver = mpsc::UnboundedReceiver<Arc<OmniMessage>>;
+pub(crate) use fanout::MessageSender;
+pub use fanout::{MessageReceiver, SUBSCRIBER_CAPACITY, TryRecvError};
 
 /// The senders of every subscriber; shared with the host so it can report a crashed session.
-pub(crate) type Subscribers = Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<OmniMessage>>>>>;
+pub(crate) type Subscribers = Arc<Mutex<Vec<MessageSender>>>;
 
-/// Sends `msg` to every live subscriber, dropping closed ones.
+/// Sends `msg` to every live subscriber without waiting (a full queue drops its oldest),
+/// dropping closed ones.
 pub(crate) fn broadcast(subs: &Subscribers, msg: &Arc<OmniMessage>) {
     if let Ok(mut subs) = subs.lock() {
-        subs.retain(|s| s.send(msg.clone()).is_ok());
+        subs.retain(|s| s.send(msg.clone()));
     }
 }
 
@@ -455,7 +456,7 @@ async fn handle_msg(
     {
         match message {
             SessionMsg::Subscribe(reply) => {
-                let (tx, rx) = mpsc::unbounded_channel();
+                let (tx, rx) = fanout::channel(SUBSCRIBER_CAPACITY);
                 if let Ok(mut subs) = state.subscribers.lock() {
                     subs.push(tx);
                 }

@@ -1,7 +1,7 @@
 //! edit_file: replaces an exact `old_string` with `new_string` in an existing regular file (once,
 //! or every occurrence with `replace_all`), writes it through to the real file (symlinks followed,
 //! owner and mode kept, hard links in place, see `fs_atomic`), and answers with
-//! `Replaced <n> occurrence[s] in "<p>".` plus git-style hunks of the change (reference §3.2).
+//! `Replaced <n> occurrence[s] in "<p>".` plus git-style hunks of the change (`docs/tools.md#edit_file`).
 //!
 //! It must not create files (write_file does), touch a secret store (by name or by inode), or
 //! stream or truncate its output itself beyond its own hunk budget (the close-out truncates),

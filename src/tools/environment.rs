@@ -1,6 +1,6 @@
 //! The Environment close-out: runs one approved tool call and frames everything it produces as
 //! `partial_tool_call_output` (start → delta* → stop) followed by one complete
-//! `tool_call_output` (reference §2.1–2.6). It owns unknown-tool and argument failures, the
+//! `tool_call_output` (`docs/close-out.md`). It owns unknown-tool and argument failures, the
 //! per-tool timeout merged with the user's cancel, head-keeping truncation, the notes block and
 //! the stop_reason precedence.
 //!
@@ -286,7 +286,7 @@ async fn run_tool(
     )
 }
 
-/// Notes, stop_reason and the closing messages (§2.4–2.6).
+/// Notes, stop_reason and the closing messages (`docs/close-out.md#notes`, `#stop-reason-precedence`).
 fn finalize(
     out: OutputStream,
     result: ToolResult,

@@ -1,5 +1,5 @@
 //! exec_command: runs `bash -lc <cmd>` through the session's command supervisor and streams its
-//! output for up to `yield_time_ms` (reference §3.5, §4.1). A command that ends inside the window
+//! output for up to `yield_time_ms` (`docs/tools.md#exec_command`, `#yield-windows`). A command that ends inside the window
 //! is never registered and its whole group is killed; one still running is registered and keeps
 //! running with a `proc-xxxxxxxx` id; `run_in_background` registers at once and arms the
 //! completion notice.
@@ -37,7 +37,7 @@ pub(crate) fn fail(ctx: &ToolContext, text: impl Into<String>) -> ToolResult {
     ToolResult::failed()
 }
 
-/// The window of reference §4.1: `min(max(raw or default, 250), max(timeoutMs - 1000, 250))`,
+/// The window of `docs/tools.md#yield-windows`: `min(max(raw or default, 250), max(timeoutMs - 1000, 250))`,
 /// unbounded above when the tool has no timeout. Non-numbers (numeric strings too) count as
 /// absent.
 pub(crate) fn yield_window(

@@ -3,7 +3,7 @@
 //! response type, then the extension), scaled down to 2000 px on the longest side when larger;
 //! and [`image_tools`], which picks the one image tool a model gets.
 //!
-//! It owns the exact error texts of the reference (§3.4). It never talks to a model.
+//! It owns the exact error texts of `docs/tools.md#read_image`. It never talks to a model.
 
 use std::io::Cursor;
 use std::path::Path;
@@ -129,7 +129,7 @@ fn http() -> &'static reqwest::Client {
     })
 }
 
-/// Reads and validates an image. Never panics; every failure is the reference's text.
+/// Reads and validates an image. Never panics; every failure is the documented text.
 pub async fn load_image(
     source: &str,
     workspace: &Path,

@@ -1,5 +1,5 @@
 //! input_command: writes to a registered command's stdin (or sends Ctrl-C as SIGINT to its
-//! group, or only polls) and then streams its output for a window (reference §3.6). A command
+//! group, or only polls) and then streams its output for a window (`docs/tools.md#input_command`). A command
 //! found over is removed from the registry with its exit note; interrupting the call only ends
 //! the poll, never the command.
 //!

@@ -1,5 +1,5 @@
 //! `input_subagent`: poll a subagent or send it a follow-up prompt on the same child session
-//! (reference §5.6). Interrupting the call ends only the poll; the child keeps running.
+//! (`docs/tools.md#input_subagent`). Interrupting the call ends only the poll; the child keeps running.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! kill_command: stops a registered command (reference §3.7). It disarms the completion notice
+//! kill_command: stops a registered command (`docs/tools.md#kill_command`). It disarms the completion notice
 //! and unregisters the command first, passes on any unread output, then kills the process group
 //! (SIGTERM, SIGKILL after a grace period) and reports whether the command was still running.
 //!

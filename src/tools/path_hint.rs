@@ -1,6 +1,5 @@
 //! The shared missing-path diagnostic of the file tools (read_file, edit_file): where a path that
-//! failed to stat leaves reality, as a sentence to append after "File not found" (reference
-//! §3.1 "Path hint"), plus the lexical path normalization the file tools resolve paths with.
+//! failed to stat leaves reality, as a sentence to append after "File not found" (`docs/tools.md#path-hint`), plus the lexical path normalization the file tools resolve paths with.
 //!
 //! Failure path only: it stats and lists directories but never reads, creates or changes
 //! anything, and it never fails — when nothing useful can be said the hint is empty.

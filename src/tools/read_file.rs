@@ -1,4 +1,4 @@
-//! The read_file builtin (reference §3.1): a text file as a `cat -n` style window
+//! The read_file builtin (`docs/tools.md#read_file`): a text file as a `cat -n` style window
 //! (`offset`/`limit` paging), with the secret-store guard, the missing-path diagnostics, the
 //! bounded scan (see `read_file/scan.rs`) and a self-budget that keeps the trailing notes intact.
 //!
@@ -49,7 +49,7 @@ pub fn is_small_file(workspace: &Path, args: &Map<String, Value>) -> bool {
 }
 
 /// Runs one read_file call: `file_path` (required), `offset` (1-based, default 1), `limit`
-/// (default 2000). Failures are `failed` replies with the reference texts.
+/// (default 2000). Failures are `failed` replies with the documented texts.
 pub fn read_file(
     workspace: &Path,
     args: &Map<String, Value>,

@@ -1,4 +1,4 @@
-//! Tool definitions (`ToolDefinitionConfig`), the default table of the reference, and the
+//! Tool definitions (`ToolDefinitionConfig`), the default table (`docs/tools.md#default-tool-table`), and the
 //! registry a session assembles from it: which tools the model sees, with which limits.
 //!
 //! The registry only maps names to definitions and implementations; running a call is the
@@ -59,7 +59,7 @@ fn yes() -> bool {
 }
 
 impl ToolDefinitionConfig {
-    /// A definition with the reference defaults (120 s timeout, 16000 chars).
+    /// A definition with the default limits (120 s timeout, 16000 chars).
     pub fn new(name: &str, description: &str, parameters: Value, permission: Permission) -> Self {
         ToolDefinitionConfig {
             name: name.to_string(),
@@ -99,7 +99,7 @@ fn schema(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required})
 }
 
-/// The default definition of a builtin tool by name (the table of the reference, §3.0).
+/// The default definition of a builtin tool by name (`docs/tools.md#default-tool-table`).
 pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
     let d = |n: &str, desc: &str, params: Value, perm: Permission, timeout: i64, max: i64| {
         let mut def = ToolDefinitionConfig::new(n, desc, params, perm);
@@ -315,7 +315,7 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
     Some(def)
 }
 
-/// Names of the reference's builtin table, in its order.
+/// Names of the builtin table (`docs/tools.md#default-tool-table`), in its order.
 pub const BUILTIN_NAMES: [&str; 14] = [
     "read_file",
     "edit_file",

@@ -1,4 +1,4 @@
-//! `run_subagent`: start a child session on a prompt and collect its answer (reference §5.1–5.4).
+//! `run_subagent`: start a child session on a prompt and collect its answer (`docs/tools.md#run_subagent`).
 //! Admission belongs to the subagent supervisor; this tool only asks for it.
 
 use std::time::Duration;

@@ -18,7 +18,7 @@ pub enum Window {
     Cancelled,
 }
 
-/// `yield_time_ms` clamped per reference §4.1 against the tool's timeout.
+/// `yield_time_ms` clamped per `docs/tools.md#yield-windows` against the tool's timeout.
 pub fn yield_ms(args: &Map<String, Value>, default: u64, timeout_ms: i64) -> u64 {
     let raw = args::finite_number(args, "yield_time_ms").map_or(default as f64, |n| n);
     let low = raw.max(250.0);

@@ -1,7 +1,7 @@
 //! write_file: creates or wholly overwrites a regular file (creating missing parent directories),
 //! writes it through to the real file (symlinks followed, owner and mode kept, hard links in
 //! place, see `fs_atomic`), and answers `Created|Overwrote "<p>" (<L> line[s], <B> byte[s]).` —
-//! an overwrite adds a small diff against the previous content (reference §3.3).
+//! an overwrite adds a small diff against the previous content (`docs/tools.md#write_file`).
 //!
 //! It must not replace what is not a regular file, touch a secret store (by name or by inode),
 //! or fail because the previous content cannot be diffed (that only drops the diff), and never

@@ -1,6 +1,6 @@
 //! Resume: rebuilds what a session needs to continue (committed history, carry-over input,
 //! turn count, token totals, tool-call id counter) from the records of its trace, following the
-//! reference `resumeTrace` algorithm (penguin-core §7.5) adapted to Rookery's turn loop.
+//! resume rules of `docs/protocol.md#resume`, adapted to Rookery's turn loop.
 //!
 //! This module is pure interpretation of records: it must not write, repair or rotate a trace,
 //! and it never synthesizes anything into the trace (placeholders live in memory only and are

@@ -1,5 +1,5 @@
 //! The OS side of one command: spawning `bash -lc <cmd>` as the leader of its own session and
-//! process group (setsid, Linux parent-death signal, hardened environment of reference §3.5,
+//! process group (setsid, Linux parent-death signal, hardened environment of `docs/tools.md#background-commands`,
 //! the `ROOKERY_CMD` cookie of `tree.rs`), with pipes or a pseudo-terminal. The first command
 //! starts the guard (`guard.rs`) that covers a killed rookery; the group's kill lives in
 //! `group.rs` (re-exported here).
@@ -98,7 +98,7 @@ impl ExitInfo {
         !matches!(self, ExitInfo::Code(0))
     }
 
-    /// The tool note of reference §3.5 (`None` for exit code 0).
+    /// The tool note of `docs/tools.md#exec_command` (`None` for exit code 0).
     pub fn note(&self) -> Option<String> {
         match self {
             ExitInfo::Code(0) => None,

@@ -1,5 +1,5 @@
 //! Text buffers of one command: the UTF-8 decoder of a byte stream, the 1 MiB unread-output ring
-//! (oldest text dropped, with the reference's drop marker on the next read) and the 4000-char
+//! (oldest text dropped, with the drop marker of `docs/tools.md#background-commands` on the next read) and the 4000-char
 //! tail used by background completion notices.
 //!
 //! Pure data structures: no I/O, no actors, no clocks. Lengths are counted in `char`s and text is
@@ -7,10 +7,10 @@
 
 use std::collections::VecDeque;
 
-/// Capacity of the unread-output ring in characters (1 MiB, reference §4.2).
+/// Capacity of the unread-output ring in characters (1 MiB, `docs/tools.md#background-commands`).
 pub const RING_CAP_CHARS: usize = 1_048_576;
 
-/// How many characters of output a completion notice keeps (reference §4.2).
+/// How many characters of output a completion notice keeps (`docs/tools.md#background-notices`).
 pub const TAIL_CHARS: usize = 4000;
 
 /// Decodes a byte stream that may split multi-byte characters across reads. Incomplete

@@ -1,5 +1,5 @@
 //! Texts the command supervisor builds: the command label, the `[background_task_done]`
-//! completion notice of reference §4.4 and the `list_commands` lines. Pure functions, no I/O.
+//! completion notice (`docs/tools.md#background-notices`) and the `list_commands` lines. Pure functions, no I/O.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use crate::actors::command::ExitInfo;
 /// The first line of a command, at most 120 characters (119 + `…` when longer).
 pub use crate::actors::background_notice::label;
 
-/// The user text a finished `run_in_background` command is reported with (reference §4.4).
+/// The user text a finished `run_in_background` command is reported with (`docs/tools.md#background-notices`).
 /// `tail` is the rendered output tail (empty when the command printed nothing).
 pub fn completion_notice(id: &str, label: &str, exit: &ExitInfo, tail: &str) -> String {
     background_notice::notice(

@@ -1,4 +1,4 @@
-//! Rendering of read_file's window (reference §3.1): `cat -n` rows with the long-line marker,
+//! Rendering of read_file's window (`docs/tools.md#read_file`): `cat -n` rows with the long-line marker,
 //! the self-budget that keeps the trailer rows intact, and the texts that depend on the scan
 //! outcome (binary, scan cap, offset past the end, CRLF and continuation notes).
 //!
