@@ -29,6 +29,9 @@ fn recorded_modes(records: &[OmniMessage]) -> Vec<String> {
     let mut out = Vec::new();
     for r in records {
         match &r.payload {
+            // A reopening `session_meta` records the launch details, not the mode (a mode
+            // change is its own event).
+            Payload::SessionMeta(m) if m.launch.reopened_with.is_some() => {}
             Payload::SessionMeta(m) => out.push(m.approval_mode.clone().unwrap_or_default()),
             Payload::Event(EventPayload::ApprovalModeChanged { mode }) => out.push(mode.clone()),
             _ => {}
@@ -193,7 +196,15 @@ fn chat(dir: &std::path::Path, stdin: &[u8], extra: &[&str]) -> (i32, String, St
 
 #[test]
 fn chat_resume_keeps_the_recorded_mode_unless_told_otherwise() {
-    let dir = sandbox(&exec_script());
+    // A resumed chat continues the script: each of the two resumes plays one exec turn.
+    let dir = sandbox(&json!({"turns": [
+        {"tool_calls": [{"name": "exec_command",
+                         "arguments": {"cmd": "echo ran > ran.txt", "description": "Mark it"}}]},
+        {"text": "denied"},
+        {"tool_calls": [{"name": "exec_command",
+                         "arguments": {"cmd": "echo ran > ran.txt", "description": "Mark it"}}]},
+        {"text": "done"}
+    ]}));
     let p = dir.path();
     // Mode names are case-insensitive.
     let (code, out, err) = chat(p, b"/exit\n", &["--approve", "READ-ONLY"]);
