@@ -229,7 +229,7 @@ impl Host {
         ractor::call!(self.actor, HostMsg::CreateSession, Box::new(options))?
     }
 
-    /// Resumes a session from its trace (reference §7.5: committed turns, pairing intact,
+    /// Resumes a session from its trace (`docs/protocol.md#resume`: committed turns, pairing intact,
     /// placeholders for unanswered calls) and appends to the same file. A live session is
     /// returned as it is. `options` gives the model, approver and config to continue with; its
     /// workspace must exist.
