@@ -59,6 +59,28 @@ pub enum ModelEvent {
     End(ModelOutcome),
 }
 
+impl ModelEvent {
+    /// A piece of the assistant's streamed text.
+    pub fn partial_text(event_type: crate::message::EventType, text: &str) -> Self {
+        ModelEvent::Partial(ModelPayload::PartialText {
+            role: crate::message::Role::Assistant,
+            event_type,
+            text: text.to_string(),
+            stop_reason: StopReason::Completed,
+        })
+    }
+
+    /// A piece of the assistant's streamed thinking.
+    pub fn partial_thinking(event_type: crate::message::EventType, thinking: &str) -> Self {
+        ModelEvent::Partial(ModelPayload::PartialThinking {
+            role: crate::message::Role::Assistant,
+            event_type,
+            thinking: thinking.to_string(),
+            stop_reason: StopReason::Completed,
+        })
+    }
+}
+
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelOutcome {

@@ -169,18 +169,18 @@ impl EventParser {
         let str_field = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
         let new = match str_field("type") {
             "text" => {
-                out.push(partial_text(EventType::Start, ""));
+                out.push(ModelEvent::partial_text(EventType::Start, ""));
                 let text = str_field("text").to_string();
                 if !text.is_empty() {
-                    out.push(partial_text(EventType::Delta, &text));
+                    out.push(ModelEvent::partial_text(EventType::Delta, &text));
                 }
                 Block::Text(text)
             }
             "thinking" => {
-                out.push(partial_thinking(EventType::Start, ""));
+                out.push(ModelEvent::partial_thinking(EventType::Start, ""));
                 let thinking = str_field("thinking").to_string();
                 if !thinking.is_empty() {
-                    out.push(partial_thinking(EventType::Delta, &thinking));
+                    out.push(ModelEvent::partial_thinking(EventType::Delta, &thinking));
                 }
                 Block::Thinking {
                     thinking,
@@ -263,14 +263,14 @@ impl EventParser {
                 let p = piece("text")?;
                 if !p.is_empty() {
                     text.push_str(p);
-                    out.push(partial_text(EventType::Delta, p));
+                    out.push(ModelEvent::partial_text(EventType::Delta, p));
                 }
             }
             (Block::Thinking { thinking, .. }, "thinking_delta") => {
                 let p = piece("thinking")?;
                 if !p.is_empty() {
                     thinking.push_str(p);
-                    out.push(partial_thinking(EventType::Delta, p));
+                    out.push(ModelEvent::partial_thinking(EventType::Delta, p));
                 }
             }
             (Block::Thinking { signature, .. }, "signature_delta") => {
@@ -373,7 +373,7 @@ fn complete(index: u64, block: Block, out: &mut Vec<ModelEvent>) -> Result<(), S
     match block {
         Block::Skipped => {}
         Block::Text(text) => {
-            out.push(partial_text(EventType::Stop, ""));
+            out.push(ModelEvent::partial_text(EventType::Stop, ""));
             out.push(ModelEvent::Complete(ModelPayload::Text {
                 role: Role::Assistant,
                 text,
@@ -386,7 +386,7 @@ fn complete(index: u64, block: Block, out: &mut Vec<ModelEvent>) -> Result<(), S
             thinking,
             signature,
         } => {
-            out.push(partial_thinking(EventType::Stop, ""));
+            out.push(ModelEvent::partial_thinking(EventType::Stop, ""));
             let mut fidelity = Fidelity::new();
             fidelity.insert(FIDELITY_KEY.to_string(), json!({"signature": signature}));
             out.push(ModelEvent::Complete(ModelPayload::Thinking {
@@ -473,24 +473,6 @@ fn stream_error(error: Option<&Value>) -> ModelOutcome {
 
 fn malformed(message: String) -> ModelOutcome {
     ModelOutcome::error(StopReason::Malformed, message)
-}
-
-fn partial_text(event_type: EventType, text: &str) -> ModelEvent {
-    ModelEvent::Partial(ModelPayload::PartialText {
-        role: Role::Assistant,
-        event_type,
-        text: text.to_string(),
-        stop_reason: StopReason::Completed,
-    })
-}
-
-fn partial_thinking(event_type: EventType, thinking: &str) -> ModelEvent {
-    ModelEvent::Partial(ModelPayload::PartialThinking {
-        role: Role::Assistant,
-        event_type,
-        thinking: thinking.to_string(),
-        stop_reason: StopReason::Completed,
-    })
 }
 
 fn partial_call(event_type: EventType, name: &str, id: &str, arguments: &str) -> ModelEvent {

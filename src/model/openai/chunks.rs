@@ -255,7 +255,7 @@ impl ChunkParser {
             self.reasoning_field = field;
         }
         self.thinking.push_str(piece);
-        out.push(partial_thinking(EventType::Delta, piece));
+        out.push(ModelEvent::partial_thinking(EventType::Delta, piece));
         Ok(())
     }
 
@@ -266,7 +266,7 @@ impl ChunkParser {
         self.grow(piece.len())?;
         self.switch(Open::Text, out);
         self.text.push_str(piece);
-        out.push(partial_text(EventType::Delta, piece));
+        out.push(ModelEvent::partial_text(EventType::Delta, piece));
         Ok(())
     }
 
@@ -413,8 +413,8 @@ impl ChunkParser {
         self.open = to;
         match to {
             Open::None => {}
-            Open::Thinking => out.push(partial_thinking(EventType::Start, "")),
-            Open::Text => out.push(partial_text(EventType::Start, "")),
+            Open::Thinking => out.push(ModelEvent::partial_thinking(EventType::Start, "")),
+            Open::Text => out.push(ModelEvent::partial_text(EventType::Start, "")),
             Open::Tool(i) => {
                 if let Some(acc) = self.calls.get(i) {
                     out.push(partial_call(EventType::Start, acc, ""));
@@ -428,7 +428,7 @@ impl ChunkParser {
         match std::mem::replace(&mut self.open, Open::None) {
             Open::None => {}
             Open::Thinking => {
-                out.push(partial_thinking(EventType::Stop, ""));
+                out.push(ModelEvent::partial_thinking(EventType::Stop, ""));
                 // Thinking from `content` parts has no field to be sent back under.
                 let fidelity = self.reasoning_field.take().map(|field| {
                     let mut fidelity = Fidelity::new();
@@ -443,7 +443,7 @@ impl ChunkParser {
                 }));
             }
             Open::Text => {
-                out.push(partial_text(EventType::Stop, ""));
+                out.push(ModelEvent::partial_text(EventType::Stop, ""));
                 out.push(ModelEvent::Complete(ModelPayload::Text {
                     role: Role::Assistant,
                     text: std::mem::take(&mut self.text),
@@ -534,24 +534,6 @@ pub(crate) fn clip(s: &str, max: usize) -> String {
         Some((at, _)) => format!("{}…", &s[..at]),
         None => s.to_string(),
     }
-}
-
-fn partial_text(event_type: EventType, text: &str) -> ModelEvent {
-    ModelEvent::Partial(ModelPayload::PartialText {
-        role: Role::Assistant,
-        event_type,
-        text: text.to_string(),
-        stop_reason: StopReason::Completed,
-    })
-}
-
-fn partial_thinking(event_type: EventType, thinking: &str) -> ModelEvent {
-    ModelEvent::Partial(ModelPayload::PartialThinking {
-        role: Role::Assistant,
-        event_type,
-        thinking: thinking.to_string(),
-        stop_reason: StopReason::Completed,
-    })
 }
 
 fn partial_call(event_type: EventType, acc: &CallAcc, arguments: &str) -> ModelEvent {
