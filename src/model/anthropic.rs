@@ -100,7 +100,7 @@ impl AnthropicModel {
                  images themselves; set `vision: true` instead",
             ));
         }
-        let extra = request::checked_extra(&cfg.extra).map_err(invalid)?;
+        let extra = request::checked_extra(&cfg.extra)?;
         let base_url = cfg
             .base_url
             .as_deref()

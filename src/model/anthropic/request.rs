@@ -10,6 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::DEFAULT_MAX_TOKENS;
+use crate::error::ConfigError;
 use crate::message::{Fidelity, ModelPayload, Role, StopReason};
 use crate::model::ModelRequest;
 use crate::model::openai::request::IMAGE_OMITTED;
@@ -28,19 +29,22 @@ pub const MISSING_OUTPUT: &str = "[no output recorded for this call]";
 /// The config's extra fields, checked against the API's rules (`max_tokens` a positive integer;
 /// `thinking` `{type: enabled, budget_tokens >= 1024 and < max_tokens}` or `{type: disabled}`;
 /// `stop` becomes `stop_sequences`).
-pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, ConfigError> {
+    let bad = |m: &str| ConfigError::Other(m.to_string());
     if let Some(key) = extra
         .keys()
         .find(|k| RESERVED_BODY_KEYS.contains(&k.as_str()))
     {
-        return Err(format!("model.extra.{key} cannot be set: rookery sets it"));
+        return Err(ConfigError::Other(format!(
+            "model.extra.{key} cannot be set: rookery sets it"
+        )));
     }
     let max_tokens = match extra.get("max_tokens") {
         None => DEFAULT_MAX_TOKENS,
         Some(v) => v
             .as_u64()
             .filter(|n| *n > 0)
-            .ok_or("model.max_tokens must be a positive integer")?,
+            .ok_or_else(|| bad("model.max_tokens must be a positive integer"))?,
     };
     if let Some(thinking) = extra.get("thinking") {
         match thinking.get("type").and_then(Value::as_str) {
@@ -48,22 +52,23 @@ pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, S
                 let budget = thinking
                     .get("budget_tokens")
                     .and_then(Value::as_u64)
-                    .ok_or("model.thinking.budget_tokens must be an integer (at least 1024)")?;
+                    .ok_or_else(|| {
+                        bad("model.thinking.budget_tokens must be an integer (at least 1024)")
+                    })?;
                 if budget < 1024 {
-                    return Err("model.thinking.budget_tokens must be at least 1024".into());
+                    return Err(bad("model.thinking.budget_tokens must be at least 1024"));
                 }
                 if budget >= max_tokens {
-                    return Err(format!(
+                    return Err(ConfigError::Other(format!(
                         "model.thinking.budget_tokens ({budget}) must be less than max_tokens ({max_tokens})"
-                    ));
+                    )));
                 }
             }
             Some("disabled") | Some("adaptive") => {}
             _ => {
-                return Err(
-                    "model.thinking must be {type: enabled, budget_tokens: N} or {type: disabled}"
-                        .into(),
-                );
+                return Err(bad(
+                    "model.thinking must be {type: enabled, budget_tokens: N} or {type: disabled}",
+                ));
             }
         }
     }
@@ -74,7 +79,7 @@ pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, S
         let list = match stop {
             Value::String(s) => json!([s]),
             v @ Value::Array(_) => v,
-            _ => return Err("model.stop must be a string or a list of strings".into()),
+            _ => return Err(bad("model.stop must be a string or a list of strings")),
         };
         out.entry("stop_sequences").or_insert(list);
     }

@@ -215,7 +215,7 @@ fn extra_fields_are_checked() {
         Value::Object(stop),
         json!({"max_tokens": 8192, "stop_sequences": ["END"]})
     );
-    let err = |v: Value| checked_extra(&map(v)).unwrap_err();
+    let err = |v: Value| checked_extra(&map(v)).unwrap_err().to_string();
     assert_eq!(
         err(json!({"thinking": {"type": "enabled", "budget_tokens": 9000}})),
         "model.thinking.budget_tokens (9000) must be less than max_tokens (8192)"

@@ -101,18 +101,15 @@ impl EventParser {
     }
 
     /// Counts `n` more bytes of the response against the cap.
-    fn grow(&mut self, n: usize) -> Result<(), String> {
+    fn grow(&mut self, n: usize) -> Result<(), StreamError> {
         self.size = self.size.saturating_add(n);
         if self.size > self.max {
-            return Err(format!(
-                "the response exceeds {} bytes of text, thinking and tool input",
-                self.max
-            ));
+            return Err(StreamError::TooLarge(self.max));
         }
         Ok(())
     }
 
-    fn event(&mut self, event: &Value, out: &mut Vec<ModelEvent>) -> Result<Fed, String> {
+    fn event(&mut self, event: &Value, out: &mut Vec<ModelEvent>) -> Result<Fed, StreamError> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "ping" => {}
@@ -127,7 +124,7 @@ impl EventParser {
                 let index = index(event)?;
                 let block = event
                     .get("content_block")
-                    .ok_or("content_block_start without content_block")?;
+                    .ok_or(StreamError::Missing("content_block_start", "content_block"))?;
                 self.grow(payload_bytes(block))?;
                 self.start(index, block, out)?;
             }
@@ -135,7 +132,7 @@ impl EventParser {
                 let index = index(event)?;
                 let delta = event
                     .get("delta")
-                    .ok_or("content_block_delta without delta")?;
+                    .ok_or(StreamError::Missing("content_block_delta", "delta"))?;
                 self.grow(payload_bytes(delta))?;
                 self.delta(index, delta, out)?;
             }
@@ -162,9 +159,9 @@ impl EventParser {
         index: u64,
         block: &Value,
         out: &mut Vec<ModelEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StreamError> {
         if self.blocks.contains_key(&index) {
-            return Err(format!("content block {index} started twice"));
+            return Err(StreamError::StartedTwice(index));
         }
         let str_field = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
         let new = match str_field("type") {
@@ -200,7 +197,7 @@ impl EventParser {
             "tool_use" => {
                 let name = str_field("name").to_string();
                 if name.is_empty() {
-                    return Err(format!("tool_use block {index} has no name"));
+                    return Err(StreamError::NoToolName(index));
                 }
                 let id = self.unique_id(str_field("id"));
                 out.push(partial_call(EventType::Start, &name, &id, ""));
@@ -246,17 +243,17 @@ impl EventParser {
         index: u64,
         delta: &Value,
         out: &mut Vec<ModelEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StreamError> {
         let block = self
             .blocks
             .get_mut(&index)
-            .ok_or_else(|| format!("delta for content block {index}, which never started"))?;
+            .ok_or(StreamError::NotStarted("delta for", index))?;
         let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
-        let piece = |key: &str| -> Result<&str, String> {
+        let piece = |key: &'static str| -> Result<&str, StreamError> {
             delta
                 .get(key)
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("{kind} without a {key} string"))
+                .ok_or_else(|| StreamError::DeltaField(kind.to_string(), key))
         };
         match (block, kind) {
             (Block::Text(text), "text_delta") => {
@@ -285,19 +282,17 @@ impl EventParser {
             }
             (Block::Skipped, _) | (Block::Text(_), "citations_delta") => {}
             (_, kind) => {
-                return Err(format!(
-                    "delta of type \"{kind}\" does not fit content block {index}"
-                ));
+                return Err(StreamError::DeltaMismatch(kind.to_string(), index));
             }
         }
         Ok(())
     }
 
-    fn stop(&mut self, index: u64, out: &mut Vec<ModelEvent>) -> Result<(), String> {
+    fn stop(&mut self, index: u64, out: &mut Vec<ModelEvent>) -> Result<(), StreamError> {
         let block = self
             .blocks
             .get_mut(&index)
-            .ok_or_else(|| format!("stop of content block {index}, which never started"))?;
+            .ok_or(StreamError::NotStarted("stop of", index))?;
         complete(index, std::mem::replace(block, Block::Skipped), out)
     }
 
@@ -306,7 +301,7 @@ impl EventParser {
     fn finish(&mut self, out: &mut Vec<ModelEvent>) -> Fed {
         for (index, block) in std::mem::take(&mut self.blocks) {
             if let Err(e) = complete(index, block, out) {
-                return Fed::End(malformed(e));
+                return Fed::End(malformed(e.to_string()));
             }
         }
         if self.stop_reason.is_none() {
@@ -353,7 +348,7 @@ impl StreamParser for EventParser {
         };
         match self.event(&event, out) {
             Ok(fed) => fed,
-            Err(e) => Fed::End(malformed(e)),
+            Err(e) => Fed::End(malformed(e.to_string())),
         }
     }
 
@@ -369,7 +364,7 @@ impl StreamParser for EventParser {
 }
 
 /// Emits a finished block: the stop partial and its complete message.
-fn complete(index: u64, block: Block, out: &mut Vec<ModelEvent>) -> Result<(), String> {
+fn complete(index: u64, block: Block, out: &mut Vec<ModelEvent>) -> Result<(), StreamError> {
     match block {
         Block::Skipped => {}
         Block::Text(text) => {
@@ -404,16 +399,19 @@ fn complete(index: u64, block: Block, out: &mut Vec<ModelEvent>) -> Result<(), S
                 match serde_json::from_str::<Value>(&json) {
                     Ok(Value::Object(_)) => {}
                     Ok(_) => {
-                        return Err(format!(
-                            "input of tool_use {index} ({name}) is not a JSON object: {}",
-                            clip(&json, 200)
-                        ));
+                        return Err(StreamError::InputNotObject {
+                            index,
+                            name,
+                            head: clip(&json, 200),
+                        });
                     }
                     Err(e) => {
-                        return Err(format!(
-                            "input of tool_use {index} ({name}) is not valid JSON ({e}): {}",
-                            clip(&json, 200)
-                        ));
+                        return Err(StreamError::InputNotJson {
+                            index,
+                            name,
+                            source: e,
+                            head: clip(&json, 200),
+                        });
                     }
                 }
             }
@@ -441,11 +439,45 @@ fn payload_bytes(v: &Value) -> usize {
     }
 }
 
-fn index(event: &Value) -> Result<u64, String> {
+fn index(event: &Value) -> Result<u64, StreamError> {
     event
         .get("index")
         .and_then(Value::as_u64)
-        .ok_or_else(|| "content block event without an index".to_string())
+        .ok_or(StreamError::NoIndex)
+}
+
+/// Why a stream is malformed; its text is the `malformed` request's error message.
+#[derive(Debug, thiserror::Error)]
+enum StreamError {
+    #[error("the response exceeds {0} bytes of text, thinking and tool input")]
+    TooLarge(usize),
+    #[error("{0} without {1}")]
+    Missing(&'static str, &'static str),
+    #[error("content block {0} started twice")]
+    StartedTwice(u64),
+    #[error("tool_use block {0} has no name")]
+    NoToolName(u64),
+    #[error("{0} content block {1}, which never started")]
+    NotStarted(&'static str, u64),
+    #[error("{0} without a {1} string")]
+    DeltaField(String, &'static str),
+    #[error("delta of type \"{0}\" does not fit content block {1}")]
+    DeltaMismatch(String, u64),
+    #[error("input of tool_use {index} ({name}) is not a JSON object: {head}")]
+    InputNotObject {
+        index: u64,
+        name: String,
+        head: String,
+    },
+    #[error("input of tool_use {index} ({name}) is not valid JSON ({source}): {head}")]
+    InputNotJson {
+        index: u64,
+        name: String,
+        source: serde_json::Error,
+        head: String,
+    },
+    #[error("content block event without an index")]
+    NoIndex,
 }
 
 /// An `error` event: overloaded / API / rate-limit errors are retried, auth is final, request
