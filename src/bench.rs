@@ -152,6 +152,8 @@ pub struct Outcome {
 struct Seen {
     outputs: usize,
     failed_outputs: usize,
+    /// Calls of another tool than the workload's, by name (a model serving another workload).
+    other_tools: std::collections::BTreeMap<String, usize>,
 }
 
 fn make_workspace(dir: &Path) -> std::io::Result<()> {
@@ -195,7 +197,10 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     let mut options = Vec::with_capacity(spec.sessions);
     for i in 0..spec.sessions {
         let ws = spec.scratch.join(format!("ws-{i}"));
-        make_workspace(&ws).map_err(|e| RookeryError::Actor(format!("workspace: {e}")))?;
+        make_workspace(&ws).map_err(|source| RookeryError::Setup {
+            what: format!("cannot create the workspace {}", ws.display()),
+            source,
+        })?;
         let probe = Arc::new(Probe::default());
         let model = Arc::new(Probed {
             inner: base_model.clone(),
@@ -222,9 +227,15 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     for s in &sessions {
         let mut rx = s.subscribe().await?;
         let on_call = spec.on_call.clone();
+        let tool = spec.workload.tool_name();
         watchers.push(tokio::spawn(async move {
             let mut seen = Seen::default();
             while let Some(msg) = rx.recv().await {
+                if let Some(ModelPayload::ToolCall { name, .. }) = msg.as_model()
+                    && name != tool
+                {
+                    *seen.other_tools.entry(name.clone()).or_default() += 1;
+                }
                 if let Some(ModelPayload::ToolCallOutput { stop_reason, .. }) = msg.as_model() {
                     seen.outputs += 1;
                     if *stop_reason != StopReason::Completed {
@@ -259,7 +270,7 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     {
         let seen = watcher.await.unwrap_or_default();
         let problem = match summary {
-            Ok(Some(s)) => check(&s, &seen, spec.turns),
+            Ok(Some(s)) => check(&s, &seen, spec.workload, spec.turns),
             Ok(None) => Some("no task summary".to_string()),
             Err(e) => Some(e.to_string()),
         };
@@ -279,10 +290,22 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     })
 }
 
-/// `None` when a session ran exactly `turns` tool calls with `turns` completed outputs and
-/// answered `Done…`; else what was wrong.
-fn check(summary: &crate::TaskSummary, seen: &Seen, turns: usize) -> Option<String> {
+/// `None` when a session ran exactly `turns` calls of the workload's tool with `turns`
+/// completed outputs and answered `Done…`; else what was wrong.
+fn check(
+    summary: &crate::TaskSummary,
+    seen: &Seen,
+    workload: Workload,
+    turns: usize,
+) -> Option<String> {
     let mut problems = Vec::new();
+    for (name, n) in &seen.other_tools {
+        problems.push(format!(
+            "the model called {name} {n} times, but the {} workload calls {} (is the model serving another workload?)",
+            workload.as_str(),
+            workload.tool_name()
+        ));
+    }
     if summary.status != StopReason::Completed {
         problems.push(format!(
             "task {} ({})",

@@ -1,7 +1,9 @@
 //! The `rookery` command line: argument definitions and dispatch to subcommands.
 //!
-//! Parsing only; each subcommand lives in its own file under `cli/`. Usage and configuration
-//! errors exit 2 with a one-line reason on stderr.
+//! Parsing only; each subcommand lives in its own file under `cli/` and returns its exit code or
+//! a [`CliError`], which `main` prints once. Usage and configuration errors exit 2 with a
+//! one-line reason on stderr. Flags with a fixed set of values list them in their help
+//! ([`choices`]).
 
 /// Like `eprintln!`, but a closed or broken stderr is ignored instead of panicking: the CLI
 /// must end quietly when the reader of its output goes away (`rookery run … 2>&1 | head -1`).
@@ -29,6 +31,7 @@ macro_rules! outln {
 pub mod approve_prompt;
 pub mod bench;
 pub mod chat;
+pub mod error;
 pub mod model_args;
 pub mod render;
 pub mod reopen;
@@ -37,11 +40,42 @@ pub mod serve;
 pub mod sessions;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::approval::ApprovalMode;
+pub use error::CliError;
 use model_args::ModelArgs;
+
+/// A flag's values with one line of help each: `-h` lists them as `[possible values: …]`,
+/// `--help` one per line, and a missing or unknown value names them. A new flag with a fixed
+/// set of values (e.g. a tool profile) is `value_parser = choices(&[…]).try_map(…)`.
+pub fn choices(values: &'static [(&'static str, &'static str)]) -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        values
+            .iter()
+            .map(|(name, help)| PossibleValue::new(*name).help(*help)),
+    )
+}
+
+/// The approval modes of `--approve`.
+pub const APPROVAL_MODES: &[(&str, &str)] = &[
+    ("allow-all", "run every tool call (the default)"),
+    ("deny-all", "deny every tool call"),
+    (
+        "read-only",
+        "allow tools with permission r, ask for the rest",
+    ),
+    ("always-ask", "ask before every tool call"),
+];
+
+/// The workloads of `bench --workload`.
+pub const WORKLOADS: &[(&str, &str)] = &[
+    ("exec", "every model turn calls exec_command `true`"),
+    ("read", "every model turn calls read_file on a 20-line file"),
+];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -88,15 +122,12 @@ pub struct SessionArgs {
     #[arg(long, value_name = "FILE")]
     pub hooks: Option<PathBuf>,
     /// How tool calls are approved (default allow-all; a resumed chat keeps its recorded mode).
-    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    #[arg(long, value_name = "MODE", ignore_case = true,
+          value_parser = choices(APPROVAL_MODES).try_map(|s| s.parse::<ApprovalMode>()))]
     pub approve: Option<ApprovalMode>,
     /// Stop after N model turns (<= 0: unlimited). Overrides the config.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_turns: Option<i64>,
-}
-
-fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
-    s.parse()
 }
 
 #[derive(Debug, Clone, Args)]
@@ -167,8 +198,9 @@ pub struct ServeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// The tool every model turn calls: `exec` (exec_command `true`) or `read` (read_file).
-    #[arg(long, value_name = "WORKLOAD", default_value = "exec", value_parser = parse_workload)]
+    /// The tool every model turn calls.
+    #[arg(long, value_name = "WORKLOAD", default_value = "exec",
+          value_parser = choices(WORKLOADS).try_map(|s| s.parse::<crate::bench::Workload>()))]
     pub workload: crate::bench::Workload,
     /// Concurrent sessions, each running one task.
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -180,15 +212,19 @@ pub struct BenchArgs {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub model_latency_ms: u64,
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub model: BenchModelArgs,
     /// Where traces go (default: a temp dir, removed afterwards).
     #[arg(long, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Create N idle sessions (trace header written, no task) and report the RSS per session.
-    #[arg(long, value_name = "N")]
+    /// Create N idle sessions (trace header written, no task) and report the RSS per session
+    /// (no workload runs: not with --workload, --sessions, --turns, a model or --floor).
+    #[arg(long, value_name = "N", conflicts_with_all = [
+        "workload", "sessions", "turns", "model_latency_ms", "provider", "base_url", "model",
+        "api_key_env", "floor", "serve_mock",
+    ])]
     pub idle_sessions: Option<usize>,
     /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios.
     #[arg(long)]
@@ -207,12 +243,39 @@ pub struct BenchArgs {
     pub listen: String,
 }
 
-fn parse_workload(s: &str) -> Result<crate::bench::Workload, String> {
-    s.parse()
+/// The HTTP model of `bench` (its own model is built in: there is no `--script`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct BenchModelArgs {
+    /// An OpenAI-compatible provider (`openai`, `vllm`, …) to measure instead of the built-in
+    /// model (see --serve-mock).
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// The server's base URL; requests go to `{URL}/chat/completions`.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The model name sent to the server.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// The environment variable holding the API key (default OPENAI_API_KEY; unset = no key).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
 }
 
-/// Runs the parsed command; returns the process exit code.
-pub async fn dispatch(cli: Cli) -> i32 {
+impl BenchModelArgs {
+    /// The same flags as the other subcommands' model flags.
+    pub fn model_args(&self) -> ModelArgs {
+        ModelArgs {
+            script: None,
+            provider: self.provider.clone(),
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            api_key_env: self.api_key_env.clone(),
+        }
+    }
+}
+
+/// Runs the parsed command: the process exit code, or the error `main` prints.
+pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,

@@ -159,6 +159,12 @@ impl AgentConfig {
                 path: path.to_path_buf(),
                 message,
             },
+            e @ (ConfigError::BadBaseUrl(_) | ConfigError::BadKeyVariable) => {
+                ConfigError::InvalidConfig {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                }
+            }
             other => other,
         })
     }

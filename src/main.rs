@@ -1,37 +1,46 @@
 //! The `rookery` binary: parses arguments, sets up logging on stderr (`RUST_LOG` respected) and
-//! hands over to `rookery::cli`. Usage errors exit 2 with one line on stderr.
+//! hands over to `rookery::cli`. Its one exit point is `main`: `run` returns the exit code or a
+//! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2).
 
 // No unwrap()/expect() outside tests: every failure reachable by input is a typed error or a
 // tool output.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
+use rookery::cli::CliError;
 use tracing_subscriber::EnvFilter;
 
-fn main() {
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "rookery: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn run() -> Result<ExitCode, CliError> {
     let cli = match rookery::cli::Cli::try_parse() {
         Ok(cli) => cli,
-        // `rookery` (or `rookery sessions`) alone: the help with its subcommands, exit 2.
-        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            e.exit()
+        // `rookery` (or `rookery sessions`) alone: the help with its subcommands (exit 2);
+        // `--help`, `--version` (exit 0).
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                    | ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+            ) =>
+        {
+            let _ = e.print();
+            return Ok(ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)));
         }
-        Err(e) => {
-            // One line: clap's first paragraph, joined, without its own "error: " prefix.
-            let text = e.to_string();
-            let para: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let joined = para.join(" ");
-            let reason = joined.strip_prefix("error: ").unwrap_or(&joined);
-            let _ = writeln!(std::io::stderr(), "rookery: {reason} (see rookery --help)");
-            std::process::exit(2);
-        }
+        Err(e) => return Err(CliError::parse(e, std::env::args_os())),
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -46,20 +55,11 @@ fn main() {
     std::panic::set_hook(Box::new(|info| {
         tracing::error!("panic: {info}");
     }));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "rookery: cannot start the async runtime: {e}"
-            );
-            std::process::exit(2);
-        }
-    };
-    let code = runtime.block_on(async {
+        .map_err(|e| CliError::startup_io("cannot start the async runtime", e))?;
+    let result = runtime.block_on(async {
         // Orphans of commands come back to us and are reaped (see `command/reaper.rs`).
         #[cfg(target_os = "linux")]
         if let Err(e) = rookery::actors::command::reaper::become_subreaper() {
@@ -68,5 +68,5 @@ fn main() {
         rookery::cli::dispatch(cli).await
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    std::process::exit(code);
+    result
 }

@@ -9,6 +9,7 @@ pub mod catalog; // listing, reading, resolving and deleting recorded sessions
 pub mod file;
 pub mod health;
 pub mod lock;
+pub mod open_error; // a trace that cannot be created or opened
 pub mod paths;
 pub mod reader;
 pub mod resume;

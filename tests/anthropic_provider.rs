@@ -278,7 +278,7 @@ fn defaults_and_config_errors() {
         let cfg: ModelConfig = serde_yaml::from_str(yaml).unwrap();
         AnthropicModel::new(cfg)
             .err()
-            .map(|e| e.to_string())
+            .map(|e| rookery::cli::error::config_text(&e))
             .unwrap_or_default()
     };
     assert_eq!(

@@ -145,11 +145,14 @@ fn auth_error_ends_the_task_at_once() {
     let reasons = abort_reasons(&records);
     assert_eq!(reasons.len(), 1);
     assert!(reasons[0].starts_with("llm request error:"), "{reasons:?}");
+    // The transcript says what the trace says: the task failed, for this reason.
+    assert_eq!(last_payload(&records)["status"], "failed");
     assert!(
-        out.stdout.contains(&format!("! aborted: {}", reasons[0])),
+        out.stdout.contains(&format!("! failed: {}", reasons[0])),
         "{}",
         out.stdout
     );
+    assert!(!out.stdout.contains("! aborted"), "{}", out.stdout);
     assert_eq!(last_payload(&records)["type"], "task_end");
     assert_ne!(last_payload(&records)["status"], "completed");
 }

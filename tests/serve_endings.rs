@@ -276,7 +276,7 @@ fn serve_refuses_a_home_where_no_trace_can_be_written() {
     assert_eq!(
         stderr.trim_end(),
         format!(
-            "rookery: cannot create traces under {}: Not a directory",
+            "rookery: cannot create traces under {}: Not a directory (pass --home DIR, or set ROOKERY_HOME, to a directory rookery can write)",
             file.display()
         )
     );

@@ -12,10 +12,10 @@ use ractor::{Actor, ActorCell, ActorRef};
 use super::session::{
     SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers, broadcast,
 };
-use crate::error::{ConfigError, RookeryError};
+use crate::error::{ConfigError, RookeryError, TraceOpenError};
 use crate::message::{OmniMessage, StopReason, build};
 use crate::trace::file::TraceFile;
-use crate::trace::health::{TraceHealth, io_reason};
+use crate::trace::health::TraceHealth;
 use crate::trace::paths;
 use crate::trace::writer::{TraceActor, TraceArgs, TraceMsg, TraceStats};
 
@@ -98,18 +98,16 @@ pub(crate) async fn spawn_session(
     let file = match file {
         Some(f) => f,
         None => open_locked(&id, &trace_path).map_err(|e| match e {
-            RookeryError::Trace(e) => RookeryError::TraceOpen(if options.resume.is_some() {
-                format!(
-                    "cannot open trace {}: {}",
-                    trace_path.display(),
-                    io_reason(&e)
-                )
+            RookeryError::Trace(source) => RookeryError::TraceOpen(if options.resume.is_some() {
+                TraceOpenError::Open {
+                    path: trace_path.clone(),
+                    source,
+                }
             } else {
-                format!(
-                    "cannot create traces under {}: {}",
-                    env.home.display(),
-                    io_reason(&e)
-                )
+                TraceOpenError::Create {
+                    home: env.home.clone(),
+                    source,
+                }
             }),
             other => other,
         })?,

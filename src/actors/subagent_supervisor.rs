@@ -8,6 +8,7 @@
 //! `subagent` pointer per child.
 
 pub mod child;
+pub mod error;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::message::{EventPayload, OmniMessage};
 use crate::trace::paths;
 use crate::trace::writer::TraceMsg;
 pub use child::{Child, ChildListing, ParentLink, RoundEnd, exit_note};
+pub use error::SubagentError;
 
 /// Most subagents per session.
 pub const MAX_SUBAGENTS: usize = 8;
@@ -39,7 +41,7 @@ pub const SUBAGENT_TOOLS: [&str; 4] = [
 
 pub enum SubagentMsg {
     /// Admits and starts a child session for `prompt` (its task is not started yet).
-    Admit(String, RpcReplyPort<Result<Arc<Child>, String>>),
+    Admit(String, RpcReplyPort<Result<Arc<Child>, SubagentError>>),
     /// Looks a child up by id and marks it used.
     Get(String, RpcReplyPort<Option<Arc<Child>>>),
     /// Removes a child from the registry (the caller closes it).
@@ -87,7 +89,7 @@ impl SubagentSupervisor {
         myself: &ActorRef<SubagentMsg>,
         state: &mut SubagentState,
         prompt: String,
-    ) -> Result<Arc<Child>, String> {
+    ) -> Result<Arc<Child>, SubagentError> {
         if state.entries.len() >= MAX_SUBAGENTS {
             let victim = state
                 .entries
@@ -102,7 +104,7 @@ impl SubagentSupervisor {
                     tracing::debug!(subagent = %e.child.id, "evicting idle subagent");
                     close_child(e.child);
                 }
-                None => return Err(TOO_MANY.to_string()),
+                None => return Err(SubagentError::TooMany),
             }
         }
         let session_id = paths::new_session_id();
@@ -123,7 +125,7 @@ impl SubagentSupervisor {
             None,
         )
         .await
-        .map_err(|e| format!("[run_subagent error: {e}]"))?;
+        .map_err(SubagentError::Start)?;
         let tail: String = {
             let chars: Vec<char> = session_id.chars().collect();
             chars[chars.len().saturating_sub(8)..].iter().collect()
@@ -136,7 +138,7 @@ impl SubagentSupervisor {
             .handle
             .subscribe()
             .await
-            .map_err(|e| format!("[run_subagent error: {e}]"))?;
+            .map_err(SubagentError::Start)?;
         let child = Child::new(id, spawned.handle.clone(), &prompt, approver);
         // The child's session_meta passes through: forwarded (tagged) and pointed to.
         let meta = Arc::new(
@@ -282,13 +284,11 @@ impl SubagentSupervisorHandle {
         Ok(SubagentSupervisorHandle { actor })
     }
 
-    /// Admits a child for `prompt` (marked running) or returns the refusal text.
-    pub async fn admit(&self, prompt: &str) -> Result<Arc<Child>, String> {
-        ractor::call!(self.actor, SubagentMsg::Admit, prompt.to_string()).unwrap_or_else(|e| {
-            Err(format!(
-                "[run_subagent unavailable: no subagent session manager available] ({e})"
-            ))
-        })
+    /// Admits a child for `prompt` (marked running) or says why not (its text is the tool
+    /// output).
+    pub async fn admit(&self, prompt: &str) -> Result<Arc<Child>, SubagentError> {
+        ractor::call!(self.actor, SubagentMsg::Admit, prompt.to_string())
+            .unwrap_or_else(|e| Err(SubagentError::Unavailable(e.into())))
     }
 
     pub fn actor_id(&self) -> ActorId {

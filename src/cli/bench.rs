@@ -7,13 +7,14 @@
 //! 2 for usage or configuration errors. It owns the rendering, never the measuring.
 
 use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::BenchArgs;
+use super::{BenchArgs, CliError};
 use crate::bench::{self, IdleOutcome, Outcome, Spec, TempDir, measure};
 use crate::config::AgentConfig;
 
@@ -29,44 +30,28 @@ fn r3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-pub async fn bench(args: BenchArgs) -> i32 {
+pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.serve_mock {
         return serve_mock(&args).await;
     }
     if args.sessions == 0 && args.idle_sessions.is_none() {
-        errln!("rookery: --sessions must be at least 1");
-        return 2;
-    }
-    if args.model.script.is_some() {
-        errln!(
-            "rookery: bench uses its built-in model; pass --provider openai --base-url URL --model NAME for an HTTP model"
-        );
-        return 2;
+        return Err(CliError::usage("--sessions must be at least 1"));
     }
     measure::raise_open_files_limit();
-    let scratch = match TempDir::new("rookery-bench") {
-        Ok(d) => d,
-        Err(e) => {
-            errln!("rookery: cannot create a temp dir: {e}");
-            return 2;
-        }
-    };
+    let scratch = TempDir::new("rookery-bench")
+        .map_err(|e| CliError::startup_io("cannot create a temp dir", e))?;
     let shell_home = scratch.path().join("shell-home");
     let default_home = scratch.path().join("home");
     let home = args.home.clone().unwrap_or(default_home);
-    if let Err(e) = std::fs::create_dir_all(&shell_home) {
-        errln!("rookery: cannot create {}: {e}", shell_home.display());
-        return 2;
-    }
+    std::fs::create_dir_all(&shell_home).map_err(|e| {
+        CliError::startup_io(format!("cannot create {}", shell_home.display()), e)
+    })?;
     let mut config = AgentConfig::default();
     let model = if args.model.provider.is_some() || args.model.base_url.is_some() {
-        match super::model_args::resolve_model(&args.model, &mut config) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                errln!("rookery: {e}");
-                return 2;
-            }
-        }
+        Some(super::model_args::resolve_model(
+            &args.model.model_args(),
+            &mut config,
+        )?)
     } else {
         None
     };
@@ -76,13 +61,11 @@ pub async fn bench(args: BenchArgs) -> i32 {
     }
 
     let floor = if args.floor {
-        match floors(&args, &shell_home).await {
-            Ok(f) => Some(f),
-            Err(e) => {
-                errln!("rookery: spawn floor: {e}");
-                return 1;
-            }
-        }
+        Some(floors(&args, &shell_home).await.map_err(|e| CliError::Io {
+            what: "spawn floor".to_string(),
+            source: std::io::Error::other(e),
+            code: 1,
+        })?)
     } else {
         None
     };
@@ -119,8 +102,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
             if let Some(b) = &bar {
                 b.abandon();
             }
-            errln!("rookery: {e}");
-            return 1;
+            return Err(CliError::Failed(e));
         }
     };
     if let Some(b) = &bar {
@@ -139,7 +121,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
     for f in &outcome.failures {
         errln!("rookery: bench check failed: {f}");
     }
-    if outcome.failures.is_empty() { 0 } else { 1 }
+    Ok(ExitCode::from(if outcome.failures.is_empty() { 0 } else { 1 }))
 }
 
 /// The two spawn floors: (concurrent wall, sequential per-spawn).
@@ -285,14 +267,10 @@ async fn idle(
     home: &std::path::Path,
     workspace: &std::path::Path,
     config: AgentConfig,
-) -> i32 {
-    let out: IdleOutcome = match bench::idle(n, home, workspace, config).await {
-        Ok(o) => o,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 1;
-        }
-    };
+) -> Result<ExitCode, CliError> {
+    let out: IdleOutcome = bench::idle(n, home, workspace, config)
+        .await
+        .map_err(CliError::Failed)?;
     let (trace_files, trace_bytes) = measure::dir_totals(&home.join("traces"));
     let added = out.rss_after_kb.saturating_sub(out.rss_before_kb);
     let per_session_kb = if n > 0 { added as f64 / n as f64 } else { 0.0 };
@@ -320,28 +298,23 @@ async fn idle(
         );
     }
     if ok {
-        0
+        Ok(ExitCode::SUCCESS)
     } else {
         errln!("rookery: expected {n} trace files, found {trace_files}");
-        1
+        Ok(ExitCode::from(1))
     }
 }
 
-async fn serve_mock(args: &BenchArgs) -> i32 {
-    let (url, server) = match bench::mock::bind(&args.listen, args.workload, args.turns).await {
-        Ok(s) => s,
-        Err(e) => {
-            errln!("rookery: cannot listen on {}: {e}", args.listen);
-            return 2;
-        }
-    };
+async fn serve_mock(args: &BenchArgs) -> Result<ExitCode, CliError> {
+    let (url, server) = bench::mock::bind(&args.listen, args.workload, args.turns)
+        .await
+        .map_err(|e| CliError::startup_io(format!("cannot listen on {}", args.listen), e))?;
     outln!("{url}");
     let _ = std::io::stdout().flush();
-    match server.await {
-        Ok(()) => 0,
-        Err(e) => {
-            errln!("rookery: mock server: {e}");
-            1
-        }
-    }
+    server.await.map_err(|source| CliError::Io {
+        what: "mock server".to_string(),
+        source,
+        code: 1,
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

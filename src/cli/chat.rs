@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -18,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::approve_prompt::parse_answer;
 use super::approve_prompt::question;
 use super::run::resolve;
-use super::{ChatArgs, render};
+use super::{ChatArgs, CliError, render};
 use crate::Host;
 use crate::actors::session::SessionHandle;
 use crate::approval::{ApprovalMode, ApprovalRequest, Approver, PolicyApprover};
@@ -95,15 +96,14 @@ fn read_lines(mut input: impl BufRead, mut send: impl FnMut(String) -> bool) {
     }
 }
 
-pub async fn chat(args: ChatArgs) -> i32 {
+pub async fn chat(args: ChatArgs) -> Result<ExitCode, CliError> {
     let (int, term) = match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
     ) {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => {
-            errln!("rookery: cannot install signal handlers: {e}");
-            return 2;
+            return Err(CliError::startup_io("cannot install signal handlers", e));
         }
     };
     let mut session_args = args.session.clone();
@@ -114,23 +114,18 @@ pub async fn chat(args: ChatArgs) -> i32 {
         let id = match Catalog::scan(&home).and_then(|c| c.resolve(query).map(|s| s.id.clone())) {
             Ok(id) => id,
             Err(CatalogError::UnknownSession { .. }) => {
-                errln!(
-                    "rookery: --resume {query}: no trace of that session under {}",
+                return Err(CliError::usage(format!(
+                    "--resume {query}: no trace of that session under {}",
                     home.display()
-                );
-                return 2;
+                )));
             }
-            Err(e) => {
-                errln!("rookery: --resume {query}: {e}");
-                return 2;
-            }
+            Err(e) => return Err(CliError::usage(format!("--resume {query}: {e}"))),
         };
         let Some(trace) = paths::locate_trace(&home, &id) else {
-            errln!(
-                "rookery: --resume {id}: no trace of that session under {}",
+            return Err(CliError::usage(format!(
+                "--resume {id}: no trace of that session under {}",
                 home.display()
-            );
-            return 2;
+            )));
         };
         if session_args.workspace.is_none() {
             session_args.workspace = read_trace_meta(&trace).map(|m| m.workspace.into());
@@ -138,13 +133,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
         overrides = super::reopen::fill_from_trace(&trace, &mut session_args);
         resume_id = Some(id);
     }
-    let mut resolved = match resolve(&session_args) {
-        Ok(r) => r,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 2;
-        }
-    };
+    let mut resolved = resolve(&session_args)?;
     if !overrides.is_empty() {
         resolved.options.launch.reopened_with = Some(overrides);
     }
@@ -155,13 +144,9 @@ pub async fn chat(args: ChatArgs) -> i32 {
         // Without --approve, a resumed session keeps the mode its trace recorded.
         None => PolicyApprover::inherited(ApprovalMode::AllowAll, asker),
     });
-    let host = match Host::start(resolved.home.clone()).await {
-        Ok(h) => h,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 2;
-        }
-    };
+    let host = Host::start(resolved.home.clone())
+        .await
+        .map_err(CliError::Start)?;
     let opened = match &resume_id {
         Some(id) => host.resume_session(id, resolved.options).await,
         None => host.create_session(resolved.options).await,
@@ -169,9 +154,8 @@ pub async fn chat(args: ChatArgs) -> i32 {
     let session = match opened {
         Ok(s) => s,
         Err(e) => {
-            errln!("rookery: {e}");
             host.shutdown().await;
-            return 2;
+            return Err(CliError::Start(e));
         }
     };
     let interrupts = Interrupts { int, term };
@@ -181,8 +165,7 @@ pub async fn chat(args: ChatArgs) -> i32 {
     errln!("trace: {}", session.trace_path().display());
     outln!("rookery chat --resume {}", session.id());
     if let Some(failure) = session.trace_failure() {
-        errln!("rookery: {failure}");
-        return 1;
+        return Err(CliError::TraceFailed(failure));
     }
     code
 }
@@ -312,14 +295,9 @@ async fn repl(
     session: &SessionHandle,
     mut asks: mpsc::UnboundedReceiver<Question>,
     mut interrupts: Interrupts,
-) -> i32 {
-    let mut rx = match session.subscribe().await {
-        Ok(rx) => rx,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 1;
-        }
-    };
+) -> Result<ExitCode, CliError> {
+    let mut rx = session.subscribe().await.map_err(CliError::Failed)?;
+    let mut transcript = render::Transcript::default();
     let mut lines = stdin_lines();
     let mut eof = false;
     let mut st = Repl {
@@ -338,8 +316,8 @@ async fn repl(
     loop {
         tokio::select! {
             msg = rx.recv() => {
-                let Some(msg) = msg else { return 1 };
-                if let Some(text) = render::render(&msg) {
+                let Some(msg) = msg else { return Ok(ExitCode::from(1)) };
+                if let Some(text) = transcript.render(&msg) {
                     let _ = writeln!(stdout, "{text}");
                     let _ = stdout.flush();
                 }
@@ -367,7 +345,7 @@ async fn repl(
                     let _ = session.abort();
                 } else {
                     errln!();
-                    return 0;
+                    return Ok(ExitCode::SUCCESS);
                 }
             }
             line = lines.recv(), if !eof => {
@@ -381,7 +359,7 @@ async fn repl(
             }
         }
         if let Step::Quit = st.drive(session).await {
-            return 0;
+            return Ok(ExitCode::SUCCESS);
         }
     }
 }

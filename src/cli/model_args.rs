@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use super::CliError;
 use crate::config::AgentConfig;
-use crate::error::ConfigError;
 use crate::model::Model;
 use crate::model::model_config::{ModelConfig, build_model};
 use crate::model::scripted::ScriptedModel;
@@ -42,11 +42,11 @@ const NO_MODEL: &str = "no model configured: pass --script FILE to use the built
 pub fn resolve_model(
     args: &ModelArgs,
     config: &mut AgentConfig,
-) -> Result<Arc<dyn Model>, ConfigError> {
+) -> Result<Arc<dyn Model>, CliError> {
     if let Some(script) = &args.script {
         if args.provider.is_some() || args.base_url.is_some() || args.model.is_some() {
-            return Err(ConfigError::Other(
-                "pass either --script or --provider/--base-url/--model, not both".to_string(),
+            return Err(CliError::usage(
+                "pass either --script or --provider/--base-url/--model, not both",
             ));
         }
         config.set_model(ModelConfig::scripted())?;
@@ -67,20 +67,34 @@ pub fn resolve_model(
     }
     if cfg.provider.is_empty() {
         if cfg.base_url.is_some() || cfg.model.is_some() {
-            return Err(ConfigError::Other(
-                "--base-url and --model need --provider NAME (e.g. --provider openai)".to_string(),
+            return Err(CliError::usage(
+                "--base-url and --model need --provider NAME (e.g. --provider openai)",
             ));
         }
-        return Err(ConfigError::Other(NO_MODEL.to_string()));
+        return Err(CliError::usage(NO_MODEL));
     }
     if cfg.is_scripted() {
-        return Err(ConfigError::Other(
-            "the scripted model takes its turns from --script FILE".to_string(),
+        return Err(CliError::usage(
+            "the scripted model takes its turns from --script FILE",
         ));
     }
     crate::model::anthropic::apply_defaults(&mut cfg)?;
     cfg.validate()?;
     let model = build_model(&cfg)?;
+    warn_unset_key(&cfg);
     config.set_model(cfg)?;
     Ok(model)
+}
+
+/// One notice on stderr when the key variable named by `--api-key-env` (or the config) is
+/// unset or empty: the requests then carry no key, which is right for a local server and a
+/// surprise for a hosted one.
+fn warn_unset_key(cfg: &ModelConfig) {
+    let Some(var) = cfg.api_key_env.as_deref() else {
+        return;
+    };
+    if std::env::var(var).is_ok_and(|v| !v.trim().is_empty()) {
+        return;
+    }
+    errln!("rookery: note: ${var} is not set (or empty): requests to the model carry no API key");
 }

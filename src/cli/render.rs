@@ -89,17 +89,57 @@ pub fn render(msg: &OmniMessage) -> Option<String> {
             "! model request {status}: {}; retrying in {ms} ms",
             error_message.as_deref().unwrap_or("unknown")
         )),
-        EventPayload::Abort { reason } => Some(format!(
-            "! aborted: {}",
-            reason.as_deref().unwrap_or("aborted")
-        )),
         _ => None,
+    }
+}
+
+/// The transcript of one session's stream: [`render`], except that a task's `abort` is shown
+/// when its `task_end` arrives, under the status the trace records for it
+/// (`! failed: llm request error: …`, `! aborted: interrupted by user`).
+#[derive(Debug, Default)]
+pub struct Transcript {
+    abort: Option<String>,
+}
+
+impl Transcript {
+    pub fn render(&mut self, msg: &OmniMessage) -> Option<String> {
+        if msg.has_origin() {
+            return None;
+        }
+        match msg.as_event() {
+            Some(EventPayload::Abort { reason }) => {
+                self.abort = Some(reason.clone().unwrap_or_else(|| "aborted".to_string()));
+                None
+            }
+            Some(EventPayload::TaskEnd { status }) => self
+                .abort
+                .take()
+                .map(|reason| format!("! {status}: {reason}")),
+            _ => render(msg),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_abort_is_shown_with_the_status_of_its_task_end() {
+        let mut t = Transcript::default();
+        let abort = OmniMessage::event(EventPayload::Abort {
+            reason: Some("llm request error: auth".into()),
+        });
+        assert_eq!(t.render(&abort), None);
+        let end = OmniMessage::event(EventPayload::TaskEnd {
+            status: StopReason::Failed,
+        });
+        assert_eq!(
+            t.render(&end).as_deref(),
+            Some("! failed: llm request error: auth")
+        );
+        assert_eq!(t.render(&end), None, "a task end without abort shows nothing");
+    }
 
     #[test]
     fn collapses_long_outputs() {

@@ -6,12 +6,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::approve_prompt::TerminalApprover;
-use super::{RunArgs, SessionArgs, render};
+use super::{CliError, RunArgs, SessionArgs, render};
 use crate::Host;
 use crate::actors::session::SessionOptions;
 use crate::approval::{ApprovalMode, PolicyApprover};
@@ -28,13 +29,14 @@ pub struct Resolved {
 }
 
 /// Resolves the shared session flags: workspace, model, config, approval.
-pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
+pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
-        None => std::env::current_dir().map_err(|e| ConfigError::Other(e.to_string()))?,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::startup_io("cannot read the current directory", e))?,
     };
     if !workspace.is_dir() {
-        return Err(ConfigError::Workspace(workspace));
+        return Err(ConfigError::Workspace(workspace).into());
     }
     let mut config = match &args.config {
         Some(path) => AgentConfig::from_file(path)?,
@@ -44,8 +46,7 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
         config.max_turns = m;
     }
     if let Some(path) = &args.hooks {
-        let extra = crate::hooks::HooksConfig::from_file(path)
-            .map_err(|e| ConfigError::Other(e.to_string()))?;
+        let extra = crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?;
         config.hooks = Arc::new(config.hooks.merged(&extra));
     }
     let model = super::model_args::resolve_model(&args.model, &mut config)?;
@@ -84,32 +85,32 @@ fn launch_of(args: &SessionArgs, config: &AgentConfig) -> Launch {
     }
 }
 
-pub async fn run(args: RunArgs) -> i32 {
+pub async fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     // Installed before anything is created, so an early Ctrl-C still aborts cleanly.
-    let interrupts = match Interrupts::install() {
-        Ok(i) => i,
-        Err(e) => {
-            errln!("rookery: cannot install signal handlers: {e}");
-            return 2;
-        }
-    };
-    let resolved = match resolve(&args.session) {
-        Ok(r) => r,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 2;
-        }
-    };
-    let host = match Host::start(resolved.home.clone()).await {
-        Ok(h) => h,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 2;
-        }
-    };
-    let code = run_in_host(&host, resolved.options, &args, interrupts).await;
+    let interrupts = Interrupts::install()
+        .map_err(|e| CliError::startup_io("cannot install signal handlers", e))?;
+    let resolved = resolve(&args.session)?;
+    let host = Host::start(resolved.home.clone())
+        .await
+        .map_err(CliError::Start)?;
+    let result = run_in_host(&host, resolved.options, &args, interrupts).await;
     host.shutdown().await;
-    code
+    result
+}
+
+/// The user's prompt as the session's trace recorded it (the last root user text so far).
+async fn recorded_prompt(
+    session: &crate::actors::session::SessionHandle,
+) -> Option<crate::message::OmniMessage> {
+    session.flush_trace().await.ok()?;
+    let read = crate::trace::reader::read_trace(session.trace_path()).ok()?;
+    read.records.into_iter().rev().find(|r| {
+        !r.has_origin()
+            && matches!(
+                r.as_model(),
+                Some(p @ ModelPayload::Text { .. }) if p.role() == crate::message::Role::User
+            )
+    })
 }
 
 /// SIGINT and SIGTERM, both meaning "abort the task".
@@ -139,30 +140,26 @@ async fn run_in_host(
     options: SessionOptions,
     args: &RunArgs,
     mut interrupts: Interrupts,
-) -> i32 {
-    let session = match host.create_session(options).await {
-        Ok(s) => s,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 2;
-        }
-    };
-    let mut rx = match session.subscribe().await {
-        Ok(rx) => rx,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 1;
-        }
-    };
-    if let Err(e) = session.start_task(args.prompt.clone()).await {
-        errln!("rookery: {e}");
-        return 1;
-    }
+) -> Result<ExitCode, CliError> {
+    let session = host
+        .create_session(options)
+        .await
+        .map_err(CliError::Start)?;
+    let mut rx = session.subscribe().await.map_err(CliError::Failed)?;
+    session
+        .start_task(args.prompt.clone())
+        .await
+        .map_err(CliError::Failed)?;
     let mut status = StopReason::Failed;
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let _ = writeln!(stdout, "{}", session.meta_message().to_json());
+        // The prompt is recorded, not streamed: its trace record follows the meta.
+        if let Some(prompt) = recorded_prompt(&session).await {
+            let _ = writeln!(stdout, "{}", prompt.to_json());
+        }
     }
+    let mut transcript = render::Transcript::default();
     let mut interrupted = false;
     loop {
         let msg = tokio::select! {
@@ -180,7 +177,7 @@ async fn run_in_host(
             if !is_partial || args.partials {
                 let _ = writeln!(stdout, "{}", msg.to_json());
             }
-        } else if let Some(text) = render::render(&msg) {
+        } else if let Some(text) = transcript.render(&msg) {
             let _ = writeln!(stdout, "{text}");
         }
         if let Some(EventPayload::TaskEnd { status: s }) = msg.as_event()
@@ -192,18 +189,15 @@ async fn run_in_host(
     }
     let _ = stdout.flush();
     let _ = session.close().await;
-    if !args.json {
-        errln!("trace: {}", session.trace_path().display());
-    }
+    errln!("trace: {}", session.trace_path().display());
     // Checked after the close, which waits for the last records: a trace that lost a record
     // fails the run even when the task itself completed.
     if let Some(failure) = session.trace_failure() {
-        errln!("rookery: {failure}");
-        return 1;
+        return Err(CliError::TraceFailed(failure));
     }
-    if status == StopReason::Completed {
+    Ok(ExitCode::from(if status == StopReason::Completed {
         0
     } else {
         1
-    }
+    }))
 }

@@ -10,15 +10,16 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::ServeArgs;
+use super::{CliError, ServeArgs};
 use crate::Host;
 use crate::config::AgentConfig;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, RookeryError, TraceOpenError};
 use crate::server::guard::GuardConfig;
 use crate::server::session_config::ConfigDir;
 use crate::server::{self, ServerConfig, ServerState};
@@ -45,7 +46,7 @@ impl Token {
 
 /// The bearer token: off with `--no-auth`, `$VAR` with `--token-env VAR` (an unset or empty
 /// variable is an error), else a fresh random one.
-fn token(args: &ServeArgs) -> Result<Token, ConfigError> {
+fn token(args: &ServeArgs) -> Result<Token, CliError> {
     if args.no_auth {
         return Ok(Token::Off);
     }
@@ -54,93 +55,104 @@ fn token(args: &ServeArgs) -> Result<Token, ConfigError> {
     };
     match std::env::var(var) {
         Ok(v) if !v.trim().is_empty() => Ok(Token::FromEnv(v.trim().to_string())),
-        _ => Err(ConfigError::Other(format!(
+        _ => Err(CliError::usage(format!(
             "--token-env {var}: the environment variable {var} is not set or empty"
         ))),
     }
 }
 
 /// Resolves `--listen`; refuses an address that is not loopback when there is no token.
-async fn addresses(listen: &str, has_token: bool) -> Result<Vec<SocketAddr>, ConfigError> {
+async fn addresses(listen: &str, has_token: bool) -> Result<Vec<SocketAddr>, CliError> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(listen)
         .await
-        .map_err(|e| ConfigError::Other(format!("--listen {listen}: {e}")))?
+        .map_err(|e| CliError::usage(listen_error(listen, &e)))?
         .collect();
     if addrs.is_empty() {
-        return Err(ConfigError::Other(format!(
+        return Err(CliError::usage(format!(
             "--listen {listen}: the address resolves to nothing"
         )));
     }
     if !has_token && addrs.iter().any(|a| !a.ip().is_loopback()) {
-        return Err(ConfigError::Other(format!(
+        return Err(CliError::usage(format!(
             "refusing --no-auth on {listen}: without a token the server listens on loopback addresses only"
         )));
     }
     Ok(addrs)
 }
 
+/// `--listen ADDR` that does not resolve, with the expected shape (`7878` alone is no address).
+fn listen_error(listen: &str, e: &std::io::Error) -> String {
+    let port_only = !listen.contains(':');
+    let hint = if port_only {
+        format!(" (use HOST:PORT, e.g. 127.0.0.1:{listen})")
+    } else {
+        " (use HOST:PORT, e.g. 127.0.0.1:7878)".to_string()
+    };
+    format!("--listen {listen}: {e}{hint}")
+}
+
 /// Refuses a home where no trace can be written, naming it and the reason (not at the first
 /// session, with a 500).
-fn check_home(home: &std::path::Path) -> Result<(), String> {
+fn check_home(home: &std::path::Path) -> Result<(), TraceOpenError> {
     let traces = home.join("traces");
     let probe = traces.join(format!(".rookery-probe-{}", std::process::id()));
     std::fs::create_dir_all(&traces)
         .and_then(|()| std::fs::File::create(&probe))
         .and_then(|_| std::fs::remove_file(&probe))
-        .map_err(|e| {
-            format!(
-                "cannot create traces under {}: {}",
-                home.display(),
-                crate::trace::health::io_reason(&e)
-            )
+        .map_err(|source| TraceOpenError::Create {
+            home: home.to_path_buf(),
+            source,
         })
 }
 
-async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerState>), String> {
+async fn start(
+    args: &ServeArgs,
+) -> Result<(tokio::net::TcpListener, Arc<ServerState>), CliError> {
     let mut config = match &args.config {
-        Some(path) => AgentConfig::from_file(path).map_err(|e| e.to_string())?,
+        Some(path) => AgentConfig::from_file(path)?,
         None => AgentConfig::default(),
     };
-    let model =
-        super::model_args::resolve_model(&args.model, &mut config).map_err(|e| e.to_string())?;
+    let model = super::model_args::resolve_model(&args.model, &mut config)?;
     let hooks = match &args.hooks {
-        Some(path) => crate::hooks::HooksConfig::from_file(path).map_err(|e| e.to_string())?,
+        Some(path) => crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?,
         None => crate::hooks::HooksConfig::default(),
     };
     let hooks = std::sync::Arc::new(hooks);
     config.hooks = std::sync::Arc::new(config.hooks.merged(&hooks));
-    let token = token(args).map_err(|e| e.to_string())?;
+    let token = token(args)?;
     if args.max_sessions == 0 {
-        return Err("--max-sessions must be at least 1".to_string());
+        return Err(CliError::usage("--max-sessions must be at least 1"));
     }
     let config_dir = match &args.config_dir {
-        Some(dir) => {
-            Some(ConfigDir::open(dir).map_err(|e| format!("--config-dir {}: {e}", dir.display()))?)
-        }
+        Some(dir) => Some(
+            ConfigDir::open(dir)
+                .map_err(|e| CliError::usage(format!("--config-dir {}: {e}", dir.display())))?,
+        ),
         None => None,
     };
-    let addrs = addresses(&args.listen, token.value().is_some())
-        .await
-        .map_err(|e| e.to_string())?;
+    let addrs = addresses(&args.listen, token.value().is_some()).await?;
     let listener = tokio::net::TcpListener::bind(addrs.as_slice())
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+        .map_err(|e| CliError::startup_io(format!("cannot listen on {}", args.listen), e))?;
     let local = listener
         .local_addr()
-        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+        .map_err(|e| CliError::startup_io("cannot read the listening address", e))?;
     server::fd_limit::check(args.max_sessions);
     let home = paths::rookery_home(args.home.as_deref());
-    check_home(&home)?;
+    check_home(&home).map_err(|e| CliError::Start(RookeryError::TraceOpen(e)))?;
     if let Token::Generated(t) = &token {
         let path = server::token::write_token_file(&home, t).map_err(|e| {
-            format!(
-                "cannot write the token file {}: {e}",
-                home.join(server::token::TOKEN_FILE).display()
+            CliError::startup_io(
+                format!(
+                    "cannot write the token file {}",
+                    home.join(server::token::TOKEN_FILE).display()
+                ),
+                e,
             )
         })?;
         eprintln!("token: {}", path.display());
     }
-    let host = Host::start(home.clone()).await.map_err(|e| e.to_string())?;
+    let host = Host::start(home.clone()).await.map_err(CliError::Start)?;
     let state = ServerState::new(
         host,
         ServerConfig {
@@ -162,7 +174,7 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
     Ok((listener, state))
 }
 
-pub async fn serve(args: ServeArgs) -> i32 {
+pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     // Installed first, so a signal during start-up still means a clean stop.
     let (mut int, mut term) = match (
         signal(SignalKind::interrupt()),
@@ -170,24 +182,13 @@ pub async fn serve(args: ServeArgs) -> i32 {
     ) {
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => {
-            errln!("rookery: cannot install signal handlers: {e}");
-            return 2;
+            return Err(CliError::startup_io("cannot install signal handlers", e));
         }
     };
-    let (listener, state) = match start(&args).await {
-        Ok(s) => s,
-        Err(e) => {
-            errln!("rookery: {e}");
-            return 2;
-        }
-    };
-    let local = match listener.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            errln!("rookery: cannot read the listening address: {e}");
-            return 2;
-        }
-    };
+    let (listener, state) = start(&args).await?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| CliError::startup_io("cannot read the listening address", e))?;
     {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on http://{local}");
@@ -199,13 +200,14 @@ pub async fn serve(args: ServeArgs) -> i32 {
             _ = term.recv() => {}
         }
     };
-    match server::serve(listener, state, stop).await {
-        Ok(()) => 0,
-        Err(e) => {
-            errln!("rookery: server error: {e}");
-            1
-        }
-    }
+    server::serve(listener, state, stop)
+        .await
+        .map_err(|source| CliError::Io {
+            what: "server error".to_string(),
+            source,
+            code: 1,
+        })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
@@ -228,6 +230,11 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .starts_with("--listen not an address: ")
+        );
+        let e = addresses("7878", true).await.unwrap_err().to_string();
+        assert!(
+            e.starts_with("--listen 7878: ") && e.ends_with("(use HOST:PORT, e.g. 127.0.0.1:7878)"),
+            "{e}"
         );
     }
 }

@@ -11,10 +11,12 @@ mod show;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::trace::catalog::{Catalog, CatalogError, SessionFiles, remove_files};
+use super::CliError;
+use crate::trace::catalog::{Catalog, remove_files};
 use crate::trace::paths;
 use crate::trace::summary::{RecordedStatus, SessionSummary};
 
@@ -71,31 +73,14 @@ pub struct RmArgs {
 /// Characters of the first prompt line shown by `list`.
 const PROMPT_WIDTH: usize = 60;
 
-pub fn sessions(args: SessionsArgs) -> i32 {
+pub fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
     let home = paths::rookery_home(args.home.as_deref());
-    let catalog = match Catalog::scan(&home) {
-        Ok(c) => c,
-        Err(e) => return usage_error(&e),
-    };
+    let catalog = Catalog::scan(&home)?;
     match args.command {
-        SessionsCommand::List(list) => list_sessions(&catalog, &list),
+        SessionsCommand::List(list) => Ok(list_sessions(&catalog, &list)),
         SessionsCommand::Show(show) => show_session(&catalog, &show),
         SessionsCommand::Rm(rm) => rm_session(&catalog, &rm),
     }
-}
-
-fn usage_error(e: &CatalogError) -> i32 {
-    let hint = match e {
-        CatalogError::UnknownSession { .. } => " (rookery sessions list shows them)",
-        CatalogError::AmbiguousSession { .. } => " (give more of the id)",
-        _ => "",
-    };
-    eprintln!("rookery: {e}{hint}");
-    2
-}
-
-fn resolve<'a>(catalog: &'a Catalog, query: &str) -> Result<&'a SessionFiles, i32> {
-    catalog.resolve(query).map_err(|e| usage_error(&e))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -123,7 +108,7 @@ fn rows(summaries: &[SessionSummary], all: bool) -> Vec<(bool, &SessionSummary)>
     out
 }
 
-fn list_sessions(catalog: &Catalog, args: &ListArgs) -> i32 {
+fn list_sessions(catalog: &Catalog, args: &ListArgs) -> ExitCode {
     let summaries = catalog.summaries();
     let rows = rows(&summaries, args.all);
     let mut stdout = std::io::stdout().lock();
@@ -132,17 +117,17 @@ fn list_sessions(catalog: &Catalog, args: &ListArgs) -> i32 {
             let line = serde_json::to_string(s)
                 .unwrap_or_else(|e| format!(r#"{{"id":{:?},"error":"{e}"}}"#, s.id));
             if writeln!(stdout, "{line}").is_err() {
-                return 0; // a closed pipe (`| head`) is not an error
+                return ExitCode::SUCCESS; // a closed pipe (`| head`) is not an error
             }
         }
-        return 0;
+        return ExitCode::SUCCESS;
     }
     if rows.is_empty() {
         eprintln!(
             "no sessions under {}",
             catalog.home().join(paths::TRACES_DIR_NAME).display()
         );
-        return 0;
+        return ExitCode::SUCCESS;
     }
     let mut table: Vec<[String; 7]> = vec![[
         "ID".into(),
@@ -185,10 +170,10 @@ fn list_sessions(catalog: &Catalog, args: &ListArgs) -> i32 {
             }
         }
         if writeln!(stdout, "{}", line.trim_end()).is_err() {
-            return 0;
+            return ExitCode::SUCCESS;
         }
     }
-    0
+    ExitCode::SUCCESS
 }
 
 /// A trace timestamp (UTC) as local `YYYY-MM-DD HH:MM:SS`; `-` when absent, as-is when it
@@ -219,18 +204,9 @@ fn truncate(text: &str, max: usize) -> String {
 // show
 // ---------------------------------------------------------------------------------------------
 
-fn show_session(catalog: &Catalog, args: &ShowArgs) -> i32 {
-    let files = match resolve(catalog, &args.id) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let history = match crate::trace::catalog::read_history(files) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("rookery: {e}");
-            return 1;
-        }
-    };
+fn show_session(catalog: &Catalog, args: &ShowArgs) -> Result<ExitCode, CliError> {
+    let files = catalog.resolve(&args.id)?;
+    let history = crate::trace::catalog::read_history(files)?;
     let lines = if args.json {
         history.lines.clone()
     } else {
@@ -242,7 +218,7 @@ fn show_session(catalog: &Catalog, args: &ShowArgs) -> i32 {
             break;
         }
     }
-    0
+    Ok(ExitCode::SUCCESS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -253,18 +229,9 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn rm_session(catalog: &Catalog, args: &RmArgs) -> i32 {
-    let target = match resolve(catalog, &args.id) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let sets = match catalog.files_with_subagents(&target.id) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("rookery: {e}");
-            return 1;
-        }
-    };
+fn rm_session(catalog: &Catalog, args: &RmArgs) -> Result<ExitCode, CliError> {
+    let target = catalog.resolve(&args.id)?;
+    let sets = catalog.files_with_subagents(&target.id)?;
     let files: Vec<PathBuf> = sets.iter().flat_map(|s| s.files.clone()).collect();
     let status = crate::trace::catalog::read_history(target)
         .map(|h| h.summary().status)
@@ -286,12 +253,11 @@ fn rm_session(catalog: &Catalog, args: &RmArgs) -> i32 {
     if !args.yes {
         let stdin = std::io::stdin();
         if !stdin.is_terminal() {
-            eprintln!(
-                "rookery: not deleting {id} without confirmation and there is no terminal to ask \
+            return Err(CliError::usage(format!(
+                "not deleting {id} without confirmation and there is no terminal to ask \
                  on; run `rookery sessions rm {id} --yes`",
                 id = target.id
-            );
-            return 2;
+            )));
         }
         let running = if status == RecordedStatus::Open {
             " Its last task has no end: it may still be running."
@@ -304,20 +270,13 @@ fn rm_session(catalog: &Catalog, args: &RmArgs) -> i32 {
         if stdin.lock().read_line(&mut answer).is_err()
             || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
         {
-            eprintln!("nothing deleted");
-            return 1;
+            errln!("nothing deleted");
+            return Ok(ExitCode::from(1));
         }
     }
-    match remove_files(&files) {
-        Ok(_) => {
-            println!("deleted {what}");
-            0
-        }
-        Err(e) => {
-            eprintln!("rookery: {e}");
-            1
-        }
-    }
+    remove_files(&files)?;
+    outln!("deleted {what}");
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

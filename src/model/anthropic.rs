@@ -74,7 +74,9 @@ pub fn apply_defaults(cfg: &mut ModelConfig) -> Result<(), ConfigError> {
     }
     fill_base_url(cfg);
     if cfg.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
-        return Err(invalid("--provider anthropic needs --model"));
+        return Err(ConfigError::MissingModel {
+            provider: PROVIDER.to_string(),
+        });
     }
     Ok(())
 }
@@ -92,7 +94,9 @@ impl AnthropicModel {
         apply_defaults(&mut cfg)?;
         cfg.validate()?;
         let Some(model) = cfg.model.clone() else {
-            return Err(invalid("--provider anthropic needs --model"));
+            return Err(ConfigError::MissingModel {
+            provider: PROVIDER.to_string(),
+        });
         };
         if cfg.vision_model.is_some() {
             return Err(invalid(
@@ -111,9 +115,7 @@ impl AnthropicModel {
             Ok(raw) if !raw.trim().is_empty() => {
                 let raw = raw.trim().to_string();
                 let mut header = HeaderValue::from_str(&raw).map_err(|_| {
-                    invalid(format!(
-                        "the API key in ${var} contains characters not allowed in an HTTP header"
-                    ))
+                    ConfigError::KeyNotHeader { var: var.clone() }
                 })?;
                 header.set_sensitive(true);
                 crate::redact::redact_in_logs(&raw);
@@ -138,7 +140,7 @@ impl AnthropicModel {
             .connect_timeout(idle.min(Duration::from_secs(30)))
             .default_headers(headers)
             .build()
-            .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(ConfigError::HttpClient)?;
         let url = format!("{}/messages", base_url.trim().trim_end_matches('/'));
         Ok(AnthropicModel {
             inner: Arc::new(Inner {

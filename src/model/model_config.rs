@@ -167,9 +167,9 @@ impl ModelConfig {
         let base_url = self.base_url.as_deref().filter(|s| !s.trim().is_empty());
         let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
         if base_url.is_none() || model.is_none() {
-            return Err(ConfigError::Other(format!(
-                "--provider {p} needs --base-url and --model"
-            )));
+            return Err(ConfigError::MissingEndpoint {
+                provider: p.clone(),
+            });
         }
         Ok(())
     }
@@ -194,16 +194,14 @@ impl ModelConfig {
         if let Some(base_url) = self.base_url.as_deref().filter(|s| !s.trim().is_empty())
             && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
         {
-            return err(format!(
-                "--base-url must start with http:// or https:// (got \"{base_url}\")"
-            ));
+            return Err(ConfigError::BadBaseUrl(base_url.to_string()));
         }
         if self
             .api_key_env
             .as_deref()
             .is_some_and(|v| v.is_empty() || v.contains('='))
         {
-            return err("--api-key-env must name an environment variable".to_string());
+            return Err(ConfigError::BadKeyVariable);
         }
         if self.context_window == Some(0) {
             return err("model.context_window must be at least 1".to_string());
@@ -286,9 +284,7 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
 /// Builds the model of a non-scripted config (the scripted model comes from `--script FILE`).
 pub fn build_model(cfg: &ModelConfig) -> Result<Arc<dyn Model>, ConfigError> {
     if cfg.is_scripted() {
-        return Err(ConfigError::Other(
-            "--provider scripted takes its turns from --script FILE".to_string(),
-        ));
+        return Err(ConfigError::ScriptedNeedsScript);
     }
     if cfg.provider == anthropic::PROVIDER {
         return Ok(Arc::new(AnthropicModel::new(cfg.clone())?));
@@ -342,7 +338,10 @@ mod tests {
         assert_eq!(cfg.extra.get("reasoning_effort"), Some(&json!("low")));
         cfg.validate_section().unwrap();
         assert_eq!(
-            cfg.validate().err().map(|e| e.to_string()).as_deref(),
+            cfg.validate()
+                .err()
+                .map(|e| crate::cli::error::config_text(&e))
+                .as_deref(),
             Some("--provider vllm needs --base-url and --model")
         );
         let bad = yaml("provider: vllm\nbase_url: localhost:8000\n").unwrap();
@@ -396,7 +395,9 @@ mod tests {
 
     #[test]
     fn validation_messages() {
-        let check = |cfg: ModelConfig| cfg.validate().err().map(|e| e.to_string());
+        // In command-line wording (the library's own texts name no flags).
+        let check =
+            |cfg: ModelConfig| cfg.validate().err().map(|e| crate::cli::error::config_text(&e));
         let mut cfg = ModelConfig {
             provider: "openai".into(),
             ..ModelConfig::default()
@@ -447,7 +448,7 @@ mod tests {
         assert_eq!(
             build_model(&scripted)
                 .err()
-                .map(|e| e.to_string())
+                .map(|e| crate::cli::error::config_text(&e))
                 .as_deref(),
             Some("--provider scripted takes its turns from --script FILE")
         );

@@ -54,19 +54,16 @@ impl OpenAiModel {
             ));
         }
         let (Some(base_url), Some(model)) = (cfg.base_url.clone(), cfg.model.clone()) else {
-            return Err(ConfigError::Other(format!(
-                "--provider {} needs --base-url and --model",
-                cfg.provider
-            )));
+            return Err(ConfigError::MissingEndpoint {
+                provider: cfg.provider.clone(),
+            });
         };
         let var = cfg.api_key_env().to_string();
         let key = match std::env::var(&var) {
             Ok(raw) if !raw.trim().is_empty() => {
                 let raw = raw.trim().to_string();
                 let mut header = HeaderValue::from_str(&format!("Bearer {raw}")).map_err(|_| {
-                    ConfigError::Other(format!(
-                        "the API key in ${var} contains characters not allowed in an HTTP header"
-                    ))
+                    ConfigError::KeyNotHeader { var: var.clone() }
                 })?;
                 header.set_sensitive(true);
                 crate::redact::redact_in_logs(&raw);
@@ -85,7 +82,7 @@ impl OpenAiModel {
         let http = reqwest::Client::builder()
             .connect_timeout(idle.min(Duration::from_secs(30)))
             .build()
-            .map_err(|e| ConfigError::Other(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(ConfigError::HttpClient)?;
         let url = format!("{}/chat/completions", base_url.trim().trim_end_matches('/'));
         Ok(OpenAiModel {
             inner: Arc::new(Inner {

@@ -54,8 +54,8 @@ impl ApiError {
     pub fn session_start(e: RookeryError) -> Self {
         let reason = match &e {
             RookeryError::Trace(io) => io.to_string(),
-            RookeryError::TraceOpen(text) => text.clone(),
-            RookeryError::Actor(text) => start_reason(text),
+            RookeryError::TraceOpen(t) => t.to_string(),
+            RookeryError::Actor(a) => start_reason(&a.to_string()),
             _ => return e.into(),
         };
         tracing::warn!("a session failed to start: {reason}");
@@ -119,7 +119,10 @@ impl From<RookeryError> for ApiError {
             RookeryError::TraceFailed { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "session_failed", e.to_string())
             }
-            RookeryError::Trace(_) | RookeryError::TraceOpen(_) | RookeryError::Actor(_) => {
+            RookeryError::Trace(_)
+            | RookeryError::TraceOpen(_)
+            | RookeryError::Setup { .. }
+            | RookeryError::Actor(_) => {
                 ApiError::internal(e.to_string())
             }
         }

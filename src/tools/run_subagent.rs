@@ -37,7 +37,7 @@ impl Tool for RunSubagentTool {
             let window = yield_ms(&args, 300_000, ctx.definition.timeout_ms);
             let child = match subagents.admit(&prompt).await {
                 Ok(c) => c,
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             child.set_background(background);
             if let Err(e) = child

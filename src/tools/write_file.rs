@@ -88,12 +88,14 @@ fn run(
     }
     let existed = target.existing.is_some();
 
-    let write = || -> Result<WriteMode, String> {
+    let write = || -> Result<WriteMode, WriteFailure> {
         if let Some(parent) = target.real.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| blocked_parent(parent).unwrap_or_else(|| e.to_string()))?;
+            std::fs::create_dir_all(parent).map_err(|source| WriteFailure::Parent {
+                blocked: blocked_parent(parent),
+                source,
+            })?;
         }
-        write_through(&target, content.as_bytes()).map_err(|e| e.to_string())
+        Ok(write_through(&target, content.as_bytes())?)
     };
     let mode = write().map_err(|msg| format!("Failed to write \"{p}\": {msg}"))?;
 
@@ -159,6 +161,20 @@ fn refusal(p: &str, name: &str) -> String {
 
 /// When creating `dir` failed because an existing ancestor is not a directory, says which one
 /// (clearer than the raw `File exists` / `Not a directory`).
+/// Why `write_file` could not write: the text after `Failed to write "p": `.
+#[derive(Debug, thiserror::Error)]
+enum WriteFailure {
+    /// The parent directories cannot be created (`blocked`: a file stands in the way).
+    #[error("{}", blocked.clone().unwrap_or_else(|| source.to_string()))]
+    Parent {
+        blocked: Option<String>,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Write(#[from] crate::tools::fs_atomic::WriteError),
+}
+
 fn blocked_parent(dir: &Path) -> Option<String> {
     let existing = dir.ancestors().find(|a| std::fs::metadata(a).is_ok())?;
     (!existing.is_dir()).then(|| format!("\"{}\" is a file, not a directory", existing.display()))

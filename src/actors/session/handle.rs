@@ -94,7 +94,7 @@ impl SessionHandle {
     pub fn abort(&self) -> Result<(), RookeryError> {
         self.actor
             .cast(SessionMsg::Abort)
-            .map_err(|e| RookeryError::Actor(e.to_string()))
+            .map_err(RookeryError::from)
     }
 
     /// Waits until no task runs; the last task's summary.

@@ -75,10 +75,28 @@ fn clip(text: &str) -> String {
     }
 }
 
+/// The reason of a regex error on one line: the crate's `error: …` line (its other lines draw
+/// the pattern and a caret), else the whole text joined.
+fn regex_reason(e: &regex::Error) -> String {
+    let text = e.to_string();
+    match text
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+    {
+        Some(reason) => reason.to_string(),
+        None => text.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
+}
+
 /// Compiles a placeholder regex and checks it has the capture group the value comes from.
 fn compile(regex: &str) -> Result<Regex, String> {
-    let compiled =
-        Regex::new(regex).map_err(|e| format!("placeholder regex \"{regex}\" is invalid: {e}"))?;
+    let compiled = Regex::new(regex).map_err(|e| {
+        format!(
+            "placeholder regex \"{regex}\" is invalid: {}",
+            regex_reason(&e)
+        )
+    })?;
     if compiled.captures_len() < 2 {
         return Err(format!(
             "placeholder regex \"{regex}\" has no capture group (the value is the first group)"
