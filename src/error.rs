@@ -164,8 +164,8 @@ mod tests {
 
     #[test]
     fn an_actor_error_keeps_its_text_and_its_source() {
-        let e: RookeryError = ractor::RactorErr::<u32>::Messaging(ractor::MessagingErr::SendErr(7))
-            .into();
+        let e: RookeryError =
+            ractor::RactorErr::<u32>::Messaging(ractor::MessagingErr::SendErr(7)).into();
         assert_eq!(
             e.to_string(),
             "actor error: Messaging failed to enqueue the message to the specified actor, the actor is likely terminated"

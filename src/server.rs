@@ -18,6 +18,7 @@ pub mod error;
 pub mod fd_limit;
 pub mod guard;
 pub mod metrics;
+pub mod reopen;
 pub mod routes;
 pub mod session_config;
 pub mod sse;

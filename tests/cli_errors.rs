@@ -66,13 +66,14 @@ fn max_turns_from_config_applies_and_the_flag_overrides_it() {
     let out = sb.run(&["--script", s(&script), "--config", s(&cfg), "--json", "hi"]);
     out.expect_code(1);
     let stream = json_lines(&out);
+    // The prompt's own record comes first (role user), then the assistant's texts.
     let texts: Vec<&str> = of_kind(&stream, "text")
         .iter()
         .filter_map(|v| v["payload"]["text"].as_str())
         .collect();
     assert_eq!(
         texts,
-        vec!["first", "second", "[reached max turns (2); stopping]"]
+        vec!["hi", "first", "second", "[reached max turns (2); stopping]"]
     );
     assert!(sb.ws().join("c.txt").exists());
     let records = read_records(&sb.trace());

@@ -43,9 +43,8 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     let shell_home = scratch.path().join("shell-home");
     let default_home = scratch.path().join("home");
     let home = args.home.clone().unwrap_or(default_home);
-    std::fs::create_dir_all(&shell_home).map_err(|e| {
-        CliError::startup_io(format!("cannot create {}", shell_home.display()), e)
-    })?;
+    std::fs::create_dir_all(&shell_home)
+        .map_err(|e| CliError::startup_io(format!("cannot create {}", shell_home.display()), e))?;
     let mut config = AgentConfig::default();
     let model = if args.model.provider.is_some() || args.model.base_url.is_some() {
         Some(super::model_args::resolve_model(
@@ -121,7 +120,11 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     for f in &outcome.failures {
         errln!("rookery: bench check failed: {f}");
     }
-    Ok(ExitCode::from(if outcome.failures.is_empty() { 0 } else { 1 }))
+    Ok(ExitCode::from(if outcome.failures.is_empty() {
+        0
+    } else {
+        1
+    }))
 }
 
 /// The two spawn floors: (concurrent wall, sequential per-spawn).

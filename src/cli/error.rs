@@ -57,9 +57,7 @@ impl CliError {
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(match self {
             CliError::Failed(_) | CliError::TraceFailed(_) => 1,
-            CliError::Catalog(
-                CatalogError::Read { .. } | CatalogError::Remove { .. },
-            ) => 1,
+            CliError::Catalog(CatalogError::Read { .. } | CatalogError::Remove { .. }) => 1,
             CliError::Io { code, .. } => *code,
             _ => 2,
         })
@@ -124,9 +122,9 @@ fn catalog_text(e: &CatalogError) -> String {
 fn start_text(e: &RookeryError) -> String {
     match e {
         RookeryError::Config(c) => config_text(c),
-        RookeryError::TraceOpen(t @ TraceOpenError::Create { .. }) => format!(
-            "{t} (pass --home DIR, or set ROOKERY_HOME, to a directory rookery can write)"
-        ),
+        RookeryError::TraceOpen(t @ TraceOpenError::Create { .. }) => {
+            format!("{t} (pass --home DIR, or set ROOKERY_HOME, to a directory rookery can write)")
+        }
         other => other.to_string(),
     }
 }

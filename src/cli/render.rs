@@ -138,7 +138,11 @@ mod tests {
             t.render(&end).as_deref(),
             Some("! failed: llm request error: auth")
         );
-        assert_eq!(t.render(&end), None, "a task end without abort shows nothing");
+        assert_eq!(
+            t.render(&end),
+            None,
+            "a task end without abort shows nothing"
+        );
     }
 
     #[test]

@@ -66,13 +66,22 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
 
 /// What `session_meta` records to reopen a session started with `args` (paths made absolute).
 fn launch_of(args: &SessionArgs, config: &AgentConfig) -> Launch {
+    launch_from(&args.model, args.config.as_deref(), config)
+}
+
+/// What `session_meta` records of the model flags, the config file and the resolved config.
+pub fn launch_from(
+    model_args: &super::model_args::ModelArgs,
+    config_path: Option<&std::path::Path>,
+    config: &AgentConfig,
+) -> Launch {
     let absolute = |p: &std::path::Path| {
         std::path::absolute(p)
             .unwrap_or_else(|_| p.to_path_buf())
             .display()
             .to_string()
     };
-    let script = args.model.script.as_deref().map(absolute);
+    let script = model_args.script.as_deref().map(absolute);
     let model = config.model.as_ref().filter(|_| script.is_none());
     Launch {
         base_url: model.and_then(|m| m.base_url.clone()),
@@ -80,7 +89,7 @@ fn launch_of(args: &SessionArgs, config: &AgentConfig) -> Launch {
         tool_profile: Some(TOOL_PROFILE_PENGUIN.to_string()),
         script_position: script.as_ref().map(|_| 0),
         script,
-        config: args.config.as_deref().map(absolute),
+        config: config_path.map(absolute),
         reopened_with: None,
     }
 }

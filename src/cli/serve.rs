@@ -4,7 +4,7 @@
 //!
 //! Authentication is on by default: the token is `$VAR` of `--token-env VAR`, else a random
 //! one written to `<home>/serve.token` (stderr names the path, never the token). Start-up
-//! refusals exit 2 with one line on stderr: no model, a bad config, a missing token variable,
+//! refusals exit 2 with one line on stderr: a bad config, a missing token variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
 //! bound, a home where no trace can be written. The HTTP API itself is `crate::server`.
 
@@ -80,6 +80,17 @@ async fn addresses(listen: &str, has_token: bool) -> Result<Vec<SocketAddr>, Cli
     Ok(addrs)
 }
 
+/// Whether the flags or the config name a model (else the server only resumes).
+fn has_model(args: &ServeArgs, config: &AgentConfig) -> bool {
+    let m = &args.model;
+    m.script.is_some()
+        || m.provider.is_some()
+        || m.base_url.is_some()
+        || m.model.is_some()
+        || m.api_key_env.is_some()
+        || config.model.is_some()
+}
+
 /// `--listen ADDR` that does not resolve, with the expected shape (`7878` alone is no address).
 fn listen_error(listen: &str, e: &std::io::Error) -> String {
     let port_only = !listen.contains(':');
@@ -105,14 +116,24 @@ fn check_home(home: &std::path::Path) -> Result<(), TraceOpenError> {
         })
 }
 
-async fn start(
-    args: &ServeArgs,
-) -> Result<(tokio::net::TcpListener, Arc<ServerState>), CliError> {
+async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerState>), CliError> {
     let mut config = match &args.config {
         Some(path) => AgentConfig::from_file(path)?,
         None => AgentConfig::default(),
     };
-    let model = super::model_args::resolve_model(&args.model, &mut config)?;
+    // Without a model the server still resumes recorded sessions, each with its own.
+    let model = if has_model(args, &config) {
+        Some(super::model_args::resolve_model(&args.model, &mut config)?)
+    } else {
+        errln!(
+            "rookery: no model configured: sessions recorded under the home resume with the model they recorded; new sessions are refused (pass --script FILE or --provider … to serve them)"
+        );
+        None
+    };
+    let launch = match model {
+        Some(_) => super::run::launch_from(&args.model, args.config.as_deref(), &config),
+        None => crate::message::launch::Launch::default(),
+    };
     let hooks = match &args.hooks {
         Some(path) => crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?,
         None => crate::hooks::HooksConfig::default(),
@@ -158,6 +179,7 @@ async fn start(
         ServerConfig {
             home,
             model,
+            launch,
             config,
             token: token.value(),
             guard: GuardConfig::new(

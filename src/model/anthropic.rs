@@ -95,8 +95,8 @@ impl AnthropicModel {
         cfg.validate()?;
         let Some(model) = cfg.model.clone() else {
             return Err(ConfigError::MissingModel {
-            provider: PROVIDER.to_string(),
-        });
+                provider: PROVIDER.to_string(),
+            });
         };
         if cfg.vision_model.is_some() {
             return Err(invalid(
@@ -114,9 +114,8 @@ impl AnthropicModel {
         let key = match std::env::var(&var) {
             Ok(raw) if !raw.trim().is_empty() => {
                 let raw = raw.trim().to_string();
-                let mut header = HeaderValue::from_str(&raw).map_err(|_| {
-                    ConfigError::KeyNotHeader { var: var.clone() }
-                })?;
+                let mut header = HeaderValue::from_str(&raw)
+                    .map_err(|_| ConfigError::KeyNotHeader { var: var.clone() })?;
                 header.set_sensitive(true);
                 crate::redact::redact_in_logs(&raw);
                 Some(Secret {

@@ -396,8 +396,11 @@ mod tests {
     #[test]
     fn validation_messages() {
         // In command-line wording (the library's own texts name no flags).
-        let check =
-            |cfg: ModelConfig| cfg.validate().err().map(|e| crate::cli::error::config_text(&e));
+        let check = |cfg: ModelConfig| {
+            cfg.validate()
+                .err()
+                .map(|e| crate::cli::error::config_text(&e))
+        };
         let mut cfg = ModelConfig {
             provider: "openai".into(),
             ..ModelConfig::default()

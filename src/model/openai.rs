@@ -62,9 +62,8 @@ impl OpenAiModel {
         let key = match std::env::var(&var) {
             Ok(raw) if !raw.trim().is_empty() => {
                 let raw = raw.trim().to_string();
-                let mut header = HeaderValue::from_str(&format!("Bearer {raw}")).map_err(|_| {
-                    ConfigError::KeyNotHeader { var: var.clone() }
-                })?;
+                let mut header = HeaderValue::from_str(&format!("Bearer {raw}"))
+                    .map_err(|_| ConfigError::KeyNotHeader { var: var.clone() })?;
                 header.set_sensitive(true);
                 crate::redact::redact_in_logs(&raw);
                 Some(Secret {

@@ -122,9 +122,7 @@ impl From<RookeryError> for ApiError {
             RookeryError::Trace(_)
             | RookeryError::TraceOpen(_)
             | RookeryError::Setup { .. }
-            | RookeryError::Actor(_) => {
-                ApiError::internal(e.to_string())
-            }
+            | RookeryError::Actor(_) => ApiError::internal(e.to_string()),
         }
     }
 }

@@ -24,6 +24,7 @@ use crate::Host;
 use crate::actors::session::{SessionHandle, SessionOptions};
 use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
+use crate::message::launch::Launch;
 use crate::message::{OmniMessage, SessionMeta, now_timestamp};
 use crate::model::Model;
 use crate::trace::paths;
@@ -31,7 +32,12 @@ use crate::trace::paths;
 /// What the command line gives the server.
 pub struct ServerConfig {
     pub home: PathBuf,
-    pub model: Arc<dyn Model>,
+    /// The model of new sessions (`None`: the server only resumes recorded sessions, each with
+    /// the model its trace records).
+    pub model: Option<Arc<dyn Model>>,
+    /// What the sessions' `session_meta` records of the server's model and config (for a
+    /// later reopen with no flags).
+    pub launch: Launch,
     /// The agent config of sessions that name none.
     pub config: AgentConfig,
     /// The bearer token every route but `/healthz` needs, if any.
@@ -70,6 +76,13 @@ pub struct OpenOptions {
     pub approval_mode: Option<ApprovalMode>,
     /// The request's config, resolved (`session_config.rs`); `None`: the server's.
     pub config: Option<AgentConfig>,
+}
+
+/// What a session is opened with before the request's own fields.
+struct Base {
+    model: Arc<dyn Model>,
+    config: AgentConfig,
+    launch: Launch,
 }
 
 pub struct ServerState {
@@ -139,6 +152,7 @@ impl ServerState {
         &self,
         workspace: PathBuf,
         open: &OpenOptions,
+        base: Base,
     ) -> Result<(SessionOptions, Arc<PolicyApprover>, Arc<ApiApprover>), ApiError> {
         let config = match &open.config {
             Some(config) => {
@@ -146,7 +160,7 @@ impl ServerState {
                 config.hooks = Arc::new(config.hooks.merged(&self.cfg.hooks));
                 config
             }
-            None => self.cfg.config.clone(),
+            None => base.config,
         };
         let approvals = Arc::new(ApiApprover::with_counter(self.approval_ids.clone()));
         // Without a mode in the request, a resumed session takes back the one its trace recorded.
@@ -154,7 +168,8 @@ impl ServerState {
             Some(mode) => PolicyApprover::new(mode, approvals.clone()),
             None => PolicyApprover::inherited(ApprovalMode::AllowAll, approvals.clone()),
         });
-        let mut options = SessionOptions::new(workspace, self.cfg.model.clone());
+        let mut options = SessionOptions::new(workspace, base.model);
+        options.launch = base.launch;
         options.config = config;
         options.approver = policy.clone();
         // The token never reaches a command's environment, the trace or the stream.
@@ -185,7 +200,19 @@ impl ServerState {
                 "workspace is required",
             ));
         };
-        let (options, policy, approvals) = self.options(workspace, &open)?;
+        let Some(model) = self.cfg.model.clone() else {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "no_model",
+                "the server was started without a model: it resumes recorded sessions (each with its recorded model) but cannot create new ones",
+            ));
+        };
+        let base = Base {
+            model,
+            config: self.cfg.config.clone(),
+            launch: self.cfg.launch.clone(),
+        };
+        let (options, policy, approvals) = self.options(workspace, &open, base)?;
         let slot = self.slot()?;
         let handle = self
             .host
@@ -304,7 +331,8 @@ impl ServerState {
                 }
             },
         };
-        let (options, policy, approvals) = self.options(workspace, &open)?;
+        let base = self.reopen_base(id, &trace, &open)?;
+        let (options, policy, approvals) = self.options(workspace, &open, base)?;
         let slot = self.slot()?;
         let handle = self
             .host
@@ -313,6 +341,73 @@ impl ServerState {
             .map_err(ApiError::session_start)?;
         tracing::info!(session = %id, "resumed from {}", trace.display());
         self.register(handle, policy, approvals, slot).await
+    }
+
+    /// The model, config and launch a recorded session reopens with: the server's own when it
+    /// was started with a model (the recorded details are then overridden, and the override is
+    /// recorded when it changes them), else the ones the trace records. Fields of the request
+    /// (`config`) override either and are recorded too.
+    fn reopen_base(&self, id: &str, trace: &Path, open: &OpenOptions) -> Result<Base, ApiError> {
+        let meta = super::reopen::last_meta(trace);
+        let mut overrides = Vec::new();
+        let mut base = match &self.cfg.model {
+            Some(model) => {
+                let info = model.info();
+                let same = meta.as_ref().is_some_and(|m| {
+                    m.provider == info.provider
+                        && m.model_id == info.model_id
+                        && m.launch.script == self.cfg.launch.script
+                        && m.launch.base_url == self.cfg.launch.base_url
+                        && m.launch.api_key_env == self.cfg.launch.api_key_env
+                });
+                if meta.is_some() && !same {
+                    overrides.push("model".to_string());
+                }
+                Base {
+                    model: model.clone(),
+                    config: self.cfg.config.clone(),
+                    launch: self.cfg.launch.clone(),
+                }
+            }
+            None => {
+                let recorded = meta
+                    .as_ref()
+                    .map(super::reopen::recorded)
+                    .transpose()
+                    .map_err(|e| {
+                        ApiError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "invalid_recorded_config",
+                            format!("cannot resume {id} with what its trace records: {e}"),
+                        )
+                    })?
+                    .flatten();
+                let Some(r) = recorded else {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "no_model",
+                        format!(
+                            "cannot resume {id}: its trace records no model to reopen it with, and the server was started without one"
+                        ),
+                    ));
+                };
+                let mut config = r.config;
+                config.hooks = Arc::new(config.hooks.merged(&self.cfg.hooks));
+                Base {
+                    model: r.model,
+                    config,
+                    launch: r.launch,
+                }
+            }
+        };
+        if open.config.is_some() {
+            overrides.push("config".to_string());
+            base.launch.config = None;
+        }
+        if !overrides.is_empty() {
+            base.launch.reopened_with = Some(overrides);
+        }
+        Ok(base)
     }
 
     /// Served sessions, by id.
