@@ -7,21 +7,7 @@
 use std::path::Path;
 
 use super::SessionArgs;
-use crate::message::{Payload, SessionMeta};
-use crate::trace::reader::read_trace;
-
-/// The last root `session_meta` of the trace at `path`, if any.
-fn last_meta(path: &Path) -> Option<SessionMeta> {
-    let read = read_trace(path).ok()?;
-    read.records
-        .iter()
-        .rev()
-        .filter(|r| !r.has_origin())
-        .find_map(|r| match &r.payload {
-            Payload::SessionMeta(m) => Some(m.clone()),
-            _ => None,
-        })
-}
+use crate::server::reopen::last_meta;
 
 /// Fills `args` from the trace's record; returns the reopen flags the user gave.
 pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
