@@ -254,7 +254,7 @@ async fn a_config_that_is_neither_object_nor_name_says_what_config_is() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     let message = v["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("inline JSON object") && message.contains("--config-dir"),
+        message.contains("the session's agent config") && message.contains("--config-dir"),
         "{message}"
     );
 }

@@ -163,11 +163,11 @@ async fn run_in_host(
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let _ = writeln!(stdout, "{}", session.meta_message().to_json());
-        // The prompt is recorded, not streamed: its trace record follows the meta.
-        if let Some(prompt) = recorded_prompt(&session).await {
-            let _ = writeln!(stdout, "{}", prompt.to_json());
-        }
     }
+    // The prompt is recorded, not streamed: with --json its trace record follows the meta. It
+    // is in the trace's queue once the task has emitted anything (the session records the
+    // prompt, then starts emitting), so it is read at the first message.
+    let mut prompt_pending = args.json;
     let mut transcript = render::Transcript::default();
     let mut interrupted = false;
     loop {
@@ -181,6 +181,12 @@ async fn run_in_host(
             }
         };
         let Some(msg) = msg else { break };
+        if prompt_pending {
+            prompt_pending = false;
+            if let Some(prompt) = recorded_prompt(&session).await {
+                let _ = writeln!(stdout, "{}", prompt.to_json());
+            }
+        }
         let is_partial = msg.as_model().is_some_and(ModelPayload::is_partial);
         if args.json {
             if !is_partial || args.partials {

@@ -165,7 +165,7 @@ pub async fn resolve(
         }
         _ => {
             return Err(invalid(
-                "config is the session's agent config: an inline JSON object with the fields of an agent config file (e.g. {\"system_prompt\": \"…\", \"max_turns\": 5}) or the name of a config in the server's --config-dir".to_string(),
+                "config must be a JSON object, the session's agent config with the fields of an agent config file (e.g. {\"system_prompt\": \"…\", \"max_turns\": 5}), or the name of a config in the server's --config-dir".to_string(),
             ));
         }
     };
