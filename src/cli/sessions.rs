@@ -232,7 +232,7 @@ fn show_session(catalog: &Catalog, args: &ShowArgs) -> i32 {
         }
     };
     let lines = if args.json {
-        history.lines.clone()
+        history.lines
     } else {
         show::transcript(catalog, &history)
     };

@@ -102,7 +102,7 @@ impl OpenAiModel {
                 vision: cfg.vision,
                 vision_model: cfg.vision_model.clone(),
                 context_window: cfg.context_window(),
-                extra: cfg.extra.clone(),
+                extra: cfg.extra,
             }),
         })
     }
