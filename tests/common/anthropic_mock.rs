@@ -3,7 +3,6 @@
 //! SSE body written in one write or one byte per write, or an error status with `retry-after`),
 //! recording every request's headers and JSON body; plus the fixture files and a checker of
 //! the streamed segment discipline.
-#![allow(dead_code)]
 
 pub mod rules;
 

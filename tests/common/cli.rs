@@ -1,6 +1,5 @@
 //! Shared helpers of the CLI integration tests: a sandboxed `rookery` run, trace readers and
 //! record predicates.
-#![allow(dead_code)]
 
 use rookery::message::Payload;
 use rookery::trace::reader::read_trace;

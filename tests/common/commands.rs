@@ -1,7 +1,6 @@
 //! Helpers of the background-command integration tests: a supervisor over a temp workspace with
 //! an empty HOME (bash -lc then skips slow login files), running a tool through the real
 //! close-out, and `/proc` probes for process groups and zombies.
-#![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

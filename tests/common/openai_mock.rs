@@ -2,7 +2,6 @@
 //! replies (byte-exact SSE bodies written piece by piece, stalls, error statuses), request
 //! recording, per-request checks (Authorization header, tool call pairing), and builders of
 //! expected model events.
-#![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

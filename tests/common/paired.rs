@@ -1,7 +1,6 @@
 //! The pairing check shared by the tests of the pairing guarantee: every completed `tool_call`
 //! of a trace has exactly one `tool_call_output`, after it and before the first `abort` or
 //! `task_end` that follows the calls; no output lacks its call.
-#![allow(dead_code)]
 
 use rookery::message::{EventPayload, ModelPayload, OmniMessage, StopReason};
 

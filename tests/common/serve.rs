@@ -1,7 +1,6 @@
 //! The harness of `tests/serve.rs`: a `rookery serve` child process in a temporary sandbox
 //! (home, workspace, `$HOME`, script), an HTTP client with the server's token, SSE reading up
 //! to a task's end, and trace helpers. Every wait is bounded.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! A 1 MiB tmpfs mounted on an existing (empty) directory for the trace-failure tests,
 //! unmounted (lazily) when dropped. `mount` needs privileges: without them the tests say so and skip.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

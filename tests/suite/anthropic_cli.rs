@@ -2,7 +2,7 @@
 //! against a loopback Messages API server: a tool call round trip through the real binary, the
 //! default key variable, max_tokens / thinking from the config, and flag errors.
 
-mod anthropic_mock;
+use crate::common::anthropic_mock;
 
 use std::process::Stdio;
 

@@ -3,8 +3,8 @@
 //! request (redacted thinking included), HTTP and in-stream errors through the session's retry
 //! loop, and the provider's defaults and config errors.
 
-mod anthropic_mock;
-mod common;
+use crate::common;
+use crate::common::anthropic_mock;
 
 use std::sync::Arc;
 
@@ -261,7 +261,7 @@ fn defaults_and_config_errors() {
     unsafe { std::env::remove_var("ROOKERY_TEST_ANTHROPIC_NONE") };
     let cfg: ModelConfig = serde_yaml::from_str("provider: anthropic\nmodel: claude-x\n").unwrap();
     assert_eq!(cfg.api_key_env(), "ANTHROPIC_API_KEY");
-    let model = AnthropicModel::new(cfg.clone()).unwrap();
+    let model = AnthropicModel::new(cfg).unwrap();
     assert_eq!(model.url(), "https://api.anthropic.com/v1/messages");
     let info = model.info();
     assert_eq!(

@@ -3,7 +3,7 @@
 //! one byte per write: text, thinking (with its signature), redacted thinking, tool calls (ids,
 //! names, inputs), usage and the request's status must be what the bytes say.
 
-mod anthropic_mock;
+use crate::common::anthropic_mock;
 
 use std::sync::Arc;
 use std::time::Duration;

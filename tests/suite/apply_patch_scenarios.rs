@@ -8,7 +8,7 @@
 //! - 015 (a failure after an earlier section succeeded): a failing patch changes nothing in
 //!   Rookery, codex keeps the earlier sections' changes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

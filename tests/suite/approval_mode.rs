@@ -2,7 +2,7 @@
 //! an `inherited` policy, keeps the mode of a `new` one (recording the change), and a second
 //! host in the same process cannot open a session another host holds open.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,8 +2,7 @@
 //! scripted session continues its script at the next turn; a flag given on resume overrides
 //! and is recorded in an appended `session_meta`.
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

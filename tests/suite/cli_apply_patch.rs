@@ -3,8 +3,7 @@
 //! order, a failing patch changes nothing and says which file and hunk, and every call has
 //! exactly one output.
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use support::*;
 

@@ -4,12 +4,9 @@
 //! skips a non-UTF-8 line and goes on; start-up errors name the path and the reason; an unknown
 //! key in a `tools.builtin` entry is an error naming it.
 
-#[path = "paired/mod.rs"]
-mod paired;
-#[path = "cli/support.rs"]
-mod support;
-#[path = "tmpfs/mod.rs"]
-mod tmpfs;
+use crate::common::cli as support;
+use crate::common::paired;
+use crate::common::tmpfs;
 
 use std::io::Write;
 use std::path::Path;

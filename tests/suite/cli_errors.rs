@@ -1,8 +1,7 @@
 //! `rookery run` through the binary, part two: max turns, model errors and retries, tool error
 //! texts and placeholders, and SIGINT.
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use support::*;
 

@@ -2,8 +2,7 @@
 //! symlink) all land, a FIFO and a hard link to a secret store are refused, and the secret's
 //! content appears nowhere in the output or the trace.
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use support::*;
 

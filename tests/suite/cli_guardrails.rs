@@ -3,8 +3,7 @@
 //! default allow-all, `commands.policy` semantics (a bad regex warned about by name) and a bad
 //! hooks file as a configuration error.
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use support::*;
 

@@ -2,7 +2,7 @@
 //! config's `model:` section, the API key from an environment variable, and a 401 that ends the
 //! run after one request.
 
-mod openai_mock;
+use crate::common::openai_mock;
 
 use std::process::Stdio;
 

@@ -5,8 +5,7 @@
 //! Every run gets its own workspace, Rookery home and `$HOME` (temporary directories), stdin is
 //! `/dev/null` (never a terminal) and every wait is bounded.
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use support::*;
 

@@ -2,8 +2,7 @@
 //! `CommandSupervisor` and real `bash` processes (HOME points at an empty directory). Waits are
 //! on events and conditions, never on fixed sleeps.
 
-#[path = "commands/support.rs"]
-mod support;
+use crate::common::commands as support;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

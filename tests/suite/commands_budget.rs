@@ -8,8 +8,7 @@
 //! ends. A tool call holds its slot for longer than that window, so a count above the budget is
 //! a breach.
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use std::path::Path;
 use std::time::Duration;

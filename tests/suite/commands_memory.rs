@@ -3,8 +3,7 @@
 //! output ring plus a small constant. The peak is the child's `ru_maxrss` as `wait4` reports it
 //! once it has exited (so no sampling can miss the peak).
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

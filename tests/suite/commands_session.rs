@@ -1,7 +1,7 @@
 //! Background commands through a whole session: exec_command output in the loop, a background
 //! completion notice extending the task by one turn, and no process left after close.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -185,9 +185,16 @@ async fn sigkill_of_rookery_leaves_no_command_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_reaches_commands_even_when_rookery_ignores_sigint() {
+    // Ignoring SIGINT is process-wide and inherited by every child: not in the shared process.
+    if !crate::common::own_process::own_process(
+        module_path!(),
+        "ctrl_c_reaches_commands_even_when_rookery_ignores_sigint",
+    ) {
+        return;
+    }
     // A shell that starts rookery in the background makes it ignore SIGINT; its commands must
     // still get the default disposition so input_command's Ctrl-C works.
-    // SAFETY: setting a signal disposition to SIG_IGN for this test process.
+    // SAFETY: setting a signal disposition to SIG_IGN for this test's own process.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
     }

@@ -7,12 +7,9 @@
 //! duration) and looks for them in `/proc`; every wait polls with a 20 s deadline. Zombies count
 //! as gone (they run nothing and have no command line).
 
-#[path = "serve/harness.rs"]
-mod harness;
-#[path = "commands/support.rs"]
-mod lib_support;
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
+use crate::common::commands as lib_support;
+use crate::common::serve as harness;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! stores by name and by inode), how they write (through symlinks, owner and mode kept, hard
 //! links in place), and honest reads (procfs, lines longer than the scan cap).
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt, symlink};

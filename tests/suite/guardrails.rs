@@ -3,7 +3,7 @@
 //! timeouts, malformed output, parallel hooks, subagents, and the command policy beating
 //! allow-all and an allowing hook.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

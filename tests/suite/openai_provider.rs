@@ -3,8 +3,8 @@
 //! error classification through the session's retry loop, timeouts, malformed chunks, the
 //! Authorization header, and describe_image / read_image over HTTP.
 
-mod common;
-mod openai_mock;
+use crate::common;
+use crate::common::openai_mock;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,9 +3,8 @@
 //! abort with approvals pending, close of a busy session, host shutdown of many busy sessions,
 //! a panicking session actor — and a subagent's prompt reaches the parent's subscribers.
 
-mod common;
-#[path = "paired/mod.rs"]
-mod paired;
+use crate::common;
+use crate::common::paired;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,11 +4,8 @@
 //! page answered with 200, cache-write usage, and request fields passed through from the config.
 //! Bodies are recorded streams of `tests/fixtures/providers/`, edited as each test says.
 
-mod common;
-#[path = "provider_replay/harness.rs"]
-mod harness;
-#[path = "provider_replay/server.rs"]
-mod server;
+use crate::common::replay::harness;
+use crate::common::replay::server;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -5,15 +5,10 @@
 //! usage and request status in the trace are checked against what its bytes mean
 //! (`provider_replay/cases.rs`).
 
-#[path = "provider_replay/cases.rs"]
 mod cases;
-#[path = "provider_replay/cases_rest.rs"]
 mod cases_rest;
-mod common;
-#[path = "provider_replay/harness.rs"]
-mod harness;
-#[path = "provider_replay/server.rs"]
-mod server;
+use crate::common::replay::harness;
+use crate::common::replay::server;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! sent to the model, carry-over keeps every tool call paired, and every cut of a real trace
 //! (crash after any record, or mid-line) still resumes with the pairing intact.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

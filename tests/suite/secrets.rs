@@ -4,9 +4,8 @@
 //! the token reaches the trace, the streamed transcript, the model or the logs — not even when
 //! the provider echoes `bearer sk-…` lowercased in an error.
 
-#[path = "serve/harness.rs"]
-mod harness;
-mod openai_mock;
+use crate::common::openai_mock;
+use crate::common::serve as harness;
 
 use std::process::Stdio;
 

@@ -6,8 +6,7 @@
 //! Each server gets its own temporary home, workspace and `$HOME`, listens on 127.0.0.1:0 and
 //! has its stderr in a file of its temporary directory. Every wait is bounded.
 
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::common::serve as harness;
 
 use eventsource_stream::Eventsource;
 use futures::StreamExt;

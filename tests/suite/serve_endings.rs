@@ -3,12 +3,9 @@
 //! leave every trace with exactly one output per call (before `abort` and `task_end`); a trace
 //! on a full filesystem marks its session `failed`; the SSE client gauge follows disconnects.
 
-#[path = "serve/harness.rs"]
-mod harness;
-#[path = "paired/mod.rs"]
-mod paired;
-#[path = "tmpfs/mod.rs"]
-mod tmpfs;
+use crate::common::paired;
+use crate::common::serve as harness;
+use crate::common::tmpfs;
 
 use std::time::{Duration, Instant};
 

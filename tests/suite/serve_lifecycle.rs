@@ -5,8 +5,7 @@
 //! Each server gets its own temporary home, workspace and `$HOME`, listens on 127.0.0.1:0 and
 //! has its stderr in a file of its temporary directory. Every wait is bounded.
 
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::common::serve as harness;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

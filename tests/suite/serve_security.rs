@@ -7,8 +7,7 @@
 //!
 //! Each server gets its own temporary home, workspace and `$HOME`. Every wait is bounded.
 
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::common::serve as harness;
 
 use std::os::unix::fs::PermissionsExt;
 

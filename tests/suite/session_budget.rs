@@ -2,7 +2,7 @@
 //! once a slot frees, and a call aborted while it waits for a slot still gets exactly one
 //! output (the interrupted placeholder), so the trace pairs every call.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

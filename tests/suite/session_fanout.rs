@@ -1,7 +1,7 @@
 //! A session's subscribers are bounded: one that never reads keeps at most
 //! `SUBSCRIBER_CAPACITY` messages and learns how many it lost; one that keeps up loses nothing.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

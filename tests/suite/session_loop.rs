@@ -1,7 +1,7 @@
 //! The turn loop through the library API: approvals, concurrency, call order, retries, auth,
 //! max turns, abort carry-over, tool and session panics, and the trace after a normal close.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

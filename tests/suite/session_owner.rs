@@ -4,8 +4,7 @@
 //! process that opens a session held by another one is refused (409 `session_locked`, exit 2)
 //! until the holder dies.
 
-#[path = "serve/harness.rs"]
-mod harness;
+use crate::common::serve as harness;
 
 use std::io::Write;
 use std::process::Stdio;

@@ -4,8 +4,7 @@
 //! ambiguous ids, and the `rm` confirmation (refused without a terminal, asked on a real
 //! pseudo-terminal).
 
-#[path = "cli/support.rs"]
-mod support;
+use crate::common::cli as support;
 
 use support::*;
 

@@ -2,7 +2,7 @@
 //! children, pointer events and child traces, origin tags, approvals through the parent,
 //! follow-up prompts, kills and failing children.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

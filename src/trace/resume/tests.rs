@@ -1,4 +1,4 @@
-//! Unit tests of resume over hand-written record lists (real sessions are in `tests/resume.rs`).
+//! Unit tests of resume over hand-written record lists (real sessions are in `tests/suite/resume.rs`).
 
 use serde_json::json;
 

@@ -1,7 +1,6 @@
 //! The replay harness: runs one real session (trace actor, tools, retries) on the
 //! OpenAI-compatible client against the replay server, and reads back from the JSONL trace what
 //! the first request left: complete texts, thinking, tool calls, usage and its `request_end`.
-#![allow(dead_code)]
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,8 +12,8 @@ use rookery::model::model_config::ModelConfig;
 use rookery::model::openai::OpenAiModel;
 use serde_json::Value;
 
-use super::common::{options, tempdirs};
 use super::server::{Replay, Script};
+use crate::common::{options, tempdirs};
 
 /// An expected text: exact, or (characters, first 30, last 30) for long ones.
 #[derive(Debug)]

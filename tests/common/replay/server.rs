@@ -3,7 +3,6 @@
 //! write or one byte per write, with optional pauses, then a close or a connection held open),
 //! and every later request with a short text answer. It records each request body. No HTTP
 //! framework: what is written is exactly the script.
-#![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
