@@ -27,9 +27,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ));
     let session = host.create_session(options).await?;
 
-    let mut stream = session.subscribe().await?;
+    let mut stream = session.subscribe().await?; // partials, messages, events, in order
     let summary = session.run_task("Say hi in a file").await?;
     while let Ok(msg) = stream.try_recv() {
+        // The complete messages and events; the streaming `partial_*` pieces are skipped.
         if !msg.as_model().is_some_and(|p| p.is_partial()) {
             println!("{}", msg.to_json());
         }
@@ -38,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "status: {}, answer: {:?}",
         summary.status, summary.final_text
     );
-    session.close().await?;
+    session.close().await?; // trace flushed and closed
     println!("trace: {}", session.trace_path().display());
     host.shutdown().await;
     Ok(())

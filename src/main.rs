@@ -2,10 +2,6 @@
 //! hands over to `rookery::cli`. Its one exit point is `main`: `run` returns the exit code or a
 //! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2).
 
-// No unwrap()/expect() outside tests: every failure reachable by input is a typed error or a
-// tool output.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
-
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 

@@ -176,7 +176,7 @@ impl Actor for CommandActor {
                 ))));
                 tasks.push(AbortOnDrop(tokio::spawn(read_stream(
                     stderr,
-                    myself.clone(),
+                    myself,
                     credits.clone(),
                 ))));
                 tasks.push(AbortOnDrop(tokio::spawn(write_pipe(stdin, rx))));
@@ -185,7 +185,7 @@ impl Actor for CommandActor {
             ProcessIo::Pty { master } => {
                 tasks.push(AbortOnDrop(tokio::spawn(read_pty(
                     master.clone(),
-                    myself.clone(),
+                    myself,
                     credits.clone(),
                 ))));
                 tasks.push(AbortOnDrop(tokio::spawn(write_pty(master, rx))));

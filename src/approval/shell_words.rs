@@ -10,7 +10,7 @@
 const MAX_DEPTH: usize = 4;
 
 /// Candidate texts of `command`, each to be matched by every rule.
-pub fn candidates(command: &str) -> Vec<String> {
+pub(super) fn candidates(command: &str) -> Vec<String> {
     let mut out = Vec::new();
     collect(command, 0, &mut out);
     out

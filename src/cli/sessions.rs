@@ -208,7 +208,7 @@ fn show_session(catalog: &Catalog, args: &ShowArgs) -> Result<ExitCode, CliError
     let files = catalog.resolve(&args.id)?;
     let history = crate::trace::catalog::read_history(files)?;
     let lines = if args.json {
-        history.lines.clone()
+        history.lines
     } else {
         show::transcript(catalog, &history)
     };

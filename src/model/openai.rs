@@ -55,7 +55,7 @@ impl OpenAiModel {
         }
         let (Some(base_url), Some(model)) = (cfg.base_url.clone(), cfg.model.clone()) else {
             return Err(ConfigError::MissingEndpoint {
-                provider: cfg.provider.clone(),
+                provider: cfg.provider,
             });
         };
         let var = cfg.api_key_env().to_string();
@@ -98,7 +98,7 @@ impl OpenAiModel {
                 vision: cfg.vision,
                 vision_model: cfg.vision_model.clone(),
                 context_window: cfg.context_window(),
-                extra: cfg.extra.clone(),
+                extra: cfg.extra,
             }),
         })
     }

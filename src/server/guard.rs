@@ -45,10 +45,7 @@ impl GuardConfig {
     ) -> Self {
         GuardConfig {
             listen,
-            allow_hosts: allow_hosts
-                .iter()
-                .map(|h| host_name(h).to_string())
-                .collect(),
+            allow_hosts: allow_hosts.iter().map(|h| host_name(h)).collect(),
             allow_origins: allow_origins.iter().map(|o| normalize_origin(o)).collect(),
             body_timeout,
         }

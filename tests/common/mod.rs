@@ -1,6 +1,15 @@
 //! Shared helpers of the integration tests: scripted models, a request-recording model wrapper,
-//! test-only tools and trace reading.
-#![allow(dead_code)]
+//! test-only tools and trace reading here; the helpers of one kind of test in the modules below.
+
+pub mod anthropic_mock;
+pub mod cli;
+pub mod commands;
+pub mod openai_mock;
+pub mod own_process;
+pub mod paired;
+pub mod replay;
+pub mod serve;
+pub mod tmpfs;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -6,10 +6,10 @@
 use crate::message::{ModelPayload, Role, StopReason};
 
 /// Output given to a committed call that never produced one because the user aborted.
-pub const INTERRUPTED_PLACEHOLDER: &str = "[interrupted: tool aborted by user]";
+pub(super) const INTERRUPTED_PLACEHOLDER: &str = "[interrupted: tool aborted by user]";
 
 /// A placeholder `tool_call_output` (aborted) for `tool_call_id`.
-pub fn placeholder(tool_call_id: &str) -> ModelPayload {
+pub(super) fn placeholder(tool_call_id: &str) -> ModelPayload {
     ModelPayload::ToolCallOutput {
         role: Role::User,
         output: INTERRUPTED_PLACEHOLDER.to_string(),
@@ -74,7 +74,7 @@ fn transcribe(out: &mut String, msgs: &[ModelPayload], outputs: &[ModelPayload])
 /// Carry-over of a request aborted before its output was complete (case B): structured tool
 /// outputs of the input are kept; every other input message and whatever the model produced is
 /// flattened into one `[turn_aborted]` user text.
-pub fn flatten_aborted(
+pub(super) fn flatten_aborted(
     input: &[ModelPayload],
     produced: &[ModelPayload],
     outputs: &[ModelPayload],
@@ -98,7 +98,7 @@ pub fn flatten_aborted(
 }
 
 /// The `[turn_retried]` block describing what failed attempts produced, or `None` if nothing.
-pub fn retry_transcript(
+pub(super) fn retry_transcript(
     produced: &[ModelPayload],
     outputs: &[ModelPayload],
 ) -> Option<ModelPayload> {

@@ -14,7 +14,7 @@ use super::carry::INTERRUPTED_PLACEHOLDER;
 
 /// Output of a call that was still waiting for its approval (or queued behind one) when its
 /// task ended: the same text as a call the user denied.
-pub const DENIED_OUTPUT: &str = "Tool call denied by user.";
+pub(super) const DENIED_OUTPUT: &str = "Tool call denied by user.";
 
 /// Gives every call of the running turn without an output exactly one, in call order:
 /// a call that was never approved gets an `approval_decision` `deny` and

@@ -69,7 +69,7 @@ pub(crate) fn channel(capacity: usize) -> (MessageSender, MessageReceiver) {
 }
 
 /// The `[... N earlier messages dropped ...]` marker a lagging reader gets.
-pub fn dropped_marker(count: u64) -> OmniMessage {
+pub(super) fn dropped_marker(count: u64) -> OmniMessage {
     OmniMessage::event(EventPayload::MessagesDropped {
         count,
         text: format!("[... {count} earlier messages dropped ...]"),

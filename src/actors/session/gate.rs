@@ -21,9 +21,9 @@ use crate::message::{
 };
 
 /// Output of a call the command policy forbids.
-pub const POLICY_DENIED: &str = "Tool call denied by policy.";
+pub(super) const POLICY_DENIED: &str = "Tool call denied by policy.";
 /// Output of a call the approver denies.
-pub const USER_DENIED: &str = "Tool call denied by user.";
+pub(super) const USER_DENIED: &str = "Tool call denied by user.";
 
 /// What the gate decided for one call.
 pub struct Verdict {

@@ -20,7 +20,7 @@ const CHILD_PREFIX: &str = "    │ ";
 const MAX_DEPTH: usize = 4;
 
 /// The transcript of `history`, line by line.
-pub fn transcript(catalog: &Catalog, history: &SessionHistory) -> Vec<String> {
+pub(super) fn transcript(catalog: &Catalog, history: &SessionHistory) -> Vec<String> {
     let summary = history.summary();
     let mut out = vec![
         format!(

@@ -23,7 +23,7 @@ use self::calls::{CallAcc, Calls};
 use self::meta::{map_usage, stream_error};
 
 /// Default cap on one response's text, thinking and tool arguments together.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+pub(super) const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// `fidelity` key of a thinking message: which delta field carried it (sent back under it).
 pub(super) const REASONING_FIELD: &str = "reasoning_field";

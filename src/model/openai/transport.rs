@@ -161,7 +161,7 @@ pub(crate) fn stream_with(
 ) -> BoxStream<'static, ModelEvent> {
     let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
     let driver = Driver {
-        endpoint: endpoint.clone(),
+        endpoint,
         phase: Phase::Send(body),
         parser,
         queue: VecDeque::new(),

@@ -1,4 +1,4 @@
-//! Unit tests of resume over hand-written record lists (real sessions are in `tests/resume.rs`).
+//! Unit tests of resume over hand-written record lists (real sessions are in `tests/suite/resume.rs`).
 
 use serde_json::json;
 
@@ -273,7 +273,7 @@ fn outputs_landing_inside_the_next_request_span() {
 
     // That request commits: it was sent without call_1's output, so history holds a
     // placeholder for it and the late real output is not owed any more.
-    let mut records = head.clone();
+    let mut records = head;
     records.extend([said("ok"), tokens(9, 4), end()]);
     let state = resume_from_records(&records).unwrap();
     assert_eq!(

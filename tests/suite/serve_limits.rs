@@ -1,0 +1,120 @@
+//! End-to-end tests of the limits of `rookery serve`, driving the built binary on 127.0.0.1:
+//! `--max-sessions` (503 `too_many_sessions`, create and resume alike), the deadline of a
+//! request body (408, the connection closed), and a server short of file descriptors (a warning
+//! at start, 503 `session_start_failed` with the reason and no panic text, then recovery).
+//!
+//! Each server gets its own temporary home, workspace and `$HOME`. Every wait is bounded.
+
+use crate::common::serve as harness;
+
+use std::io::{Read, Write};
+
+use harness::*;
+use reqwest::StatusCode;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_cap_is_answered_with_503() {
+    let server = Server::start_with(sandbox(&tool_then_text()), None, &["--max-sessions", "2"]);
+    let a = server.create(None).await;
+    let b = server.create(None).await;
+    let body = json!({"workspace": server.ws()});
+    let (s, v) = server
+        .call("POST", "/v1/sessions", Some(body.clone()))
+        .await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["error"]["code"], "too_many_sessions");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("limit of 2 sessions"), "{message}");
+    // Closing one frees its place; a resume needs a place too.
+    let (s, _) = server
+        .call("DELETE", &format!("/v1/sessions/{a}"), None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let c = server.create(None).await;
+    let (s, v) = server
+        .call("POST", &format!("/v1/sessions/{a}/resume"), None)
+        .await;
+    assert_eq!(
+        (s, v["error"]["code"].clone()),
+        (StatusCode::SERVICE_UNAVAILABLE, json!("too_many_sessions"))
+    );
+    server
+        .call("DELETE", &format!("/v1/sessions/{c}"), None)
+        .await;
+    let (s, v) = server
+        .call("POST", &format!("/v1/sessions/{a}/resume"), None)
+        .await;
+    assert_eq!((s, v["resumed"].clone()), (StatusCode::OK, json!(true)));
+    assert_eq!(server.status_of(&b).await, "idle");
+}
+
+#[test]
+fn a_body_that_does_not_arrive_in_time_gets_408() {
+    let server = Server::start_with(
+        sandbox(&tool_then_text()),
+        None,
+        &["--body-timeout-ms", "300"],
+    );
+    let addr = server.base.strip_prefix("http://").unwrap().to_string();
+    let token = server.token.clone().unwrap();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.set_read_timeout(Some(WAIT)).unwrap();
+    let head = format!(
+        "POST /v1/sessions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"workspace\": "
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    // The rest of the body never comes: the server answers 408 and closes the connection.
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer)
+        .expect("the server closes in time");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
+    // Nothing was created.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (s, v) = rt.block_on(server.call("GET", "/v1/sessions", None));
+    assert_eq!((s, v), (StatusCode::OK, json!({"sessions": []})));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_short_of_descriptors_warns_and_answers_503() {
+    let server = Server::start_limited(sandbox(&tool_then_text()), None, &[], Some(64));
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("the descriptor limit (64) cannot hold --max-sessions 1000"),
+        "{stderr}"
+    );
+    // One keep-alive connection (a new one could not be accepted once descriptors run out).
+    let body = json!({"workspace": server.ws()});
+    let mut created = Vec::new();
+    let failure = loop {
+        let (s, v) = server
+            .call("POST", "/v1/sessions", Some(body.clone()))
+            .await;
+        if s != StatusCode::CREATED {
+            break (s, v);
+        }
+        created.push(v["session_id"].as_str().unwrap().to_string());
+        assert!(created.len() < 64, "the limit never bit");
+    };
+    let (s, v) = failure;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["error"]["code"], "session_start_failed");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Too many open files"), "{message}");
+    assert!(!message.to_lowercase().contains("panic"), "{message}");
+    // Closing sessions gives the descriptors back; the server goes on.
+    for id in created.iter().take(4) {
+        let (s, _) = server
+            .call("DELETE", &format!("/v1/sessions/{id}"), None)
+            .await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+    }
+    let id = server.create(None).await;
+    let after = server.task(&id, "go").await;
+    let events = server.events_until_task_end(&id, after).await;
+    assert_eq!(events.last().unwrap().1["payload"]["status"], "completed");
+    assert!(!server.stderr().contains("panicked"), "{}", server.stderr());
+}
