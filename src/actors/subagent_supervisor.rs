@@ -30,14 +30,6 @@ pub const MAX_SUBAGENTS: usize = 8;
 pub const TOO_MANY: &str =
     "[run_subagent error: too many background subagents; poll or finish existing ones first]";
 
-/// Tool names a child session never gets (depth limit 1).
-pub const SUBAGENT_TOOLS: [&str; 4] = [
-    "run_subagent",
-    "input_subagent",
-    "kill_subagent",
-    "list_subagents",
-];
-
 pub enum SubagentMsg {
     /// Admits and starts a child session for `prompt` (its task is not started yet).
     Admit(String, RpcReplyPort<Result<Arc<Child>, String>>),
