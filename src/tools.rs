@@ -3,15 +3,15 @@
 //!
 //! A tool streams text through [`ToolContext::emit`] and returns a [`ToolResult`]; it never
 //! builds protocol messages itself. Framing, timeouts, truncation and notes belong to
-//! [`environment`], never to a tool.
+//! [`close_out`], never to a tool.
 
 pub mod apply_patch;
 pub mod args;
 pub mod binding;
+pub mod close_out;
 pub mod describe_image;
 pub mod diff_render;
 pub mod edit_file;
-pub mod environment;
 pub mod file_target;
 pub mod fs_atomic;
 pub mod image_source;
