@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use rookery::actors::command_supervisor::tools::CommandTools;
 use rookery::actors::command_supervisor::{CommandOptions, CommandSupervisorHandle};
 use rookery::approval::AllowAllApprover;
 use rookery::model::scripted::ScriptedModel;
-use rookery::tools::environment::{self, ToolCallInfo};
+use rookery::tools::close_out::{self, ToolCallInfo};
 use rookery::tools::registry::{Permission, ToolDefinitionConfig};
 use rookery::tools::{Tool, ToolContext, ToolEnv, ToolResult};
 use rookery::{Host, SessionOptions};
@@ -205,11 +206,12 @@ fn exec_true(c: &mut Criterion) {
         ))
         .expect("supervisor");
     let registry = rookery::tools::registry::ToolRegistry::builtin();
-    let tool = registry.get("exec_command").cloned();
+    let service = Arc::new(CommandTools::new(Some(commands.clone())));
+    let tool = (registry.get("exec_command")).map(|t| t.bind(|_| service.clone()));
     g.bench_function("exec_command", |b| {
         b.iter(|| {
             rt.block_on(async {
-                let out = environment::execute(
+                let out = close_out::execute(
                     ToolCallInfo {
                         tool_call_id: "call_0".into(),
                         name: "exec_command".into(),
@@ -218,9 +220,6 @@ fn exec_true(c: &mut Criterion) {
                     tool.clone(),
                     ToolEnv {
                         workspace: dir.path().to_path_buf(),
-                        commands: Some(commands.clone()),
-                        subagents: None,
-                        depth: 0,
                         path_ticket: None,
                     },
                     CancellationToken::new(),

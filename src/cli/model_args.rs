@@ -11,7 +11,8 @@ use clap::Args;
 use super::CliError;
 use crate::config::AgentConfig;
 use crate::model::Model;
-use crate::model::model_config::{ModelConfig, build_model};
+use crate::model::build::build_model;
+use crate::model::model_config::ModelConfig;
 use crate::model::scripted::ScriptedModel;
 
 #[derive(Debug, Clone, Default, Args)]

@@ -13,7 +13,8 @@ use crate::error::ConfigError;
 use crate::message::launch::Launch;
 use crate::message::{Payload, SessionMeta};
 use crate::model::Model;
-use crate::model::model_config::{ModelConfig, build_model};
+use crate::model::build::build_model;
+use crate::model::model_config::ModelConfig;
 use crate::model::scripted::ScriptedModel;
 use crate::trace::reader::read_trace;
 
