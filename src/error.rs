@@ -22,6 +22,8 @@ pub enum ConfigError {
     InvalidScript { path: PathBuf, message: String },
     #[error("workspace {0} does not exist or is not a directory")]
     Workspace(PathBuf),
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpConfigError),
     #[error("{0}")]
     Other(String),
 }
