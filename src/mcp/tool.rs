@@ -86,6 +86,15 @@ impl Tool for McpTool {
                 // Abort or the close-out's timeout: the close-out writes the output.
                 _ = ctx.cancel.cancelled() => return ToolResult::failed(),
             };
+            // A request that failed because the transport went away is a lost connection.
+            let outcome = match outcome {
+                Err(McpError::Request(_))
+                    if lease.dead.is_cancelled() || lease.peer.is_transport_closed() =>
+                {
+                    Err(McpError::Closed)
+                }
+                other => other,
+            };
             match outcome {
                 Ok(result) => {
                     let json = serde_json::to_value(&result).unwrap_or(Value::Null);
