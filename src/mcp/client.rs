@@ -218,7 +218,9 @@ pub async fn with_timeout<T>(
 ) -> Result<T, McpError> {
     match tokio::time::timeout(Duration::from_millis(ms), fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(rmcp::ServiceError::TransportClosed)) => Err(McpError::Closed),
+        Ok(Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_))) => {
+            Err(McpError::Closed)
+        }
         Ok(Err(e)) => Err(McpError::Request(e.to_string())),
         Err(_) => Err(McpError::Timeout(ms)),
     }

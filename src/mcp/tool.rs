@@ -74,7 +74,9 @@ impl Tool for McpTool {
             let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
             let outcome = tokio::select! {
                 r = lease.peer.call_tool(params) => r.map_err(|e| match e {
-                    rmcp::ServiceError::TransportClosed => McpError::Closed,
+                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {
+                        McpError::Closed
+                    }
                     rmcp::ServiceError::McpError(e) => McpError::Request(format!("MCP error {}: {}", e.code.0, e.message)),
                     other => McpError::Request(other.to_string()),
                 }),
