@@ -308,6 +308,21 @@ mod tests {
     }
 
     #[test]
+    fn mcp_servers_are_read_and_validated() {
+        let cfg = AgentConfig::from_yaml(
+            "tools:\n  mcpServers:\n    - name: every\n      config:\n        command: node\n        args: [x.js]\n        timeoutMs: 5\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.mcp_servers.len(), 1);
+        assert_eq!(cfg.mcp_servers[0].timeout_ms, 5);
+        let e = AgentConfig::from_yaml("tools:\n  mcpServers:\n    - name: x\n      config: {}\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("MCP server \"x\""), "{e}");
+    }
+
+    #[test]
     fn max_parallel_defaults_and_validates() {
         assert_eq!(AgentConfig::default().max_parallel, 16);
         let cfg = AgentConfig::from_yaml("tools:\n  max_parallel: 4\n").unwrap();

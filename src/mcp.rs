@@ -132,7 +132,8 @@ impl McpSet {
                 };
                 // The actor answers within connectTimeoutMs; the margin covers a loaded host.
                 let wait = Duration::from_millis(limit.saturating_add(5000));
-                match tokio::time::timeout(wait, async { ractor::call!(actor, McpMsg::Sync) }).await {
+                match tokio::time::timeout(wait, async { ractor::call!(actor, McpMsg::Sync) }).await
+                {
                     Ok(Ok(r)) => r,
                     Ok(Err(_)) => failed("its connection has stopped"),
                     Err(_) => failed("it did not answer in time"),
@@ -147,7 +148,11 @@ impl McpSet {
         let mut applied = Applied::default();
         for reply in replies {
             let vision = self.vision;
-            let Some(slot) = self.slots.iter_mut().find(|s| s.config.name == reply.server) else {
+            let Some(slot) = self
+                .slots
+                .iter_mut()
+                .find(|s| s.config.name == reply.server)
+            else {
                 continue;
             };
             match &reply.error {
@@ -180,7 +185,8 @@ impl McpSet {
                 let Some(tool_name) = t.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                let name = names::tool_name(&reply.server, tool_name, |n| registry.get(n).is_some());
+                let name =
+                    names::tool_name(&reply.server, tool_name, |n| registry.get(n).is_some());
                 let def = definition(&slot.config, &name, t);
                 registry.register(
                     def,
@@ -203,7 +209,9 @@ impl McpSet {
     pub async fn shutdown(&mut self) {
         for slot in &mut self.slots {
             if let Some(actor) = slot.actor.take() {
-                let _ = actor.stop_and_wait(None, Some(Duration::from_secs(5))).await;
+                let _ = actor
+                    .stop_and_wait(None, Some(Duration::from_secs(5)))
+                    .await;
             }
         }
     }
@@ -268,10 +276,25 @@ mod tests {
     fn permission_follows_read_only_hint_in_auto() {
         let ro = json!({"name": "a", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}});
         let rw = json!({"name": "b", "inputSchema": {"type": "object"}});
-        assert_eq!(definition(&cfg(McpPermission::Auto), "n", &ro).permission, Permission::Read);
-        assert_eq!(definition(&cfg(McpPermission::Auto), "n", &rw).permission, Permission::ReadWrite);
-        assert_eq!(definition(&cfg(McpPermission::ReadWrite), "n", &ro).permission, Permission::ReadWrite);
-        assert_eq!(definition(&cfg(McpPermission::Read), "n", &rw).permission, Permission::Read);
-        assert_eq!(definition(&cfg(McpPermission::Auto), "n", &rw).timeout_ms, 700);
+        assert_eq!(
+            definition(&cfg(McpPermission::Auto), "n", &ro).permission,
+            Permission::Read
+        );
+        assert_eq!(
+            definition(&cfg(McpPermission::Auto), "n", &rw).permission,
+            Permission::ReadWrite
+        );
+        assert_eq!(
+            definition(&cfg(McpPermission::ReadWrite), "n", &ro).permission,
+            Permission::ReadWrite
+        );
+        assert_eq!(
+            definition(&cfg(McpPermission::Read), "n", &rw).permission,
+            Permission::Read
+        );
+        assert_eq!(
+            definition(&cfg(McpPermission::Auto), "n", &rw).timeout_ms,
+            700
+        );
     }
 }

@@ -50,7 +50,11 @@ fn stdio_results_of_the_reference_tools() {
     assert_eq!(payload(begin[0])["server"], "everything");
     assert_eq!(end.len(), 1);
     assert_eq!(payload(end[0])["status"], "completed");
-    assert!(payload(end[0])["tools"].as_u64().unwrap_or(0) >= 10, "{:?}", end[0]);
+    assert!(
+        payload(end[0])["tools"].as_u64().unwrap_or(0) >= 10,
+        "{:?}",
+        end[0]
+    );
     assert!(payload(end[0])["ms"].is_u64());
     let ready = of_kind(&lines, "tool_list_ready");
     assert_eq!(ready.len(), 1);
@@ -58,7 +62,10 @@ fn stdio_results_of_the_reference_tools() {
         .as_array()
         .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
-    assert!(names.contains(&"read_file") && names.contains(&"mcp__everything__echo"), "{names:?}");
+    assert!(
+        names.contains(&"read_file") && names.contains(&"mcp__everything__echo"),
+        "{names:?}"
+    );
     assert!(names.iter().all(|n| n.len() <= 64));
     let out = |id: &str| {
         lines
@@ -72,19 +79,37 @@ fn stdio_results_of_the_reference_tools() {
             })
             .unwrap_or_default()
     };
-    assert_eq!(out("call_0"), ("Echo: hi from rookery".into(), "completed".into()));
-    assert_eq!(out("call_1"), ("The sum of 2 and 3 is 5.".into(), "completed".into()));
+    assert_eq!(
+        out("call_0"),
+        ("Echo: hi from rookery".into(), "completed".into())
+    );
+    assert_eq!(
+        out("call_1"),
+        ("The sum of 2 and 3 is 5.".into(), "completed".into())
+    );
     let (image, status) = out("call_2");
     assert_eq!(status, "completed");
-    assert!(image.contains("[image: image/png; this model does not take images]"), "{image}");
+    assert!(
+        image.contains("[image: image/png; this model does not take images]"),
+        "{image}"
+    );
     let (weather, status) = out("call_3");
     assert_eq!(status, "completed");
     let parsed: Value = serde_json::from_str(&weather).unwrap_or(Value::Null);
     assert!(parsed["temperature"].is_number(), "{weather}");
-    assert_eq!(out("call_4"), ("Unknown tool: mcp__everything__no-such-tool".into(), "failed".into()));
+    assert_eq!(
+        out("call_4"),
+        (
+            "Unknown tool: mcp__everything__no-such-tool".into(),
+            "failed".into()
+        )
+    );
     let (bad, status) = out("call_5");
     assert_eq!(status, "failed");
-    assert!(bad.contains("get-sum") && bad.contains("expected number"), "{bad}");
+    assert!(
+        bad.contains("get-sum") && bad.contains("expected number"),
+        "{bad}"
+    );
 }
 
 #[test]
@@ -96,9 +121,19 @@ fn a_call_that_outlives_timeout_ms_ends_with_the_timeout_text() {
         {"tool_calls": [call("echo", json!({"message": "still here"}))]},
         {"text": "done"}
     ]});
-    let mut run = sb.start(&script, &stdio_server(&index, json!({"timeoutMs": 1500})), &[]);
-    assert_eq!(run.output("call_0"), ("[tool timeout: exceeded 1500ms]".into(), "failed".into()));
-    assert_eq!(run.output("call_1"), ("Echo: still here".into(), "completed".into()));
+    let mut run = sb.start(
+        &script,
+        &stdio_server(&index, json!({"timeoutMs": 1500})),
+        &[],
+    );
+    assert_eq!(
+        run.output("call_0"),
+        ("[tool timeout: exceeded 1500ms]".into(), "failed".into())
+    );
+    assert_eq!(
+        run.output("call_1"),
+        ("Echo: still here".into(), "completed".into())
+    );
     let (code, _) = run.finish();
     assert_eq!(code, 0);
 }
@@ -133,11 +168,17 @@ fn stdio_sigkill_mid_call_fails_at_once_then_reconnects_and_no_process_outlives_
     let (text, status) = run.output("call_0");
     let took = killed.elapsed();
     assert_eq!(status, "failed");
-    assert!(text.contains("the connection was lost during the call"), "{text}");
+    assert!(
+        text.contains("the connection was lost during the call"),
+        "{text}"
+    );
     // The operation would have run 60 s: the call failed because its server died.
     assert!(took.as_secs() < 10, "the call took {took:?} to fail");
     eprintln!("call failed {} ms after SIGKILL", took.as_millis());
-    assert_eq!(run.output("call_1"), ("Echo: after the crash".into(), "completed".into()));
+    assert_eq!(
+        run.output("call_1"),
+        ("Echo: after the crash".into(), "completed".into())
+    );
     let (code, lines) = run.finish();
     assert_eq!(code, 0);
     let reconnects = of_kind(&lines, "mcp_reconnect");
@@ -148,8 +189,14 @@ fn stdio_sigkill_mid_call_fails_at_once_then_reconnects_and_no_process_outlives_
         "{reconnects:?}"
     );
     assert_eq!(payload(reconnects[0])["attempt"], 1);
-    let all: Vec<i32> = pids(&server_pids).into_iter().chain(pids(&extra_pids)).collect();
-    assert!(all.len() >= 4, "two server starts, each with a helper: {all:?}");
+    let all: Vec<i32> = pids(&server_pids)
+        .into_iter()
+        .chain(pids(&extra_pids))
+        .collect();
+    assert!(
+        all.len() >= 4,
+        "two server starts, each with a helper: {all:?}"
+    );
     assert!(
         eventually(30, || all.iter().all(|p| !alive(*p))),
         "still alive after the session: {:?}",
@@ -174,7 +221,8 @@ impl HttpServer {
             .spawn()
             .expect("start the reference server");
         assert!(
-            eventually(30, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()),
+            eventually(30, || std::net::TcpStream::connect(("127.0.0.1", port))
+                .is_ok()),
             "the reference server did not listen on {port}"
         );
         HttpServer { child, port }
@@ -205,8 +253,14 @@ fn http_results_and_sigkill_mid_call_then_reconnect() {
         {"text": "done"}
     ]});
     let mut run = sb.start(&script, &mcp, &[]);
-    assert_eq!(run.output("call_0"), ("Echo: over http".into(), "completed".into()));
-    assert_eq!(run.output("call_1"), ("The sum of 40 and 2 is 42.".into(), "completed".into()));
+    assert_eq!(
+        run.output("call_0"),
+        ("Echo: over http".into(), "completed".into())
+    );
+    assert_eq!(
+        run.output("call_1"),
+        ("The sum of 40 and 2 is 42.".into(), "completed".into())
+    );
     run.wait_for(30, "the approval of call_2", |v| {
         kind(v) == "approval_decision" && payload(v)["tool_call_id"] == "call_2"
     });
@@ -216,11 +270,17 @@ fn http_results_and_sigkill_mid_call_then_reconnect() {
     let (text, status) = run.output("call_2");
     let took = killed.elapsed();
     assert_eq!(status, "failed");
-    assert!(text.contains("the connection was lost during the call"), "{text}");
+    assert!(
+        text.contains("the connection was lost during the call"),
+        "{text}"
+    );
     assert!(took.as_secs() < 10, "the call took {took:?} to fail");
     eprintln!("http call failed {} ms after SIGKILL", took.as_millis());
     let _restarted = HttpServer::start(&index, port);
-    assert_eq!(run.output("call_3"), ("Echo: after the crash".into(), "completed".into()));
+    assert_eq!(
+        run.output("call_3"),
+        ("Echo: after the crash".into(), "completed".into())
+    );
     let (code, lines) = run.finish();
     assert_eq!(code, 0);
     assert!(

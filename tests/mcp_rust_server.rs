@@ -114,7 +114,9 @@ impl ServerHandler for TestServer {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 result(text("slow done"))
             }
-            "fail" => result(json!({"content": [{"type": "text", "text": "it went wrong"}], "isError": true})),
+            "fail" => result(
+                json!({"content": [{"type": "text", "text": "it went wrong"}], "isError": true}),
+            ),
             "links" => result(json!({"content": [
                 {"type": "resource_link", "uri": "file:///notes.md", "name": "notes", "description": "the notes"},
                 {"type": "resource", "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "inline text"}},
@@ -201,12 +203,17 @@ async fn list_changed_is_picked_up_and_a_failed_refresh_keeps_the_old_list() {
     })
     .await;
     let ready = of_kind(&lines, "tool_list_ready");
-    assert_eq!(ready.len(), 2, "announced at start and after list_changed: {ready:#?}");
+    assert_eq!(
+        ready.len(),
+        2,
+        "announced at start and after list_changed: {ready:#?}"
+    );
     assert!(!tool_names(ready[0]).contains(&"mcp__rs__extra".to_string()));
     assert!(tool_names(ready[1]).contains(&"mcp__rs__extra".to_string()));
     // The second announcement comes before the request that can use the new tool.
     let pos = |pred: &dyn Fn(&Value) -> bool| lines.iter().position(pred).unwrap_or(usize::MAX);
-    let second_ready = pos(&|v| kind(v) == "tool_list_ready" && tool_names(v).len() > tool_names(ready[0]).len());
+    let second_ready =
+        pos(&|v| kind(v) == "tool_list_ready" && tool_names(v).len() > tool_names(ready[0]).len());
     let extra_call = pos(&|v| kind(v) == "tool_call" && payload(v)["tool_call_id"] == "call_1");
     assert!(second_ready < extra_call);
     let out = |id: &str| {
@@ -255,7 +262,10 @@ async fn results_errors_links_and_timeout() {
             })
             .unwrap_or_default()
     };
-    assert_eq!(out("call_0"), ("hello from rust".into(), "completed".into()));
+    assert_eq!(
+        out("call_0"),
+        ("hello from rust".into(), "completed".into())
+    );
     assert_eq!(out("call_1"), ("it went wrong".into(), "failed".into()));
     assert_eq!(
         out("call_2"),
@@ -264,7 +274,10 @@ async fn results_errors_links_and_timeout() {
             "completed".into()
         )
     );
-    assert_eq!(out("call_3"), ("[tool timeout: exceeded 1000ms]".into(), "failed".into()));
+    assert_eq!(
+        out("call_3"),
+        ("[tool timeout: exceeded 1000ms]".into(), "failed".into())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +312,10 @@ async fn a_server_dying_mid_call_fails_the_call_at_once_and_comes_back() {
     let (_port, _ct2) = serve(port, flags).await;
     let (text, status, took, second, code, lines) = driver.await.expect("driver");
     assert_eq!(status, "failed");
-    assert!(text.contains("the connection was lost during the call"), "{text}");
+    assert!(
+        text.contains("the connection was lost during the call"),
+        "{text}"
+    );
     assert!(took.as_secs() < 10, "the call took {took:?} to fail");
     eprintln!("call failed {} ms after the server died", took.as_millis());
     assert_eq!(second, ("hello from rust".into(), "completed".into()));
@@ -329,7 +345,11 @@ fn an_unreachable_server_leaves_the_session_running_with_a_note() {
     assert_eq!(code, 0, "{lines:#?}");
     let ends = of_kind(&lines, "mcp_connect_end");
     assert_eq!(ends.len(), 2);
-    assert!(ends.iter().all(|e| payload(e)["status"] != "completed" && payload(e)["error"].is_string()), "{ends:#?}");
+    assert!(
+        ends.iter()
+            .all(|e| payload(e)["status"] != "completed" && payload(e)["error"].is_string()),
+        "{ends:#?}"
+    );
     assert_eq!(of_kind(&lines, "mcp_connect_begin").len(), 2);
     let notes: Vec<String> = lines
         .iter()
@@ -338,6 +358,97 @@ fn an_unreachable_server_leaves_the_session_running_with_a_note() {
         .filter(|t| t.starts_with("[MCP server"))
         .collect();
     assert_eq!(notes.len(), 2, "{lines:#?}");
-    assert!(notes.iter().any(|n| n.contains("\"gone\"") && n.contains("not available")), "{notes:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("\"gone\"") && n.contains("not available")),
+        "{notes:?}"
+    );
     assert!(notes.iter().all(|n| !n.contains('\n')));
+}
+
+#[test]
+fn invalid_mcp_configs_are_start_up_errors_naming_the_entry() {
+    let sb = Sandbox::new();
+    let script = sb.write("s.json", r#"{"turns": [{"text": "hi"}]}"#);
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+            .arg("run")
+            .arg("--workspace")
+            .arg(sb.path("ws"))
+            .arg("--home")
+            .arg(sb.path("home"))
+            .arg("--script")
+            .arg(&script)
+            .args(args)
+            .arg("go")
+            .env("HOME", sb.path("userhome"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run rookery");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let bad = sb.write("bad.json", r#"{"mcpServers": {"broken": {"args": ["x"]}}}"#);
+    let (code, err) = run(&["--mcp-config", bad.to_str().unwrap_or_default()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("\"broken\"") && err.contains("command"),
+        "{err}"
+    );
+    let yaml = sb.write(
+        "agent.yaml",
+        "tools:\n  mcpServers:\n    - name: bad name\n      config: {command: x}\n",
+    );
+    let (code, err) = run(&["--config", yaml.to_str().unwrap_or_default()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("\"bad name\""), "{err}");
+    let (code, err) = run(&["--mcp-config", "/nonexistent/.mcp.json"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent/.mcp.json"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_auto_follows_read_only_hint_through_the_approval_mode() {
+    let (port, _ct) = serve(0, Arc::default()).await;
+    let lines = blocking(move || {
+        let sb = Sandbox::new();
+        let script = json!({"turns": [
+            {"tool_calls": [call("hello", json!({})), call("add_tool", json!({}))]},
+            {"text": "done"}
+        ]});
+        let run = sb.start(
+            &script,
+            &mcp_config(port, json!({})),
+            &["--approve", "read-only"],
+        );
+        let (code, lines) = run.finish();
+        assert_eq!(code, 0, "{lines:#?}");
+        lines
+    })
+    .await;
+    let out = |id: &str| {
+        lines
+            .iter()
+            .find(|v| kind(v) == "tool_call_output" && payload(v)["tool_call_id"] == id)
+            .map(|v| {
+                (
+                    payload(v)["output"].as_str().unwrap_or("").to_string(),
+                    payload(v)["stop_reason"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .unwrap_or_default()
+    };
+    // hello has readOnlyHint: true (permission r); add_tool has not (rw: asked, and with no
+    // terminal denied).
+    assert_eq!(
+        out("call_0"),
+        ("hello from rust".into(), "completed".into())
+    );
+    assert_eq!(
+        out("call_1"),
+        ("Tool call denied by user.".into(), "aborted".into())
+    );
 }

@@ -150,7 +150,12 @@ pub async fn connect(
     };
     let cleanup = |cookie: &Option<String>| {
         if let Some(c) = cookie {
-            tree::sweep_later(c.clone(), Duration::from_millis(500), false, Box::new(|| {}));
+            tree::sweep_later(
+                c.clone(),
+                Duration::from_millis(500),
+                false,
+                Box::new(|| {}),
+            );
         }
     };
     let service = match attempt {

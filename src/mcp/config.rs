@@ -276,7 +276,9 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             }
             let url = expand(&url).map_err(bad)?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(bad(format!("url {url:?} must start with http:// or https://")));
+                return Err(bad(format!(
+                    "url {url:?} must start with http:// or https://"
+                )));
             }
             McpTransport::Http {
                 url,
@@ -311,7 +313,9 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
         name: name.to_string(),
         transport,
         connect_timeout_ms,
-        timeout_ms: int(obj, "timeoutMs").map_err(bad)?.unwrap_or(DEFAULT_TIMEOUT_MS),
+        timeout_ms: int(obj, "timeoutMs")
+            .map_err(bad)?
+            .unwrap_or(DEFAULT_TIMEOUT_MS),
         max_output_length: int(obj, "maxOutputLength")
             .map_err(bad)?
             .unwrap_or(DEFAULT_MAX_OUTPUT_LENGTH),
@@ -414,7 +418,10 @@ mod tests {
     use serde_json::json;
 
     fn err(v: Value) -> String {
-        from_servers_list(&v).err().map(|e| e.to_string()).unwrap_or_default()
+        from_servers_list(&v)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     }
 
     #[test]
@@ -439,7 +446,10 @@ mod tests {
     fn invalid_entries_name_themselves() {
         assert!(err(json!([{"name": "-bad", "config": {"command": "x"}}])).contains("\"-bad\""));
         let e = err(json!([{"name": "a", "config": {}}]));
-        assert!(e.contains("MCP server \"a\"") && e.contains("command"), "{e}");
+        assert!(
+            e.contains("MCP server \"a\"") && e.contains("command"),
+            "{e}"
+        );
         let e = err(json!([{"name": "a", "config": {"command": "x", "url": "http://h"}}]));
         assert!(e.contains("\"a\"") && e.contains("not both"), "{e}");
         let e = err(json!([{"name": "a", "config": {"command": "x", "timeoutMS": 1}}]));
@@ -451,7 +461,8 @@ mod tests {
         let e = err(json!([{"name": "a", "config": {"command": "x"}},
                             {"name": "a", "config": {"command": "y"}}]));
         assert!(e.contains("twice"), "{e}");
-        let e = err(json!([{"name": "a", "config": {"url": "http://h/${ROOKERY_TEST_UNSET_VAR}"}}]));
+        let e =
+            err(json!([{"name": "a", "config": {"url": "http://h/${ROOKERY_TEST_UNSET_VAR}"}}]));
         assert!(e.contains("ROOKERY_TEST_UNSET_VAR"), "{e}");
     }
 

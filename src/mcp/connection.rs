@@ -58,20 +58,28 @@ pub enum McpMsg {
     /// A live connection for one call (waits while connecting or reconnecting).
     Lease(RpcReplyPort<Result<Lease, String>>),
     /// A call saw the connection die (e.g. an HTTP server that stopped answering pings).
-    Broken { generation: u64 },
+    Broken {
+        generation: u64,
+    },
     Connected {
         generation: u64,
         reconnect: Option<u32>,
         ms: u64,
         result: Result<Box<(Live, Vec<Value>)>, McpError>,
     },
-    Dead { generation: u64 },
-    ListChanged { generation: u64 },
+    Dead {
+        generation: u64,
+    },
+    ListChanged {
+        generation: u64,
+    },
     Refreshed {
         generation: u64,
         result: Result<Vec<Value>, McpError>,
     },
-    Reconnect { attempt: u32 },
+    Reconnect {
+        attempt: u32,
+    },
 }
 
 enum Phase {

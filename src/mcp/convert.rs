@@ -41,13 +41,14 @@ pub fn convert(result: &Value, vision: bool) -> Converted {
                     images.push(format!("data:{mime};base64,{}", s("data")));
                     parts.push(format!("[image: {mime}, attached]"));
                 } else {
-                    parts.push(format!(
-                        "[image: {mime}; this model does not take images]"
-                    ));
+                    parts.push(format!("[image: {mime}; this model does not take images]"));
                 }
             }
             "audio" => {
-                let mime = block.get("mimeType").and_then(Value::as_str).unwrap_or("audio");
+                let mime = block
+                    .get("mimeType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("audio");
                 parts.push(format!("[audio: {mime}; not shown]"));
             }
             "resource_link" => {
@@ -56,7 +57,11 @@ pub fn convert(result: &Value, vision: bool) -> Converted {
                     .and_then(Value::as_str)
                     .or_else(|| block.get("name").and_then(Value::as_str))
                     .unwrap_or("");
-                parts.push(format!("[resource: {}] {desc}", s("uri")).trim_end().to_string());
+                parts.push(
+                    format!("[resource: {}] {desc}", s("uri"))
+                        .trim_end()
+                        .to_string(),
+                );
             }
             "resource" => {
                 let res = block.get("resource").cloned().unwrap_or(Value::Null);
@@ -72,9 +77,7 @@ pub fn convert(result: &Value, vision: bool) -> Converted {
             other => parts.push(format!("[unsupported content: {other}]")),
         }
     }
-    if !has_text
-        && let Some(sc) = result.get("structuredContent").filter(|v| !v.is_null())
-    {
+    if !has_text && let Some(sc) = result.get("structuredContent").filter(|v| !v.is_null()) {
         parts.push(sc.to_string());
     }
     Converted {
@@ -127,7 +130,10 @@ mod tests {
 
     #[test]
     fn structured_content_only_without_text() {
-        let c = convert(&json!({"content": [], "structuredContent": {"t": 1}}), false);
+        let c = convert(
+            &json!({"content": [], "structuredContent": {"t": 1}}),
+            false,
+        );
         assert_eq!(c.text, r#"{"t":1}"#);
         let c = convert(
             &json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"t": 1}}),

@@ -60,8 +60,14 @@ mod tests {
 
     #[test]
     fn sanitised_and_prefixed() {
-        assert_eq!(tool_name("every", "get-sum", |_| false), "mcp__every__get-sum");
-        assert_eq!(tool_name("fs", "read.file v2", |_| false), "mcp__fs__read_file_v2");
+        assert_eq!(
+            tool_name("every", "get-sum", |_| false),
+            "mcp__every__get-sum"
+        );
+        assert_eq!(
+            tool_name("fs", "read.file v2", |_| false),
+            "mcp__fs__read_file_v2"
+        );
     }
 
     #[test]

@@ -69,7 +69,14 @@ impl Tool for McpTool {
             let lease = match lease {
                 Ok(Ok(l)) => l,
                 Ok(Err(e)) => return failed(&ctx, e),
-                Err(_) => return failed(&ctx, format!("MCP server \"{server}\" is unavailable: its connection has stopped")),
+                Err(_) => {
+                    return failed(
+                        &ctx,
+                        format!(
+                            "MCP server \"{server}\" is unavailable: its connection has stopped"
+                        ),
+                    );
+                }
             };
             let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
             let outcome = tokio::select! {
@@ -113,10 +120,15 @@ impl Tool for McpTool {
                     }
                 }
                 Err(McpError::Closed) | Err(McpError::Timeout(_)) => {
-                    let _ = actor.cast(McpMsg::Broken { generation: lease.generation });
-                    failed(&ctx, format!(
-                        "MCP server \"{server}\": the connection was lost during the call (the server exited or stopped answering); reconnecting"
-                    ))
+                    let _ = actor.cast(McpMsg::Broken {
+                        generation: lease.generation,
+                    });
+                    failed(
+                        &ctx,
+                        format!(
+                            "MCP server \"{server}\": the connection was lost during the call (the server exited or stopped answering); reconnecting"
+                        ),
+                    )
                 }
                 Err(e) => failed(&ctx, format!("MCP server \"{server}\": {e}")),
             }

@@ -193,7 +193,10 @@ impl Run {
                 }
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => panic!(
                     "no {what} within {secs}s; lines: {:#?}\nstderr: {}",
-                    self.seen.iter().map(|v| payload(v).clone()).collect::<Vec<_>>(),
+                    self.seen
+                        .iter()
+                        .map(|v| payload(v).clone())
+                        .collect::<Vec<_>>(),
                     self.stderr()
                 ),
             }
@@ -207,7 +210,10 @@ impl Run {
         });
         (
             payload(&v)["output"].as_str().unwrap_or("").to_string(),
-            payload(&v)["stop_reason"].as_str().unwrap_or("").to_string(),
+            payload(&v)["stop_reason"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
         )
     }
 
