@@ -423,7 +423,7 @@ impl Actor for SessionActor {
             if let Some(err) = err {
                 tracing::error!(session = %state.id, "command supervisor failed: {err}");
             }
-        } else if state.mcp.as_ref().is_some_and(|m| m.owns(id.clone())) {
+        } else if state.mcp.as_ref().is_some_and(|m| m.owns(id)) {
             if let Some(err) = err {
                 tracing::error!(session = %state.id, "an MCP connection failed: {err}");
             }
