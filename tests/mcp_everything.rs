@@ -290,3 +290,64 @@ fn http_results_and_sigkill_mid_call_then_reconnect() {
         "{lines:#?}"
     );
 }
+
+/// Through the library API: a session whose model takes images (so it has `read_image`) gets
+/// the server's image attached to the output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_is_attached_for_a_vision_model() {
+    use rookery::model::model_config::ModelConfig;
+    use rookery::model::scripted::ScriptedModel;
+    use std::sync::Arc;
+
+    let index = tokio::task::spawn_blocking(everything)
+        .await
+        .expect("install");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script =
+        json!({"turns": [{"tool_calls": [call("get-tiny-image", json!({}))]}, {"text": "done"}]});
+    let model = Arc::new(ScriptedModel::from_json_str(&script.to_string()).expect("script"));
+    let mut options = rookery::SessionOptions::new(dir.path(), model);
+    options.approver = Arc::new(rookery::approval::AllowAllApprover);
+    let mut vision = ModelConfig::openai("http://127.0.0.1:9/v1", "vision-model");
+    vision.vision = true;
+    options.config.set_model(vision).expect("model");
+    options.config.mcp_servers = Arc::new(
+        rookery::mcp::config::from_mcp_json(&stdio_server(&index, json!({})).to_string())
+            .expect("mcp config"),
+    );
+    let host = rookery::Host::start(dir.path().join("home"))
+        .await
+        .expect("host");
+    let session = host.create_session(options).await.expect("session");
+    let mut stream = session.subscribe().await.expect("subscribe");
+    let summary = session.run_task("go").await.expect("task");
+    let mut output = Value::Null;
+    while let Ok(msg) = stream.try_recv() {
+        let v: Value = serde_json::from_str(&msg.to_json()).unwrap_or(Value::Null);
+        if kind(&v) == "tool_call_output" {
+            output = payload(&v).clone();
+        }
+    }
+    session.close().await.expect("close");
+    host.shutdown().await;
+    assert_eq!(
+        summary.status,
+        rookery::message::StopReason::Completed,
+        "{output}"
+    );
+    assert_eq!(output["stop_reason"], "completed", "{output}");
+    let images = output["images"].as_array().cloned().unwrap_or_default();
+    assert_eq!(images.len(), 1, "{output}");
+    assert!(
+        images[0]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("data:image/png;base64,")
+    );
+    assert!(
+        output["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("[image: image/png, attached]")
+    );
+}
