@@ -8,7 +8,8 @@
 //! (subscriptions, logging levels, cwd), and a crash of one session's server must not fail
 //! another session's calls. [`McpSet`] is the session's view: it starts the actors, gathers
 //! their tool lists before each request and rewrites the registry when a list changed. It knows
-//! nothing of the turn loop.
+//! nothing of the turn loop. The tools are service-bound (`ServiceKind::Mcp { server }`): the
+//! registry records the binding, and the session binds each call to [`service`].
 
 pub mod client;
 pub mod config;
@@ -28,6 +29,7 @@ use serde_json::Value;
 pub use config::{McpConfigError, McpPermission, McpServerConfig, McpTransport};
 use connection::{McpArgs, McpConnection, McpMsg, McpSink, SyncReply};
 
+use crate::tools::binding::{ServiceKind, ToolService};
 use crate::tools::{Permission, ToolDefinitionConfig, ToolRegistry};
 
 /// One configured server of a session.
@@ -36,8 +38,8 @@ struct Slot {
     actor: Option<ActorRef<McpMsg>>,
     /// The list version the registry holds (0: none yet).
     version: u64,
-    /// The model-facing names registered for this server.
-    names: Vec<String>,
+    /// (model-facing name, the server's name) of the tools registered for this server.
+    names: Vec<(String, String)>,
     /// The failure the model was told about (told once per failure).
     told: Option<String>,
 }
@@ -147,7 +149,6 @@ impl McpSet {
     pub fn apply(&mut self, registry: &mut ToolRegistry, replies: Vec<SyncReply>) -> Applied {
         let mut applied = Applied::default();
         for reply in replies {
-            let vision = self.vision;
             let Some(slot) = self
                 .slots
                 .iter_mut()
@@ -175,12 +176,12 @@ impl McpSet {
                 continue;
             }
             slot.version = reply.version;
-            for n in slot.names.drain(..) {
+            for (n, _) in slot.names.drain(..) {
                 registry.remove(&n);
             }
-            let Some(actor) = slot.actor.clone() else {
+            if slot.actor.is_none() {
                 continue;
-            };
+            }
             for t in &reply.tools {
                 let Some(tool_name) = t.get("name").and_then(Value::as_str) else {
                     continue;
@@ -188,16 +189,13 @@ impl McpSet {
                 let name =
                     names::tool_name(&reply.server, tool_name, |n| registry.get(n).is_some());
                 let def = definition(&slot.config, &name, t);
-                registry.register(
+                registry.register_service(
                     def,
-                    Arc::new(tool::McpTool {
-                        server: Arc::from(reply.server.as_str()),
-                        tool: Arc::from(tool_name),
-                        actor: actor.clone(),
-                        vision,
-                    }),
+                    ServiceKind::Mcp {
+                        server: reply.server.clone(),
+                    },
                 );
-                slot.names.push(name);
+                slot.names.push((name, tool_name.to_string()));
             }
             applied.changed = true;
         }
@@ -216,13 +214,28 @@ impl McpSet {
         }
     }
 
-    /// Server names with their registered tool names (for tests and diagnostics).
+    /// Server names with their registered (model-facing) tool names.
     pub fn registered(&self) -> HashMap<String, Vec<String>> {
         self.slots
             .iter()
-            .map(|s| (s.config.name.clone(), s.names.clone()))
+            .map(|s| {
+                let names = s.names.iter().map(|(n, _)| n.clone()).collect();
+                (s.config.name.clone(), names)
+            })
             .collect()
     }
+}
+
+/// The service behind `ServiceKind::Mcp { server }` in a session with `set` (none: every call
+/// is the close-out's unknown-tool text).
+pub fn service(set: Option<&McpSet>, server: &str) -> Arc<dyn ToolService> {
+    let slot = set.and_then(|s| s.slots.iter().find(|slot| slot.config.name == server));
+    Arc::new(tool::McpService {
+        server: Arc::from(server),
+        actor: slot.and_then(|s| s.actor.clone()),
+        vision: set.is_some_and(|s| s.vision),
+        tools: slot.map(|s| s.names.clone()).unwrap_or_default(),
+    })
 }
 
 /// The definition of a server's tool `t` (JSON `Tool`) under its model-facing `name`.

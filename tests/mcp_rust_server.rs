@@ -10,7 +10,7 @@ mod support;
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -29,6 +29,19 @@ use tokio_util::sync::CancellationToken;
 struct Flags {
     extra: AtomicBool,
     broken_list: AtomicBool,
+    /// `tools/list` requests served so far.
+    lists: AtomicUsize,
+}
+
+impl Flags {
+    /// Streamable HTTP carries the notification on another stream than the call's result, so
+    /// the tool answers only once the client has come back for the list (up to 20 s).
+    async fn wait_for_list_after(&self, before: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.lists.load(Ordering::SeqCst) <= before && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -67,6 +80,7 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.flags.lists.fetch_add(1, Ordering::SeqCst);
         if self.flags.broken_list.load(Ordering::SeqCst) {
             return Err(ErrorData::internal_error("the tool list is broken", None));
         }
@@ -95,12 +109,16 @@ impl ServerHandler for TestServer {
             "hello" => result(text("hello from rust")),
             "add_tool" => {
                 self.flags.extra.store(true, Ordering::SeqCst);
+                let before = self.flags.lists.load(Ordering::SeqCst);
                 let _ = context.peer.notify_tool_list_changed().await;
+                self.flags.wait_for_list_after(before).await;
                 result(text("added"))
             }
             "break_list" => {
                 self.flags.broken_list.store(true, Ordering::SeqCst);
+                let before = self.flags.lists.load(Ordering::SeqCst);
                 let _ = context.peer.notify_tool_list_changed().await;
+                self.flags.wait_for_list_after(before).await;
                 result(text("broken"))
             }
             "extra" => result(text("extra works")),

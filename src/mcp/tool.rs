@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use super::client::{self, McpError};
 use super::connection::{Lease, McpMsg};
 use super::convert::convert;
+use crate::tools::binding::{ToolService, not_served};
 use crate::tools::{Tool, ToolContext, ToolResult};
 
 /// How often a waiting call pings its server, and how long a ping may take.
@@ -133,5 +134,39 @@ impl Tool for McpTool {
                 Err(e) => failed(&ctx, format!("MCP server \"{server}\": {e}")),
             }
         })
+    }
+}
+
+/// The session's service for one server's tools (`ServiceKind::Mcp`): maps a model-facing name
+/// to the server's tool and calls it through [`McpTool`].
+pub struct McpService {
+    pub server: Arc<str>,
+    pub actor: Option<ActorRef<McpMsg>>,
+    pub vision: bool,
+    /// (model-facing name, the server's name) of every registered tool.
+    pub tools: Vec<(String, String)>,
+}
+
+impl ToolService for McpService {
+    fn call(
+        &self,
+        tool: &str,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
+        let found = self.tools.iter().find(|(n, _)| n == tool);
+        match (found, &self.actor) {
+            (Some((_, server_tool)), Some(actor)) => McpTool {
+                server: self.server.clone(),
+                tool: Arc::from(server_tool.as_str()),
+                actor: actor.clone(),
+                vision: self.vision,
+            }
+            .call(ctx, args),
+            _ => {
+                let result = not_served(&ctx, tool);
+                Box::pin(async move { result })
+            }
+        }
     }
 }
