@@ -121,6 +121,10 @@ pub struct SessionArgs {
     /// besides the config's `hooks:`).
     #[arg(long, value_name = "FILE")]
     pub hooks: Option<PathBuf>,
+    /// MCP servers: a Claude Code style `.mcp.json` (`{"mcpServers": {...}}`), besides the
+    /// config's `tools.mcpServers`.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
     /// How tool calls are approved (default allow-all; a resumed chat keeps its recorded mode).
     #[arg(long, value_name = "MODE", ignore_case = true,
           value_parser = choices(APPROVAL_MODES).try_map(|s| s.parse::<ApprovalMode>()))]
@@ -188,6 +192,9 @@ pub struct ServeArgs {
     /// its `hooks` object.
     #[arg(long, value_name = "FILE")]
     pub hooks: Option<PathBuf>,
+    /// MCP servers of sessions that name no config: a Claude Code style `.mcp.json`.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
     /// At most N sessions served at once (more are refused with 503).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_sessions: usize,

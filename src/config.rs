@@ -64,6 +64,9 @@ impl RetryPolicy {
 struct ToolsSection {
     builtin: Option<Vec<BuiltinEntry>>,
     max_parallel: Option<i64>,
+    /// `tools.mcpServers: [{name, config}]` (validated by `crate::mcp::config`).
+    #[serde(rename = "mcpServers")]
+    mcp_servers: Option<serde_json::Value>,
 }
 
 /// The `commands:` section: what the session's shell commands inherit from the environment.
@@ -114,6 +117,8 @@ pub struct AgentConfig {
     pub command_policy: std::sync::Arc<crate::approval::command_policy::CommandPolicy>,
     /// The `hooks:` section (PreToolUse / PostToolUse), merged with `--hooks FILE`.
     pub hooks: std::sync::Arc<crate::hooks::HooksConfig>,
+    /// `tools.mcpServers` plus `--mcp-config FILE`: the MCP servers each session connects to.
+    pub mcp_servers: std::sync::Arc<Vec<crate::mcp::McpServerConfig>>,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
 }
@@ -131,6 +136,7 @@ impl Default for AgentConfig {
             commands: CommandsConfig::default(),
             command_policy: Default::default(),
             hooks: Default::default(),
+            mcp_servers: Default::default(),
             builtin: None,
         }
     }
@@ -193,6 +199,9 @@ impl AgentConfig {
         cfg.hooks = std::sync::Arc::new(raw.hooks.unwrap_or_default());
         let tools = raw.tools.unwrap_or_default();
         cfg.builtin = tools.builtin;
+        if let Some(list) = &tools.mcp_servers {
+            cfg.mcp_servers = std::sync::Arc::new(crate::mcp::config::from_servers_list(list)?);
+        }
         if let Some(n) = tools.max_parallel {
             cfg.max_parallel = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
                 ConfigError::Other(format!(
@@ -209,6 +218,14 @@ impl AgentConfig {
         cfg.model = raw.model;
         cfg.tools = ToolRegistry::assemble(cfg.builtin.as_deref(), image_tools(&model))?;
         Ok(cfg)
+    }
+
+    /// Adds the servers of a `.mcp.json` (`--mcp-config FILE`); a name configured twice is an
+    /// error.
+    pub fn add_mcp_config(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let more = crate::mcp::config::from_file(path)?;
+        crate::mcp::config::merge(std::sync::Arc::make_mut(&mut self.mcp_servers), more)?;
+        Ok(())
     }
 
     /// Sets the model the sessions will use and re-assembles the tools for it (the image tool
@@ -294,6 +311,21 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(e.contains("tools.builtin entry of \"write_file\""), "{e}");
+    }
+
+    #[test]
+    fn mcp_servers_are_read_and_validated() {
+        let cfg = AgentConfig::from_yaml(
+            "tools:\n  mcpServers:\n    - name: every\n      config:\n        command: node\n        args: [x.js]\n        timeoutMs: 5\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.mcp_servers.len(), 1);
+        assert_eq!(cfg.mcp_servers[0].timeout_ms, 5);
+        let e = AgentConfig::from_yaml("tools:\n  mcpServers:\n    - name: x\n      config: {}\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("MCP server \"x\""), "{e}");
     }
 
     #[test]

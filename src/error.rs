@@ -55,6 +55,8 @@ pub enum ConfigError {
     /// A hooks file that cannot be used.
     #[error(transparent)]
     Hooks(#[from] crate::hooks::HookConfigError),
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpConfigError),
     #[error("{0}")]
     Other(String),
 }

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod hooks;
+pub mod mcp;
 pub mod message;
 pub mod model;
 pub mod redact;

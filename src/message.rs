@@ -324,12 +324,34 @@ pub enum EventPayload {
     ToolListReady {
         tools: Vec<Value>,
     },
+    /// PenguinHarness writes one pair for all servers (`servers`, `results`); Rookery writes
+    /// one pair per server (`server`, and `tools`, `ms`, `error` on the end).
     McpConnectBegin {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         servers: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
     },
     McpConnectEnd {
         status: StopReason,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         results: Vec<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// One reconnect try of an MCP server whose transport died (Rookery's own).
+    McpReconnect {
+        server: String,
+        attempt: u32,
+        status: StopReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     GoalFinished {
         outcome: String,

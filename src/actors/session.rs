@@ -12,6 +12,7 @@ mod dispatch;
 mod fanout;
 mod gate;
 mod handle;
+mod mcp_sync;
 mod mode;
 mod output;
 mod secrets;
@@ -172,6 +173,14 @@ pub enum SessionMsg {
     ApprovalModeChanged(crate::approval::ApprovalMode),
     /// The trace actor could not write a record (`trace write failed: …`).
     TraceFailed(String),
+    /// A trace record of one of the session's MCP connections.
+    McpRecord(OmniMessage),
+    /// The MCP servers' tool lists for the request of `turn` / `attempt`.
+    McpSynced {
+        turn: u64,
+        attempt: u32,
+        replies: Vec<crate::mcp::connection::SyncReply>,
+    },
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -266,6 +275,10 @@ pub struct SessionState {
     pub(crate) budget: budget::ToolBudget,
     /// The session's trace file (hooks get it as `transcript_path`).
     pub(crate) trace_path: PathBuf,
+    /// The session's MCP servers (`None`: none configured, or a subagent).
+    pub(crate) mcp: Option<Box<crate::mcp::McpSet>>,
+    /// The request (turn id, attempt) whose MCP tool lists are in the registry.
+    pub(crate) mcp_synced: Option<(u64, u32)>,
 }
 
 impl Actor for SessionActor {
@@ -325,6 +338,7 @@ impl Actor for SessionActor {
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
         let redactor = secrets::redactor(&options);
         let budget = budget::ToolBudget::new(options.config.max_parallel);
+        let mcp = mcp_sync::set_for(&options);
         let mut state = SessionState {
             id,
             options,
@@ -367,6 +381,8 @@ impl Actor for SessionActor {
             trace_health,
             budget,
             trace_path,
+            mcp,
+            mcp_synced: None,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -395,6 +411,10 @@ impl Actor for SessionActor {
             state.wants_commands = false;
             if let Some(err) = err {
                 tracing::error!(session = %state.id, "command supervisor failed: {err}");
+            }
+        } else if state.mcp.as_ref().is_some_and(|m| m.owns(id)) {
+            if let Some(err) = err {
+                tracing::error!(session = %state.id, "an MCP connection failed: {err}");
             }
         } else if state.subagents.as_ref().is_some_and(|s| s.actor_id() == id) {
             state.subagents = None;
@@ -461,6 +481,7 @@ async fn handle_msg(
                     let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
                 } else {
                     let _ = reply.send(Ok(()));
+                    Box::pin(mcp_sync::start(&myself, state)).await;
                     turn::start_task(&myself, state, text, sender);
                 }
             }
@@ -489,9 +510,13 @@ async fn handle_msg(
                 }
                 let subagents = state.subagents.take();
                 let commands = state.commands.take();
+                let mcp = state.mcp.take();
                 let trace = state.trace.clone();
                 // Boxed: keeps the actor's (always allocated) future small.
                 Box::pin(async move {
+                    if let Some(mut mcp) = mcp {
+                        mcp.shutdown().await;
+                    }
                     if let Some(subagents) = subagents {
                         subagents.shutdown().await;
                     }
@@ -554,6 +579,12 @@ async fn handle_msg(
                 state.trace_failure = Some(reason.clone());
                 turn::fail(&myself, state, &reason);
             }
+            SessionMsg::McpRecord(msg) => state.emit(msg, true),
+            SessionMsg::McpSynced {
+                turn,
+                attempt,
+                replies,
+            } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())

@@ -45,6 +45,9 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
     if let Some(m) = args.max_turns {
         config.max_turns = m;
     }
+    if let Some(path) = &args.mcp_config {
+        config.add_mcp_config(path)?;
+    }
     if let Some(path) = &args.hooks {
         let extra = crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?;
         config.hooks = Arc::new(config.hooks.merged(&extra));

@@ -121,6 +121,9 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
         Some(path) => AgentConfig::from_file(path)?,
         None => AgentConfig::default(),
     };
+    if let Some(path) = &args.mcp_config {
+        config.add_mcp_config(path)?;
+    }
     // Without a model the server still resumes recorded sessions, each with its own.
     let model = if has_model(args, &config) {
         Some(super::model_args::resolve_model(&args.model, &mut config)?)

@@ -23,6 +23,8 @@ pub enum ServiceKind {
     Commands,
     /// The session's subagent supervisor (child sessions).
     Subagents,
+    /// The session's connection to the MCP server `server` (tools known only at run time).
+    Mcp { server: String },
 }
 
 /// How a registered tool runs.

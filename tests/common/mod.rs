@@ -4,6 +4,7 @@
 pub mod anthropic_mock;
 pub mod cli;
 pub mod commands;
+pub mod mcp;
 pub mod openai_mock;
 pub mod own_process;
 pub mod paired;

@@ -22,6 +22,8 @@ mod commands_session;
 mod commands_tree;
 mod file_tools;
 mod guardrails;
+mod mcp_everything;
+mod mcp_rust_server;
 mod message_golden;
 mod openai_provider;
 mod pairing;

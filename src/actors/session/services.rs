@@ -29,6 +29,7 @@ pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolS
             state.subagents.clone(),
             state.options.depth,
         )),
+        ServiceKind::Mcp { server } => crate::mcp::service(state.mcp.as_deref(), server),
     }
 }
 
@@ -63,6 +64,22 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
     if state.subagents.is_none() && state.wants_subagents && kind == Some(ServiceKind::Subagents) {
         // A child session never gets the subagent tools (depth limit 1).
         let mut template = state.options.clone();
+        // A child has no MCP connections of its own: the parent's MCP tools are not offered.
+        let mcp_bound: Vec<String> = template
+            .config
+            .tools
+            .names()
+            .into_iter()
+            .filter(|n| {
+                matches!(
+                    template.config.tools.service_of(n),
+                    Some(ServiceKind::Mcp { .. })
+                )
+            })
+            .collect();
+        for t in mcp_bound {
+            template.config.tools.remove(&t);
+        }
         for t in template.config.tools.bound_to(&ServiceKind::Subagents) {
             template.config.tools.remove(&t);
         }

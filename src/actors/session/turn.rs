@@ -43,12 +43,12 @@ pub(super) struct Call {
 pub(crate) struct Turn {
     pub(crate) id: u64,
     /// The turn's input, without the retry transcript.
-    base_input: Vec<ModelPayload>,
+    pub(super) base_input: Vec<ModelPayload>,
     /// `[turn_retried]` block after failed attempts.
     retry_note: Option<ModelPayload>,
     /// What failed attempts produced (for the transcript).
     failed_produced: Vec<ModelPayload>,
-    attempt: u32,
+    pub(super) attempt: u32,
     stream: Option<JoinHandle<()>>,
     pub(super) approving: Option<JoinHandle<()>>,
     backoff: Option<JoinHandle<()>>,
@@ -139,7 +139,8 @@ pub(crate) fn start_task(
         state.record_only(&user);
     }
     input.extend(deliver_notices(state));
-    if !state.tools_announced {
+    // With MCP servers the list is announced once their tools are known (`mcp_sync`).
+    if !state.tools_announced && state.mcp.is_none() {
         state.tools_announced = true;
         state.emit(
             build::tool_list_ready(state.tool_specs.as_ref().clone()),
@@ -158,7 +159,7 @@ pub(crate) fn start_task(
 }
 
 /// Sends the current turn's request (checking `max_turns` on a first attempt).
-fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+pub(super) fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     let max = state.options.config.max_turns;
     let Some(task) = state.task.as_mut() else {
         return;
@@ -182,6 +183,12 @@ fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         finish_task(state, StopReason::Failed, None);
         return;
     }
+    if super::mcp_sync::hold_request(myself, state) {
+        return;
+    }
+    let Some(task) = state.task.as_mut() else {
+        return;
+    };
     // Uncommitted input of an earlier attempt goes; this attempt's input is appended in place
     // (a copy happens only if an old request still holds the history).
     let history = Arc::make_mut(&mut state.history);

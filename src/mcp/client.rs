@@ -1,0 +1,257 @@
+//! Opening one MCP connection with rmcp: the stdio child process (its own process group, the
+//! session's `ROOKERY_CMD` cookie, stderr to the log) or a streamable-HTTP client, the
+//! `initialize` handshake and the first tool list, all under `connectTimeoutMs`.
+//!
+//! A [`Live`] connection is a [`Peer`] to send requests on and two tokens: `dead` fires when
+//! the transport ends, `stop` closes it. The running service sits in a watcher task; this module
+//! does not retry or reconnect (that is the connection actor's job).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{ClientRequest, Tool as McpToolDef};
+use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, Peer, ServiceExt};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{McpServerConfig, McpTransport};
+use crate::actors::command::tree;
+
+/// How a connection attempt or a request failed (the text the trace and the model see).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    #[error("cannot start {command}: {reason}")]
+    Spawn { command: String, reason: String },
+    #[error("{0}")]
+    Config(String),
+    #[error("connect failed: {0}")]
+    Connect(String),
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    #[error("{0}")]
+    Request(String),
+    #[error("the connection closed")]
+    Closed,
+}
+
+/// Called on `notifications/tools/list_changed`.
+pub type ListChanged = Arc<dyn Fn() + Send + Sync>;
+
+/// The client side: answers the server's requests with rmcp's defaults and reports
+/// `tools/list_changed`.
+#[derive(Clone)]
+pub struct Handler {
+    pub on_list_changed: ListChanged,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        (self.on_list_changed)();
+        std::future::ready(())
+    }
+}
+
+/// An open connection.
+pub struct Live {
+    pub peer: Peer<RoleClient>,
+    /// Fires when the transport ended (the child exited, the stream broke).
+    pub dead: CancellationToken,
+    /// Cancel to close the connection (the watcher then reaps the child).
+    pub stop: CancellationToken,
+    /// The `ROOKERY_CMD` cookie of a stdio server's processes.
+    pub cookie: Option<String>,
+}
+
+impl Live {
+    /// Closes the connection and sweeps a stdio server's processes (off this thread).
+    pub fn close(&self) {
+        self.stop.cancel();
+        if let Some(cookie) = &self.cookie {
+            tree::sweep_later(
+                cookie.clone(),
+                Duration::from_millis(500),
+                false,
+                Box::new(|| {}),
+            );
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Connects, handshakes and lists the tools within the server's `connectTimeoutMs`.
+pub async fn connect(
+    cfg: &McpServerConfig,
+    handler: Handler,
+    workspace: &Path,
+) -> Result<(Live, Vec<Value>), McpError> {
+    let limit = cfg.connect_timeout_ms;
+    let stop = CancellationToken::new();
+    let dead = CancellationToken::new();
+    let (cookie, attempt) = match &cfg.transport {
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let cookie = tree::new_cookie();
+            crate::actors::command::guard::ensure();
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args)
+                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .env(tree::COOKIE_VAR, &cookie)
+                .current_dir(match cwd {
+                    Some(c) => crate::tools::resolve_path(workspace, &c.to_string_lossy()),
+                    None => workspace.to_path_buf(),
+                })
+                .process_group(0)
+                .kill_on_drop(true);
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| McpError::Spawn {
+                    command: command.clone(),
+                    reason: e.to_string(),
+                })?;
+            if let Some(stderr) = stderr {
+                forward_stderr(cfg.name.clone(), stderr);
+            }
+            let fut = handler.serve(transport);
+            (Some(cookie), serve(fut, limit).await)
+        }
+        McpTransport::Http { url, headers } => {
+            let mut map = HashMap::new();
+            for (k, v) in headers {
+                let name = reqwest::header::HeaderName::try_from(k.as_str())
+                    .map_err(|e| McpError::Config(format!("header {k:?}: {e}")))?;
+                let value = reqwest::header::HeaderValue::try_from(v.as_str())
+                    .map_err(|e| McpError::Config(format!("header {k:?}: {e}")))?;
+                map.insert(name, value);
+            }
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(map)
+                .control_request_timeout(Duration::from_millis(limit));
+            let transport = StreamableHttpClientTransport::from_config(config);
+            (None, serve(handler.serve(transport), limit).await)
+        }
+    };
+    let cleanup = |cookie: &Option<String>| {
+        if let Some(c) = cookie {
+            tree::sweep_later(
+                c.clone(),
+                Duration::from_millis(500),
+                false,
+                Box::new(|| {}),
+            );
+        }
+    };
+    let service = match attempt {
+        Ok(s) => s,
+        Err(e) => {
+            cleanup(&cookie);
+            return Err(e);
+        }
+    };
+    let peer = service.peer().clone();
+    let live = Live {
+        peer,
+        dead: dead.clone(),
+        stop: stop.clone(),
+        cookie,
+    };
+    // The watcher owns the service: it closes it on `stop` and reports its end on `dead`.
+    tokio::spawn(async move {
+        let mut service = service;
+        let closed = tokio::select! {
+            _ = stop.cancelled() => false,
+            _ = wait_closed(&service) => true,
+        };
+        if !closed {
+            let _ = service.close_with_timeout(Duration::from_secs(2)).await;
+        }
+        dead.cancel();
+        drop(service);
+    });
+    let tools = match with_timeout(limit, live.peer.list_all_tools()).await {
+        Ok(tools) => tools,
+        Err(e) => return Err(e),
+    };
+    Ok((live, tools.iter().map(tool_json).collect()))
+}
+
+async fn serve<F, S>(fut: F, limit: u64) -> Result<S, McpError>
+where
+    F: Future<Output = Result<S, rmcp::service::ClientInitializeError>>,
+{
+    match tokio::time::timeout(Duration::from_millis(limit), fut).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(McpError::Connect(e.to_string())),
+        Err(_) => Err(McpError::Timeout(limit)),
+    }
+}
+
+/// Resolves when the service's transport has closed (polled: rmcp reports it as a flag).
+async fn wait_closed<S>(service: &rmcp::service::RunningService<RoleClient, S>)
+where
+    S: rmcp::Service<RoleClient>,
+{
+    loop {
+        if service.is_closed() || service.peer().is_transport_closed() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs a request with its own timeout (rmcp's streamable-HTTP client may never resolve one).
+pub async fn with_timeout<T>(
+    ms: u64,
+    fut: impl Future<Output = Result<T, rmcp::ServiceError>>,
+) -> Result<T, McpError> {
+    match tokio::time::timeout(Duration::from_millis(ms), fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_))) => {
+            Err(McpError::Closed)
+        }
+        Ok(Err(e)) => Err(McpError::Request(e.to_string())),
+        Err(_) => Err(McpError::Timeout(ms)),
+    }
+}
+
+/// Pings the server, within `ms`.
+pub async fn ping(peer: &Peer<RoleClient>, ms: u64) -> Result<(), McpError> {
+    with_timeout(
+        ms,
+        peer.send_request(ClientRequest::PingRequest(Default::default())),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// A server's tool definition as JSON (`name`, `description`, `inputSchema`, `annotations`).
+pub fn tool_json(tool: &McpToolDef) -> Value {
+    serde_json::to_value(tool).unwrap_or(Value::Null)
+}
+
+fn forward_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server = %server, "mcp server stderr: {line}");
+        }
+    });
+}

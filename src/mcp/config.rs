@@ -1,0 +1,495 @@
+//! MCP server configuration: `tools.mcpServers: [{name, config}]` of the agent config (the
+//! PenguinHarness shape) and Claude Code's `.mcp.json` (`{"mcpServers": {name: config}}`, read
+//! with `--mcp-config FILE`). Validates every entry into a [`McpServerConfig`]; an invalid entry
+//! is an [`McpConfigError`] naming it.
+//!
+//! It parses and validates only: it starts nothing and knows nothing of sessions or actors.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// Default of `connectTimeoutMs` (connect + first tool list).
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
+/// Default of `timeoutMs` (each tool call).
+pub const DEFAULT_TIMEOUT_MS: i64 = 120_000;
+/// Default of `maxOutputLength`.
+pub const DEFAULT_MAX_OUTPUT_LENGTH: i64 = 16_000;
+
+/// An MCP configuration that cannot be used; every message names the entry.
+#[derive(Debug, thiserror::Error)]
+pub enum McpConfigError {
+    #[error("MCP server {entry}: {message}")]
+    Entry { entry: String, message: String },
+    #[error("MCP server name {name:?} is not valid: it must match ^[A-Za-z0-9][A-Za-z0-9_-]*$")]
+    BadName { name: String },
+    #[error("MCP server {name:?} is configured twice")]
+    Duplicate { name: String },
+    #[error("cannot read the MCP config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid MCP config {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// How tool calls of a server are approved: from each tool's `readOnlyHint` (`auto`), or all
+/// `r` / all `rw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpPermission {
+    Auto,
+    Read,
+    ReadWrite,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    /// A streamable-HTTP endpoint.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl McpTransport {
+    /// `stdio` or `http` (as traced).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpTransport::Stdio { .. } => "stdio",
+            McpTransport::Http { .. } => "http",
+        }
+    }
+}
+
+/// One validated server entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerConfig {
+    pub name: String,
+    pub transport: McpTransport,
+    pub connect_timeout_ms: u64,
+    /// Per call; `<= 0` disables it (the close-out's timeout).
+    pub timeout_ms: i64,
+    pub max_output_length: i64,
+    pub permission: McpPermission,
+    /// Only these tools (by the server's name), when set.
+    pub enabled_tools: Option<Vec<String>>,
+    pub disabled_tools: Vec<String>,
+}
+
+impl McpServerConfig {
+    /// Whether the server's tool `tool` is offered.
+    pub fn offers(&self, tool: &str) -> bool {
+        self.enabled_tools
+            .as_ref()
+            .is_none_or(|e| e.iter().any(|t| t == tool))
+            && !self.disabled_tools.iter().any(|t| t == tool)
+    }
+}
+
+/// True when `name` matches `^[A-Za-z0-9][A-Za-z0-9_-]*$`.
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// `tools.mcpServers` of an agent config: a list of `{name, config}`.
+pub fn from_servers_list(value: &Value) -> Result<Vec<McpServerConfig>, McpConfigError> {
+    let Some(list) = value.as_array() else {
+        return Err(McpConfigError::Entry {
+            entry: "list".into(),
+            message: "tools.mcpServers must be a list of {name, config} entries".into(),
+        });
+    };
+    let mut out = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let entry = format!("#{}", i + 1);
+        let Some(obj) = item.as_object() else {
+            return Err(McpConfigError::Entry {
+                entry,
+                message: "an entry must be an object {name, config}".into(),
+            });
+        };
+        if let Some(k) = obj.keys().find(|k| *k != "name" && *k != "config") {
+            return Err(McpConfigError::Entry {
+                entry: obj
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map_or(entry, |n| format!("{n:?}")),
+                message: format!("unknown key {k:?} (an entry has name and config)"),
+            });
+        }
+        let Some(name) = obj.get("name").and_then(Value::as_str) else {
+            return Err(McpConfigError::Entry {
+                entry,
+                message: "name is missing or not a string".into(),
+            });
+        };
+        let config = obj.get("config").cloned().unwrap_or(Value::Null);
+        push_unique(&mut out, parse_entry(name, &config)?)?;
+    }
+    Ok(out)
+}
+
+/// A Claude Code style `.mcp.json` text: `{"mcpServers": {name: config}}`.
+pub fn from_mcp_json(text: &str) -> Result<Vec<McpServerConfig>, McpConfigError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| McpConfigError::Entry {
+        entry: "file".into(),
+        message: format!("not JSON: {e}"),
+    })?;
+    let Some(map) = value.get("mcpServers").and_then(Value::as_object) else {
+        return Err(McpConfigError::Entry {
+            entry: "file".into(),
+            message: "the file has no \"mcpServers\" object".into(),
+        });
+    };
+    let mut out = Vec::new();
+    for (name, config) in map {
+        push_unique(&mut out, parse_entry(name, config)?)?;
+    }
+    Ok(out)
+}
+
+/// Reads `--mcp-config FILE`.
+pub fn from_file(path: &Path) -> Result<Vec<McpServerConfig>, McpConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| McpConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    from_mcp_json(&text).map_err(|e| McpConfigError::Invalid {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Appends `more` to `list`; a name already there is an error.
+pub fn merge(
+    list: &mut Vec<McpServerConfig>,
+    more: Vec<McpServerConfig>,
+) -> Result<(), McpConfigError> {
+    for s in more {
+        push_unique(list, s)?;
+    }
+    Ok(())
+}
+
+fn push_unique(list: &mut Vec<McpServerConfig>, s: McpServerConfig) -> Result<(), McpConfigError> {
+    if list.iter().any(|o| o.name == s.name) {
+        return Err(McpConfigError::Duplicate { name: s.name });
+    }
+    list.push(s);
+    Ok(())
+}
+
+const KEYS: [&str; 15] = [
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "connectTimeoutMs",
+    "timeoutMs",
+    "maxOutputLength",
+    "permission",
+    "enabled_tools",
+    "disabled_tools",
+    "enabledTools",
+    "disabledTools",
+];
+
+/// One server's `config` object.
+pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpConfigError> {
+    if !valid_name(name) {
+        return Err(McpConfigError::BadName {
+            name: name.to_string(),
+        });
+    }
+    let bad = |message: String| McpConfigError::Entry {
+        entry: format!("{name:?}"),
+        message,
+    };
+    let Some(obj) = config.as_object() else {
+        return Err(bad("config must be an object".into()));
+    };
+    if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(bad(format!("unknown key {k:?} in config")));
+    }
+    let kind = match obj.get("type") {
+        None => None,
+        Some(Value::String(t)) => Some(t.as_str()),
+        Some(_) => return Err(bad("type must be a string".into())),
+    };
+    let command = opt_string(obj, "command").map_err(bad)?;
+    let url = opt_string(obj, "url").map_err(bad)?;
+    let transport = match (kind, command, url) {
+        (Some("sse"), ..) => {
+            return Err(bad(
+                "type \"sse\" (the old HTTP+SSE transport) is not supported; use streamable HTTP"
+                    .into(),
+            ));
+        }
+        (Some(t), ..) if !["stdio", "http", "streamable-http", "streamableHttp"].contains(&t) => {
+            return Err(bad(format!(
+                "unknown type {t:?} (stdio or http; it is inferred from command or url)"
+            )));
+        }
+        (_, Some(_), Some(_)) => return Err(bad("give either command or url, not both".into())),
+        (_, None, None) => {
+            return Err(bad(
+                "needs command (a stdio server) or url (a streamable-HTTP server)".into(),
+            ));
+        }
+        (Some("stdio"), None, Some(_)) => return Err(bad("type stdio needs command".into())),
+        (Some(t), Some(_), None) if t != "stdio" => return Err(bad(format!("type {t} needs url"))),
+        (_, Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(bad("command is empty".into()));
+            }
+            if obj.contains_key("headers") {
+                return Err(bad("headers belong to an HTTP server (url)".into()));
+            }
+            McpTransport::Stdio {
+                command,
+                args: string_list(obj, "args").map_err(bad)?.unwrap_or_default(),
+                env: expand_map(string_map(obj, "env").map_err(bad)?).map_err(bad)?,
+                cwd: opt_string(obj, "cwd").map_err(bad)?.map(PathBuf::from),
+            }
+        }
+        (_, None, Some(url)) => {
+            for k in ["args", "env", "cwd"] {
+                if obj.contains_key(k) {
+                    return Err(bad(format!("{k} belongs to a stdio server (command)")));
+                }
+            }
+            let url = expand(&url).map_err(bad)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(bad(format!(
+                    "url {url:?} must start with http:// or https://"
+                )));
+            }
+            McpTransport::Http {
+                url,
+                headers: expand_map(string_map(obj, "headers").map_err(bad)?).map_err(bad)?,
+            }
+        }
+    };
+    let connect_timeout_ms = match int(obj, "connectTimeoutMs").map_err(bad)? {
+        None => DEFAULT_CONNECT_TIMEOUT_MS,
+        Some(n) if n > 0 => n as u64,
+        Some(n) => return Err(bad(format!("connectTimeoutMs must be positive (got {n})"))),
+    };
+    let permission = match opt_string(obj, "permission").map_err(bad)?.as_deref() {
+        None | Some("auto") => McpPermission::Auto,
+        Some("r") => McpPermission::Read,
+        Some("rw") => McpPermission::ReadWrite,
+        Some(p) => return Err(bad(format!("permission must be auto, r or rw (got {p:?})"))),
+    };
+    let enabled_tools = match string_list(obj, "enabled_tools").map_err(bad)? {
+        Some(l) => Some(l),
+        None => string_list(obj, "enabledTools").map_err(bad)?,
+    };
+    let mut disabled_tools = string_list(obj, "disabled_tools")
+        .map_err(bad)?
+        .unwrap_or_default();
+    disabled_tools.extend(
+        string_list(obj, "disabledTools")
+            .map_err(bad)?
+            .unwrap_or_default(),
+    );
+    Ok(McpServerConfig {
+        name: name.to_string(),
+        transport,
+        connect_timeout_ms,
+        timeout_ms: int(obj, "timeoutMs")
+            .map_err(bad)?
+            .unwrap_or(DEFAULT_TIMEOUT_MS),
+        max_output_length: int(obj, "maxOutputLength")
+            .map_err(bad)?
+            .unwrap_or(DEFAULT_MAX_OUTPUT_LENGTH),
+        permission,
+        enabled_tools,
+        disabled_tools,
+    })
+}
+
+fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("{key} must be a string")),
+    }
+}
+
+fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| format!("{key} must be a whole number (got {v})")),
+    }
+}
+
+fn string_list(obj: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("{key} must be a list of strings"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(format!("{key} must be a list of strings")),
+    }
+}
+
+fn string_map(obj: &Map<String, Value>, key: &str) -> Result<BTreeMap<String, String>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                Value::Number(n) => Ok((k.clone(), n.to_string())),
+                Value::Bool(b) => Ok((k.clone(), b.to_string())),
+                _ => Err(format!("{key}.{k} must be a string")),
+            })
+            .collect(),
+        Some(_) => Err(format!("{key} must be an object of strings")),
+    }
+}
+
+fn expand_map(map: BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+    map.into_iter()
+        .map(|(k, v)| expand(&v).map(|v| (k, v)))
+        .collect()
+}
+
+/// Replaces every `${VAR}` (and `${VAR:-default}`) with the variable from the environment; an
+/// unset variable without a default is an error naming it.
+pub fn expand(text: &str) -> Result<String, String> {
+    expand_with(text, |k| std::env::var(k).ok())
+}
+
+fn expand_with(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("unclosed ${{ in {text:?}"));
+        };
+        let inner = &after[..end];
+        let (var, default) = match inner.split_once(":-") {
+            Some((v, d)) => (v, Some(d)),
+            None => (inner, None),
+        };
+        match (get(var), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => return Err(format!("environment variable {var} is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(v: Value) -> String {
+        from_servers_list(&v)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn stdio_and_http_are_inferred_with_defaults() {
+        let list = from_servers_list(&json!([
+            {"name": "every", "config": {"command": "node", "args": ["x.js"], "env": {"A": "1"}}},
+            {"name": "web_2", "config": {"url": "http://127.0.0.1:1/mcp", "headers": {"X": "y"},
+              "timeoutMs": 500, "permission": "r", "disabled_tools": ["echo"]}}
+        ]))
+        .unwrap();
+        assert_eq!(list[0].transport.kind(), "stdio");
+        assert_eq!(list[0].connect_timeout_ms, 10_000);
+        assert_eq!(list[0].timeout_ms, 120_000);
+        assert_eq!(list[0].permission, McpPermission::Auto);
+        assert_eq!(list[1].transport.kind(), "http");
+        assert_eq!(list[1].timeout_ms, 500);
+        assert_eq!(list[1].permission, McpPermission::Read);
+        assert!(!list[1].offers("echo") && list[1].offers("get-sum"));
+    }
+
+    #[test]
+    fn invalid_entries_name_themselves() {
+        assert!(err(json!([{"name": "-bad", "config": {"command": "x"}}])).contains("\"-bad\""));
+        let e = err(json!([{"name": "a", "config": {}}]));
+        assert!(
+            e.contains("MCP server \"a\"") && e.contains("command"),
+            "{e}"
+        );
+        let e = err(json!([{"name": "a", "config": {"command": "x", "url": "http://h"}}]));
+        assert!(e.contains("\"a\"") && e.contains("not both"), "{e}");
+        let e = err(json!([{"name": "a", "config": {"command": "x", "timeoutMS": 1}}]));
+        assert!(e.contains("\"a\"") && e.contains("timeoutMS"), "{e}");
+        let e = err(json!([{"name": "a", "config": {"url": "ftp://h"}}]));
+        assert!(e.contains("http://"), "{e}");
+        let e = err(json!([{"name": "a", "config": {"command": "x", "permission": "x"}}]));
+        assert!(e.contains("permission"), "{e}");
+        let e = err(json!([{"name": "a", "config": {"command": "x"}},
+                            {"name": "a", "config": {"command": "y"}}]));
+        assert!(e.contains("twice"), "{e}");
+        let e =
+            err(json!([{"name": "a", "config": {"url": "http://h/${ROOKERY_TEST_UNSET_VAR}"}}]));
+        assert!(e.contains("ROOKERY_TEST_UNSET_VAR"), "{e}");
+    }
+
+    #[test]
+    fn mcp_json_shape() {
+        let list = from_mcp_json(
+            r#"{"mcpServers": {"everything": {"type": "stdio", "command": "npx", "args": ["-y", "x"]},
+                               "remote": {"type": "http", "url": "https://example.invalid/mcp"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(list.len(), 2);
+        let e = from_mcp_json(r#"{"mcpServers": {"old": {"type": "sse", "url": "http://h"}}}"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("\"old\"") && e.contains("sse"), "{e}");
+        assert!(from_mcp_json(r#"{"servers": {}}"#).is_err());
+    }
+
+    #[test]
+    fn variables_expand() {
+        let get = |k: &str| (k == "TOKEN").then(|| "s3cret".to_string());
+        assert_eq!(
+            expand_with("Bearer ${TOKEN}", get).unwrap(),
+            "Bearer s3cret"
+        );
+        assert_eq!(expand_with("${NOPE:-dflt}/x", get).unwrap(), "dflt/x");
+        assert!(expand_with("${NOPE}", get).unwrap_err().contains("NOPE"));
+    }
+}

@@ -1,0 +1,172 @@
+//! `McpTool`: one tool of an MCP server as a Rookery [`Tool`]. A call borrows the live
+//! connection from the server's actor (waiting while it reconnects), sends `tools/call`, and
+//! while it waits pings the server: a call whose server died fails at once instead of hanging
+//! (rmcp's streamable-HTTP client may never resolve it). The close-out owns the timeout text.
+//!
+//! It converts results through `convert`; it never reconnects by itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use ractor::ActorRef;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Map, Value};
+
+use super::client::{self, McpError};
+use super::connection::{Lease, McpMsg};
+use super::convert::convert;
+use crate::tools::binding::{ToolService, not_served};
+use crate::tools::{Tool, ToolContext, ToolResult};
+
+/// How often a waiting call pings its server, and how long a ping may take.
+const PING_EVERY: Duration = Duration::from_millis(400);
+const PING_TIMEOUT_MS: u64 = 1200;
+
+pub struct McpTool {
+    pub server: Arc<str>,
+    /// The tool's name on the server.
+    pub tool: Arc<str>,
+    pub actor: ActorRef<McpMsg>,
+    /// The session's model takes images.
+    pub vision: bool,
+}
+
+fn failed(ctx: &ToolContext, text: String) -> ToolResult {
+    ctx.emit(text);
+    ToolResult::failed()
+}
+
+/// Resolves when the server stops answering pings (a transport error, or two pings in a row
+/// timing out).
+async fn liveness(lease: &Lease) -> McpError {
+    let mut timeouts = 0;
+    loop {
+        tokio::time::sleep(PING_EVERY).await;
+        match client::ping(&lease.peer, PING_TIMEOUT_MS).await {
+            Ok(()) => timeouts = 0,
+            Err(McpError::Timeout(ms)) => {
+                timeouts += 1;
+                if timeouts >= 2 {
+                    return McpError::Timeout(ms);
+                }
+            }
+            Err(e) => return e,
+        }
+    }
+}
+
+impl Tool for McpTool {
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        let server = self.server.clone();
+        let tool = self.tool.clone();
+        let actor = self.actor.clone();
+        let vision = self.vision;
+        Box::pin(async move {
+            let lease = tokio::select! {
+                l = async { ractor::call!(actor, McpMsg::Lease) } => l,
+                _ = ctx.cancel.cancelled() => return ToolResult::failed(),
+            };
+            let lease = match lease {
+                Ok(Ok(l)) => l,
+                Ok(Err(e)) => return failed(&ctx, e),
+                Err(_) => {
+                    return failed(
+                        &ctx,
+                        format!(
+                            "MCP server \"{server}\" is unavailable: its connection has stopped"
+                        ),
+                    );
+                }
+            };
+            let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+            let outcome = tokio::select! {
+                r = lease.peer.call_tool(params) => r.map_err(|e| match e {
+                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {
+                        McpError::Closed
+                    }
+                    rmcp::ServiceError::McpError(e) => McpError::Request(format!("MCP error {}: {}", e.code.0, e.message)),
+                    other => McpError::Request(other.to_string()),
+                }),
+                _ = lease.dead.cancelled() => Err(McpError::Closed),
+                e = liveness(&lease) => {
+                    let _ = actor.cast(McpMsg::Broken { generation: lease.generation });
+                    Err(match e { McpError::Request(_) => McpError::Closed, other => other })
+                }
+                // Abort or the close-out's timeout: the close-out writes the output.
+                _ = ctx.cancel.cancelled() => return ToolResult::failed(),
+            };
+            // A request that failed because the transport went away is a lost connection.
+            let outcome = match outcome {
+                Err(McpError::Request(_))
+                    if lease.dead.is_cancelled() || lease.peer.is_transport_closed() =>
+                {
+                    Err(McpError::Closed)
+                }
+                other => other,
+            };
+            match outcome {
+                Ok(result) => {
+                    let json = serde_json::to_value(&result).unwrap_or(Value::Null);
+                    let c = convert(&json, vision);
+                    ctx.emit(c.text);
+                    ToolResult {
+                        stop_reason: Some(if c.is_error {
+                            crate::message::StopReason::Failed
+                        } else {
+                            crate::message::StopReason::Completed
+                        }),
+                        images: c.images,
+                        ..ToolResult::default()
+                    }
+                }
+                Err(McpError::Closed) | Err(McpError::Timeout(_)) => {
+                    let _ = actor.cast(McpMsg::Broken {
+                        generation: lease.generation,
+                    });
+                    failed(
+                        &ctx,
+                        format!(
+                            "MCP server \"{server}\": the connection was lost during the call (the server exited or stopped answering); reconnecting"
+                        ),
+                    )
+                }
+                Err(e) => failed(&ctx, format!("MCP server \"{server}\": {e}")),
+            }
+        })
+    }
+}
+
+/// The session's service for one server's tools (`ServiceKind::Mcp`): maps a model-facing name
+/// to the server's tool and calls it through [`McpTool`].
+pub struct McpService {
+    pub server: Arc<str>,
+    pub actor: Option<ActorRef<McpMsg>>,
+    pub vision: bool,
+    /// (model-facing name, the server's name) of every registered tool.
+    pub tools: Vec<(String, String)>,
+}
+
+impl ToolService for McpService {
+    fn call(
+        &self,
+        tool: &str,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
+        let found = self.tools.iter().find(|(n, _)| n == tool);
+        match (found, &self.actor) {
+            (Some((_, server_tool)), Some(actor)) => McpTool {
+                server: self.server.clone(),
+                tool: Arc::from(server_tool.as_str()),
+                actor: actor.clone(),
+                vision: self.vision,
+            }
+            .call(ctx, args),
+            _ => {
+                let result = not_served(&ctx, tool);
+                Box::pin(async move { result })
+            }
+        }
+    }
+}
