@@ -12,5 +12,6 @@ pub mod lock;
 pub mod paths;
 pub mod reader;
 pub mod resume;
+pub mod rotation; // the switch to `_002`, `_003`, … after a compaction
 pub mod summary;
 pub mod writer; // the TraceActor

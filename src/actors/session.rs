@@ -8,6 +8,8 @@
 mod budget;
 mod carry;
 mod close_out;
+mod compaction;
+mod compaction_text;
 mod dispatch;
 mod fanout;
 mod gate;
@@ -39,6 +41,7 @@ use crate::trace::health::TraceHealth;
 use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
 
+pub use compaction::CompactStart;
 pub use handle::SessionHandle;
 pub(crate) use mode::restore as restore_mode;
 pub(crate) use secrets::redactor as session_redactor;
@@ -138,6 +141,8 @@ pub enum SessionMsg {
         RpcReplyPort<Result<(), RookeryError>>,
     ),
     Abort,
+    /// Compacts the context now (idle) or before the next request (a task runs).
+    Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
     /// Replies when no task runs (at once if idle) with the last task's summary.
     WaitIdle(RpcReplyPort<Option<TaskSummary>>),
     Status(RpcReplyPort<SessionStatus>),
@@ -273,6 +278,8 @@ pub struct SessionState {
     pub(crate) budget: budget::ToolBudget,
     /// The session's trace file (hooks get it as `transcript_path`).
     pub(crate) trace_path: PathBuf,
+    /// Compaction triggers and the compaction in progress (`compaction.rs`).
+    pub(crate) compaction: compaction::Compaction,
 }
 
 impl Actor for SessionActor {
@@ -378,6 +385,7 @@ impl Actor for SessionActor {
             trace_health,
             budget,
             trace_path,
+            compaction: compaction::Compaction::resumed(resumed.as_ref().map_or(0, |r| r.turns)),
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -476,6 +484,9 @@ async fn handle_msg(
                 }
             }
             SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),
+            SessionMsg::Compact(reply) => {
+                let _ = reply.send(compaction::request(&myself, state));
+            }
             SessionMsg::WaitIdle(reply) => {
                 if state.task.is_none() {
                     let _ = reply.send(state.last_summary.clone());

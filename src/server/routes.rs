@@ -43,6 +43,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         )
         .route("/v1/sessions/{id}/approval_mode", put(set_approval_mode))
         .route("/v1/sessions/{id}/abort", post(abort))
+        .route("/v1/sessions/{id}/compact", post(super::compact::compact))
         .route("/v1/sessions/{id}/resume", post(resume))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
