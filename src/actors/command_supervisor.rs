@@ -10,6 +10,7 @@
 //! deliver notices to the model (the session does) and builds no tool output.
 
 mod handle;
+mod idle;
 mod lease;
 pub mod notice;
 
@@ -56,6 +57,9 @@ pub struct CommandOptions {
     pub env: Vec<(String, String)>,
     /// Which inherited variables commands may see.
     pub env_policy: Arc<EnvPolicy>,
+    /// Registered commands untouched this long are stopped and removed (`commands.idle_reap`,
+    /// default 10 days).
+    pub idle_reap: Duration,
 }
 
 impl Default for CommandOptions {
@@ -64,6 +68,7 @@ impl Default for CommandOptions {
             capacity: MAX_COMMANDS,
             env: Vec::new(),
             env_policy: Arc::default(),
+            idle_reap: crate::config::idle_reap::DEFAULT_IDLE_REAP,
         }
     }
 }
@@ -121,6 +126,8 @@ pub enum SupMsg {
     },
     List(RpcReplyPort<Vec<CommandListing>>),
     Shutdown(RpcReplyPort<()>),
+    /// The idle reaper's tick (`idle.rs`).
+    Sweep,
 }
 
 struct Entry {
@@ -136,6 +143,9 @@ struct Entry {
     notify: bool,
     exit: Option<ExitInfo>,
     done: watch::Receiver<bool>,
+    /// Output chunks the command produced, and how many the last sweep saw.
+    outputs: Arc<std::sync::atomic::AtomicU64>,
+    seen_outputs: u64,
     /// Kills the group when the entry goes (also when the supervisor dies).
     _group: KillOnDrop,
 }
@@ -148,6 +158,8 @@ pub struct SupState {
     entries: HashMap<String, Entry>,
     clock: u64,
     disposed: bool,
+    /// Stops the idle reaper's ticks with the supervisor.
+    _sweeper: Option<idle::Sweeper>,
 }
 
 pub struct CommandSupervisor;
@@ -166,9 +178,10 @@ impl Actor for CommandSupervisor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<SupMsg>,
+        myself: ActorRef<SupMsg>,
         args: SupArgs,
     ) -> Result<SupState, ActorProcessingErr> {
+        let sweeper = idle::Sweeper::start(&myself, args.options.idle_reap);
         Ok(SupState {
             session_id: args.session_id,
             workspace: args.workspace,
@@ -177,6 +190,7 @@ impl Actor for CommandSupervisor {
             entries: HashMap::new(),
             clock: 0,
             disposed: false,
+            _sweeper: Some(sweeper),
         })
     }
 
@@ -240,6 +254,7 @@ impl Actor for CommandSupervisor {
                 state.trim(None);
             }
             SupMsg::Finished { id, exit, tail } => state.finished(&id, exit, &tail),
+            SupMsg::Sweep => state.sweep(),
             SupMsg::List(reply) => {
                 let mut list: Vec<(&u64, CommandListing)> = state
                     .entries
@@ -361,7 +376,9 @@ impl SupState {
         let group = spawned.group.0.clone();
         let sup = myself.clone();
         let fid = id.clone();
+        let outputs = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let args = CommandArgs {
+            outputs: outputs.clone(),
             id: id.clone(),
             process: spawned,
             on_finish: Box::new(move |exit, tail| {
@@ -390,6 +407,8 @@ impl SupState {
                 notify: req.background,
                 exit: None,
                 done: group.done(),
+                outputs,
+                seen_outputs: 0,
                 _group: KillOnDrop(group),
             },
         );
