@@ -146,7 +146,22 @@ async fn create_session(
 
 async fn list_sessions(State(state): AppState) -> Json<Value> {
     let list = state.list();
-    let views = futures::future::join_all(list.iter().map(|e| view(e))).await;
+    let mut views = futures::future::join_all(list.iter().map(|e| view(e))).await;
+    views.extend(
+        state
+            .hibernated_list()
+            .into_iter()
+            .map(|(id, ws, mode, last)| {
+                json!({
+                    "session_id": id,
+                    "status": "hibernated",
+                    "workspace": ws.display().to_string(),
+                    "approval_mode": mode.as_str(),
+                    "pending_approvals": 0,
+                    "last_event_id": last,
+                })
+            }),
+    );
     Json(json!({ "sessions": views }))
 }
 
