@@ -25,7 +25,7 @@ async fn an_untouched_command_is_reaped_and_a_chatty_one_is_not() {
     let host = Host::start(&home).await.unwrap();
     let mut o = options(&ws, scripted(script));
     o.command_env = vec![("HOME".into(), ws.display().to_string())];
-    let mut config = AgentConfig::from_yaml("commands:\n  idle_reap: 1s\n").unwrap();
+    let mut config = AgentConfig::from_yaml("commands:\n  idle_reap: 2s\n").unwrap();
     config.retry = fast_retry(5);
     o.config = config;
     let s = host.create_session(o).await.unwrap();
@@ -43,10 +43,16 @@ async fn an_untouched_command_is_reaped_and_a_chatty_one_is_not() {
             .await
             .expect("no command was reaped within 30 s")
             .expect("stream open");
-        if let Some(ModelPayload::ToolCallOutput { output, .. }) = msg.as_model()
+        // call_0 is the silent command, call_1 the chatty one (outputs come in any order).
+        if let Some(ModelPayload::ToolCallOutput {
+            output,
+            tool_call_id,
+            ..
+        }) = msg.as_model()
             && let Some(at) = output.find("proc-")
         {
-            ids.push(output[at..at + 13].to_string());
+            ids.push((tool_call_id.clone(), output[at..at + 13].to_string()));
+            ids.sort();
         }
         if let Some(EventPayload::CommandEvicted { process_id, status }) = msg.as_event() {
             assert_eq!(status, "reaped");
@@ -55,6 +61,8 @@ async fn an_untouched_command_is_reaped_and_a_chatty_one_is_not() {
     }
     assert_eq!(ids.len(), 2, "{ids:?}");
     // The silent one goes first; the one printing every 100 ms is still registered.
+    assert_eq!(ids[0].0, "call_0");
+    let ids: Vec<String> = ids.into_iter().map(|(_, id)| id).collect();
     assert_eq!(reaped, [ids[0].clone()]);
     let services = s.live_counts().await.unwrap();
     assert_eq!(services.0, 1, "the chatty command is still registered");
