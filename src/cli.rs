@@ -198,6 +198,12 @@ pub struct ServeArgs {
     /// At most N sessions served at once (more are refused with 503).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_sessions: usize,
+    /// Hibernate a session idle this many seconds (0: never); the next request resumes it.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub idle_hibernate: u64,
+    /// At most N sessions resident; beyond, the least recently used idle ones hibernate.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_resident: usize,
     /// How long a request body may take to arrive, in milliseconds (408 after that).
     #[arg(long, value_name = "MS", default_value_t = 30_000, hide = true)]
     pub body_timeout_ms: u64,

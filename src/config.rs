@@ -13,6 +13,11 @@ use crate::tools::ToolRegistry;
 use crate::tools::image_source::image_tools;
 use crate::tools::registry::BuiltinEntry;
 
+pub mod compaction;
+pub mod idle_reap;
+
+pub use compaction::{CompactionConfig, CompactionMode};
+
 /// The default system prompt of a session.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a careful software agent working in the user's workspace. \
 Use the tools to inspect and change files and run commands; answer without tools when the task is done.";
@@ -82,6 +87,9 @@ pub struct CommandsConfig {
     /// `policy:` the command policy (`forbidden` rules of the shell tools).
     #[serde(default)]
     pub policy: crate::approval::command_policy::PolicyConfig,
+    /// `idle_reap:` registered commands untouched this long are stopped and removed.
+    #[serde(default)]
+    pub idle_reap: idle_reap::IdleReap,
 }
 
 /// Default of `tools.max_parallel`: tool calls of one session that run at once.
@@ -97,6 +105,7 @@ struct RawAgentConfig {
     model: Option<ModelConfig>,
     commands: Option<CommandsConfig>,
     hooks: Option<crate::hooks::HooksConfig>,
+    compaction: Option<compaction::RawCompaction>,
 }
 
 /// A validated agent config.
@@ -119,6 +128,8 @@ pub struct AgentConfig {
     pub hooks: std::sync::Arc<crate::hooks::HooksConfig>,
     /// `tools.mcpServers` plus `--mcp-config FILE`: the MCP servers each session connects to.
     pub mcp_servers: std::sync::Arc<Vec<crate::mcp::McpServerConfig>>,
+    /// The `compaction:` section (thresholds and mode).
+    pub compaction: CompactionConfig,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
 }
@@ -137,6 +148,7 @@ impl Default for AgentConfig {
             command_policy: Default::default(),
             hooks: Default::default(),
             mcp_servers: Default::default(),
+            compaction: CompactionConfig::default(),
             builtin: None,
         }
     }
@@ -197,6 +209,9 @@ impl AgentConfig {
             crate::approval::command_policy::CommandPolicy::from_config(&cfg.commands.policy),
         );
         cfg.hooks = std::sync::Arc::new(raw.hooks.unwrap_or_default());
+        if let Some(c) = raw.compaction {
+            cfg.compaction = CompactionConfig::from_raw(c).map_err(ConfigError::Other)?;
+        }
         let tools = raw.tools.unwrap_or_default();
         cfg.builtin = tools.builtin;
         if let Some(list) = &tools.mcp_servers {

@@ -127,6 +127,12 @@ pub enum RookeryError {
     },
     #[error("actor error: {0}")]
     Actor(#[source] ActorError),
+    /// A manual compaction of a session with an empty context.
+    #[error("session {0} has nothing to compact")]
+    NothingToCompact(String),
+    /// A manual compaction while one runs.
+    #[error("session {0} is already compacting")]
+    Compacting(String),
 }
 
 impl<T> From<ractor::RactorErr<T>> for RookeryError {

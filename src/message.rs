@@ -371,6 +371,10 @@ pub enum EventPayload {
         count: u64,
         text: String,
     },
+    /// `rookery serve` hibernated the idle session (Rookery's own; streamed, never recorded).
+    SessionHibernated {},
+    /// `rookery serve` resumed the hibernated session (Rookery's own; streamed, never recorded).
+    SessionResumed {},
     /// The session's approval mode changed (Rookery's own).
     ApprovalModeChanged {
         mode: String,

@@ -13,6 +13,7 @@
 
 pub mod approver;
 pub mod auth;
+pub mod compact;
 pub mod config_error;
 pub mod error;
 pub mod fd_limit;

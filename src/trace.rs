@@ -13,5 +13,6 @@ pub mod open_error; // a trace that cannot be created or opened
 pub mod paths;
 pub mod reader;
 pub mod resume;
+pub mod rotation; // the switch to `_002`, `_003`, … after a compaction
 pub mod summary;
 pub mod writer; // the TraceActor

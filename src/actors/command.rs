@@ -65,6 +65,8 @@ pub struct CommandArgs {
     pub id: String,
     pub process: SpawnedProcess,
     pub on_finish: FinishFn,
+    /// Counts output chunks (the supervisor's idle reaper counts output as use).
+    pub outputs: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The answer to a read: text drained from the ring and, once the command is over and
@@ -125,6 +127,7 @@ pub struct CommandState {
     tasks: Vec<AbortOnDrop>,
     /// Returned to the readers as their chunks reach the ring (backpressure).
     credits: Arc<Semaphore>,
+    outputs: Arc<std::sync::atomic::AtomicU64>,
 }
 
 pub struct CommandActor;
@@ -209,6 +212,7 @@ impl Actor for CommandActor {
             on_finish: Some(args.on_finish),
             tasks,
             credits,
+            outputs: args.outputs,
         })
     }
 
@@ -248,6 +252,9 @@ impl Actor for CommandActor {
                 tracing::debug!(id = %state.id, sent, "SIGINT to the process group");
             }
             CommandMsg::Output(text) => {
+                state
+                    .outputs
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // The chunk is stored: its reader may read the next one.
                 state.credits.add_permits(1);
                 state.tail.push(&text);

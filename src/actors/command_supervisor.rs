@@ -10,6 +10,7 @@
 //! deliver notices to the model (the session does) and builds no tool output.
 
 mod handle;
+mod idle;
 mod lease;
 pub mod notice;
 pub mod tools;
@@ -57,6 +58,9 @@ pub struct CommandOptions {
     pub env: Vec<(String, String)>,
     /// Which inherited variables commands may see.
     pub env_policy: Arc<EnvPolicy>,
+    /// Registered commands untouched this long are stopped and removed (`commands.idle_reap`,
+    /// default 10 days).
+    pub idle_reap: Duration,
 }
 
 impl Default for CommandOptions {
@@ -65,6 +69,7 @@ impl Default for CommandOptions {
             capacity: MAX_COMMANDS,
             env: Vec::new(),
             env_policy: Arc::default(),
+            idle_reap: crate::config::idle_reap::DEFAULT_IDLE_REAP,
         }
     }
 }
@@ -122,6 +127,8 @@ pub enum CommandSupervisorMsg {
     },
     List(RpcReplyPort<Vec<CommandListing>>),
     Shutdown(RpcReplyPort<()>),
+    /// The idle reaper's tick (`idle.rs`).
+    Sweep,
 }
 
 struct Entry {
@@ -137,6 +144,9 @@ struct Entry {
     notify: bool,
     exit: Option<ExitInfo>,
     done: watch::Receiver<bool>,
+    /// Output chunks the command produced, and how many the last sweep saw.
+    outputs: Arc<std::sync::atomic::AtomicU64>,
+    seen_outputs: u64,
     /// Kills the group when the entry goes (also when the supervisor dies).
     _group: KillOnDrop,
 }
@@ -149,6 +159,8 @@ pub struct CommandSupervisorState {
     entries: HashMap<String, Entry>,
     clock: u64,
     disposed: bool,
+    /// Stops the idle reaper's ticks with the supervisor.
+    _sweeper: Option<idle::Sweeper>,
 }
 
 pub struct CommandSupervisor;
@@ -167,9 +179,10 @@ impl Actor for CommandSupervisor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<CommandSupervisorMsg>,
+        myself: ActorRef<CommandSupervisorMsg>,
         args: CommandSupervisorArgs,
     ) -> Result<CommandSupervisorState, ActorProcessingErr> {
+        let sweeper = idle::Sweeper::start(&myself, args.options.idle_reap);
         Ok(CommandSupervisorState {
             session_id: args.session_id,
             workspace: args.workspace,
@@ -178,6 +191,7 @@ impl Actor for CommandSupervisor {
             entries: HashMap::new(),
             clock: 0,
             disposed: false,
+            _sweeper: Some(sweeper),
         })
     }
 
@@ -241,6 +255,7 @@ impl Actor for CommandSupervisor {
                 state.trim(None);
             }
             CommandSupervisorMsg::Finished { id, exit, tail } => state.finished(&id, exit, &tail),
+            CommandSupervisorMsg::Sweep => state.sweep(),
             CommandSupervisorMsg::List(reply) => {
                 let mut list: Vec<(&u64, CommandListing)> = state
                     .entries
@@ -366,7 +381,9 @@ impl CommandSupervisorState {
         let group = spawned.group.0.clone();
         let sup = myself.clone();
         let fid = id.clone();
+        let outputs = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let args = CommandArgs {
+            outputs: outputs.clone(),
             id: id.clone(),
             process: spawned,
             on_finish: Box::new(move |exit, tail| {
@@ -395,6 +412,8 @@ impl CommandSupervisorState {
                 notify: req.background,
                 exit: None,
                 done: group.done(),
+                outputs,
+                seen_outputs: 0,
                 _group: KillOnDrop(group),
             },
         );

@@ -8,6 +8,8 @@
 mod budget;
 mod carry;
 mod close_out;
+mod compaction;
+mod compaction_text;
 mod dispatch;
 mod fanout;
 mod gate;
@@ -41,6 +43,7 @@ use crate::trace::health::TraceHealth;
 use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
 
+pub use compaction::CompactStart;
 pub use handle::SessionHandle;
 pub(crate) use mode::restore as restore_mode;
 pub(crate) use secrets::redactor as session_redactor;
@@ -132,6 +135,8 @@ pub enum SessionMsg {
         RpcReplyPort<Result<(), RookeryError>>,
     ),
     Abort,
+    /// Compacts the context now (idle) or before the next request (a task runs).
+    Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
     /// Replies when no task runs (at once if idle) with the last task's summary.
     WaitIdle(RpcReplyPort<Option<TaskSummary>>),
     Status(RpcReplyPort<SessionStatus>),
@@ -279,6 +284,8 @@ pub struct SessionState {
     pub(crate) mcp: Option<Box<crate::mcp::McpSet>>,
     /// The request (turn id, attempt) whose MCP tool lists are in the registry.
     pub(crate) mcp_synced: Option<(u64, u32)>,
+    /// Compaction triggers and the compaction in progress (`compaction.rs`).
+    pub(crate) compaction: compaction::Compaction,
 }
 
 impl Actor for SessionActor {
@@ -383,6 +390,7 @@ impl Actor for SessionActor {
             trace_path,
             mcp,
             mcp_synced: None,
+            compaction: compaction::Compaction::resumed(resumed.as_ref().map_or(0, |r| r.turns)),
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -486,6 +494,9 @@ async fn handle_msg(
                 }
             }
             SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),
+            SessionMsg::Compact(reply) => {
+                let _ = reply.send(compaction::request(&myself, state));
+            }
             SessionMsg::WaitIdle(reply) => {
                 if state.task.is_none() {
                     let _ = reply.send(state.last_summary.clone());

@@ -199,6 +199,8 @@ struct Repl {
     /// A question is on screen.
     asking: bool,
     prompt: bool,
+    /// `/compact` of the idle session is running (it ends at its `compaction_end`).
+    compacting: bool,
 }
 
 /// What the loop does after consuming input.
@@ -280,6 +282,21 @@ impl Repl {
                 self.show_prompt();
                 continue;
             }
+            if text == "/compact" {
+                match session.compact().await {
+                    Ok(crate::actors::session::CompactStart::Started) => {
+                        errln!("compacting the context...");
+                        self.running = true;
+                        self.compacting = true;
+                    }
+                    Ok(crate::actors::session::CompactStart::Scheduled) => {}
+                    Err(e) => {
+                        errln!("rookery: {e}");
+                        self.show_prompt();
+                    }
+                }
+                continue;
+            }
             match session.start_task(text.to_string()).await {
                 Ok(()) => self.running = true,
                 Err(e) => {
@@ -306,6 +323,7 @@ async fn repl(
         asks: VecDeque::new(),
         asking: false,
         prompt: std::io::stdin().is_terminal(),
+        compacting: false,
     };
     errln!(
         "session {}: one task per line; /exit quits, Ctrl-C aborts a running task",
@@ -327,6 +345,19 @@ async fn repl(
                     st.running = false;
                     st.deny_all();
                     st.show_prompt();
+                }
+                if let Some(EventPayload::CompactionEnd { status, error_message, .. }) = msg.as_event()
+                    && !msg.has_origin()
+                {
+                    match error_message {
+                        Some(e) => errln!("compaction {}: {e}", status.as_str()),
+                        None => errln!("compaction {}", status.as_str()),
+                    }
+                    if st.compacting {
+                        st.compacting = false;
+                        st.running = false;
+                        st.show_prompt();
+                    }
                 }
             }
             q = asks.recv() => {

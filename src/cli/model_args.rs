@@ -50,7 +50,10 @@ pub fn resolve_model(
                 "pass either --script or --provider/--base-url/--model, not both",
             ));
         }
-        config.set_model(ModelConfig::scripted())?;
+        // The config's `model.context_window` stays: compaction reads it.
+        let mut scripted = ModelConfig::scripted();
+        scripted.context_window = config.model.as_ref().and_then(|m| m.context_window);
+        config.set_model(scripted)?;
         return Ok(Arc::new(ScriptedModel::from_file(script)?));
     }
     let mut cfg = config.model.clone().unwrap_or_default();

@@ -194,8 +194,13 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
             config_dir,
             max_sessions: args.max_sessions,
             hooks,
+            hibernation: server::state::HibernationConfig {
+                idle: (args.idle_hibernate > 0).then(|| Duration::from_secs(args.idle_hibernate)),
+                max_resident: args.max_resident.max(1),
+            },
         },
     );
+    state.start_hibernation();
     Ok((listener, state))
 }
 

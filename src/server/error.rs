@@ -119,6 +119,12 @@ impl From<RookeryError> for ApiError {
             RookeryError::TraceFailed { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "session_failed", e.to_string())
             }
+            RookeryError::NothingToCompact(_) => {
+                ApiError::new(StatusCode::CONFLICT, "nothing_to_compact", e.to_string())
+            }
+            RookeryError::Compacting(_) => {
+                ApiError::new(StatusCode::CONFLICT, "compacting", e.to_string())
+            }
             RookeryError::Trace(_)
             | RookeryError::TraceOpen(_)
             | RookeryError::Setup { .. }

@@ -43,6 +43,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         )
         .route("/v1/sessions/{id}/approval_mode", put(set_approval_mode))
         .route("/v1/sessions/{id}/abort", post(abort))
+        .route("/v1/sessions/{id}/compact", post(super::compact::compact))
         .route("/v1/sessions/{id}/resume", post(resume))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
@@ -145,7 +146,22 @@ async fn create_session(
 
 async fn list_sessions(State(state): AppState) -> Json<Value> {
     let list = state.list();
-    let views = futures::future::join_all(list.iter().map(|e| view(e))).await;
+    let mut views = futures::future::join_all(list.iter().map(|e| view(e))).await;
+    views.extend(
+        state
+            .hibernated_list()
+            .into_iter()
+            .map(|(id, ws, mode, last)| {
+                json!({
+                    "session_id": id,
+                    "status": "hibernated",
+                    "workspace": ws.display().to_string(),
+                    "approval_mode": mode.as_str(),
+                    "pending_approvals": 0,
+                    "last_event_id": last,
+                })
+            }),
+    );
     Json(json!({ "sessions": views }))
 }
 

@@ -29,6 +29,9 @@ use crate::message::{OmniMessage, SessionMeta, now_timestamp};
 use crate::model::Model;
 use crate::trace::paths;
 
+mod hibernate;
+pub use hibernate::HibernationConfig;
+
 /// What the command line gives the server.
 pub struct ServerConfig {
     pub home: PathBuf,
@@ -50,6 +53,8 @@ pub struct ServerConfig {
     pub max_sessions: usize,
     /// `--hooks FILE`: run for every served session, besides its config's own.
     pub hooks: Arc<crate::hooks::HooksConfig>,
+    /// Hibernation (`--idle-hibernate`, `--max-resident`; `hibernate.rs`).
+    pub hibernation: hibernate::HibernationConfig,
 }
 
 /// One served session.
@@ -59,6 +64,10 @@ pub struct SessionEntry {
     pub approvals: Arc<ApiApprover>,
     pub log: Arc<EventLog>,
     pub created_at: String,
+    /// Last use (a message of the session, or a request naming it), for hibernation.
+    pub(crate) last_active: hibernate::Activity,
+    /// Set while the session is being hibernated: its event log outlives it.
+    pub(crate) hibernating: Arc<AtomicBool>,
     /// The session's place under `--max-sessions`, given back when the entry goes.
     _slot: OwnedSemaphorePermit,
 }
@@ -99,6 +108,8 @@ pub struct ServerState {
     slots: Arc<Semaphore>,
     /// Numbers the approval ids of every session.
     approval_ids: Arc<AtomicU64>,
+    /// Sessions hibernated: the little that brings them back.
+    hibernated: Mutex<HashMap<String, hibernate::Hibernated>>,
     me: Weak<ServerState>,
 }
 
@@ -124,6 +135,7 @@ impl ServerState {
             cfg,
             slots,
             approval_ids: Arc::new(AtomicU64::new(0)),
+            hibernated: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
             sessions: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
@@ -219,7 +231,7 @@ impl ServerState {
             .create_session(options)
             .await
             .map_err(ApiError::session_start)?;
-        self.register(handle, policy, approvals, slot).await
+        self.register(handle, policy, approvals, slot, None).await
     }
 
     /// Subscribes to a new session once, starts its pump and lists it.
@@ -229,6 +241,7 @@ impl ServerState {
         policy: Arc<PolicyApprover>,
         approvals: Arc<ApiApprover>,
         slot: OwnedSemaphorePermit,
+        log: Option<Arc<EventLog>>,
     ) -> Result<Arc<SessionEntry>, ApiError> {
         let mut rx = match handle.subscribe().await {
             Ok(rx) => rx,
@@ -237,14 +250,27 @@ impl ServerState {
                 return Err(e.into());
             }
         };
-        let log = Arc::new(EventLog::new(RING_CAPACITY, CLIENT_BUFFER));
-        log.push(handle.meta_message());
+        let log = match log {
+            // Back from hibernation: the same log, so its subscribers stay.
+            Some(log) => {
+                log.push(&hibernate::event(false));
+                log
+            }
+            None => {
+                let log = Arc::new(EventLog::new(RING_CAPACITY, CLIENT_BUFFER));
+                log.push(handle.meta_message());
+                log
+            }
+        };
+        let hibernating = Arc::new(AtomicBool::new(false));
         let entry = Arc::new(SessionEntry {
             handle,
             policy,
             approvals,
             log: log.clone(),
             created_at: now_timestamp(),
+            last_active: hibernate::Activity::now(),
+            hibernating: hibernating.clone(),
             _slot: slot,
         });
         let id = entry.id().to_string();
@@ -260,8 +286,14 @@ impl ServerState {
             let mut observer = SessionObserver::default();
             while let Some(msg) = rx.recv().await {
                 let Some(state) = me.upgrade() else { break };
+                if let Some(e) = pumped.upgrade() {
+                    e.last_active.touch();
+                }
                 observer.observe(&msg, &state.metrics);
                 state.metrics.sse_clients_dropped(log.push(&msg));
+            }
+            if hibernating.load(Ordering::SeqCst) {
+                return;
             }
             log.close();
             tracing::debug!(session = %id, "session stream ended");
@@ -293,6 +325,10 @@ impl ServerState {
     /// A served session; one found only on disk is resumed first (with default options).
     pub async fn get(&self, id: &str) -> Result<Arc<SessionEntry>, ApiError> {
         if let Some(e) = self.in_memory(id) {
+            e.last_active.touch();
+            return Ok(e);
+        }
+        if let Some(e) = self.wake(id).await? {
             return Ok(e);
         }
         if self.closed.lock().is_ok_and(|c| c.contains(id)) {
@@ -308,6 +344,16 @@ impl ServerState {
     /// Resumes a session from its trace (a session already served is returned as it is).
     pub async fn resume(&self, id: &str, open: OpenOptions) -> Result<Arc<SessionEntry>, ApiError> {
         let _guard = self.resume_lock.lock().await;
+        self.resume_locked(id, open, None).await
+    }
+
+    /// [`Self::resume`] under the resume lock; `log` is a hibernated session's event log.
+    async fn resume_locked(
+        &self,
+        id: &str,
+        open: OpenOptions,
+        log: Option<Arc<EventLog>>,
+    ) -> Result<Arc<SessionEntry>, ApiError> {
         if let Some(e) = self.in_memory(id) {
             return Ok(e);
         }
@@ -340,7 +386,7 @@ impl ServerState {
             .await
             .map_err(ApiError::session_start)?;
         tracing::info!(session = %id, "resumed from {}", trace.display());
-        self.register(handle, policy, approvals, slot).await
+        self.register(handle, policy, approvals, slot, log).await
     }
 
     /// The model, config and launch a recorded session reopens with: the server's own when it
@@ -433,6 +479,12 @@ impl ServerState {
         if let Some(entry) = self.in_memory(id) {
             return self.close(&entry).await;
         }
+        if self.forget_hibernated(id) {
+            if let Ok(mut closed) = self.closed.lock() {
+                closed.insert(id.to_string());
+            }
+            return Ok(());
+        }
         let known = self.closed.lock().is_ok_and(|c| c.contains(id))
             || paths::locate_trace(&self.cfg.home, id).is_some();
         if known {
@@ -468,6 +520,7 @@ impl ServerState {
         for e in self.list() {
             e.approvals.close();
         }
+        self.close_hibernated();
         self.host.shutdown().await;
     }
 }

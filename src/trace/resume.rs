@@ -18,8 +18,9 @@
 //! * `request_end(other)`, `abort`, `task_end` or the end of the records inside a request drop
 //!   the round: its input goes back to the front of `pending`, its model output is lost;
 //! * a `compaction_begin … compaction_end` span is skipped (only tool outputs landing in it are
-//!   kept, token usage is still counted); a trace whose last record is a completed
-//!   `compaction_end` in `discard` mode is a closed context (empty history and carry-over).
+//!   kept, token usage is still counted); a completed `compaction_end` closes the context
+//!   (history, pending input and owed outputs are dropped; the records after it, e.g. the
+//!   `[context_summary]` text, start the new context).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -79,10 +80,51 @@ pub fn resume_from_file(path: &Path) -> Result<ResumeState, RookeryError> {
             path.display()
         );
     }
-    resume_from_records(&read.records).map_err(|e| {
+    let mut state = resume_from_records(&read.records).map_err(|e| {
         tracing::warn!("cannot resume {}: {e}", path.display());
         RookeryError::Trace(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-    })
+    })?;
+    // A rotated trace: the context is the latest file's, but the counters that must never
+    // repeat (tool-call ids, the scripted model's position) run over the whole history.
+    let (requests, next_call) = earlier_counters(path);
+    state.requests += requests;
+    state.next_call_index = state.next_call_index.max(next_call);
+    Ok(state)
+}
+
+/// `(request_begin count, 1 + highest call number)` of the files before `path` in its
+/// session's history (`_001` … `_NNN-1`, in the same directory).
+fn earlier_counters(path: &Path) -> (u64, u64) {
+    let Some((id, index)) = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(crate::trace::rotation::split_name)
+    else {
+        return (0, 0);
+    };
+    let mut replay = Replay::default();
+    for i in 1..index {
+        let Ok(i) = u32::try_from(i) else { break };
+        let earlier = path.with_file_name(crate::trace::paths::trace_file_name(id, i));
+        let Ok(read) = read_trace(&earlier) else {
+            continue;
+        };
+        for record in read.records.iter().filter(|r| !r.has_origin()) {
+            match &record.payload {
+                Payload::Event(EventPayload::RequestBegin {}) => replay.requests += 1,
+                Payload::Model(ModelPayload::ToolCall { tool_call_id, .. }) => {
+                    if let Some(n) = call_index(tool_call_id) {
+                        replay.max_call = Some(replay.max_call.map_or(n, |m| m.max(n)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    (
+        replay.requests,
+        replay.max_call.map_or(0, |n| n.saturating_add(1)),
+    )
 }
 
 /// [`resume_from_file`] on the blocking pool: reading and replaying a large trace never
@@ -206,7 +248,17 @@ impl Replay {
                 self.drop_open_request();
                 self.in_compaction = true;
             }
-            EventPayload::CompactionEnd { .. } => self.in_compaction = false,
+            EventPayload::CompactionEnd { status, .. } => {
+                self.in_compaction = false;
+                if *status == StopReason::Completed {
+                    // The old context is closed: what follows (the summary, or the input a
+                    // discard kept) starts the new one, in this file or the next.
+                    self.history.clear();
+                    self.pending.clear();
+                    self.unanswered.clear();
+                    self.turns = 0;
+                }
+            }
             _ if self.in_compaction => {}
             EventPayload::RequestBegin {} => {
                 self.drop_open_request();

@@ -121,8 +121,20 @@ pub fn summarize(
     let mut saw_meta = false;
     let mut task_open = false;
     let mut last_end: Option<StopReason> = None;
+    // A compaction's own records (and the summary a compacted context starts with) are not
+    // the user's: they neither open a task nor count as one.
+    let mut in_compaction = false;
     for record in records.iter().filter(|r| !r.has_origin()) {
         match &record.payload {
+            Payload::Event(EventPayload::CompactionBegin { .. }) => in_compaction = true,
+            Payload::Event(EventPayload::CompactionEnd { .. }) => in_compaction = false,
+            Payload::Model(_) | Payload::Event(_) if in_compaction => {}
+            Payload::Model(ModelPayload::Text {
+                role: Role::User,
+                text,
+                sender: Some(Sender::Harness),
+                ..
+            }) if text.starts_with("[context_summary]") => {}
             Payload::SessionMeta(meta) => {
                 saw_meta = true;
                 summary.provider = Some(meta.provider.clone());

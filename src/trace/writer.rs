@@ -29,6 +29,10 @@ pub enum TraceMsg {
     Written(RpcReplyPort<()>),
     /// Like `Flush`, then releases the owner lock and stops the actor.
     Shutdown(RpcReplyPort<()>),
+    /// After a completed compaction: the next record goes to the next file (`_002`, …), which
+    /// starts with these serialized records (`session_meta`, `tool_list_ready`). See
+    /// `rotation.rs`.
+    Rotate(super::rotation::Rotation),
 }
 
 /// Shared counters a host reads for metrics.
@@ -65,10 +69,12 @@ pub fn record_line(msg: &OmniMessage) -> Option<Vec<u8>> {
 pub struct TraceActor;
 
 pub struct TraceState {
-    file: TraceFile,
-    stats: Arc<TraceStats>,
+    pub(super) file: TraceFile,
+    pub(super) stats: Arc<TraceStats>,
     redactor: Option<Arc<Redactor>>,
     health: Arc<TraceHealth>,
+    /// A rotation waiting for the next record (none is made for nothing).
+    rotation: Option<super::rotation::Rotation>,
 }
 
 impl TraceState {
@@ -84,6 +90,9 @@ impl TraceState {
 
     /// Writes one serialized record (newline included) with one `write(2)`.
     fn write_line(&mut self, mut line: Vec<u8>) {
+        if let Some(rotation) = self.rotation.take() {
+            self.rotate(rotation);
+        }
         let len = line.len() as u64;
         match self.file.append_line(&mut line) {
             Ok(()) => {
@@ -103,7 +112,7 @@ impl TraceState {
         }
     }
 
-    fn failed(&self, e: &std::io::Error) {
+    pub(super) fn failed(&self, e: &std::io::Error) {
         let text = failure_text(e, self.file.path());
         // The first failure is the session's; later ones only repeat it.
         if self.health.fail(text.clone()) {
@@ -129,6 +138,7 @@ impl Actor for TraceActor {
             stats: args.stats,
             redactor: args.redactor,
             health: args.health,
+            rotation: None,
         })
     }
 
@@ -145,6 +155,7 @@ impl Actor for TraceActor {
                 state.sync();
                 let _ = reply.send(());
             }
+            TraceMsg::Rotate(rotation) => state.rotation = Some(rotation),
             TraceMsg::Written(reply) => {
                 let _ = reply.send(());
             }

@@ -97,6 +97,13 @@ impl SessionHandle {
             .map_err(RookeryError::from)
     }
 
+    /// Compacts the session's context: at once when idle (`Started`; `wait_idle` waits for
+    /// it), before the running task's next request otherwise (`Scheduled`). An empty context
+    /// is [`RookeryError::NothingToCompact`].
+    pub async fn compact(&self) -> Result<super::CompactStart, RookeryError> {
+        ractor::call!(self.actor, SessionMsg::Compact)?
+    }
+
     /// Waits until no task runs; the last task's summary.
     pub async fn wait_idle(&self) -> Result<Option<TaskSummary>, RookeryError> {
         Ok(ractor::call!(self.actor, SessionMsg::WaitIdle)?)

@@ -49,6 +49,7 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
             CommandOptions {
                 env: state.options.command_env.clone(),
                 env_policy: state.env_policy(),
+                idle_reap: state.options.config.commands.idle_reap.0,
                 ..CommandOptions::default()
             },
         )

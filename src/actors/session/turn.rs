@@ -127,6 +127,9 @@ pub(crate) fn start_task(
     text: String,
     sender: Option<crate::message::Sender>,
 ) {
+    let Some((text, sender)) = super::compaction::before_task(myself, state, text, sender) else {
+        return;
+    };
     let mut input = std::mem::take(&mut state.carry_over);
     let user = build::user_text(text, sender);
     if let Some(p) = user.as_model() {
@@ -253,6 +256,9 @@ pub(crate) fn on_model_event(
     turn: u64,
     event: ModelEvent,
 ) {
+    if super::compaction::owns(state, turn) {
+        return super::compaction::on_event(myself, state, event);
+    }
     let Some(task) = live_task(state, turn) else {
         return;
     };
@@ -307,6 +313,10 @@ fn on_stream_end(myself: &ActorRef<SessionMsg>, state: &mut SessionState, outcom
         let usage = task.turn.usage;
         state.session_usage.add(&usage);
         state.turns += 1;
+        super::compaction::after_request(state, &usage);
+        let Some(task) = state.task.as_mut() else {
+            return;
+        };
         let session_usage = state.session_usage;
         task.turn.completed = true;
         // The history already ends with this request's input (see `begin_request`).
@@ -373,6 +383,9 @@ fn on_stream_end(myself: &ActorRef<SessionMsg>, state: &mut SessionState, outcom
 }
 
 pub(crate) fn on_retry_now(myself: &ActorRef<SessionMsg>, state: &mut SessionState, turn: u64) {
+    if super::compaction::owns(state, turn) {
+        return super::compaction::on_retry_now(myself, state);
+    }
     let next_id = state.next_turn_id;
     let Some(task) = live_task(state, turn) else {
         return;
@@ -427,7 +440,19 @@ pub(super) fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut Sessi
     }
     let mut next_input = turn.outputs_in_call_order();
     next_input.extend(deliver_notices(state));
-    let next = new_turn(state, next_input);
+    let Some(next_input) = super::compaction::before_request(myself, state, next_input) else {
+        return;
+    };
+    continue_task(myself, state, next_input);
+}
+
+/// The running task goes on with a new request on `input`.
+pub(super) fn continue_task(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    input: Vec<ModelPayload>,
+) {
+    let next = new_turn(state, input);
     if let Some(task) = state.task.as_mut() {
         task.turn = next;
     }
@@ -437,6 +462,9 @@ pub(super) fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut Sessi
 /// Starts aborting the running task: stops the stream, approvals and backoff, cancels tools,
 /// and finishes once every running tool has reported.
 pub(crate) fn abort(_myself: &ActorRef<SessionMsg>, state: &mut SessionState, reason: &str) {
+    if super::compaction::is_active(state) {
+        return super::compaction::abort(state, reason);
+    }
     let Some(task) = state.task.as_mut() else {
         return;
     };
@@ -548,4 +576,31 @@ pub(super) fn finish_task(
     for w in state.idle_waiters.drain(..) {
         let _ = w.send(Some(summary.clone()));
     }
+}
+
+/// A task stands for a compaction that runs before (or without) one: the session is busy.
+pub(super) fn hold_task(state: &mut SessionState) {
+    if state.task.is_none() {
+        let turn = new_turn(state, Vec::new());
+        state.task = Some(Box::new(Task {
+            turn,
+            aborting: None,
+            end_status: StopReason::Aborted,
+            tool_calls: 0,
+            final_text: None,
+        }));
+    }
+}
+
+/// Ends a held task without records (an idle session's compaction is over).
+pub(super) fn release_task(state: &mut SessionState) {
+    state.task = None;
+    for w in state.idle_waiters.drain(..) {
+        let _ = w.send(state.last_summary.clone());
+    }
+}
+
+/// Ends the running task with `status` and `reason` (a compaction that did not complete).
+pub(super) fn end_task(state: &mut SessionState, status: StopReason, reason: String) {
+    finish_task(state, status, Some(reason));
 }

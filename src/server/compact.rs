@@ -1,0 +1,33 @@
+//! `POST /v1/sessions/{id}/compact`: compacts a session's context (see README, "Long-running
+//! sessions"). An idle session compacts at once (202 `{"status":"compacting"}`; its stream
+//! shows `compaction_begin` … `compaction_end`); a running one before its next request (202
+//! `{"status":"scheduled"}`). 409 `nothing_to_compact` for an empty context, 409 `compacting`
+//! while one runs.
+//!
+//! The handler only translates HTTP to `SessionHandle::compact`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::state::ServerState;
+use crate::actors::session::CompactStart;
+
+pub async fn compact(
+    State(state): State<Arc<ServerState>>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let entry = state.get(&id).await?;
+    let status = match entry.handle.compact().await? {
+        CompactStart::Started => "compacting",
+        CompactStart::Scheduled => "scheduled",
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": entry.id(), "status": status})),
+    ))
+}

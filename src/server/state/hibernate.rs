@@ -1,0 +1,225 @@
+//! Hibernation of served sessions: a session idle (no task, no live command or subagent, no
+//! pending approval) for `--idle-hibernate SECS`, or beyond `--max-resident N` resident
+//! sessions (least recently used first), is closed — its actors stop, its trace is flushed
+//! and closed — and only a small directory entry stays: its workspace, approval mode and event
+//! log. The next request naming it (task, approvals, events, …) resumes it from its trace with
+//! that mode; SSE subscribers see `session_hibernated` then `session_resumed` on the same stream.
+//!
+//! This module decides when and keeps the entries; it must not touch a session's trace (the
+//! library's close and resume do) and never hibernates a session that is doing anything.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{ApiError, OpenOptions, ServerState, SessionEntry};
+use crate::actors::session::SessionStatus;
+use crate::approval::ApprovalMode;
+use crate::message::{EventPayload, OmniMessage};
+use crate::server::sse::EventLog;
+
+/// Default of `--idle-hibernate` (seconds).
+pub(super) const DEFAULT_IDLE_HIBERNATE_SECS: u64 = 600;
+/// Default of `--max-resident`.
+pub(super) const DEFAULT_MAX_RESIDENT: usize = 10_000;
+
+/// When sessions hibernate.
+#[derive(Debug, Clone, Copy)]
+pub struct HibernationConfig {
+    /// Idle this long (`None`: never by idleness).
+    pub idle: Option<Duration>,
+    /// Resident sessions at most (the least recently used idle ones go first).
+    pub max_resident: usize,
+}
+
+impl Default for HibernationConfig {
+    fn default() -> Self {
+        HibernationConfig {
+            idle: Some(Duration::from_secs(DEFAULT_IDLE_HIBERNATE_SECS)),
+            max_resident: DEFAULT_MAX_RESIDENT,
+        }
+    }
+}
+
+/// A hibernated session's directory entry.
+pub(super) struct Hibernated {
+    pub workspace: PathBuf,
+    pub approval_mode: ApprovalMode,
+    pub log: Arc<EventLog>,
+}
+
+/// Last use of a session, in ms since the epoch.
+#[derive(Debug, Default)]
+pub(crate) struct Activity(AtomicU64);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Activity {
+    pub(crate) fn now() -> Self {
+        Activity(AtomicU64::new(now_ms()))
+    }
+    pub(crate) fn touch(&self) {
+        self.0.store(now_ms(), Ordering::Relaxed);
+    }
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The `session_hibernated` (or, `false`, `session_resumed`) event of a session's stream.
+pub(super) fn event(hibernated: bool) -> OmniMessage {
+    OmniMessage::event(if hibernated {
+        EventPayload::SessionHibernated {}
+    } else {
+        EventPayload::SessionResumed {}
+    })
+}
+
+impl ServerState {
+    /// Starts the sweeper that hibernates idle sessions and enforces `--max-resident`.
+    pub fn start_hibernation(self: &Arc<Self>) {
+        let cfg = self.cfg.hibernation;
+        let every = cfg
+            .idle
+            .map_or(Duration::from_secs(5), |d| d / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(state) = me.upgrade() else { return };
+                if state.is_shutting_down() {
+                    return;
+                }
+                state.sweep().await;
+            }
+        });
+    }
+
+    /// True when `entry` does nothing: no task, no live command or subagent, no approval.
+    async fn is_quiet(entry: &SessionEntry) -> bool {
+        entry.approvals.pending_count() == 0
+            && matches!(entry.handle.status().await, Ok(SessionStatus::Idle))
+            && matches!(entry.handle.live_counts().await, Ok((0, 0)))
+    }
+
+    async fn sweep(&self) {
+        let now = now_ms();
+        let mut list = self.list();
+        list.sort_by_key(|e| e.last_active.get());
+        let mut over = list.len().saturating_sub(self.cfg.hibernation.max_resident);
+        for entry in list {
+            let idle_for = Duration::from_millis(now.saturating_sub(entry.last_active.get()));
+            let idle = self.cfg.hibernation.idle.is_some_and(|d| idle_for >= d);
+            if (over > 0 || idle) && Self::is_quiet(&entry).await && self.hibernate(&entry).await {
+                over = over.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Hibernates a quiet session; false when it is in use after all or closing failed.
+    async fn hibernate(&self, entry: &Arc<SessionEntry>) -> bool {
+        let _guard = self.resume_lock.lock().await;
+        let id = entry.id().to_string();
+        if !self.in_memory(&id).is_some_and(|e| Arc::ptr_eq(&e, entry)) {
+            return false;
+        }
+        entry.hibernating.store(true, Ordering::SeqCst);
+        if let Ok(mut map) = self.sessions.lock() {
+            map.remove(&id);
+        }
+        let mode = entry.policy.mode();
+        if let Err(e) = entry.handle.close().await {
+            tracing::warn!(session = %id, "cannot hibernate: {e}");
+        }
+        entry.approvals.close();
+        entry.log.push(&event(true));
+        tracing::info!(session = %id, "hibernated");
+        if let Ok(mut h) = self.hibernated.lock() {
+            h.insert(
+                id,
+                Hibernated {
+                    workspace: PathBuf::from(&entry.handle.meta().workspace),
+                    approval_mode: mode,
+                    log: entry.log.clone(),
+                },
+            );
+        }
+        true
+    }
+
+    /// Resumes a hibernated session (`None`: `id` is not hibernated).
+    pub(super) async fn wake(&self, id: &str) -> Result<Option<Arc<SessionEntry>>, ApiError> {
+        let _guard = self.resume_lock.lock().await;
+        if let Some(e) = self.in_memory(id) {
+            return Ok(Some(e));
+        }
+        let Some(h) = self.hibernated.lock().ok().and_then(|mut m| m.remove(id)) else {
+            return Ok(None);
+        };
+        let open = OpenOptions {
+            workspace: Some(h.workspace.clone()),
+            approval_mode: Some(h.approval_mode),
+            config: None,
+        };
+        match self.resume_locked(id, open, Some(h.log.clone())).await {
+            Ok(e) => Ok(Some(e)),
+            Err(err) => {
+                // Still hibernated: a later request may succeed (e.g. under --max-sessions).
+                if let Ok(mut m) = self.hibernated.lock() {
+                    m.insert(id.to_string(), h);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// The hibernated sessions: `(id, workspace, approval mode, last event id)`, by id.
+    pub fn hibernated_list(&self) -> Vec<(String, PathBuf, ApprovalMode, u64)> {
+        let mut v: Vec<_> = self
+            .hibernated
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .map(|(id, h)| {
+                        (
+                            id.clone(),
+                            h.workspace.clone(),
+                            h.approval_mode,
+                            h.log.last_seq(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Forgets a hibernated session (DELETE): its stream ends. False when it was not one.
+    pub(super) fn forget_hibernated(&self, id: &str) -> bool {
+        match self.hibernated.lock().ok().and_then(|mut m| m.remove(id)) {
+            Some(h) => {
+                h.log.close();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends the streams of every hibernated session (shutdown).
+    pub(super) fn close_hibernated(&self) {
+        if let Ok(mut m) = self.hibernated.lock() {
+            for (_, h) in m.drain() {
+                h.log.close();
+            }
+        }
+    }
+}
