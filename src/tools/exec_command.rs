@@ -16,7 +16,9 @@ use super::args::{finite_number, flag, opt_str, require_str};
 use super::{Tool, ToolContext, ToolResult};
 use crate::actors::command::ExitInfo;
 use crate::actors::command_supervisor::notice::crowded_note;
-use crate::actors::command_supervisor::{CROWDED_AT, Collected, MAX_COMMANDS, StartRequest};
+use crate::actors::command_supervisor::{
+    CROWDED_AT, Collected, CommandStyle, MAX_COMMANDS, StartRequest,
+};
 use crate::message::StopReason;
 
 /// Default window of exec_command.
@@ -109,6 +111,7 @@ async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
         cwd,
         tty: flag(&args, "tty"),
         background,
+        style: CommandStyle::Penguin,
     };
     let started = match commands.start(req).await {
         Ok(s) => s,
