@@ -22,12 +22,15 @@ pub mod kill_subagent;
 pub mod list_commands;
 pub mod path_hint;
 pub mod path_locks;
+pub mod profile;
 pub mod read_file;
 pub mod read_image;
 pub mod registry;
 pub mod run_subagent;
 pub mod secret_guard;
+pub mod session_scope;
 pub mod subagent_window;
+pub mod vaala_read_file;
 pub mod write_file;
 
 use std::path::{Path, PathBuf};
@@ -119,6 +122,8 @@ pub struct ToolEnv {
     /// The call's place in the session's call order, for the per-file write locks (`None`:
     /// the call is not serialized against others).
     pub path_ticket: Option<PathTicket>,
+    /// What the session's calls share (e.g. the instructions files already brought).
+    pub scope: session_scope::SessionScope,
 }
 
 /// Everything a running call may use. Cheap to clone.
@@ -141,6 +146,8 @@ pub struct ToolContext {
     /// The per-file write lock the call holds (see [`Tool::write_keys`]), kept alive by
     /// whatever does the call's work.
     pub path_guard: Option<Arc<PathGuard>>,
+    /// What the session's calls share.
+    pub scope: session_scope::SessionScope,
     output: mpsc::UnboundedSender<String>,
 }
 
@@ -161,6 +168,7 @@ impl ToolContext {
             subagents: None,
             depth: 0,
             path_guard: None,
+            scope: session_scope::SessionScope::default(),
             output,
         }
     }
@@ -170,6 +178,7 @@ impl ToolContext {
         self.commands = env.commands.clone();
         self.subagents = env.subagents.clone();
         self.depth = env.depth;
+        self.scope = env.scope.clone();
         self
     }
 

@@ -78,6 +78,8 @@ pub struct PageReply {
     pub exit: Option<ExitInfo>,
     /// The command runs under a pseudo-terminal.
     pub tty: bool,
+    /// Absolute offset right after the newest byte of output.
+    pub end: u64,
 }
 
 /// The answer to a read: text drained from the ring and, once the command is over and
@@ -421,6 +423,7 @@ impl CommandState {
                 None
             },
             tty: self.tty,
+            end: self.ring.end(),
         }
     }
 

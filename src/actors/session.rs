@@ -46,11 +46,15 @@ use turn::Task;
 pub use turn::TaskSummary;
 
 /// Tools that need the session's command supervisor.
-const COMMAND_TOOLS: [&str; 4] = [
+const COMMAND_TOOLS: [&str; 8] = [
     "exec_command",
     "input_command",
     "kill_command",
     "list_commands",
+    "bash",
+    "read_command_output",
+    "write_stdin",
+    "stop_command",
 ];
 
 pub(crate) use fanout::MessageSender;
@@ -215,7 +219,10 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
             .approver
             .policy()
             .map(|p| p.mode().as_str().to_string()),
-        launch: Box::new(options.launch.clone()),
+        launch: Box::new(crate::message::launch::Launch {
+            tool_profile: Some(options.config.profile.name().to_string()),
+            ..options.launch.clone()
+        }),
     }
 }
 
@@ -255,6 +262,8 @@ pub struct SessionState {
     pub(crate) wants_subagents: bool,
     /// Serializes the calls that write one file, in call order.
     pub(crate) path_locks: crate::tools::path_locks::PathLocks,
+    /// What this session's tool calls share (`tools::session_scope`).
+    pub(crate) tool_scope: crate::tools::session_scope::SessionScope,
     /// Where child sessions' traces go.
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
@@ -369,6 +378,7 @@ impl Actor for SessionActor {
             wants_commands,
             wants_subagents,
             path_locks: Default::default(),
+            tool_scope: Default::default(),
             env,
             pending_notices: Vec::new(),
             approval_mode: None,
