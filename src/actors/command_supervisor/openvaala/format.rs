@@ -193,7 +193,7 @@ pub fn cursor(args: &Map<String, Value>) -> u64 {
 }
 
 /// The `chars` of write_stdin (required, may be empty).
-pub fn chars<'a>(args: &'a Map<String, Value>) -> Result<&'a str, String> {
+pub fn chars(args: &Map<String, Value>) -> Result<&str, String> {
     require_str(args, "chars", "write_stdin")
 }
 
