@@ -226,7 +226,8 @@ impl AgentConfig {
     fn assemble_tools(&self, model: &ModelConfig) -> Result<ToolRegistry, ConfigError> {
         let bound = match self.profile {
             ToolProfile::Penguin => image_tools(model),
-            ToolProfile::OpenVaala => crate::actors::command_supervisor::openvaala::bound_tools(),
+            // The command tools are bound to the session's command supervisor by the profile.
+            ToolProfile::OpenVaala => Vec::new(),
         };
         let opts = LocalToolOptions {
             vision: model.vision,

@@ -13,6 +13,7 @@ mod handle;
 mod lease;
 pub mod notice;
 pub mod openvaala;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

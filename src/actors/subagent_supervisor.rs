@@ -8,6 +8,7 @@
 //! `subagent` pointer per child.
 
 pub mod child;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,14 +29,6 @@ pub const MAX_SUBAGENTS: usize = 8;
 /// The refusal when 8 subagents are running.
 pub const TOO_MANY: &str =
     "[run_subagent error: too many background subagents; poll or finish existing ones first]";
-
-/// Tool names a child session never gets (depth limit 1).
-pub const SUBAGENT_TOOLS: [&str; 4] = [
-    "run_subagent",
-    "input_subagent",
-    "kill_subagent",
-    "list_subagents",
-];
 
 pub enum SubagentMsg {
     /// Admits and starts a child session for `prompt` (its task is not started yet).

@@ -6,8 +6,9 @@
 //! This is the one table of each profile's tools: [`ToolProfile::default_tools`] and
 //! [`COLLABORATION_TOOLS`] (OpenVaala's collaboration tools, always present in the openvaala
 //! profile once they are bound). [`assemble`] turns a profile, a config's `tools.builtin` and
-//! the service-bound implementations into a registry. It starts nothing and knows no actor:
-//! service-bound tools arrive as `(definition, implementation)` pairs from the caller.
+//! the caller's extra implementations into a registry; the openvaala command tools are bound to
+//! [`ServiceKind::OpenVaalaCommands`], served by the session's command supervisor. It starts
+//! nothing and knows no actor.
 
 mod openvaala_defs;
 
@@ -16,7 +17,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::registry::{BuiltinEntry, ToolDefinitionConfig, ToolRegistry};
-use super::{BlockingTool, Tool};
+use super::{BlockingTool, ServiceKind, Tool};
 use crate::error::ConfigError;
 pub use openvaala_defs::openvaala_definition;
 
@@ -193,6 +194,13 @@ pub fn assemble(
             }
             .into());
         };
+        if let Some(o) = ov {
+            o.apply(&mut def);
+        }
+        if OPENVAALA_COMMAND_TOOLS.contains(&name) {
+            reg.register_service(def, ServiceKind::OpenVaalaCommands);
+            continue;
+        }
         let tool = openvaala_local(name, opts)
             .or_else(|| {
                 bound
@@ -201,9 +209,6 @@ pub fn assemble(
                     .map(|(_, t)| t.clone())
             })
             .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
-        if let Some(o) = ov {
-            o.apply(&mut def);
-        }
         reg.register(def, tool);
     }
     for (def, tool) in bound {
@@ -236,13 +241,15 @@ mod tests {
     }
 
     #[test]
-    fn openvaala_local_tools_and_unbound_command_tools() {
-        // Without bound command tools, the default list cannot be assembled: it names the tool.
-        let e = assemble(ToolProfile::OpenVaala, None, Vec::new(), Default::default())
-            .err()
-            .map(|e| e.to_string())
+    fn openvaala_default_list_and_its_bindings() {
+        let r = assemble(ToolProfile::OpenVaala, None, Vec::new(), Default::default())
             .unwrap_or_default();
-        assert!(e.contains("\"bash\""), "{e}");
+        assert_eq!(names(&r), OPENVAALA_TOOLS);
+        assert_eq!(
+            r.bound_to(&ServiceKind::OpenVaalaCommands),
+            OPENVAALA_COMMAND_TOOLS
+        );
+        assert!(!r.uses(&ServiceKind::Commands));
         let only_files = [
             BuiltinEntry::Name("apply_patch".into()),
             BuiltinEntry::Name("read_file".into()),
@@ -255,6 +262,7 @@ mod tests {
         )
         .unwrap_or_default();
         assert_eq!(names(&r), vec!["apply_patch", "read_file"]);
+        assert!(!r.uses(&ServiceKind::OpenVaalaCommands));
         let spec = r.get("read_file").map(|t| t.definition.model_spec());
         let required = spec.map(|s| s["parameters"]["required"].clone());
         assert_eq!(required, Some(serde_json::json!(["path"])));
