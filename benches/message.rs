@@ -221,6 +221,7 @@ fn exec_true(c: &mut Criterion) {
                     ToolEnv {
                         workspace: dir.path().to_path_buf(),
                         path_ticket: None,
+                        scope: Default::default(),
                     },
                     CancellationToken::new(),
                     Arc::new(|_| {}),

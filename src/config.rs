@@ -11,6 +11,7 @@ use crate::error::ConfigError;
 use crate::model::model_config::ModelConfig;
 use crate::tools::ToolRegistry;
 use crate::tools::image_source::image_tools;
+use crate::tools::profile::{self, LocalToolOptions, ProfileError, ToolProfile};
 use crate::tools::registry::BuiltinEntry;
 
 pub mod compaction;
@@ -72,6 +73,10 @@ struct ToolsSection {
     /// `tools.mcpServers: [{name, config}]` (validated by `crate::mcp::config`).
     #[serde(rename = "mcpServers")]
     mcp_servers: Option<serde_json::Value>,
+    /// `penguin` (default) or `openvaala`.
+    profile: Option<String>,
+    /// Images read by the openvaala read_file over this size are re-encoded (default 500).
+    max_image_kb: Option<u64>,
 }
 
 /// The `commands:` section: what the session's shell commands inherit from the environment.
@@ -130,6 +135,10 @@ pub struct AgentConfig {
     pub mcp_servers: std::sync::Arc<Vec<crate::mcp::McpServerConfig>>,
     /// The `compaction:` section (thresholds and mode).
     pub compaction: CompactionConfig,
+    /// `tools.profile`: the tool surface of the sessions (`tools::profile`).
+    pub profile: ToolProfile,
+    /// `tools.max_image_kb` (default 500).
+    pub max_image_kb: u64,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
 }
@@ -149,6 +158,8 @@ impl Default for AgentConfig {
             hooks: Default::default(),
             mcp_servers: Default::default(),
             compaction: CompactionConfig::default(),
+            profile: ToolProfile::Penguin,
+            max_image_kb: crate::tools::vaala_read_file::DEFAULT_MAX_IMAGE_KB,
             builtin: None,
         }
     }
@@ -217,6 +228,12 @@ impl AgentConfig {
         if let Some(list) = &tools.mcp_servers {
             cfg.mcp_servers = std::sync::Arc::new(crate::mcp::config::from_servers_list(list)?);
         }
+        if let Some(p) = &tools.profile {
+            cfg.profile = p.parse().map_err(ProfileError::from)?;
+        }
+        if let Some(kb) = tools.max_image_kb {
+            cfg.max_image_kb = kb.max(1);
+        }
         if let Some(n) = tools.max_parallel {
             cfg.max_parallel = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
                 ConfigError::Other(format!(
@@ -231,7 +248,7 @@ impl AgentConfig {
         }
         let model = raw.model.clone().unwrap_or_else(ModelConfig::scripted);
         cfg.model = raw.model;
-        cfg.tools = ToolRegistry::assemble(cfg.builtin.as_deref(), image_tools(&model))?;
+        cfg.tools = cfg.assemble_tools(&model)?;
         Ok(cfg)
     }
 
@@ -243,10 +260,41 @@ impl AgentConfig {
         Ok(())
     }
 
+    /// The tools of `self.profile` for `model` (`tools::profile::assemble`).
+    fn assemble_tools(&self, model: &ModelConfig) -> Result<ToolRegistry, ConfigError> {
+        let bound = match self.profile {
+            ToolProfile::Penguin => image_tools(model),
+            // The command tools are bound to the session's command supervisor by the profile.
+            ToolProfile::OpenVaala => Vec::new(),
+        };
+        let opts = LocalToolOptions {
+            vision: model.vision,
+            max_image_kb: self.max_image_kb,
+        };
+        profile::assemble(self.profile, self.builtin.as_deref(), bound, opts)
+    }
+
+    /// Switches the sessions to another tool profile (a flag or an API field overriding
+    /// `tools.profile`) and re-assembles the tools; `tools.builtin` must fit the new profile.
+    pub fn set_profile(&mut self, profile: ToolProfile) -> Result<(), ConfigError> {
+        let model = self.model.clone().unwrap_or_else(ModelConfig::scripted);
+        let previous = std::mem::replace(&mut self.profile, profile);
+        match self.assemble_tools(&model) {
+            Ok(tools) => {
+                self.tools = tools;
+                Ok(())
+            }
+            Err(e) => {
+                self.profile = previous;
+                Err(e)
+            }
+        }
+    }
+
     /// Sets the model the sessions will use and re-assembles the tools for it (the image tool
     /// follows the model's `vision` flag). Tools registered by hand are dropped.
     pub fn set_model(&mut self, model: ModelConfig) -> Result<(), ConfigError> {
-        self.tools = ToolRegistry::assemble(self.builtin.as_deref(), image_tools(&model))?;
+        self.tools = self.assemble_tools(&model)?;
         self.model = Some(model);
         Ok(())
     }

@@ -59,6 +59,8 @@ pub enum ConfigError {
     Mcp(#[from] crate::mcp::McpConfigError),
     #[error("{0}")]
     Other(String),
+    #[error(transparent)]
+    Profile(#[from] crate::tools::profile::ProfileError),
 }
 
 /// A failed call to an actor (it stopped, panicked, or did not answer), with ractor's error as

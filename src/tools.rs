@@ -39,10 +39,13 @@ pub mod fs_atomic;
 pub mod image_source;
 pub mod path_hint;
 pub mod path_locks;
+pub mod profile;
 pub mod read_file;
 pub mod read_image;
 pub mod registry;
 pub mod secret_guard;
+pub mod session_scope;
+pub mod vaala_read_file;
 pub mod write_file;
 
 use std::path::{Path, PathBuf};
@@ -132,6 +135,8 @@ pub struct ToolEnv {
     /// The call's place in the session's call order, for the per-file write locks (`None`:
     /// the call is not serialized against others).
     pub path_ticket: Option<PathTicket>,
+    /// What the session's calls share (e.g. the instructions files already brought).
+    pub scope: session_scope::SessionScope,
 }
 
 /// Everything a running call may use. Cheap to clone.
@@ -148,6 +153,8 @@ pub struct ToolContext {
     /// The per-file write lock the call holds (see [`Tool::write_keys`]), kept alive by
     /// whatever does the call's work.
     pub path_guard: Option<Arc<PathGuard>>,
+    /// What the session's calls share.
+    pub scope: session_scope::SessionScope,
     output: mpsc::UnboundedSender<String>,
 }
 
@@ -165,6 +172,7 @@ impl ToolContext {
             definition,
             cancel,
             path_guard: None,
+            scope: session_scope::SessionScope::default(),
             output,
         }
     }

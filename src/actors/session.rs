@@ -222,7 +222,10 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
             .approver
             .policy()
             .map(|p| p.mode().as_str().to_string()),
-        launch: Box::new(options.launch.clone()),
+        launch: Box::new(crate::message::launch::Launch {
+            tool_profile: Some(options.config.profile.name().to_string()),
+            ..options.launch.clone()
+        }),
     }
 }
 
@@ -262,6 +265,8 @@ pub struct SessionState {
     pub(crate) wants_subagents: bool,
     /// Serializes the calls that write one file, in call order.
     pub(crate) path_locks: crate::tools::path_locks::PathLocks,
+    /// What this session's tool calls share (`tools::session_scope`).
+    pub(crate) tool_scope: crate::tools::session_scope::SessionScope,
     /// Where child sessions' traces go.
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
@@ -339,7 +344,8 @@ impl Actor for SessionActor {
         let tool_specs = options.config.tools.shared_model_specs();
         // The command and subagent supervisors are spawned on the first call of one of their
         // tools (an idle session costs two actors: itself and its trace actor).
-        let wants_commands = options.config.tools.uses(&ServiceKind::Commands);
+        let wants_commands = options.config.tools.uses(&ServiceKind::Commands)
+            || options.config.tools.uses(&ServiceKind::OpenVaalaCommands);
         let wants_subagents =
             options.depth == 0 && options.config.tools.uses(&ServiceKind::Subagents);
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
@@ -379,6 +385,7 @@ impl Actor for SessionActor {
             wants_commands,
             wants_subagents,
             path_locks: Default::default(),
+            tool_scope: Default::default(),
             env,
             pending_notices: Vec::new(),
             approval_mode: None,

@@ -18,7 +18,7 @@ use crate::actors::session::SessionOptions;
 use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
-use crate::message::launch::{Launch, TOOL_PROFILE_PENGUIN};
+use crate::message::launch::Launch;
 use crate::message::{EventPayload, ModelPayload, StopReason};
 use crate::trace::paths;
 
@@ -47,6 +47,9 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
     }
     if let Some(path) = &args.mcp_config {
         config.add_mcp_config(path)?;
+    }
+    if let Some(p) = args.tools_profile {
+        config.set_profile(p)?;
     }
     if let Some(path) = &args.hooks {
         let extra = crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?;
@@ -89,7 +92,7 @@ pub fn launch_from(
     Launch {
         base_url: model.and_then(|m| m.base_url.clone()),
         api_key_env: model.and_then(|m| m.api_key_env.clone()),
-        tool_profile: Some(TOOL_PROFILE_PENGUIN.to_string()),
+        tool_profile: Some(config.profile.name().to_string()),
         script_position: script.as_ref().map(|_| 0),
         script,
         config: config_path.map(absolute),

@@ -121,6 +121,9 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
         Some(path) => AgentConfig::from_file(path)?,
         None => AgentConfig::default(),
     };
+    if let Some(p) = args.tools_profile {
+        config.set_profile(p)?;
+    }
     if let Some(path) = &args.mcp_config {
         config.add_mcp_config(path)?;
     }

@@ -25,6 +25,9 @@ pub enum ServiceKind {
     Subagents,
     /// The session's connection to the MCP server `server` (tools known only at run time).
     Mcp { server: String },
+    /// The session's command supervisor, serving the openvaala profile's command tools
+    /// (`docs/tools-openvaala.md`).
+    OpenVaalaCommands,
 }
 
 /// How a registered tool runs.

@@ -186,13 +186,14 @@ async fn run_tool(
 
     let cancel = user_cancel.child_token();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let ctx = ToolContext::new(
+    let mut ctx = ToolContext::new(
         env.workspace.clone(),
         id.clone(),
         definition,
         cancel.clone(),
         tx,
     );
+    ctx.scope = env.scope.clone();
     let imp = tool.tool;
     let ticket = env.path_ticket;
     let workspace = env.workspace;

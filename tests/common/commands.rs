@@ -144,6 +144,7 @@ pub async fn call_full(
     let env = ToolEnv {
         workspace,
         path_ticket: None,
+        scope: Default::default(),
     };
     let info = ToolCallInfo {
         tool_call_id: "call_1".into(),

@@ -29,6 +29,8 @@ mod mcp_everything;
 mod mcp_rust_server;
 mod message_golden;
 mod openai_provider;
+mod openvaala_serve;
+mod openvaala_tools;
 mod pairing;
 mod provider_hostile;
 mod provider_replay;

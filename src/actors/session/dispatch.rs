@@ -124,6 +124,7 @@ pub(super) fn spawn_tool(
     };
     let records_me = myself.clone();
     let path_ticket = Some(state.path_locks.ticket());
+    let scope = state.tool_scope.clone();
     let me = myself.clone();
     let partial_me = myself.clone();
     let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
@@ -145,6 +146,7 @@ pub(super) fn spawn_tool(
         let env = crate::tools::ToolEnv {
             workspace,
             path_ticket,
+            scope,
         };
         let started = std::time::Instant::now();
         let run = close_out::execute(info, tool, env, cancel.clone(), admitted.emit.clone());

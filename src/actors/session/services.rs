@@ -25,6 +25,11 @@ use crate::tools::{ServiceKind, ToolService};
 pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolService> {
     match kind {
         ServiceKind::Commands => Arc::new(CommandTools::new(state.commands.clone())),
+        ServiceKind::OpenVaalaCommands => Arc::new(
+            crate::actors::command_supervisor::openvaala::VaalaCommandTools::new(
+                state.commands.clone(),
+            ),
+        ),
         ServiceKind::Subagents => Arc::new(SubagentTools::new(
             state.subagents.clone(),
             state.options.depth,
@@ -36,7 +41,11 @@ pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolS
 /// Spawns the supervisor `tool` needs if it is configured and not running yet.
 pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionState, tool: &str) {
     let kind = state.options.config.tools.service_of(tool).cloned();
-    if state.commands.is_none() && state.wants_commands && kind == Some(ServiceKind::Commands) {
+    let command_kind = matches!(
+        kind,
+        Some(ServiceKind::Commands | ServiceKind::OpenVaalaCommands)
+    );
+    if state.commands.is_none() && state.wants_commands && command_kind {
         let me = myself.clone();
         let sink: CommandEventSink = Arc::new(move |ev| {
             let _ = me.cast(SessionMsg::Command(ev));

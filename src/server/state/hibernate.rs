@@ -168,6 +168,8 @@ impl ServerState {
             workspace: Some(h.workspace.clone()),
             approval_mode: Some(h.approval_mode),
             config: None,
+            // `None`: the resume reads the profile the trace recorded.
+            tools_profile: None,
         };
         match self.resume_locked(id, open, Some(h.log.clone())).await {
             Ok(e) => Ok(Some(e)),

@@ -84,6 +84,7 @@ async fn run_with(
     let env = crate::tools::ToolEnv {
         workspace,
         path_ticket: None,
+        scope: Default::default(),
     };
     let complete = execute(c, t, env, cancel, emit).await;
     let parts: Vec<Part> = seen
