@@ -190,7 +190,8 @@ pub struct BenchArgs {
     /// Create N idle sessions (trace header written, no task) and report the RSS per session.
     #[arg(long, value_name = "N")]
     pub idle_sessions: Option<usize>,
-    /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios.
+    /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios;
+    /// with `--provider openai`, the HTTP floor (the run's bodies resent by a bare client).
     #[arg(long)]
     pub floor: bool,
     /// Spawns of the concurrent floor.
@@ -202,6 +203,9 @@ pub struct BenchArgs {
     /// Serve the workload's model as a loopback OpenAI-compatible endpoint (prints its base URL).
     #[arg(long)]
     pub serve_mock: bool,
+    /// Worker threads of `--serve-mock`.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub mock_threads: usize,
     /// Address of `--serve-mock` (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,

@@ -14,8 +14,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use super::BenchArgs;
-use crate::bench::{self, IdleOutcome, Outcome, Spec, TempDir, measure};
+use crate::bench::{self, IdleOutcome, Outcome, Spec, TempDir, http_floor, measure};
 use crate::config::AgentConfig;
+use crate::model::openai::{BodyLog, OpenAiModel};
 
 /// Sequential spawns for the N = 1 floor.
 const SEQ_FLOOR_SPAWNS: usize = 200;
@@ -59,7 +60,7 @@ pub async fn bench(args: BenchArgs) -> i32 {
         return 2;
     }
     let mut config = AgentConfig::default();
-    let model = if args.model.provider.is_some() || args.model.base_url.is_some() {
+    let mut model = if args.model.provider.is_some() || args.model.base_url.is_some() {
         match super::model_args::resolve_model(&args.model, &mut config) {
             Ok(m) => Some(m),
             Err(e) => {
@@ -70,12 +71,26 @@ pub async fn bench(args: BenchArgs) -> i32 {
     } else {
         None
     };
+    // Over HTTP the floor replays the bodies of the run: the model keeps them.
+    let http_floor = match (&model, args.floor, args.idle_sessions) {
+        (Some(_), true, None) => match http_floor_model(&config) {
+            Ok((m, log, url)) => {
+                model = Some(Arc::new(m));
+                Some((log, url))
+            }
+            Err(e) => {
+                errln!("rookery: {e}");
+                return 2;
+            }
+        },
+        _ => None,
+    };
 
     if let Some(n) = args.idle_sessions {
         return idle(&args, n, &home, &shell_home, config).await;
     }
 
-    let floor = if args.floor {
+    let floor = if args.floor && http_floor.is_none() {
         match floors(&args, &shell_home).await {
             Ok(f) => Some(f),
             Err(e) => {
@@ -126,8 +141,19 @@ pub async fn bench(args: BenchArgs) -> i32 {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    // The floor runs right after, in the same process, on the same endpoint.
+    let http = match &http_floor {
+        Some((log, url)) => match http_floor::run(url, log.bodies()).await {
+            Ok(f) => Some(f),
+            Err(e) => {
+                errln!("rookery: HTTP floor: {e}");
+                return 1;
+            }
+        },
+        None => None,
+    };
     let (trace_files, trace_bytes) = measure::dir_totals(&home.join("traces"));
-    let report = report(
+    let mut report = report(
         &args,
         &outcome,
         model.is_some(),
@@ -135,11 +161,69 @@ pub async fn bench(args: BenchArgs) -> i32 {
         trace_bytes,
         floor,
     );
+    if let Some(f) = http {
+        add_http_floor(&mut report, &args, &outcome, &f);
+    }
     print_report(&args, &report);
     for f in &outcome.failures {
         errln!("rookery: bench check failed: {f}");
     }
     if outcome.failures.is_empty() { 0 } else { 1 }
+}
+
+/// The OpenAI-compatible model of `config` keeping its bodies, the log and the URL it posts to.
+fn http_floor_model(config: &AgentConfig) -> Result<(OpenAiModel, BodyLog, String), String> {
+    let cfg = config
+        .model
+        .clone()
+        .ok_or_else(|| "--floor over HTTP needs --provider openai".to_string())?;
+    if cfg.provider == crate::model::anthropic::PROVIDER {
+        return Err(
+            "--floor over HTTP measures OpenAI-compatible endpoints only (--provider openai)"
+                .to_string(),
+        );
+    }
+    let model = OpenAiModel::new(cfg).map_err(|e| e.to_string())?;
+    let log = BodyLog::default();
+    let url = model.url().to_string();
+    Ok((model.with_body_log(log.clone()), log, url))
+}
+
+/// Adds the HTTP floor's figures and the ratios to it.
+fn add_http_floor(v: &mut Value, args: &BenchArgs, o: &Outcome, f: &http_floor::FloorOutcome) {
+    let calls = (args.sessions * args.turns) as f64;
+    let per_s = |wall: Duration| {
+        if wall.is_zero() {
+            0.0
+        } else {
+            calls / wall.as_secs_f64()
+        }
+    };
+    let requests = f.requests.max(1) as f64;
+    let rookery_cpu_us = o.cpu_s * 1e6 / requests;
+    let floor_cpu_us = f.cpu_s * 1e6 / requests;
+    let (ours, theirs) = (per_s(o.wall), per_s(f.wall));
+    let Some(obj) = v.as_object_mut() else {
+        return;
+    };
+    obj.insert("http_floor_requests".into(), json!(f.requests));
+    obj.insert("http_floor_tool_calls".into(), json!(f.tool_calls));
+    obj.insert("http_floor_wall_ms".into(), json!(r3(ms(f.wall))));
+    obj.insert("http_floor_calls_per_s".into(), json!(theirs.round()));
+    obj.insert("cpu_per_request_us".into(), json!(r3(rookery_cpu_us)));
+    obj.insert(
+        "http_floor_cpu_per_request_us".into(),
+        json!(r3(floor_cpu_us)),
+    );
+    let ratio = |a: f64, b: f64| if b > 0.0 { r3(a / b) } else { 0.0 };
+    obj.insert(
+        "ratio_calls_per_s_to_http_floor".into(),
+        json!(ratio(ours, theirs)),
+    );
+    obj.insert(
+        "ratio_cpu_per_request_to_http_floor".into(),
+        json!(ratio(rookery_cpu_us, floor_cpu_us)),
+    );
 }
 
 /// The two spawn floors: (concurrent wall, sequential per-spawn).
@@ -261,6 +345,23 @@ fn print_report(args: &BenchArgs, v: &Value) {
     for l in lines {
         let _ = writeln!(out, "{l}");
     }
+    if v.get("http_floor_wall_ms").is_some() {
+        let _ = writeln!(
+            out,
+            "HTTP floor           {} requests, same bodies, bare hyper client: {} ms, {} tool calls/s (ratio {})",
+            g("http_floor_requests"),
+            g("http_floor_wall_ms"),
+            g("http_floor_calls_per_s"),
+            g("ratio_calls_per_s_to_http_floor")
+        );
+        let _ = writeln!(
+            out,
+            "cpu per request      {} µs vs the floor's {} µs (ratio {})",
+            g("cpu_per_request_us"),
+            g("http_floor_cpu_per_request_us"),
+            g("ratio_cpu_per_request_to_http_floor")
+        );
+    }
     if v.get("floor_concurrent_ms").is_some() {
         let _ = writeln!(
             out,
@@ -327,21 +428,54 @@ async fn idle(
     }
 }
 
+/// Serves the mock on its own runtime with `--mock-threads` workers (one by default, like a
+/// reference mock: it must not take the cores the measured client runs on).
 async fn serve_mock(args: &BenchArgs) -> i32 {
-    let (url, server) = match bench::mock::bind(&args.listen, args.workload, args.turns).await {
-        Ok(s) => s,
-        Err(e) => {
-            errln!("rookery: cannot listen on {}: {e}", args.listen);
+    let (listen, workload, turns) = (args.listen.clone(), args.workload, args.turns);
+    let threads = args.mock_threads.max(1);
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<String, String>>();
+    let server = std::thread::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = tx.send(Err(format!("cannot start the mock's runtime: {e}")));
+                return 1;
+            }
+        };
+        runtime.block_on(async move {
+            let (url, server) = match bench::mock::bind(&listen, workload, turns).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("cannot listen on {listen}: {e}")));
+                    return 2;
+                }
+            };
+            let _ = tx.send(Ok(url));
+            match server.await {
+                Ok(()) => 0,
+                Err(e) => {
+                    errln!("rookery: mock server: {e}");
+                    1
+                }
+            }
+        })
+    });
+    match rx.await {
+        Ok(Ok(url)) => {
+            outln!("{url}");
+            let _ = std::io::stdout().flush();
+        }
+        Ok(Err(e)) => {
+            errln!("rookery: {e}");
             return 2;
         }
-    };
-    outln!("{url}");
-    let _ = std::io::stdout().flush();
-    match server.await {
-        Ok(()) => 0,
-        Err(e) => {
-            errln!("rookery: mock server: {e}");
-            1
-        }
+        Err(_) => return 1,
     }
+    tokio::task::spawn_blocking(move || server.join().unwrap_or(1))
+        .await
+        .unwrap_or(1)
 }
