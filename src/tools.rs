@@ -7,6 +7,7 @@
 
 pub mod apply_patch;
 pub mod args;
+pub mod canonical;
 pub mod describe_image;
 pub mod diff_render;
 pub mod edit_file;
