@@ -191,7 +191,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub idle_sessions: Option<usize>,
     /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios;
-    /// with `--provider openai`, the HTTP floor (the run's bodies resent by a bare client).
+    /// with `--provider openai`, the HTTP floor (the run's bodies resent by a bare client), and
+    /// the spawn floors only for `--workload exec`.
     #[arg(long)]
     pub floor: bool,
     /// Spawns of the concurrent floor.

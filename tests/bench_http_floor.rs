@@ -95,7 +95,7 @@ fn the_http_floor_replays_the_runs_bodies() {
     ] {
         assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {v}");
     }
-    // Over HTTP the spawn floors are not what the run is compared with.
+    // Over HTTP a read workload is not compared with the spawn floors.
     assert!(v.get("floor_concurrent_ms").is_none(), "{v}");
 
     // The text report names the floor too.

@@ -90,7 +90,9 @@ pub async fn bench(args: BenchArgs) -> i32 {
         return idle(&args, n, &home, &shell_home, config).await;
     }
 
-    let floor = if args.floor && http_floor.is_none() {
+    // Over HTTP the spawn floors matter only when the tool spawns (exec).
+    let spawn_floors = http_floor.is_none() || args.workload == bench::Workload::Exec;
+    let floor = if args.floor && spawn_floors {
         match floors(&args, &shell_home).await {
             Ok(f) => Some(f),
             Err(e) => {
