@@ -251,7 +251,9 @@ pub struct BenchArgs {
         "api_key_env", "floor", "serve_mock",
     ])]
     pub idle_sessions: Option<usize>,
-    /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios.
+    /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios;
+    /// with `--provider openai`, the HTTP floor (the run's bodies resent by a bare client), and
+    /// the spawn floors only for `--workload exec`.
     #[arg(long)]
     pub floor: bool,
     /// Spawns of the concurrent floor.
@@ -263,6 +265,9 @@ pub struct BenchArgs {
     /// Serve the workload's model as a loopback OpenAI-compatible endpoint (prints its base URL).
     #[arg(long)]
     pub serve_mock: bool,
+    /// Worker threads of `--serve-mock`.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub mock_threads: usize,
     /// Address of `--serve-mock` (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,

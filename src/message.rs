@@ -420,23 +420,53 @@ pub struct OmniMessage {
 }
 
 /// The current time as the envelope wants it: `2026-07-18T03:10:22.531Z`.
+///
+/// One clock read per call; the calendar part (`…T03:10:22.`) is formatted once per second
+/// per thread and reused, so a message costs a copy and three digits, not a date conversion.
 pub fn now_timestamp() -> String {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let (secs, ms) = (since.as_secs(), since.subsec_millis().min(999));
+    let mut out = String::with_capacity(24);
+    SECOND.with(|cell| {
+        let mut cached = cell.borrow_mut();
+        if cached.0 != secs {
+            cached.1 = second_prefix(secs);
+            cached.0 = secs;
+        }
+        out.push_str(&cached.1);
+    });
+    for digit in [ms / 100, ms / 10 % 10, ms % 10] {
+        out.push(char::from(b'0' + digit as u8));
+    }
+    out.push('Z');
+    out
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.` of a Unix second.
+fn second_prefix(secs: u64) -> String {
     use chrono::{Datelike, Timelike};
     use std::fmt::Write;
-    // Formatted field by field: `format(...)` re-parses its pattern on every call, and this runs
-    // for every message.
-    let now = chrono::Utc::now();
+    let at = i64::try_from(secs)
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        .unwrap_or_default();
     let mut out = String::with_capacity(24);
     let _ = write!(
         out,
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        now.year(),
-        now.month(),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second(),
-        (now.nanosecond() / 1_000_000).min(999)
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
     );
     out
 }

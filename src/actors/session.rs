@@ -146,6 +146,11 @@ pub enum SessionMsg {
         turn: u64,
         event: ModelEvent,
     },
+    /// Consecutive events of one stream, handled in order as if sent one by one.
+    ModelEvents {
+        turn: u64,
+        events: Vec<ModelEvent>,
+    },
     Approved {
         turn: u64,
         idx: usize,
@@ -548,6 +553,11 @@ async fn handle_msg(
                 myself.stop(None);
             }
             SessionMsg::Model { turn, event } => turn::on_model_event(&myself, state, turn, event),
+            SessionMsg::ModelEvents { turn, events } => {
+                for event in events {
+                    turn::on_model_event(&myself, state, turn, event);
+                }
+            }
             SessionMsg::Approved { turn, idx, verdict } => {
                 if verdict.decision == Decision::Allow
                     && let Some(name) = dispatch::live_call_name(state, turn, idx)

@@ -66,13 +66,24 @@ pub fn sse_body(workload: Workload, turns: usize, t: usize) -> String {
     out
 }
 
+/// The part of a request the rule reads (every other field is skipped, not built).
+#[derive(serde::Deserialize)]
+struct Request<'a> {
+    #[serde(borrow, default)]
+    messages: Vec<Message<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    role: std::borrow::Cow<'a, str>,
+}
+
 async fn completions(State(rule): State<Arc<Rule>>, body: axum::body::Bytes) -> Response {
-    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+    let Ok(req) = serde_json::from_slice::<Request<'_>>(&body) else {
         return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
     };
-    let t = req["messages"]
-        .as_array()
-        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    let t = req.messages.iter().filter(|m| m.role == "tool").count();
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")

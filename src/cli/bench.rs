@@ -15,8 +15,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use super::{BenchArgs, CliError};
-use crate::bench::{self, IdleOutcome, Outcome, Spec, TempDir, measure};
+use crate::bench::{self, IdleOutcome, Outcome, Spec, TempDir, http_floor, measure};
 use crate::config::AgentConfig;
+use crate::model::openai::{BodyLog, OpenAiModel};
 
 /// Sequential spawns for the N = 1 floor.
 const SEQ_FLOOR_SPAWNS: usize = 200;
@@ -46,7 +47,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     std::fs::create_dir_all(&shell_home)
         .map_err(|e| CliError::startup_io(format!("cannot create {}", shell_home.display()), e))?;
     let mut config = AgentConfig::default();
-    let model = if args.model.provider.is_some() || args.model.base_url.is_some() {
+    let mut model = if args.model.provider.is_some() || args.model.base_url.is_some() {
         Some(super::model_args::resolve_model(
             &args.model.model_args(),
             &mut config,
@@ -54,12 +55,23 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     } else {
         None
     };
+    // Over HTTP the floor replays the bodies of the run: the model keeps them.
+    let http_floor = match (&model, args.floor, args.idle_sessions) {
+        (Some(_), true, None) => {
+            let (m, log, url) = http_floor_model(&config).map_err(CliError::Usage)?;
+            model = Some(Arc::new(m));
+            Some((log, url))
+        }
+        _ => None,
+    };
 
     if let Some(n) = args.idle_sessions {
         return idle(&args, n, &home, &shell_home, config).await;
     }
 
-    let floor = if args.floor {
+    // Over HTTP the spawn floors matter only when the tool spawns (exec).
+    let spawn_floors = http_floor.is_none() || args.workload == bench::Workload::Exec;
+    let floor = if args.floor && spawn_floors {
         Some(floors(&args, &shell_home).await.map_err(|e| CliError::Io {
             what: "spawn floor".to_string(),
             source: std::io::Error::other(e),
@@ -107,8 +119,23 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    // The floor runs right after, in the same process, on the same endpoint.
+    let http = match &http_floor {
+        Some((log, url)) => {
+            Some(
+                http_floor::run(url, log.bodies())
+                    .await
+                    .map_err(|e| CliError::Io {
+                        what: "HTTP floor".to_string(),
+                        source: std::io::Error::other(e.to_string()),
+                        code: 1,
+                    })?,
+            )
+        }
+        None => None,
+    };
     let (trace_files, trace_bytes) = measure::dir_totals(&home.join("traces"));
-    let report = report(
+    let mut report = report(
         &args,
         &outcome,
         model.is_some(),
@@ -116,6 +143,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
         trace_bytes,
         floor,
     );
+    if let Some(f) = http {
+        add_http_floor(&mut report, &args, &outcome, &f);
+    }
     print_report(&args, &report);
     for f in &outcome.failures {
         errln!("rookery: bench check failed: {f}");
@@ -125,6 +155,61 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     } else {
         1
     }))
+}
+
+/// The OpenAI-compatible model of `config` keeping its bodies, the log and the URL it posts to.
+fn http_floor_model(config: &AgentConfig) -> Result<(OpenAiModel, BodyLog, String), String> {
+    let cfg = config
+        .model
+        .clone()
+        .ok_or_else(|| "--floor over HTTP needs --provider openai".to_string())?;
+    if cfg.provider == crate::model::anthropic::PROVIDER {
+        return Err(
+            "--floor over HTTP measures OpenAI-compatible endpoints only (--provider openai)"
+                .to_string(),
+        );
+    }
+    let model = OpenAiModel::new(cfg).map_err(|e| e.to_string())?;
+    let log = BodyLog::default();
+    let url = model.url().to_string();
+    Ok((model.with_body_log(log.clone()), log, url))
+}
+
+/// Adds the HTTP floor's figures and the ratios to it.
+fn add_http_floor(v: &mut Value, args: &BenchArgs, o: &Outcome, f: &http_floor::FloorOutcome) {
+    let calls = (args.sessions * args.turns) as f64;
+    let per_s = |wall: Duration| {
+        if wall.is_zero() {
+            0.0
+        } else {
+            calls / wall.as_secs_f64()
+        }
+    };
+    let requests = f.requests.max(1) as f64;
+    let rookery_cpu_us = o.cpu_s * 1e6 / requests;
+    let floor_cpu_us = f.cpu_s * 1e6 / requests;
+    let (ours, theirs) = (per_s(o.wall), per_s(f.wall));
+    let Some(obj) = v.as_object_mut() else {
+        return;
+    };
+    obj.insert("http_floor_requests".into(), json!(f.requests));
+    obj.insert("http_floor_tool_calls".into(), json!(f.tool_calls));
+    obj.insert("http_floor_wall_ms".into(), json!(r3(ms(f.wall))));
+    obj.insert("http_floor_calls_per_s".into(), json!(theirs.round()));
+    obj.insert("cpu_per_request_us".into(), json!(r3(rookery_cpu_us)));
+    obj.insert(
+        "http_floor_cpu_per_request_us".into(),
+        json!(r3(floor_cpu_us)),
+    );
+    let ratio = |a: f64, b: f64| if b > 0.0 { r3(a / b) } else { 0.0 };
+    obj.insert(
+        "ratio_calls_per_s_to_http_floor".into(),
+        json!(ratio(ours, theirs)),
+    );
+    obj.insert(
+        "ratio_cpu_per_request_to_http_floor".into(),
+        json!(ratio(rookery_cpu_us, floor_cpu_us)),
+    );
 }
 
 /// The two spawn floors: (concurrent wall, sequential per-spawn).
@@ -246,6 +331,23 @@ fn print_report(args: &BenchArgs, v: &Value) {
     for l in lines {
         let _ = writeln!(out, "{l}");
     }
+    if v.get("http_floor_wall_ms").is_some() {
+        let _ = writeln!(
+            out,
+            "HTTP floor           {} requests, same bodies, bare hyper client: {} ms, {} tool calls/s (ratio {})",
+            g("http_floor_requests"),
+            g("http_floor_wall_ms"),
+            g("http_floor_calls_per_s"),
+            g("ratio_calls_per_s_to_http_floor")
+        );
+        let _ = writeln!(
+            out,
+            "cpu per request      {} µs vs the floor's {} µs (ratio {})",
+            g("cpu_per_request_us"),
+            g("http_floor_cpu_per_request_us"),
+            g("ratio_cpu_per_request_to_http_floor")
+        );
+    }
     if v.get("floor_concurrent_ms").is_some() {
         let _ = writeln!(
             out,
@@ -308,16 +410,56 @@ async fn idle(
     }
 }
 
+/// Serves the mock on its own runtime with `--mock-threads` workers (one by default, like a
+/// reference mock: it must not take the cores the measured client runs on).
 async fn serve_mock(args: &BenchArgs) -> Result<ExitCode, CliError> {
-    let (url, server) = bench::mock::bind(&args.listen, args.workload, args.turns)
+    let (listen, workload, turns) = (args.listen.clone(), args.workload, args.turns);
+    let threads = args.mock_threads.max(1);
+    let (tx, rx) = tokio::sync::oneshot::channel::<Result<String, CliError>>();
+    let server = std::thread::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = tx.send(Err(CliError::startup_io(
+                    "cannot start the mock's runtime",
+                    e,
+                )));
+                return 1;
+            }
+        };
+        runtime.block_on(async move {
+            let (url, server) = match bench::mock::bind(&listen, workload, turns).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let what = format!("cannot listen on {listen}");
+                    let _ = tx.send(Err(CliError::startup_io(what, e)));
+                    return 2;
+                }
+            };
+            let _ = tx.send(Ok(url));
+            match server.await {
+                Ok(()) => 0,
+                Err(e) => {
+                    errln!("rookery: mock server: {e}");
+                    1
+                }
+            }
+        })
+    });
+    match rx.await {
+        Ok(Ok(url)) => {
+            outln!("{url}");
+            let _ = std::io::stdout().flush();
+        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Ok(ExitCode::from(1)),
+    }
+    let code = tokio::task::spawn_blocking(move || server.join().unwrap_or(1))
         .await
-        .map_err(|e| CliError::startup_io(format!("cannot listen on {}", args.listen), e))?;
-    outln!("{url}");
-    let _ = std::io::stdout().flush();
-    server.await.map_err(|source| CliError::Io {
-        what: "mock server".to_string(),
-        source,
-        code: 1,
-    })?;
-    Ok(ExitCode::SUCCESS)
+        .unwrap_or(1);
+    Ok(ExitCode::from(code))
 }

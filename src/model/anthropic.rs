@@ -145,6 +145,7 @@ impl AnthropicModel {
             inner: Arc::new(Inner {
                 endpoint: Arc::new(Endpoint {
                     http,
+                    parsed: reqwest::Url::parse(&url).ok(),
                     url,
                     key,
                     idle,

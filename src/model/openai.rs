@@ -7,6 +7,7 @@
 //! and the [`Model`] impl. It never retries and never lets the key reach a log line, a message
 //! or a `Debug` output.
 
+mod body_cache;
 mod chunks;
 pub mod request;
 mod sse;
@@ -15,10 +16,12 @@ mod transport;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::stream::BoxStream;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Map, Value};
 
+use self::body_cache::BodyCache;
 use self::chunks::CallIds;
 // Also the transport other providers stream through (with their own parser and key header).
 pub(crate) use self::transport::{Endpoint, Fed, Secret, StreamParser, clip, stream_with};
@@ -32,7 +35,7 @@ pub struct OpenAiModel {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Inner {
     endpoint: Arc<Endpoint>,
     provider: String,
@@ -41,6 +44,43 @@ struct Inner {
     vision_model: Option<String>,
     context_window: u64,
     extra: Map<String, Value>,
+    /// Keeps every request body sent (`rookery bench --floor` replays them).
+    log: Option<BodyLog>,
+}
+
+/// The request bodies a model sent, per session in the order the sessions were opened, each
+/// in sending order (kept by reference: no copy of the bytes).
+#[derive(Debug, Clone, Default)]
+pub struct BodyLog {
+    sessions: Arc<Mutex<Vec<SessionLog>>>,
+}
+
+type SessionLog = Arc<Mutex<Vec<Bytes>>>;
+
+impl BodyLog {
+    fn open(&self) -> SessionLog {
+        let log = SessionLog::default();
+        match self.sessions.lock() {
+            Ok(mut s) => s.push(log.clone()),
+            Err(p) => p.into_inner().push(log.clone()),
+        }
+        log
+    }
+
+    /// The bodies of every session opened so far.
+    pub fn bodies(&self) -> Vec<Vec<Bytes>> {
+        let sessions = match self.sessions.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        sessions
+            .iter()
+            .map(|s| match s.lock() {
+                Ok(b) => b.clone(),
+                Err(p) => p.into_inner().clone(),
+            })
+            .collect()
+    }
 }
 
 impl OpenAiModel {
@@ -83,11 +123,15 @@ impl OpenAiModel {
             .build()
             .map_err(ConfigError::HttpClient)?;
         let url = format!("{}/chat/completions", base_url.trim().trim_end_matches('/'));
+        // Parsed once here, not per request (a URL that does not parse fails each request
+        // with the client's own error, as before).
+        let parsed = reqwest::Url::parse(&url).ok();
         Ok(OpenAiModel {
             inner: Arc::new(Inner {
                 endpoint: Arc::new(Endpoint {
                     http,
                     url,
+                    parsed,
                     key,
                     idle,
                     request_timeout: cfg.request_timeout_ms.map(Duration::from_millis),
@@ -99,8 +143,18 @@ impl OpenAiModel {
                 vision_model: cfg.vision_model.clone(),
                 context_window: cfg.context_window(),
                 extra: cfg.extra,
+                log: None,
             }),
         })
+    }
+
+    /// The same model, keeping every request body it sends in `log`.
+    pub fn with_body_log(&self, log: BodyLog) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.log = Some(log);
+        OpenAiModel {
+            inner: Arc::new(inner),
+        }
     }
 
     /// The model requests are sent to.
@@ -130,7 +184,7 @@ impl OpenAiModel {
         let body = request::encode_body(model, request, vision, &self.inner.extra, &tools);
         transport::stream(
             self.inner.endpoint.clone(),
-            body,
+            Bytes::from(body),
             Arc::new(Mutex::new(CallIds::default())),
         )
     }
@@ -150,6 +204,8 @@ impl Model for OpenAiModel {
             inner: self.inner.clone(),
             ids: Arc::new(Mutex::new(CallIds::default())),
             tools: None,
+            cache: BodyCache::default(),
+            log: self.inner.log.as_ref().map(BodyLog::open),
         })
     }
 }
@@ -160,6 +216,9 @@ struct OpenAiSession {
     ids: Arc<Mutex<CallIds>>,
     /// The last tool list and its `tools` JSON (requests of a session share one list).
     tools: Option<(Arc<Vec<Value>>, Arc<str>)>,
+    /// The serialized pieces of earlier bodies.
+    cache: BodyCache,
+    log: Option<SessionLog>,
 }
 
 impl ModelSession for OpenAiSession {
@@ -173,7 +232,19 @@ impl ModelSession for OpenAiSession {
             }
         };
         let inner = &self.inner;
-        let body = request::encode_body(&inner.model, &request, inner.vision, &inner.extra, &tools);
+        let body = Bytes::from(self.cache.encode(
+            &inner.model,
+            &request,
+            inner.vision,
+            &inner.extra,
+            &tools,
+        ));
+        if let Some(log) = &self.log {
+            match log.lock() {
+                Ok(mut l) => l.push(body.clone()),
+                Err(p) => p.into_inner().push(body.clone()),
+            }
+        }
         transport::stream(inner.endpoint.clone(), body, self.ids.clone())
     }
 }

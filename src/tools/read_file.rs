@@ -8,7 +8,6 @@
 mod render;
 mod scan;
 
-use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
@@ -16,9 +15,10 @@ use serde_json::{Map, Value};
 
 use self::render::{Listing, finish};
 use self::scan::ScanLimits;
+use super::canonical::canonical;
 use super::file_target::{FileKind, TargetError, open_regular};
 use super::path_hint::{normalize_lexically, path_hint};
-use super::secret_guard::{secret_by_identity, secret_by_name};
+use super::secret_guard::{secret_by_identity, secret_by_names};
 use super::{ToolDefinitionConfig, ToolReply, args, resolve_path};
 
 const TOOL: &str = "read_file";
@@ -88,7 +88,9 @@ fn read_file_inner(
     let resolved = normalize_lexically(&resolve_path(workspace, file_path));
     tracing::debug!(path = %resolved.display(), offset, limit, "read_file");
 
-    if let Some(name) = secret_by_name(&resolved) {
+    // Resolved once for the whole call (no `realpath` for a plain path in the workspace).
+    let real = canonical(workspace, &resolved);
+    if let Some(name) = secret_by_names(&resolved, real.as_deref()) {
         return Err(refusal(file_path, name));
     }
 
@@ -114,7 +116,7 @@ fn read_file_inner(
         }
     };
     // Decided by the opened file: a hard link to a secret store is refused too.
-    let real = fs::canonicalize(&resolved).unwrap_or_else(|_| resolved.clone());
+    let real = real.unwrap_or_else(|| resolved.clone());
     if let Some(name) = secret_by_identity(&real, &opened.meta, workspace) {
         return Err(refusal(file_path, name));
     }

@@ -38,8 +38,12 @@ pub fn secret_name(name: &OsStr) -> Option<&'static str> {
 /// The secret-store name the basename of `path` or of its realpath hits. A missing file has
 /// no realpath; its lexical name is still checked.
 pub fn secret_by_name(path: &Path) -> Option<&'static str> {
-    let real = fs::canonicalize(path).ok();
-    [Some(path), real.as_deref()]
+    secret_by_names(path, fs::canonicalize(path).ok().as_deref())
+}
+
+/// [`secret_by_name`] with the realpath already resolved (`None`: the file is missing).
+pub fn secret_by_names(path: &Path, real: Option<&Path>) -> Option<&'static str> {
+    [Some(path), real]
         .into_iter()
         .flatten()
         .filter_map(Path::file_name)

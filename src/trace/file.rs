@@ -1,5 +1,5 @@
 //! `TraceFile`: the one open handle on one trace file, and the append mechanics of the JSONL
-//! format (one `write(2)` per record on an `O_APPEND` file, torn-tail healing).
+//! format (one `write(2)` per batch of whole records on an `O_APPEND` file, torn-tail healing).
 //!
 //! This module owns bytes on disk only. It must not serialize messages, decide what is
 //! recorded, or be used by anyone but the `TraceActor` (which serializes all appends of a

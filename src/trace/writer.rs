@@ -1,8 +1,11 @@
 //! The `TraceActor`: the only writer of one session's JSONL trace.
 //!
-//! Records arrive as messages and are written in arrival order, one `write(2)` each, on a file
-//! held open for the actor's life. `Flush` and `Shutdown` reply only after every earlier record
-//! is on disk, so a caller that awaits them loses nothing. A failed write or sync is logged and
+//! Records arrive as messages and are written in arrival order on a file held open for the
+//! actor's life, with group commit: the first record of a batch queues a `Commit` behind every
+//! message already in the mailbox, the records before it are gathered, and the `Commit` writes
+//! them all (whole lines only) with one `write(2)`. A lone record is one `write(2)` as before;
+//! a burst of N records is one. `Flush`, `Written` and `Shutdown` first write what is gathered,
+//! then reply, so a caller that awaits them loses nothing. A failed write or sync is logged and
 //! reported once through the trace's [`TraceHealth`] (the session then stops taking tasks); it
 //! never stops the actor, which still tries every later record. It must not decide what is
 //! recordable: callers send only recordable messages.
@@ -33,7 +36,12 @@ pub enum TraceMsg {
     /// starts with these serialized records (`session_meta`, `tool_list_ready`). See
     /// `rotation.rs`.
     Rotate(super::rotation::Rotation),
+    /// Writes the gathered records (the actor sends it to itself; harmless from anyone).
+    Commit,
 }
+
+/// Gathered bytes written at once even before their `Commit` (bounds the batch's memory).
+const BATCH_MAX_BYTES: usize = 1 << 20;
 
 /// Shared counters a host reads for metrics.
 #[derive(Debug, Default)]
@@ -41,6 +49,8 @@ pub struct TraceStats {
     pub bytes_written: AtomicU64,
     pub records: AtomicU64,
     pub failed_writes: AtomicU64,
+    /// `write(2)` batches issued (each holds one or more whole records).
+    pub batches: AtomicU64,
 }
 
 /// Start-up arguments: the file to write (opened by the spawner, so an open failure is a
@@ -75,32 +85,69 @@ pub struct TraceState {
     health: Arc<TraceHealth>,
     /// A rotation waiting for the next record (none is made for nothing).
     rotation: Option<super::rotation::Rotation>,
+    /// Whole records gathered for the next write (empty, without capacity, when idle), how
+    /// many, and whether a `Commit` is in the mailbox.
+    batch: Vec<u8>,
+    batch_records: u64,
+    commit_queued: bool,
 }
 
 impl TraceState {
-    fn append(&mut self, msg: &OmniMessage) {
+    fn append(&mut self, myself: &ActorRef<TraceMsg>, msg: &OmniMessage) {
         if let Some(line) = record_line(msg) {
             let line = match &self.redactor {
                 Some(r) => r.redact_bytes(&line).unwrap_or(line),
                 None => line,
             };
-            self.write_line(line);
+            self.gather(myself, line);
         }
     }
 
-    /// Writes one serialized record (newline included) with one `write(2)`.
-    fn write_line(&mut self, mut line: Vec<u8>) {
+    /// Adds one serialized record (newline included) to the batch; the first one of a batch
+    /// queues its `Commit`.
+    fn gather(&mut self, myself: &ActorRef<TraceMsg>, line: Vec<u8>) {
         if let Some(rotation) = self.rotation.take() {
+            // Records queued before the rotation belong to the old file.
+            self.commit();
             self.rotate(rotation);
         }
-        let len = line.len() as u64;
-        match self.file.append_line(&mut line) {
+        if self.batch.is_empty() {
+            // The first record's buffer becomes the batch: a lone record is not copied.
+            self.batch = line;
+        } else {
+            self.batch.extend_from_slice(&line);
+        }
+        self.batch_records += 1;
+        if self.batch.len() >= BATCH_MAX_BYTES {
+            return self.commit();
+        }
+        if !self.commit_queued {
+            self.commit_queued = myself.cast(TraceMsg::Commit).is_ok();
+            if !self.commit_queued {
+                // Stopping: nothing would deliver the commit.
+                self.commit();
+            }
+        }
+    }
+
+    /// Writes the gathered records with one `write(2)`.
+    fn commit(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        let records = std::mem::take(&mut self.batch_records);
+        let len = batch.len() as u64;
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        match self.file.append_line(&mut batch) {
             Ok(()) => {
                 self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);
-                self.stats.records.fetch_add(1, Ordering::Relaxed);
+                self.stats.records.fetch_add(records, Ordering::Relaxed);
             }
             Err(e) => {
-                self.stats.failed_writes.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .failed_writes
+                    .fetch_add(records, Ordering::Relaxed);
                 self.failed(&e);
             }
         }
@@ -139,7 +186,20 @@ impl Actor for TraceActor {
             redactor: args.redactor,
             health: args.health,
             rotation: None,
+            batch: Vec::new(),
+            batch_records: 0,
+            commit_queued: false,
         })
+    }
+
+    /// Stopped without `Shutdown` (e.g. with its supervisor): what is gathered is still written.
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.commit();
+        Ok(())
     }
 
     async fn handle(
@@ -149,17 +209,24 @@ impl Actor for TraceActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            TraceMsg::Append(msg) => state.append(&msg),
-            TraceMsg::AppendLine(line) => state.write_line(line),
+            TraceMsg::Append(msg) => state.append(&myself, &msg),
+            TraceMsg::AppendLine(line) => state.gather(&myself, line),
+            TraceMsg::Commit => {
+                state.commit_queued = false;
+                state.commit();
+            }
             TraceMsg::Flush(reply) => {
+                state.commit();
                 state.sync();
                 let _ = reply.send(());
             }
             TraceMsg::Rotate(rotation) => state.rotation = Some(rotation),
             TraceMsg::Written(reply) => {
+                state.commit();
                 let _ = reply.send(());
             }
             TraceMsg::Shutdown(reply) => {
+                state.commit();
                 state.sync();
                 // Released before the reply: a closed session can be reopened at once.
                 state.file.unlock();
@@ -168,5 +235,81 @@ impl Actor for TraceActor {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(i: usize) -> Vec<u8> {
+        format!("{{\"n\":{i}}}\n").into_bytes()
+    }
+
+    async fn start(path: &std::path::Path) -> (ActorRef<TraceMsg>, Arc<TraceStats>) {
+        let stats = Arc::new(TraceStats::default());
+        let (actor, _) = Actor::spawn(
+            None,
+            TraceActor,
+            TraceArgs {
+                file: TraceFile::open(path).unwrap(),
+                stats: stats.clone(),
+                redactor: None,
+                health: Arc::default(),
+            },
+        )
+        .await
+        .unwrap();
+        (actor, stats)
+    }
+
+    /// On a current-thread runtime nothing runs between the casts: the whole burst is in the
+    /// mailbox before the actor sees its first record, so it is one batch.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_queued_burst_is_one_write_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let (actor, stats) = start(&path).await;
+        for i in 0..1000 {
+            actor.cast(TraceMsg::AppendLine(line(i))).unwrap();
+        }
+        ractor::call!(actor, TraceMsg::Written).unwrap();
+        let want: Vec<u8> = (0..1000).flat_map(line).collect();
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+        assert_eq!(stats.records.load(Ordering::Relaxed), 1000);
+        assert_eq!(stats.batches.load(Ordering::Relaxed), 1);
+
+        // Acks keep their meaning: what was sent before them is on disk when they answer.
+        actor.cast(TraceMsg::AppendLine(line(1000))).unwrap();
+        ractor::call!(actor, TraceMsg::Flush).unwrap();
+        assert!(std::fs::read(&path).unwrap().ends_with(&line(1000)));
+        actor.cast(TraceMsg::AppendLine(line(1001))).unwrap();
+        ractor::call!(actor, TraceMsg::Shutdown).unwrap();
+        let text = std::fs::read(&path).unwrap();
+        assert!(text.ends_with(&line(1001)));
+        assert_eq!(stats.records.load(Ordering::Relaxed), 1002);
+    }
+
+    /// Records sent from another thread while the actor writes still land whole and in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_senders_keep_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let (actor, stats) = start(&path).await;
+        let sender = actor.clone();
+        let task = tokio::spawn(async move {
+            for i in 0..5000 {
+                sender.cast(TraceMsg::AppendLine(line(i))).unwrap();
+                if i % 97 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        task.await.unwrap();
+        ractor::call!(actor, TraceMsg::Shutdown).unwrap();
+        let want: Vec<u8> = (0..5000).flat_map(line).collect();
+        assert_eq!(std::fs::read(&path).unwrap(), want);
+        let batches = stats.batches.load(Ordering::Relaxed);
+        assert!((1..=5000).contains(&batches), "{batches}");
     }
 }

@@ -6,6 +6,7 @@ mod anthropic_replay;
 mod apply_patch_scenarios;
 mod approval_mode;
 mod bench;
+mod bench_http_floor;
 mod chat_compact;
 mod chat_resume;
 mod cli_apply_patch;

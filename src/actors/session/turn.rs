@@ -211,15 +211,31 @@ pub(super) fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionSt
         let drive = async {
             let mut stream = stream;
             while let Some(event) = stream.next().await {
-                let is_end = matches!(event, ModelEvent::End(_));
-                if me
-                    .cast(SessionMsg::Model {
+                let mut is_end = matches!(event, ModelEvent::End(_));
+                // The events the stream already holds (one read's worth) go in one message.
+                let mut events = Vec::new();
+                while !is_end {
+                    match stream.next().now_or_never() {
+                        Some(Some(more)) => {
+                            is_end = matches!(more, ModelEvent::End(_));
+                            events.push(more);
+                        }
+                        _ => break,
+                    }
+                }
+                let msg = if events.is_empty() {
+                    SessionMsg::Model {
                         turn: turn_id,
                         event,
-                    })
-                    .is_err()
-                    || is_end
-                {
+                    }
+                } else {
+                    events.insert(0, event);
+                    SessionMsg::ModelEvents {
+                        turn: turn_id,
+                        events,
+                    }
+                };
+                if me.cast(msg).is_err() || is_end {
                     return true;
                 }
             }

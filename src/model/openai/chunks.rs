@@ -10,6 +10,7 @@
 
 mod calls;
 mod meta;
+mod wire;
 
 use std::sync::{Arc, Mutex};
 
@@ -151,6 +152,16 @@ impl ChunkParser {
 
     /// Feeds the data of one SSE event; events to emit are pushed onto `out`.
     pub(super) fn feed(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Fed {
+        let data = data.trim();
+        // The usual chunk, parsed into borrowed fields; anything else takes the general path.
+        if let Some(fed) = self.feed_typed(data, out) {
+            return fed;
+        }
+        self.feed_general(data, out)
+    }
+
+    /// [`Self::feed`] through a `Value` tree: every chunk shape, every error text.
+    fn feed_general(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Fed {
         let data = data.trim();
         if data == "[DONE]" {
             return self.finish(out);
@@ -370,6 +381,22 @@ impl ChunkParser {
             .and_then(Value::as_str)
             .unwrap_or("");
         let provider_id = call.get("id").and_then(Value::as_str).unwrap_or("");
+        let extra = call.iter().filter(|(key, value)| {
+            !matches!(key.as_str(), "index" | "id" | "type" | "function") && !value.is_null()
+        });
+        self.tool_call_piece(index, provider_id, name, fragment, extra, out)
+    }
+
+    /// One `delta.tool_calls[]` fragment, its fields taken out; `extra` are its provider fields.
+    fn tool_call_piece<'v>(
+        &mut self,
+        index: u64,
+        provider_id: &str,
+        name: &str,
+        fragment: &str,
+        extra: impl Iterator<Item = (&'v String, &'v Value)>,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ChunkError> {
         let slot = match self.calls.find(index, provider_id, name) {
             Some(slot) => slot,
             None => {
@@ -387,11 +414,8 @@ impl ChunkParser {
             if acc.name.is_empty() && !name.is_empty() {
                 acc.name = name.to_string();
             }
-            for (key, value) in call {
-                if !matches!(key.as_str(), "index" | "id" | "type" | "function") && !value.is_null()
-                {
-                    acc.extra.insert(key.clone(), value.clone());
-                }
+            for (key, value) in extra {
+                acc.extra.insert(key.clone(), value.clone());
             }
         }
         self.switch(Open::Tool(slot), out);

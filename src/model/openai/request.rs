@@ -111,18 +111,18 @@ struct Builder {
     out: Vec<Value>,
     user: Vec<Value>,
     group: Option<Group>,
+    /// The payload being added, and the last restart point: `(i, n)` when adding payload `i`
+    /// had flushed everything before it and `out` then held `n` messages. Those `n` messages
+    /// are final for any history that starts with payloads `..=i`, and a fresh builder started
+    /// at payload `i` emits exactly the rest (see [`messages_from`]).
+    at: usize,
+    restart: Option<(usize, usize)>,
 }
 
 fn messages(request: &ModelRequest, vision: bool) -> Vec<Value> {
-    let mut b = Builder {
-        vision,
-        out: Vec::new(),
-        user: Vec::new(),
-        group: None,
-    };
+    let mut b = Builder::new(vision);
     if !request.system_prompt.is_empty() {
-        b.out
-            .push(json!({"role": "system", "content": request.system_prompt.as_ref()}));
+        b.out.push(system_message(&request.system_prompt));
     }
     let windowed = crate::model::image_window::windowed(
         &request.history,
@@ -136,7 +136,49 @@ fn messages(request: &ModelRequest, vision: bool) -> Vec<Value> {
     b.out
 }
 
+pub(super) fn system_message(prompt: &str) -> Value {
+    json!({"role": "system", "content": prompt})
+}
+
+/// The messages of `history[start..]` from a fresh builder (as [`messages`] would emit them
+/// after a restart point at `start`), and the last restart point found, with its index into
+/// `history` and its count of the returned messages.
+pub(super) fn messages_from(
+    history: &[ModelPayload],
+    start: usize,
+    vision: bool,
+) -> (Vec<Value>, Option<(usize, usize)>) {
+    let mut b = Builder::new(vision);
+    for (i, payload) in history.iter().enumerate().skip(start) {
+        b.at = i;
+        b.add(payload);
+    }
+    let restart = b.restart;
+    b.flush_group();
+    b.flush_user();
+    (b.out, restart)
+}
+
 impl Builder {
+    fn new(vision: bool) -> Self {
+        Builder {
+            vision,
+            out: Vec::new(),
+            user: Vec::new(),
+            group: None,
+            at: 0,
+            restart: None,
+        }
+    }
+
+    /// Called after the flushes the current payload causes: nothing pending means a fresh
+    /// builder starting at this payload continues identically.
+    fn mark(&mut self) {
+        if self.group.is_none() && self.user.is_empty() {
+            self.restart = Some((self.at, self.out.len()));
+        }
+    }
+
     fn add(&mut self, payload: &ModelPayload) {
         match payload {
             _ if payload.is_partial() => {}
@@ -157,6 +199,7 @@ impl Builder {
                     None => {
                         tracing::warn!(tool_call_id = %tool_call_id, "openai: tool output without its call; sent as user text");
                         self.flush_group();
+                        self.mark();
                         self.user.push(text_part(&format!(
                             "[tool output for {tool_call_id}]\n{output}"
                         )));
@@ -169,21 +212,25 @@ impl Builder {
                 if self.group.as_ref().is_some_and(|g| !g.outputs.is_empty()) {
                     self.flush_group();
                 }
+                self.mark();
                 let group = self.group.get_or_insert_with(Group::default);
                 add_assistant(group, p);
             }
             ModelPayload::Text { text, .. } => {
                 self.flush_group();
+                self.mark();
                 self.user.push(text_part(text));
             }
             ModelPayload::ImageUrl { image_url, .. } => {
                 self.flush_group();
+                self.mark();
                 self.user.push(self.image_part(image_url));
             }
             ModelPayload::InlineData {
                 data, mime_type, ..
             } => {
                 self.flush_group();
+                self.mark();
                 let part = if mime_type.starts_with("image/") {
                     self.image_part(&format!("data:{mime_type};base64,{data}"))
                 } else {

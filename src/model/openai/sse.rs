@@ -3,7 +3,8 @@
 //! It owns line splitting (LF, CRLF and CR-only endings, also when a CRLF straddles two reads),
 //! comment lines, multi-line `data`, a leading BOM, the size limit of one event, and the
 //! trailing event of a body that ends without a blank line. Every byte is scanned once, so one
-//! huge event costs time proportional to its size. It knows nothing of JSON or HTTP.
+//! huge event costs time proportional to its size, and an event's data is lent to the caller
+//! from one buffer the framer keeps (no allocation per event). It knows nothing of JSON or HTTP.
 
 /// One event grew past the limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,11 +42,11 @@ impl SseFramer {
         }
     }
 
-    /// Feeds one read; the data of every event it completes is pushed onto `out`.
+    /// Feeds one read; `out` gets the data of every event it completes, in order.
     pub(super) fn feed(
         &mut self,
         bytes: &[u8],
-        out: &mut Vec<String>,
+        out: &mut impl FnMut(&str),
     ) -> Result<(), EventTooLarge> {
         let mut bytes = bytes;
         if self.after_cr && !bytes.is_empty() {
@@ -102,7 +103,7 @@ impl SseFramer {
     }
 
     /// The body ended: a last line without its end and an event without its blank line count.
-    pub(super) fn finish(&mut self, out: &mut Vec<String>) -> Result<(), EventTooLarge> {
+    pub(super) fn finish(&mut self, out: &mut impl FnMut(&str)) -> Result<(), EventTooLarge> {
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             self.line(&rest, out)?;
@@ -112,7 +113,7 @@ impl SseFramer {
         Ok(())
     }
 
-    fn line(&mut self, line: &[u8], out: &mut Vec<String>) -> Result<(), EventTooLarge> {
+    fn line(&mut self, line: &[u8], out: &mut impl FnMut(&str)) -> Result<(), EventTooLarge> {
         if line.is_empty() {
             self.dispatch(out);
             return Ok(());
@@ -138,18 +139,21 @@ impl SseFramer {
         Ok(())
     }
 
-    fn dispatch(&mut self, out: &mut Vec<String>) {
+    fn dispatch(&mut self, out: &mut impl FnMut(&str)) {
         if !self.has_data {
             return;
         }
         self.has_data = false;
-        let mut data = std::mem::take(&mut self.data);
-        data.pop();
-        let text = match String::from_utf8(data) {
-            Ok(s) => s,
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        };
-        out.push(text);
+        let data = &self.data[..self.data.len().saturating_sub(1)];
+        match std::str::from_utf8(data) {
+            Ok(text) => out(text),
+            Err(_) => out(&String::from_utf8_lossy(data)),
+        }
+        // The buffer is kept for the next event (a huge one's is given back).
+        self.data.clear();
+        if self.data.capacity() > 64 * 1024 {
+            self.data = Vec::new();
+        }
     }
 }
 
@@ -160,10 +164,11 @@ mod tests {
     fn frame(body: &[u8], piece: usize) -> Result<Vec<String>, EventTooLarge> {
         let mut f = SseFramer::new(1 << 20);
         let mut out = Vec::new();
+        let mut push = |d: &str| out.push(d.to_string());
         for chunk in body.chunks(piece.max(1)) {
-            f.feed(chunk, &mut out)?;
+            f.feed(chunk, &mut push)?;
         }
-        f.finish(&mut out)?;
+        f.finish(&mut push)?;
         Ok(out)
     }
 
@@ -204,17 +209,18 @@ mod tests {
     #[test]
     fn oversized_events_are_refused() {
         let mut f = SseFramer::new(64);
-        let mut out = Vec::new();
+        let mut out: Vec<String> = Vec::new();
+        let mut push = |d: &str| out.push(d.to_string());
         let big = format!("data: {}\n\n", "x".repeat(100));
         assert_eq!(
-            f.feed(big.as_bytes(), &mut out),
+            f.feed(big.as_bytes(), &mut push),
             Err(EventTooLarge { limit: 64 })
         );
         // A line that never ends is refused too, before it ends.
         let mut f = SseFramer::new(64);
         let mut refused = false;
         for _ in 0..100 {
-            if f.feed(b"xx", &mut out).is_err() {
+            if f.feed(b"xx", &mut push).is_err() {
                 refused = true;
                 break;
             }

@@ -56,6 +56,8 @@ impl std::fmt::Debug for Secret {
 pub(crate) struct Endpoint {
     pub(crate) http: reqwest::Client,
     pub(crate) url: String,
+    /// `url`, parsed once (`None`: it does not parse; each request then reports why).
+    pub(crate) parsed: Option<reqwest::Url>,
     pub(crate) key: Option<Secret>,
     pub(crate) idle: Duration,
     pub(crate) request_timeout: Option<Duration>,
@@ -92,7 +94,7 @@ struct Body {
 }
 
 enum Phase {
-    Send(Vec<u8>),
+    Send(Bytes),
     Body(Box<Body>),
     Done,
 }
@@ -146,7 +148,7 @@ struct Driver {
 /// Streams one request; the stream always ends with exactly one `End`.
 pub(super) fn stream(
     endpoint: Arc<Endpoint>,
-    body: Vec<u8>,
+    body: Bytes,
     ids: Arc<Mutex<CallIds>>,
 ) -> BoxStream<'static, ModelEvent> {
     let parser = ChunkParser::new(ids).with_limit(endpoint.max_response_bytes);
@@ -156,9 +158,10 @@ pub(super) fn stream(
 /// Streams one request whose events `parser` reads; always ends with exactly one `End`.
 pub(crate) fn stream_with(
     endpoint: Arc<Endpoint>,
-    body: Vec<u8>,
+    body: impl Into<Bytes>,
     parser: Box<dyn StreamParser>,
 ) -> BoxStream<'static, ModelEvent> {
+    let body = body.into();
     let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
     let driver = Driver {
         endpoint,
@@ -244,12 +247,12 @@ impl Driver {
             }
             Err(_) => self.timed_out(by_deadline),
             Ok(None) => {
-                let mut datas = Vec::new();
-                if let Err(e) = body.framer.finish(&mut datas) {
-                    return self.end(ModelOutcome::error(StopReason::Malformed, e.to_string()));
-                }
-                if self.feed(datas) {
-                    return;
+                match self.frame(&mut body.framer, None) {
+                    Ok((true, _)) => return,
+                    Ok((false, _)) => {}
+                    Err(e) => {
+                        return self.end(ModelOutcome::error(StopReason::Malformed, e.to_string()));
+                    }
                 }
                 let mut out = Vec::new();
                 let mut outcome = self.parser.eof(&mut out);
@@ -279,18 +282,17 @@ impl Driver {
                     let take = (HEAD_MAX - body.head.len()).min(bytes.len());
                     body.head.extend_from_slice(&bytes[..take]);
                 }
-                let mut datas = Vec::new();
-                if let Err(e) = body.framer.feed(&bytes, &mut datas) {
-                    let message = format!(
-                        "{e} (max_response_bytes is {})",
-                        self.endpoint.max_response_bytes
-                    );
-                    return self.end(ModelOutcome::error(StopReason::Malformed, message));
-                }
-                let any = !datas.is_empty();
-                if self.feed(datas) {
-                    return;
-                }
+                let any = match self.frame(&mut body.framer, Some(&bytes)) {
+                    Ok((true, _)) => return,
+                    Ok((false, any)) => any,
+                    Err(e) => {
+                        let message = format!(
+                            "{e} (max_response_bytes is {})",
+                            self.endpoint.max_response_bytes
+                        );
+                        return self.end(ModelOutcome::error(StopReason::Malformed, message));
+                    }
+                };
                 if self.parser.settled() {
                     return self.complete();
                 }
@@ -302,19 +304,38 @@ impl Driver {
         }
     }
 
-    /// Feeds event data to the parser; true when the request ended.
-    fn feed(&mut self, datas: Vec<String>) -> bool {
-        for data in datas {
-            let mut out = Vec::new();
-            let fed = self.parser.feed(&data, &mut out);
-            self.queue.extend(out);
+    /// Frames one read (`None`: the body's end) and feeds each event's data to the parser as
+    /// it is framed: (the request ended, any event was framed). Events after the one that
+    /// ended the request are not read, and a framing error after it does not count.
+    fn frame(
+        &mut self,
+        framer: &mut SseFramer,
+        bytes: Option<&[u8]>,
+    ) -> Result<(bool, bool), super::sse::EventTooLarge> {
+        let (mut ended, mut any) = (false, false);
+        let mut out = Vec::new();
+        let mut on_data = |data: &str| {
+            if ended {
+                return;
+            }
+            any = true;
+            let fed = self.parser.feed(data, &mut out);
+            self.queue.extend(out.drain(..));
             if let Fed::End(mut outcome) = fed {
                 outcome.error_message = outcome.error_message.map(|m| self.endpoint.scrub(&m));
                 self.end(outcome);
-                return true;
+                ended = true;
             }
+        };
+        let framed = match bytes {
+            Some(bytes) => framer.feed(bytes, &mut on_data),
+            None => framer.finish(&mut on_data),
+        };
+        match framed {
+            Ok(()) => Ok((ended, any)),
+            Err(_) if ended => Ok((true, any)),
+            Err(e) => Err(e),
         }
-        false
     }
 
     /// Ends a finished answer as completed.
@@ -325,13 +346,14 @@ impl Driver {
         self.end(outcome);
     }
 
-    async fn send(&mut self, body: Vec<u8>) {
+    async fn send(&mut self, body: Bytes) {
         let endpoint = self.endpoint.clone();
-        let mut request = endpoint
-            .http
-            .post(&endpoint.url)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body);
+        let mut request = match &endpoint.parsed {
+            Some(url) => endpoint.http.post(url.clone()),
+            None => endpoint.http.post(&endpoint.url),
+        }
+        .header(CONTENT_TYPE, "application/json")
+        .body(body);
         if let Some(key) = &endpoint.key {
             request = request.header(key.name.clone(), key.header.clone());
         }

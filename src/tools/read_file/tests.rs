@@ -3,6 +3,7 @@
 use super::*;
 use crate::tools::registry::default_definition;
 use serde_json::json;
+use std::fs;
 use std::path::PathBuf;
 
 fn def(max: i64) -> ToolDefinitionConfig {

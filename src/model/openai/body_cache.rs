@@ -1,0 +1,317 @@
+//! The request body of one session assembled from cached serialized pieces: the head
+//! (`{"model":…,"messages":[`) and the tail (stream options, extra fields, the tool list) once
+//! per tool list, and each history message serialized once, when the history first holds the
+//! payloads that decide it. A request then serializes only the messages that are new since the
+//! last one (the last assistant turn and its tool outputs), instead of the whole conversation.
+//!
+//! The bytes are exactly those of [`request::encode_body`] (tested below). The cache trusts
+//! nothing: a history that does not start with the payloads its pieces came from (or another
+//! system prompt) rebuilds it. It never sends anything and never sees the API key.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::request::{self, RESERVED_BODY_KEYS};
+use crate::message::ModelPayload;
+use crate::model::ModelRequest;
+
+/// The cached pieces of one session's bodies.
+#[derive(Debug, Default)]
+pub(super) struct BodyCache {
+    /// `{"model":<name>,"messages":[` (the model name never changes in a session).
+    head: Vec<u8>,
+    /// `],"stream":true,…,"tools":…}` for the tool list `tail_tools`.
+    tail: Vec<u8>,
+    tail_tools: Option<Arc<Vec<Value>>>,
+    /// The system prompt and history the messages below came from.
+    system: Option<Arc<str>>,
+    history: Arc<Vec<ModelPayload>>,
+    /// Serialized final messages, comma-separated, and how many.
+    messages: Vec<u8>,
+    count: usize,
+    /// A fresh build resumes at this payload; `history[..=restart]` must be unchanged.
+    restart: usize,
+}
+
+impl BodyCache {
+    /// The serialized body of `request`; the pieces it adds are kept for the next one.
+    pub(super) fn encode(
+        &mut self,
+        model: &str,
+        request: &ModelRequest,
+        vision: bool,
+        extra: &Map<String, Value>,
+        tools_json: &str,
+    ) -> Vec<u8> {
+        if self.head.is_empty() {
+            self.head = format!("{{\"model\":{},\"messages\":[", json_text(&model)).into_bytes();
+        }
+        let tools_same = self
+            .tail_tools
+            .as_ref()
+            .is_some_and(|t| Arc::ptr_eq(t, &request.tools));
+        if !tools_same {
+            self.tail = tail(extra, (!request.tools.is_empty()).then_some(tools_json));
+            self.tail_tools = Some(request.tools.clone());
+        }
+        if !self.still_valid(request) {
+            self.reset(request);
+        }
+        let history = request.history.as_slice();
+        let (fresh, restart) = request::messages_from(history, self.restart, vision);
+        // Messages before the new restart point are final: keep them serialized.
+        let keep = match restart {
+            Some((at, n)) if at >= self.restart => {
+                self.restart = at;
+                n
+            }
+            _ => 0,
+        };
+        let mut fresh = fresh.into_iter();
+        for message in fresh.by_ref().take(keep) {
+            push_message(&mut self.messages, &mut self.count, &message);
+        }
+        self.history = request.history.clone();
+
+        let mut body =
+            Vec::with_capacity(self.head.len() + self.messages.len() + self.tail.len() + 1024);
+        body.extend_from_slice(&self.head);
+        body.extend_from_slice(&self.messages);
+        let mut count = self.count;
+        for message in fresh {
+            push_message(&mut body, &mut count, &message);
+        }
+        body.extend_from_slice(&self.tail);
+        body
+    }
+
+    /// The cached messages still describe the start of `request`.
+    fn still_valid(&self, request: &ModelRequest) -> bool {
+        let Some(system) = &self.system else {
+            return false;
+        };
+        if system.as_ref() != request.system_prompt.as_ref() {
+            return false;
+        }
+        if self.count == 0 && self.restart == 0 {
+            return true;
+        }
+        let checked = self.restart + 1;
+        let new = request.history.as_slice();
+        Arc::ptr_eq(&self.history, &request.history)
+            || (new.len() >= checked
+                && self.history.len() >= checked
+                && new[..checked] == self.history[..checked])
+    }
+
+    fn reset(&mut self, request: &ModelRequest) {
+        self.messages.clear();
+        self.count = 0;
+        self.restart = 0;
+        self.system = Some(request.system_prompt.clone());
+        if !request.system_prompt.is_empty() {
+            let system = request::system_message(&request.system_prompt);
+            push_message(&mut self.messages, &mut self.count, &system);
+        }
+    }
+}
+
+/// Appends one message to a comma-separated list of `count` messages.
+fn push_message(out: &mut Vec<u8>, count: &mut usize, message: &Value) {
+    if *count > 0 {
+        out.push(b',');
+    }
+    if serde_json::to_writer(&mut *out, message).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    *count += 1;
+}
+
+fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
+}
+
+/// Everything after the messages, in the order `encode_body` writes it.
+fn tail(extra: &Map<String, Value>, tools_json: Option<&str>) -> Vec<u8> {
+    let mut out = br#"],"stream":true,"stream_options":{"include_usage":true}"#.to_vec();
+    for (key, value) in extra {
+        if RESERVED_BODY_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        out.push(b',');
+        out.extend_from_slice(json_text(key).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(json_text(value).as_bytes());
+    }
+    if let Some(tools) = tools_json {
+        out.extend_from_slice(b",\"tools\":");
+        out.extend_from_slice(tools.as_bytes());
+    }
+    out.push(b'}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::message::{Role, StopReason};
+
+    fn text(role: Role, t: &str) -> ModelPayload {
+        ModelPayload::Text {
+            role,
+            text: t.into(),
+            sender: None,
+            stop_reason: StopReason::Completed,
+            fidelity: None,
+        }
+    }
+
+    fn call(id: &str) -> ModelPayload {
+        ModelPayload::ToolCall {
+            role: Role::Assistant,
+            name: "read_file".into(),
+            arguments: r#"{"file_path":"bench-input.txt"}"#.into(),
+            tool_call_id: id.into(),
+            stop_reason: StopReason::Completed,
+            fidelity: None,
+        }
+    }
+
+    fn output(id: &str, t: &str) -> ModelPayload {
+        ModelPayload::ToolCallOutput {
+            role: Role::User,
+            output: t.into(),
+            images: vec!["data:image/png;base64,AAA".into()],
+            tool_call_id: id.into(),
+            stop_reason: StopReason::Completed,
+        }
+    }
+
+    fn thinking() -> ModelPayload {
+        ModelPayload::Thinking {
+            role: Role::Assistant,
+            thinking: "plan \"quoted\" ü".into(),
+            stop_reason: StopReason::Completed,
+            fidelity: json!({"reasoning_field": "reasoning_content"})
+                .as_object()
+                .cloned(),
+        }
+    }
+
+    /// Every request of a growing conversation, plus rewritten ones, byte for byte.
+    #[test]
+    fn bodies_equal_the_whole_serialization() {
+        let tools = Arc::new(vec![
+            json!({"name": "read_file", "description": "d", "parameters": {"type": "object"}}),
+        ]);
+        let tools_json = request::tools_json(&tools);
+        let extra = json!({"temperature": 0.2, "model": "ignored", "top_p": {"x": [1]}});
+        let extra = extra.as_object().cloned().unwrap_or_default();
+        let steps: Vec<ModelPayload> = vec![
+            text(Role::User, "go"),
+            thinking(),
+            text(Role::Assistant, "reading"),
+            call("a"),
+            call("b"),
+            output("b", "B"),
+            output("a", "A"),
+            call("c"),
+            output("c", "C"),
+            output("zz", "stray"),
+            text(Role::User, "more"),
+            ModelPayload::ImageUrl {
+                role: Role::User,
+                image_url: "https://x/y.png".into(),
+                stop_reason: StopReason::Completed,
+            },
+            call("d#2"),
+            output("d#2", "D"),
+            call("e"),
+            text(Role::Assistant, "done"),
+        ];
+        for vision in [false, true] {
+            for system in ["", "sys \"prompt\""] {
+                let mut cache = BodyCache::default();
+                let mut history = Vec::new();
+                let mut requests = 0;
+                for step in &steps {
+                    history.push(step.clone());
+                    for tools in [tools.clone(), Arc::new(Vec::new())] {
+                        let request = ModelRequest {
+                            system_prompt: Arc::from(system),
+                            history: Arc::new(history.clone()),
+                            tools: tools.clone(),
+                        };
+                        let json = if tools.is_empty() { "[]" } else { &tools_json };
+                        let want = request::encode_body("m\u{e9}", &request, vision, &extra, json);
+                        let got = cache.encode("m\u{e9}", &request, vision, &extra, json);
+                        assert_eq!(
+                            String::from_utf8_lossy(&got),
+                            String::from_utf8_lossy(&want),
+                            "step {requests} vision {vision} system {system:?}"
+                        );
+                        requests += 1;
+                    }
+                }
+                // The pieces were kept: most messages are cached at the end.
+                assert!(cache.count > 5, "{}", cache.count);
+                // A rewritten history (e.g. compacted) is rebuilt, not patched.
+                let mut rewritten = history.clone();
+                rewritten[0] = text(Role::User, "changed");
+                rewritten.remove(3);
+                let request = ModelRequest {
+                    system_prompt: Arc::from(system),
+                    history: Arc::new(rewritten),
+                    tools: tools.clone(),
+                };
+                let want = request::encode_body("m\u{e9}", &request, vision, &extra, &tools_json);
+                let got = cache.encode("m\u{e9}", &request, vision, &extra, &tools_json);
+                assert_eq!(got, want);
+                // Another system prompt too.
+                let request = ModelRequest {
+                    system_prompt: Arc::from("other"),
+                    ..request
+                };
+                let want = request::encode_body("m\u{e9}", &request, vision, &extra, &tools_json);
+                assert_eq!(
+                    cache.encode("m\u{e9}", &request, vision, &extra, &tools_json),
+                    want
+                );
+                // A shorter history than the cached one.
+                let request = ModelRequest {
+                    history: Arc::new(history[..2].to_vec()),
+                    ..request
+                };
+                let want = request::encode_body("m\u{e9}", &request, vision, &extra, &tools_json);
+                assert_eq!(
+                    cache.encode("m\u{e9}", &request, vision, &extra, &tools_json),
+                    want
+                );
+            }
+        }
+    }
+
+    /// The standard bench conversation serializes each message once.
+    #[test]
+    fn a_tool_loop_keeps_all_but_the_last_turn() {
+        let mut cache = BodyCache::default();
+        let mut history = vec![text(Role::User, "Run the benchmark task.")];
+        let tools = Arc::new(Vec::new());
+        for t in 0..10 {
+            let request = ModelRequest {
+                system_prompt: Arc::from("s"),
+                history: Arc::new(history.clone()),
+                tools: tools.clone(),
+            };
+            let want = request::encode_body("m", &request, false, &Map::new(), "[]");
+            assert_eq!(cache.encode("m", &request, false, &Map::new(), "[]"), want);
+            // system + user + the finished turns; the open turn is not kept yet.
+            assert_eq!(cache.count, if t == 0 { 1 } else { 2 * t });
+            history.push(call(&format!("call_{t}")));
+            history.push(output(&format!("call_{t}"), "out"));
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! The canonical path of a file tool's target, resolved once per call and cheaply: when the
+//! target lies under the session's workspace (whose canonical form is remembered per process)
+//! and no component below the workspace is a symlink or `..`, the lexical path *is* the
+//! canonical one, proven with one `lstat` per component below the workspace instead of the
+//! `readlink` of every component of the whole path that `realpath(3)` makes.
+//!
+//! It only looks (`lstat`, and `realpath` as the fallback); it never opens or changes a file.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// Workspaces remembered (cleared when full; a miss only costs one `realpath`).
+const REMEMBERED_MAX: usize = 4096;
+
+/// Whether `workspace` is its own canonical path (asked of the OS once per workspace).
+fn is_canonical_dir(workspace: &Path) -> bool {
+    static KNOWN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
+    let known = KNOWN.get_or_init(Mutex::default);
+    if let Ok(map) = known.lock()
+        && let Some(&hit) = map.get(workspace)
+    {
+        return hit;
+    }
+    let canonical = fs::canonicalize(workspace).is_ok_and(|c| c == workspace);
+    if let Ok(mut map) = known.lock() {
+        if map.len() >= REMEMBERED_MAX {
+            map.clear();
+        }
+        map.insert(workspace.to_path_buf(), canonical);
+    }
+    canonical
+}
+
+/// The canonical path of `resolved` (absolute and lexically normalized), `None` when it does
+/// not exist (or cannot be resolved).
+pub fn canonical(workspace: &Path, resolved: &Path) -> Option<PathBuf> {
+    if let Some(path) = canonical_under(workspace, resolved) {
+        return Some(path);
+    }
+    fs::canonicalize(resolved).ok()
+}
+
+/// `Some(resolved)` when it exists under a canonical `workspace` through real directories only.
+fn canonical_under(workspace: &Path, resolved: &Path) -> Option<PathBuf> {
+    let rest = resolved.strip_prefix(workspace).ok()?;
+    if rest.as_os_str().is_empty() || !is_canonical_dir(workspace) {
+        return None;
+    }
+    let mut at = workspace.to_path_buf();
+    for component in rest.components() {
+        let Component::Normal(name) = component else {
+            return None;
+        };
+        at.push(name);
+        if fs::symlink_metadata(&at).ok()?.file_type().is_symlink() {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_paths_are_their_own_and_links_are_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir(ws.join("sub")).unwrap();
+        fs::write(ws.join("sub/a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink(ws.join("sub"), ws.join("link")).unwrap();
+        std::os::unix::fs::symlink("sub/a.txt", ws.join("f")).unwrap();
+
+        let plain = ws.join("sub/a.txt");
+        assert_eq!(canonical_under(&ws, &plain), Some(plain.clone()));
+        assert_eq!(canonical(&ws, &plain), Some(plain.clone()));
+        // A symlinked directory or file is not taken as canonical; realpath resolves it.
+        assert_eq!(canonical_under(&ws, &ws.join("link/a.txt")), None);
+        assert_eq!(canonical(&ws, &ws.join("link/a.txt")), Some(plain.clone()));
+        assert_eq!(canonical(&ws, &ws.join("f")), Some(plain.clone()));
+        // Outside the workspace, or missing.
+        assert_eq!(canonical_under(&ws, Path::new("/etc/hostname")), None);
+        assert_eq!(canonical(&ws, &ws.join("missing")), None);
+        // A workspace that is not canonical itself is never trusted.
+        let via_link = ws.join("link");
+        assert_eq!(canonical_under(&via_link, &via_link.join("a.txt")), None);
+        assert_eq!(canonical(&via_link, &via_link.join("a.txt")), Some(plain));
+    }
+}
