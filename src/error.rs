@@ -51,6 +51,9 @@ pub enum RookeryError {
     TraceFailed { session: String, reason: String },
     #[error("actor error: {0}")]
     Actor(String),
+    /// A caller's input was refused (e.g. a blank steer text).
+    #[error("{0}")]
+    InvalidInput(String),
 }
 
 impl<T> From<ractor::RactorErr<T>> for RookeryError {

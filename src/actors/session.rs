@@ -16,6 +16,7 @@ mod mode;
 mod output;
 mod secrets;
 mod services;
+mod steer;
 mod turn;
 
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
 
 pub use handle::SessionHandle;
+pub use steer::{SteerOutcome, steering_text};
 pub(crate) use mode::restore as restore_mode;
 pub(crate) use secrets::redactor as session_redactor;
 use turn::Task;
@@ -138,6 +140,12 @@ pub enum SessionMsg {
         RpcReplyPort<Result<(), RookeryError>>,
     ),
     Abort,
+    /// Steers the running task (or starts one when idle): see `steer.rs`.
+    Steer(
+        String,
+        Option<Sender>,
+        RpcReplyPort<Result<SteerOutcome, RookeryError>>,
+    ),
     /// Replies when no task runs (at once if idle) with the last task's summary.
     WaitIdle(RpcReplyPort<Option<TaskSummary>>),
     Status(RpcReplyPort<SessionStatus>),
@@ -273,6 +281,10 @@ pub struct SessionState {
     pub(crate) budget: budget::ToolBudget,
     /// The session's trace file (hooks get it as `transcript_path`).
     pub(crate) trace_path: PathBuf,
+    /// Steers received while a task runs, waiting for the next input-assembly point.
+    pub(crate) pending_steers: Vec<ModelPayload>,
+    /// Bumped whenever a steer, a notice or a message arrives (wakes `wait_agent`).
+    pub(crate) inbox: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Actor for SessionActor {
@@ -378,6 +390,8 @@ impl Actor for SessionActor {
             trace_health,
             budget,
             trace_path,
+            pending_steers: Vec::new(),
+            inbox: Arc::new(tokio::sync::watch::channel(0).0),
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -476,6 +490,9 @@ async fn handle_msg(
                 }
             }
             SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),
+            SessionMsg::Steer(text, sender, reply) => {
+                steer::on_steer(&myself, state, text, sender, reply)
+            }
             SessionMsg::WaitIdle(reply) => {
                 if state.task.is_none() {
                     let _ = reply.send(state.last_summary.clone());
@@ -557,6 +574,7 @@ async fn handle_msg(
                 if let Some(p) = build::user_text(notice_text, Some(Sender::Harness)).as_model() {
                     state.pending_notices.push(p.clone());
                 }
+                steer::notify_inbox(state);
                 turn::on_notice(&myself, state);
             }
             SessionMsg::ApprovalModeChanged(m) => mode::on_change(state, m),

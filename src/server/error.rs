@@ -119,6 +119,7 @@ impl From<RookeryError> for ApiError {
             RookeryError::TraceFailed { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "session_failed", e.to_string())
             }
+            RookeryError::InvalidInput(text) => ApiError::bad_request("invalid_request", text),
             RookeryError::Trace(_) | RookeryError::TraceOpen(_) | RookeryError::Actor(_) => {
                 ApiError::internal(e.to_string())
             }

@@ -128,6 +128,8 @@ pub(crate) fn start_task(
     sender: Option<crate::message::Sender>,
 ) {
     let mut input = std::mem::take(&mut state.carry_over);
+    // Steers left by an aborted task come before the new prompt, as the trace has them.
+    input.extend(super::steer::take(state));
     let user = build::user_text(text, sender);
     if let Some(p) = user.as_model() {
         input.push(p.clone());
@@ -414,11 +416,13 @@ pub(super) fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut Sessi
     if !turn.completed || turn.calls.iter().any(|c| c.output.is_none()) {
         return;
     }
-    if turn.calls.is_empty() && state.pending_notices.is_empty() {
+    if turn.calls.is_empty() && state.pending_notices.is_empty() && state.pending_steers.is_empty() {
         finish_task(state, StopReason::Completed, None);
         return;
     }
     let mut next_input = turn.outputs_in_call_order();
+    // Steers were recorded on receipt, before the notices delivered now: trace order.
+    next_input.extend(super::steer::take(state));
     next_input.extend(deliver_notices(state));
     let next = new_turn(state, next_input);
     if let Some(task) = state.task.as_mut() {
