@@ -12,6 +12,7 @@
 mod handle;
 mod lease;
 pub mod notice;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

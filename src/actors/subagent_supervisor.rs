@@ -8,6 +8,7 @@
 //! `subagent` pointer per child.
 
 pub mod child;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -352,14 +352,30 @@ pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
             BlockingTool::new(super::apply_patch::apply_patch)
                 .writing(super::apply_patch::write_keys),
         ),
-        "exec_command" => Arc::new(super::exec_command::ExecCommandTool),
-        "input_command" => Arc::new(super::input_command::InputCommandTool),
-        "kill_command" => Arc::new(super::kill_command::KillCommandTool),
-        "list_commands" => Arc::new(super::list_commands::ListCommandsTool),
-        "run_subagent" => Arc::new(super::run_subagent::RunSubagentTool),
-        "input_subagent" => Arc::new(super::input_subagent::InputSubagentTool),
-        "kill_subagent" => Arc::new(super::kill_subagent::KillSubagentTool),
-        "list_subagents" => Arc::new(super::kill_subagent::ListSubagentsTool),
+        "exec_command" => {
+            Arc::new(crate::actors::command_supervisor::tools::exec_command::ExecCommandTool)
+        }
+        "input_command" => {
+            Arc::new(crate::actors::command_supervisor::tools::input_command::InputCommandTool)
+        }
+        "kill_command" => {
+            Arc::new(crate::actors::command_supervisor::tools::kill_command::KillCommandTool)
+        }
+        "list_commands" => {
+            Arc::new(crate::actors::command_supervisor::tools::list_commands::ListCommandsTool)
+        }
+        "run_subagent" => {
+            Arc::new(crate::actors::subagent_supervisor::tools::run_subagent::RunSubagentTool)
+        }
+        "input_subagent" => {
+            Arc::new(crate::actors::subagent_supervisor::tools::input_subagent::InputSubagentTool)
+        }
+        "kill_subagent" => {
+            Arc::new(crate::actors::subagent_supervisor::tools::kill_subagent::KillSubagentTool)
+        }
+        "list_subagents" => {
+            Arc::new(crate::actors::subagent_supervisor::tools::kill_subagent::ListSubagentsTool)
+        }
         _ => return None,
     };
     Some(tool)

@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 use rookery::actors::command::process::{group_members, proc_stat};
+use rookery::actors::command_supervisor::tools::exec_command::ExecCommandTool;
+use rookery::actors::command_supervisor::tools::input_command::InputCommandTool;
+use rookery::actors::command_supervisor::tools::kill_command::KillCommandTool;
+use rookery::actors::command_supervisor::tools::list_commands::ListCommandsTool;
 use rookery::actors::command_supervisor::{
     CommandEvent, CommandOptions, CommandSupervisorHandle, MAX_COMMANDS,
 };
 use rookery::message::{ModelPayload, OmniMessage, Payload, StopReason};
 use rookery::tools::environment::{ToolCallInfo, execute};
-use rookery::tools::exec_command::ExecCommandTool;
-use rookery::tools::input_command::InputCommandTool;
-use rookery::tools::kill_command::KillCommandTool;
-use rookery::tools::list_commands::ListCommandsTool;
 use rookery::tools::registry::{RegisteredTool, default_definition};
 use rookery::tools::{Permission, Tool, ToolDefinitionConfig, ToolEnv};
 use serde_json::{Value, json};

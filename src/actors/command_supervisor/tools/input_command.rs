@@ -8,10 +8,10 @@
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::args::{opt_str, require_str};
 use super::exec_command::{aborted, exit_result, fail, yield_window};
-use super::{Tool, ToolContext, ToolResult};
 use crate::actors::command_supervisor::Collected;
+use crate::tools::args::{opt_str, require_str};
+use crate::tools::{Tool, ToolContext, ToolResult};
 
 const CTRL_C: &str = "\u{3}";
 

@@ -12,12 +12,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::args::{finite_number, flag, opt_str, require_str};
-use super::{Tool, ToolContext, ToolResult};
 use crate::actors::command::ExitInfo;
 use crate::actors::command_supervisor::notice::crowded_note;
 use crate::actors::command_supervisor::{CROWDED_AT, Collected, MAX_COMMANDS, StartRequest};
 use crate::message::StopReason;
+use crate::tools::args::{finite_number, flag, opt_str, require_str};
+use crate::tools::{Tool, ToolContext, ToolResult};
 
 /// Default window of exec_command.
 const DEFAULT_YIELD_MS: f64 = 60_000.0;

@@ -7,9 +7,9 @@
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::args::require_str;
 use super::exec_command::fail;
-use super::{Tool, ToolContext, ToolResult};
+use crate::tools::args::require_str;
+use crate::tools::{Tool, ToolContext, ToolResult};
 
 /// The kill_command tool.
 pub struct KillCommandTool;

@@ -4,7 +4,7 @@
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::{Tool, ToolContext, ToolResult, args};
+use crate::tools::{Tool, ToolContext, ToolResult, args};
 
 pub struct KillSubagentTool;
 

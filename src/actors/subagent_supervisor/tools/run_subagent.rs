@@ -7,8 +7,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::subagent_window::{Window, approval_hint, collect, finished_result, yield_ms};
-use super::{Tool, ToolContext, ToolResult, args};
 use crate::message::{Sender, StopReason};
+use crate::tools::{Tool, ToolContext, ToolResult, args};
 
 pub struct RunSubagentTool;
 

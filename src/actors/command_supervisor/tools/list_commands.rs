@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::exec_command::fail;
-use super::{Tool, ToolContext, ToolResult};
+use crate::tools::{Tool, ToolContext, ToolResult};
 
 /// The list_commands tool.
 pub struct ListCommandsTool;

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{ToolContext, ToolResult, args};
 use crate::actors::subagent_supervisor::{Child, exit_note};
 use crate::message::StopReason;
+use crate::tools::{ToolContext, ToolResult, args};
 
 /// How a window ended.
 pub enum Window {
