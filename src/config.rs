@@ -7,6 +7,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+pub mod catalog;
+
 use crate::error::ConfigError;
 use crate::model::model_config::ModelConfig;
 use crate::tools::ToolRegistry;
@@ -94,6 +96,8 @@ struct RawAgentConfig {
     model: Option<ModelConfig>,
     commands: Option<CommandsConfig>,
     hooks: Option<crate::hooks::HooksConfig>,
+    models: Option<std::collections::BTreeMap<String, ModelConfig>>,
+    agents: Option<std::collections::BTreeMap<String, catalog::AgentSpec>>,
 }
 
 /// A validated agent config.
@@ -116,6 +120,8 @@ pub struct AgentConfig {
     pub hooks: std::sync::Arc<crate::hooks::HooksConfig>,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
+    /// `models:` and `agents:` (named models and agents for the subagent tools).
+    pub catalog: std::sync::Arc<catalog::Catalog>,
 }
 
 impl Default for AgentConfig {
@@ -132,6 +138,7 @@ impl Default for AgentConfig {
             command_policy: Default::default(),
             hooks: Default::default(),
             builtin: None,
+            catalog: Default::default(),
         }
     }
 }
@@ -185,6 +192,15 @@ impl AgentConfig {
             crate::approval::command_policy::CommandPolicy::from_config(&cfg.commands.policy),
         );
         cfg.hooks = std::sync::Arc::new(raw.hooks.unwrap_or_default());
+        let named = catalog::Catalog {
+            models: raw.models.unwrap_or_default(),
+            agents: raw.agents.unwrap_or_default(),
+        };
+        named.validate(|t| {
+            crate::tools::registry::BUILTIN_NAMES.contains(&t)
+                || catalog::COLLABORATION_TOOLS.contains(&t)
+        })?;
+        cfg.catalog = std::sync::Arc::new(named);
         let tools = raw.tools.unwrap_or_default();
         cfg.builtin = tools.builtin;
         if let Some(n) = tools.max_parallel {

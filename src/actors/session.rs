@@ -95,6 +95,9 @@ pub struct SessionOptions {
     /// Recorded in `session_meta` so the session can be reopened without its flags. On a
     /// resume whose `reopened_with` is set, a new `session_meta` with these values is appended.
     pub launch: crate::message::launch::Launch,
+    /// Completed turns copied in before the first task (a spawned agent's `fork_turns`):
+    /// recorded as one `forked_history` event and sent first with every request.
+    pub forked_history: Arc<Vec<ModelPayload>>,
 }
 
 impl SessionOptions {
@@ -111,6 +114,7 @@ impl SessionOptions {
             command_env: Vec::new(),
             secrets: Vec::new(),
             launch: Default::default(),
+            forked_history: Default::default(),
         }
     }
 }
@@ -322,6 +326,12 @@ impl Actor for SessionActor {
         match &options.resume {
             None => {
                 let _ = trace.cast(TraceMsg::Append(meta));
+                if !options.forked_history.is_empty() {
+                    let fork = OmniMessage::event(EventPayload::ForkedHistory {
+                        messages: options.forked_history.as_ref().clone(),
+                    });
+                    let _ = trace.cast(TraceMsg::Append(Arc::new(fork)));
+                }
             }
             // Reopened with overriding flags: the values now in use are recorded.
             Some(r) if options.launch.reopened_with.is_some() => {
@@ -348,19 +358,20 @@ impl Actor for SessionActor {
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
         let redactor = secrets::redactor(&options);
         let budget = budget::ToolBudget::new(options.config.max_parallel);
+        let forked = options.forked_history.clone();
         let mut state = SessionState {
             id,
             options,
             trace,
             subscribers,
             model,
-            committed: resumed.as_ref().map_or(0, |r| r.history.len()),
-            history: Arc::new(
-                resumed
-                    .as_ref()
-                    .map(|r| r.history.clone())
-                    .unwrap_or_default(),
-            ),
+            committed: resumed
+                .as_ref()
+                .map_or(forked.len(), |r| r.history.len()),
+            history: match &resumed {
+                Some(r) => Arc::new(r.history.clone()),
+                None => forked,
+            },
             carry_over: resumed
                 .as_ref()
                 .map(|r| r.carry_over.clone())

@@ -8,6 +8,7 @@
 //! `subagent` pointer per child.
 
 pub mod child;
+pub mod spec;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -22,6 +23,24 @@ use crate::message::{EventPayload, OmniMessage};
 use crate::trace::paths;
 use crate::trace::writer::TraceMsg;
 pub use child::{Child, ChildListing, ParentLink, RoundEnd, exit_note};
+pub use spec::{ChildRequest, SpecError};
+
+/// Why a spawn was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    /// Every one of the 8 children is running.
+    #[error("too many background subagents; poll or finish existing ones first")]
+    Full,
+    /// The requested agent or model is unknown or cannot be built.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The child session could not be started.
+    #[error("{0}")]
+    Start(String),
+    /// The supervisor is gone.
+    #[error("no subagent session manager available ({0})")]
+    Unavailable(String),
+}
 
 /// Most subagents per session.
 pub const MAX_SUBAGENTS: usize = 8;
@@ -40,7 +59,11 @@ pub const SUBAGENT_TOOLS: [&str; 4] = [
 
 pub enum SubagentMsg {
     /// Admits and starts a child session for `prompt` (its task is not started yet).
-    Admit(String, RpcReplyPort<Result<Arc<Child>, String>>),
+    Admit(
+        String,
+        Box<ChildRequest>,
+        RpcReplyPort<Result<Arc<Child>, AdmitError>>,
+    ),
     /// Looks a child up by id and marks it used.
     Get(String, RpcReplyPort<Option<Arc<Child>>>),
     /// Removes a child from the registry (the caller closes it).
@@ -88,7 +111,10 @@ impl SubagentSupervisor {
         myself: &ActorRef<SubagentMsg>,
         state: &mut SubagentState,
         prompt: String,
-    ) -> Result<Arc<Child>, String> {
+        req: &ChildRequest,
+    ) -> Result<Arc<Child>, AdmitError> {
+        let mut options = state.args.template.clone();
+        spec::apply(&mut options, req)?;
         if state.entries.len() >= MAX_SUBAGENTS {
             let victim = state
                 .entries
@@ -103,7 +129,7 @@ impl SubagentSupervisor {
                     tracing::debug!(subagent = %e.child.id, "evicting idle subagent");
                     close_child(e.child);
                 }
-                None => return Err(TOO_MANY.to_string()),
+                None => return Err(AdmitError::Full),
             }
         }
         let session_id = paths::new_session_id();
@@ -111,7 +137,6 @@ impl SubagentSupervisor {
             state.args.template.approver.clone(),
             session_id.clone(),
         ));
-        let mut options = state.args.template.clone();
         options.source = Some("subagent".to_string());
         options.first_prompt = Some(prompt.clone());
         options.depth = 1;
@@ -124,7 +149,7 @@ impl SubagentSupervisor {
             None,
         )
         .await
-        .map_err(|e| format!("[run_subagent error: {e}]"))?;
+        .map_err(|e| AdmitError::Start(e.to_string()))?;
         let tail: String = {
             let chars: Vec<char> = session_id.chars().collect();
             chars[chars.len().saturating_sub(8)..].iter().collect()
@@ -137,7 +162,7 @@ impl SubagentSupervisor {
             .handle
             .subscribe()
             .await
-            .map_err(|e| format!("[run_subagent error: {e}]"))?;
+            .map_err(|e| AdmitError::Start(e.to_string()))?;
         let child = Child::new(id, spawned.handle.clone(), &prompt, approver);
         // The child's session_meta passes through: forwarded (tagged) and pointed to.
         let meta = Arc::new(
@@ -192,8 +217,8 @@ impl Actor for SubagentSupervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SubagentMsg::Admit(prompt, reply) => {
-                let r = Self::admit(&myself, state, prompt).await;
+            SubagentMsg::Admit(prompt, req, reply) => {
+                let r = Self::admit(&myself, state, prompt, &req).await;
                 if let Ok(child) = &r {
                     child.begin_round();
                 }
@@ -283,13 +308,15 @@ impl SubagentSupervisorHandle {
         Ok(SubagentSupervisorHandle { actor })
     }
 
-    /// Admits a child for `prompt` (marked running) or returns the refusal text.
-    pub async fn admit(&self, prompt: &str) -> Result<Arc<Child>, String> {
-        ractor::call!(self.actor, SubagentMsg::Admit, prompt.to_string()).unwrap_or_else(|e| {
-            Err(format!(
-                "[run_subagent unavailable: no subagent session manager available] ({e})"
-            ))
-        })
+    /// Admits a child for `prompt` as `req` asks (marked running), or says why not.
+    pub async fn admit(&self, prompt: &str, req: ChildRequest) -> Result<Arc<Child>, AdmitError> {
+        ractor::call!(
+            self.actor,
+            SubagentMsg::Admit,
+            prompt.to_string(),
+            Box::new(req)
+        )
+        .unwrap_or_else(|e| Err(AdmitError::Unavailable(e.to_string())))
     }
 
     pub fn actor_id(&self) -> ActorId {

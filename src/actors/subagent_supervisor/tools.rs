@@ -6,5 +6,6 @@
 
 pub mod input_subagent;
 pub mod kill_subagent;
+pub mod model_choice;
 pub mod run_subagent;
 pub mod subagent_window;
