@@ -93,6 +93,14 @@ pub struct SessionArgs {
     /// Stop after N model turns (<= 0: unlimited). Overrides the config.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_turns: Option<i64>,
+    /// The tool surface: penguin (default) or openvaala. Overrides the config's tools.profile.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    pub tools_profile: Option<crate::tools::profile::ToolProfile>,
+}
+
+fn parse_profile(s: &str) -> Result<crate::tools::profile::ToolProfile, String> {
+    s.parse()
+        .map_err(|e: crate::tools::profile::UnknownProfile| e.to_string())
 }
 
 fn parse_mode(s: &str) -> Result<ApprovalMode, String> {
@@ -134,6 +142,10 @@ pub struct ServeArgs {
     /// The agent config (YAML) of sessions that name none.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The tool surface of sessions that name none: penguin (default) or openvaala.
+    /// Overrides the config's tools.profile; `tools_profile` in `POST /v1/sessions` wins.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    pub tools_profile: Option<crate::tools::profile::ToolProfile>,
     #[command(flatten)]
     pub model: ModelArgs,
     /// The bearer token every route but /healthz needs, read from this environment variable

@@ -13,6 +13,7 @@ use crate::error::ConfigError;
 use crate::model::model_config::ModelConfig;
 use crate::tools::ToolRegistry;
 use crate::tools::image_source::image_tools;
+use crate::tools::profile::{self, LocalToolOptions, ProfileError, ToolProfile};
 use crate::tools::registry::BuiltinEntry;
 
 /// The default system prompt of a session.
@@ -66,6 +67,10 @@ impl RetryPolicy {
 struct ToolsSection {
     builtin: Option<Vec<BuiltinEntry>>,
     max_parallel: Option<i64>,
+    /// `penguin` (default) or `openvaala`.
+    profile: Option<String>,
+    /// Images read by the openvaala read_file over this size are re-encoded (default 500).
+    max_image_kb: Option<u64>,
 }
 
 /// The `commands:` section: what the session's shell commands inherit from the environment.
@@ -118,6 +123,10 @@ pub struct AgentConfig {
     pub command_policy: std::sync::Arc<crate::approval::command_policy::CommandPolicy>,
     /// The `hooks:` section (PreToolUse / PostToolUse), merged with `--hooks FILE`.
     pub hooks: std::sync::Arc<crate::hooks::HooksConfig>,
+    /// `tools.profile`: the tool surface of the sessions (`tools::profile`).
+    pub profile: ToolProfile,
+    /// `tools.max_image_kb` (default 500).
+    pub max_image_kb: u64,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
     /// `models:` and `agents:` (named models and agents for the subagent tools).
@@ -137,6 +146,8 @@ impl Default for AgentConfig {
             commands: CommandsConfig::default(),
             command_policy: Default::default(),
             hooks: Default::default(),
+            profile: ToolProfile::Penguin,
+            max_image_kb: crate::tools::vaala_read_file::DEFAULT_MAX_IMAGE_KB,
             builtin: None,
             catalog: Default::default(),
         }
@@ -203,6 +214,12 @@ impl AgentConfig {
         cfg.catalog = std::sync::Arc::new(named);
         let tools = raw.tools.unwrap_or_default();
         cfg.builtin = tools.builtin;
+        if let Some(p) = &tools.profile {
+            cfg.profile = p.parse().map_err(ProfileError::from)?;
+        }
+        if let Some(kb) = tools.max_image_kb {
+            cfg.max_image_kb = kb.max(1);
+        }
         if let Some(n) = tools.max_parallel {
             cfg.max_parallel = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
                 ConfigError::Other(format!(
@@ -217,14 +234,48 @@ impl AgentConfig {
         }
         let model = raw.model.clone().unwrap_or_else(ModelConfig::scripted);
         cfg.model = raw.model;
-        cfg.tools = ToolRegistry::assemble(cfg.builtin.as_deref(), image_tools(&model))?;
+        cfg.tools = cfg.assemble_tools(&model)?;
         Ok(cfg)
+    }
+
+    /// The tools of `self.profile` for `model` (`tools::profile::assemble`).
+    fn assemble_tools(&self, model: &ModelConfig) -> Result<ToolRegistry, ConfigError> {
+        let bound = match self.profile {
+            ToolProfile::Penguin => image_tools(model),
+            ToolProfile::OpenVaala => {
+                let mut bound = crate::actors::command_supervisor::openvaala::bound_tools();
+                bound.extend(crate::actors::subagent_supervisor::collab::collaboration_tools());
+                bound
+            }
+        };
+        let opts = LocalToolOptions {
+            vision: model.vision,
+            max_image_kb: self.max_image_kb,
+        };
+        profile::assemble(self.profile, self.builtin.as_deref(), bound, opts)
+    }
+
+    /// Switches the sessions to another tool profile (a flag or an API field overriding
+    /// `tools.profile`) and re-assembles the tools; `tools.builtin` must fit the new profile.
+    pub fn set_profile(&mut self, profile: ToolProfile) -> Result<(), ConfigError> {
+        let model = self.model.clone().unwrap_or_else(ModelConfig::scripted);
+        let previous = std::mem::replace(&mut self.profile, profile);
+        match self.assemble_tools(&model) {
+            Ok(tools) => {
+                self.tools = tools;
+                Ok(())
+            }
+            Err(e) => {
+                self.profile = previous;
+                Err(e)
+            }
+        }
     }
 
     /// Sets the model the sessions will use and re-assembles the tools for it (the image tool
     /// follows the model's `vision` flag). Tools registered by hand are dropped.
     pub fn set_model(&mut self, model: ModelConfig) -> Result<(), ConfigError> {
-        self.tools = ToolRegistry::assemble(self.builtin.as_deref(), image_tools(&model))?;
+        self.tools = self.assemble_tools(&model)?;
         self.model = Some(model);
         Ok(())
     }

@@ -24,6 +24,8 @@ pub enum ConfigError {
     Workspace(PathBuf),
     #[error("{0}")]
     Other(String),
+    #[error(transparent)]
+    Profile(#[from] crate::tools::profile::ProfileError),
 }
 
 /// Errors of the host and session API.

@@ -16,10 +16,13 @@ pub mod fs_atomic;
 pub mod image_source;
 pub mod path_hint;
 pub mod path_locks;
+pub mod profile;
 pub mod read_file;
 pub mod read_image;
 pub mod registry;
 pub mod secret_guard;
+pub mod session_scope;
+pub mod vaala_read_file;
 pub mod write_file;
 
 use std::path::{Path, PathBuf};
@@ -111,6 +114,8 @@ pub struct ToolEnv {
     /// The call's place in the session's call order, for the per-file write locks (`None`:
     /// the call is not serialized against others).
     pub path_ticket: Option<PathTicket>,
+    /// What the session's calls share (e.g. the instructions files already brought).
+    pub scope: session_scope::SessionScope,
 }
 
 /// Everything a running call may use. Cheap to clone.
@@ -133,6 +138,8 @@ pub struct ToolContext {
     /// The per-file write lock the call holds (see [`Tool::write_keys`]), kept alive by
     /// whatever does the call's work.
     pub path_guard: Option<Arc<PathGuard>>,
+    /// What the session's calls share.
+    pub scope: session_scope::SessionScope,
     output: mpsc::UnboundedSender<String>,
 }
 
@@ -153,6 +160,7 @@ impl ToolContext {
             subagents: None,
             depth: 0,
             path_guard: None,
+            scope: session_scope::SessionScope::default(),
             output,
         }
     }
@@ -162,6 +170,7 @@ impl ToolContext {
         self.commands = env.commands.clone();
         self.subagents = env.subagents.clone();
         self.depth = env.depth;
+        self.scope = env.scope.clone();
         self
     }
 

@@ -1,7 +1,8 @@
-//! `CommandActor`: one spawned command (one OS process group). It owns the unread-output ring,
-//! the completion tail, the stdin queue and the exit status; it answers reads (parking a reader
-//! until output, exit or its window ends), forwards stdin writes and Ctrl-C, and reports the
-//! final exit once to whoever spawned it.
+//! `CommandActor`: one spawned command (one OS process group). It owns the output ring, the
+//! completion tail, the stdin queue and the exit status; it answers drains and reads at a
+//! cursor (parking a reader until output, exit or its window ends), forwards stdin writes and
+//! Ctrl-C, stops the command on request or when its time limit passes, and reports the final
+//! exit once to whoever spawned it.
 //!
 //! `handle` never awaits a process, a pipe or a timer: readers, the waiter, the stdin writer and
 //! every timer are spawned tasks that cast back. The group is killed (SIGTERM, SIGKILL after
@@ -41,7 +42,7 @@ use tokio::task::JoinHandle;
 
 pub use process::{ExitInfo, SpawnSpec};
 use process::{KillOnDrop, ProcessIo, SpawnedProcess};
-use ring::{OutputRing, TailBuffer, Utf8Decoder};
+use ring::{OutputRing, RingPage, TailBuffer, Utf8Decoder};
 
 /// After the foreground process exited while other group members still hold the output: end
 /// the drain after this long without output…
@@ -65,6 +66,20 @@ pub struct CommandArgs {
     pub id: String,
     pub process: SpawnedProcess,
     pub on_finish: FinishFn,
+    /// Stops the command (and every process it started) when it runs longer.
+    pub timeout: Option<Duration>,
+}
+
+/// The answer to a [`CommandMsg::ReadAt`]: a page of output at a cursor and, once the command
+/// is over and its output complete, its exit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageReply {
+    pub page: RingPage,
+    pub exit: Option<ExitInfo>,
+    /// The command runs under a pseudo-terminal.
+    pub tty: bool,
+    /// Absolute offset right after the newest byte of output.
+    pub end: u64,
 }
 
 /// The answer to a read: text drained from the ring and, once the command is over and
@@ -83,6 +98,19 @@ pub enum CommandMsg {
     },
     /// Unread output and the exit status if the process has exited, at once.
     Drain(RpcReplyPort<ReadReply>),
+    /// At most `max` bytes of output from the absolute offset `cursor`, consuming nothing. Waits
+    /// up to `wait` first: for output past the cursor, or (`until_exit`) for the command's end.
+    ReadAt {
+        cursor: u64,
+        max: usize,
+        wait: Duration,
+        until_exit: bool,
+        reply: RpcReplyPort<PageReply>,
+    },
+    /// Stops the command and every process it started; its exit becomes `Failed(reason)`.
+    Kill {
+        reason: String,
+    },
     /// Bytes for stdin (silently dropped once stdin is closed).
     Write(Vec<u8>),
     /// SIGINT to the process group.
@@ -95,7 +123,17 @@ pub enum CommandMsg {
         others_alive: bool,
     },
     ReadTimeout(u64),
+    ReadAtTimeout(u64),
     DrainTimer(u64),
+}
+
+/// A parked [`CommandMsg::ReadAt`].
+struct PageWaiter {
+    n: u64,
+    cursor: u64,
+    max: usize,
+    until_exit: bool,
+    port: RpcReplyPort<PageReply>,
 }
 
 /// Aborts a task when dropped.
@@ -117,7 +155,11 @@ pub struct CommandState {
     open_streams: u8,
     finished: bool,
     waiters: VecDeque<(u64, RpcReplyPort<ReadReply>)>,
+    page_waiters: Vec<PageWaiter>,
     next_waiter: u64,
+    tty: bool,
+    /// Why the command was stopped (`Kill`), when it was.
+    killed: Option<String>,
     drain_gen: u64,
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
     group: KillOnDrop,
@@ -160,6 +202,16 @@ impl Actor for CommandActor {
             let _ = me.cast(CommandMsg::Exited { exit, others_alive });
         });
 
+        if let Some(limit) = args.timeout {
+            send_later(
+                &myself,
+                limit,
+                CommandMsg::Kill {
+                    reason: format!("timed out after {} s", limit.as_secs()),
+                },
+            );
+        }
+        let tty = matches!(io, ProcessIo::Pty { .. });
         let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
         let credits = Arc::new(Semaphore::new(OUTPUT_CREDITS));
         let mut tasks = Vec::new();
@@ -202,7 +254,10 @@ impl Actor for CommandActor {
             open_streams,
             finished: false,
             waiters: VecDeque::new(),
+            page_waiters: Vec::new(),
             next_waiter: 0,
+            tty,
+            killed: None,
             drain_gen: 0,
             stdin: Some(tx),
             group,
@@ -236,6 +291,43 @@ impl Actor for CommandActor {
                     exit: state.exit.clone(),
                 });
             }
+            CommandMsg::ReadAt {
+                cursor,
+                max,
+                wait,
+                until_exit,
+                reply,
+            } => {
+                let ready =
+                    state.finished || wait.is_zero() || (!until_exit && state.ring.end() > cursor);
+                if ready {
+                    let _ = reply.send(state.page(cursor, max));
+                } else {
+                    let n = state.next_waiter;
+                    state.next_waiter += 1;
+                    state.page_waiters.push(PageWaiter {
+                        n,
+                        cursor,
+                        max,
+                        until_exit,
+                        port: reply,
+                    });
+                    send_later(&myself, wait, CommandMsg::ReadAtTimeout(n));
+                }
+            }
+            CommandMsg::Kill { reason } => {
+                if state.exit.is_none() && state.killed.is_none() {
+                    tracing::debug!(id = %state.id, %reason, "stopping the command");
+                    state.killed = Some(reason);
+                    state.group.0.kill();
+                }
+            }
+            CommandMsg::ReadAtTimeout(n) => {
+                if let Some(pos) = state.page_waiters.iter().position(|w| w.n == n) {
+                    let w = state.page_waiters.swap_remove(pos);
+                    let _ = w.port.send(state.page(w.cursor, w.max));
+                }
+            }
             CommandMsg::Write(bytes) => {
                 if let Some(tx) = &state.stdin
                     && tx.send(bytes).is_err()
@@ -256,6 +348,7 @@ impl Actor for CommandActor {
                     state.arm_drain_timer(&myself, DRAIN_QUIET);
                 }
                 state.serve_one_waiter();
+                state.serve_page_waiters(false);
             }
             CommandMsg::StreamEnd => {
                 state.open_streams = state.open_streams.saturating_sub(1);
@@ -265,6 +358,10 @@ impl Actor for CommandActor {
             }
             CommandMsg::Exited { exit, others_alive } => {
                 tracing::debug!(id = %state.id, ?exit, others_alive, "command exited");
+                let exit = match &state.killed {
+                    Some(reason) => ExitInfo::Failed(reason.clone()),
+                    None => exit,
+                };
                 state.exit = Some(exit);
                 state.exited_at = Some(Instant::now());
                 state.others_alive = others_alive;
@@ -316,6 +413,37 @@ impl CommandState {
         }
     }
 
+    /// The page at `cursor`, with the exit once the command is over.
+    fn page(&self, cursor: u64, max: usize) -> PageReply {
+        PageReply {
+            page: self.ring.read_at(cursor, max),
+            exit: if self.finished {
+                self.exit.clone()
+            } else {
+                None
+            },
+            tty: self.tty,
+            end: self.ring.end(),
+        }
+    }
+
+    /// Answers the parked page reads that can be answered: those waiting for output past their
+    /// cursor, or every one once the command is over (`all`).
+    fn serve_page_waiters(&mut self, all: bool) {
+        let end = self.ring.end();
+        let waiting = std::mem::take(&mut self.page_waiters);
+        for w in waiting {
+            if w.port.is_closed() {
+                continue;
+            }
+            if all || (!w.until_exit && end > w.cursor) {
+                let _ = w.port.send(self.page(w.cursor, w.max));
+            } else {
+                self.page_waiters.push(w);
+            }
+        }
+    }
+
     /// Hands the unread output to the oldest reader still waiting.
     fn serve_one_waiter(&mut self) {
         while let Some((_, port)) = self.waiters.pop_front() {
@@ -363,6 +491,7 @@ impl CommandState {
                 let _ = port.send(self.take_reply());
             }
         }
+        self.serve_page_waiters(true);
         if let Some(f) = self.on_finish.take() {
             f(exit, self.tail.render());
         }

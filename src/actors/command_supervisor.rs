@@ -12,6 +12,7 @@
 mod handle;
 mod lease;
 pub mod notice;
+pub mod openvaala;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -78,6 +79,20 @@ pub struct StartRequest {
     pub tty: bool,
     /// Register at once and arm the completion notice (`run_in_background`).
     pub background: bool,
+    /// Which tool surface started it.
+    pub style: CommandStyle,
+}
+
+/// How a command is registered, by the tool surface that starts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CommandStyle {
+    /// PenguinHarness: `proc-` ids, registered when it outlives its window or runs in the
+    /// background.
+    #[default]
+    Penguin,
+    /// OpenVaala: `cmd-` ids, registered at once without a completion notice, stopped after
+    /// `timeout` (none: no limit).
+    OpenVaala { timeout: Option<Duration> },
 }
 
 /// A started command.
@@ -329,9 +344,13 @@ impl SupState {
         self.clock
     }
 
-    fn new_id(&self) -> String {
+    fn new_id(&self, style: CommandStyle) -> String {
+        let prefix = match style {
+            CommandStyle::Penguin => "proc",
+            CommandStyle::OpenVaala { .. } => "cmd",
+        };
         loop {
-            let id = format!("proc-{:08x}", rand::random::<u32>());
+            let id = format!("{prefix}-{:08x}", rand::random::<u32>());
             if !self.entries.contains_key(&id) {
                 return id;
             }
@@ -346,7 +365,11 @@ impl SupState {
         if self.disposed {
             return Err("command session manager disposed".to_string());
         }
-        let id = self.new_id();
+        let id = self.new_id(req.style);
+        let (timeout, register) = match req.style {
+            CommandStyle::Penguin => (None, req.background),
+            CommandStyle::OpenVaala { timeout } => (timeout, true),
+        };
         let spec = SpawnSpec {
             cmd: req.cmd.clone(),
             cwd: if req.cwd.as_os_str().is_empty() {
@@ -372,6 +395,7 @@ impl SupState {
                     tail,
                 });
             }),
+            timeout,
         };
         let (actor, _) = Actor::spawn_linked(None, CommandActor, args, myself.get_cell())
             .await
@@ -388,13 +412,13 @@ impl SupState {
                 last_used: tick,
                 last_used_at: Instant::now(),
                 readers: 0,
-                notify: req.background,
+                notify: req.background && req.style == CommandStyle::Penguin,
                 exit: None,
                 done: group.done(),
                 _group: KillOnDrop(group),
             },
         );
-        let registered = req.background.then(|| self.admit(&id));
+        let registered = register.then(|| self.admit(&id));
         Ok((id, actor, registered))
     }
 

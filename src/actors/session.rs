@@ -12,6 +12,7 @@ mod dispatch;
 mod fanout;
 mod gate;
 mod handle;
+pub mod inbox;
 mod mode;
 mod output;
 mod secrets;
@@ -48,11 +49,15 @@ use turn::Task;
 pub use turn::TaskSummary;
 
 /// Tools that need the session's command supervisor.
-const COMMAND_TOOLS: [&str; 4] = [
+const COMMAND_TOOLS: [&str; 8] = [
     "exec_command",
     "input_command",
     "kill_command",
     "list_commands",
+    "bash",
+    "read_command_output",
+    "write_stdin",
+    "stop_command",
 ];
 
 pub(crate) use fanout::MessageSender;
@@ -144,6 +149,15 @@ pub enum SessionMsg {
         RpcReplyPort<Result<(), RookeryError>>,
     ),
     Abort,
+    /// A receiver of the session's inbox (`wait_agent`).
+    Inbox(RpcReplyPort<tokio::sync::watch::Receiver<inbox::Inbox>>),
+    /// The history of completed tasks a spawned agent starts with (`fork_turns`).
+    Fork(inbox::ForkTurns, RpcReplyPort<Vec<ModelPayload>>),
+    /// A text for the model from a collaborating agent (a report or a message), delivered at
+    /// the next input-assembly point like a notice; `what` describes it for `wait_agent`.
+    AgentInput { text: String, what: String },
+    /// Wakes `wait_agent` (a message was queued for this session elsewhere).
+    Poke(String),
     /// Steers the running task (or starts one when idle): see `steer.rs`.
     Steer(
         String,
@@ -227,7 +241,10 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
             .approver
             .policy()
             .map(|p| p.mode().as_str().to_string()),
-        launch: Box::new(options.launch.clone()),
+        launch: Box::new(crate::message::launch::Launch {
+            tool_profile: Some(options.config.profile.name().to_string()),
+            ..options.launch.clone()
+        }),
     }
 }
 
@@ -267,6 +284,8 @@ pub struct SessionState {
     pub(crate) wants_subagents: bool,
     /// Serializes the calls that write one file, in call order.
     pub(crate) path_locks: crate::tools::path_locks::PathLocks,
+    /// What this session's tool calls share (`tools::session_scope`).
+    pub(crate) tool_scope: crate::tools::session_scope::SessionScope,
     /// Where child sessions' traces go.
     pub(crate) env: crate::actors::spawn::SessionEnv,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
@@ -287,8 +306,12 @@ pub struct SessionState {
     pub(crate) trace_path: PathBuf,
     /// Steers received while a task runs, waiting for the next input-assembly point.
     pub(crate) pending_steers: Vec<ModelPayload>,
-    /// Bumped whenever a steer, a notice or a message arrives (wakes `wait_agent`).
-    pub(crate) inbox: Arc<tokio::sync::watch::Sender<u64>>,
+    /// What arrived for the model (steers, notices, reports, messages): wakes `wait_agent`.
+    pub(crate) inbox: Arc<tokio::sync::watch::Sender<inbox::Inbox>>,
+    /// Where the running task's input begins in `history`.
+    pub(crate) task_start: usize,
+    /// `(start, end)` of every completed task in `history` (`fork_turns`).
+    pub(crate) completed_tasks: Vec<(usize, usize)>,
 }
 
 impl Actor for SessionActor {
@@ -392,6 +415,7 @@ impl Actor for SessionActor {
             wants_commands,
             wants_subagents,
             path_locks: Default::default(),
+            tool_scope: Default::default(),
             env,
             pending_notices: Vec::new(),
             approval_mode: None,
@@ -402,7 +426,9 @@ impl Actor for SessionActor {
             budget,
             trace_path,
             pending_steers: Vec::new(),
-            inbox: Arc::new(tokio::sync::watch::channel(0).0),
+            inbox: Arc::new(tokio::sync::watch::channel(inbox::Inbox::default()).0),
+            task_start: 0,
+            completed_tasks: Vec::new(),
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -501,6 +527,20 @@ async fn handle_msg(
                 }
             }
             SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),
+            SessionMsg::Inbox(reply) => {
+                let _ = reply.send(state.inbox.subscribe());
+            }
+            SessionMsg::Fork(turns, reply) => {
+                let _ = reply.send(inbox::fork(state, turns));
+            }
+            SessionMsg::AgentInput { text, what } => {
+                if let Some(p) = build::user_text(text, Some(Sender::Harness)).as_model() {
+                    state.pending_notices.push(p.clone());
+                }
+                inbox::arrived(state, &what);
+                turn::on_notice(&myself, state);
+            }
+            SessionMsg::Poke(what) => inbox::arrived(state, &what),
             SessionMsg::Steer(text, sender, reply) => {
                 steer::on_steer(&myself, state, text, sender, reply)
             }
@@ -585,7 +625,7 @@ async fn handle_msg(
                 if let Some(p) = build::user_text(notice_text, Some(Sender::Harness)).as_model() {
                     state.pending_notices.push(p.clone());
                 }
-                steer::notify_inbox(state);
+                inbox::arrived(state, "a background task finished");
                 turn::on_notice(&myself, state);
             }
             SessionMsg::ApprovalModeChanged(m) => mode::on_change(state, m),

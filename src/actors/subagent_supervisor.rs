@@ -8,6 +8,8 @@
 //! `subagent` pointer per child.
 
 pub mod child;
+pub mod collab;
+pub mod report;
 pub mod spec;
 pub mod tools;
 
@@ -23,7 +25,7 @@ use crate::message::{EventPayload, OmniMessage};
 use crate::trace::paths;
 use crate::trace::writer::TraceMsg;
 pub use child::{Child, ChildListing, ParentLink, RoundEnd, exit_note};
-pub use spec::{ChildRequest, SpecError};
+pub use spec::{AgentSpawn, ChildRequest, SpecError};
 
 /// Why a spawn was refused.
 #[derive(Debug, thiserror::Error)]
@@ -50,11 +52,17 @@ pub const TOO_MANY: &str =
     "[run_subagent error: too many background subagents; poll or finish existing ones first]";
 
 /// Tool names a child session never gets (depth limit 1).
-pub const SUBAGENT_TOOLS: [&str; 4] = [
+pub const SUBAGENT_TOOLS: [&str; 10] = [
     "run_subagent",
     "input_subagent",
     "kill_subagent",
     "list_subagents",
+    "spawn_agent",
+    "send_message",
+    "wait_agent",
+    "interrupt_agent",
+    "list_agents",
+    "read_session_history",
 ];
 
 pub enum SubagentMsg {
@@ -133,6 +141,23 @@ impl SubagentSupervisor {
             }
         }
         let session_id = paths::new_session_id();
+        let agent_id = req.spawn.as_ref().map(|_| loop {
+            let id = format!("agent-{:08x}", rand::random::<u32>());
+            if !state.entries.iter().any(|e| e.child.id == id) {
+                break id;
+            }
+        });
+        let own = Arc::new(std::sync::OnceLock::new());
+        if let Some(id) = &agent_id {
+            collab::child_tools::register(
+                &mut options.config.tools,
+                collab::child_tools::ChildLink {
+                    parent: state.args.parent.session.clone(),
+                    agent_id: id.clone(),
+                    own: own.clone(),
+                },
+            );
+        }
         let approver = Arc::new(child::ChildApprover::new(
             state.args.template.approver.clone(),
             session_id.clone(),
@@ -154,16 +179,20 @@ impl SubagentSupervisor {
             let chars: Vec<char> = session_id.chars().collect();
             chars[chars.len().saturating_sub(8)..].iter().collect()
         };
-        let mut id = format!("subagent-{tail}");
+        let mut id = agent_id.unwrap_or_else(|| format!("subagent-{tail}"));
         while state.entries.iter().any(|e| e.child.id == id) {
             id = format!("subagent-{:08x}", rand::random::<u32>());
         }
+        let _ = own.set(spawned.handle.clone());
         let rx = spawned
             .handle
             .subscribe()
             .await
             .map_err(|e| AdmitError::Start(e.to_string()))?;
         let child = Child::new(id, spawned.handle.clone(), &prompt, approver);
+        if let Some(spawn) = &req.spawn {
+            child.set_agent(&spawn.task_name, req.agent.clone());
+        }
         // The child's session_meta passes through: forwarded (tagged) and pointed to.
         let meta = Arc::new(
             spawned
@@ -291,6 +320,8 @@ impl Actor for SubagentSupervisor {
 #[derive(Clone)]
 pub struct SubagentSupervisorHandle {
     actor: ActorRef<SubagentMsg>,
+    /// The parent session (its inbox and fork history, asked from the calling task).
+    parent: ActorRef<super::session::SessionMsg>,
 }
 
 impl std::fmt::Debug for SubagentSupervisorHandle {
@@ -304,8 +335,9 @@ impl SubagentSupervisorHandle {
         args: SubagentArgs,
         supervisor: ractor::ActorCell,
     ) -> Result<Self, RookeryError> {
+        let parent = args.parent.session.clone();
         let (actor, _) = Actor::spawn_linked(None, SubagentSupervisor, args, supervisor).await?;
-        Ok(SubagentSupervisorHandle { actor })
+        Ok(SubagentSupervisorHandle { actor, parent })
     }
 
     /// Admits a child for `prompt` as `req` asks (marked running), or says why not.
@@ -317,6 +349,25 @@ impl SubagentSupervisorHandle {
             Box::new(req)
         )
         .unwrap_or_else(|e| Err(AdmitError::Unavailable(e.to_string())))
+    }
+
+    /// The parent session's inbox (what `wait_agent` waits on).
+    pub async fn parent_inbox(
+        &self,
+    ) -> Result<tokio::sync::watch::Receiver<super::session::inbox::Inbox>, RookeryError> {
+        Ok(ractor::call!(self.parent, super::session::SessionMsg::Inbox)?)
+    }
+
+    /// The parent's completed tasks chosen by `turns` (`fork_turns`).
+    pub async fn parent_fork(
+        &self,
+        turns: super::session::inbox::ForkTurns,
+    ) -> Result<Vec<crate::message::ModelPayload>, RookeryError> {
+        Ok(ractor::call!(
+            self.parent,
+            super::session::SessionMsg::Fork,
+            turns
+        )?)
     }
 
     pub fn actor_id(&self) -> ActorId {

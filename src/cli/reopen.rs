@@ -35,6 +35,7 @@ pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
         ("--api-key-env", m.api_key_env.is_some()),
         ("--config", args.config.is_some()),
         ("--approve", args.approve.is_some()),
+        ("--tools-profile", args.tools_profile.is_some()),
     ] {
         if set {
             given.push(flag.to_string());
@@ -56,6 +57,9 @@ pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
     }
     if args.config.is_none() {
         args.config = launch.config.clone().map(Into::into);
+    }
+    if args.tools_profile.is_none() {
+        args.tools_profile = launch.tool_profile.as_deref().and_then(|p| p.parse().ok());
     }
     let m = &mut args.model;
     if m.script.is_some() || m.provider.is_some() {

@@ -17,7 +17,7 @@ use crate::actors::session::SessionOptions;
 use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
-use crate::message::launch::{Launch, TOOL_PROFILE_PENGUIN};
+use crate::message::launch::Launch;
 use crate::message::{EventPayload, ModelPayload, StopReason};
 use crate::trace::paths;
 
@@ -42,6 +42,9 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, ConfigError> {
     };
     if let Some(m) = args.max_turns {
         config.max_turns = m;
+    }
+    if let Some(p) = args.tools_profile {
+        config.set_profile(p)?;
     }
     if let Some(path) = &args.hooks {
         let extra = crate::hooks::HooksConfig::from_file(path)
@@ -76,7 +79,7 @@ fn launch_of(args: &SessionArgs, config: &AgentConfig) -> Launch {
     Launch {
         base_url: model.and_then(|m| m.base_url.clone()),
         api_key_env: model.and_then(|m| m.api_key_env.clone()),
-        tool_profile: Some(TOOL_PROFILE_PENGUIN.to_string()),
+        tool_profile: Some(config.profile.name().to_string()),
         script_position: script.as_ref().map(|_| 0),
         script,
         config: args.config.as_deref().map(absolute),

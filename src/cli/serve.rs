@@ -101,6 +101,9 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
         Some(path) => AgentConfig::from_file(path).map_err(|e| e.to_string())?,
         None => AgentConfig::default(),
     };
+    if let Some(p) = args.tools_profile {
+        config.set_profile(p).map_err(|e| e.to_string())?;
+    }
     let model =
         super::model_args::resolve_model(&args.model, &mut config).map_err(|e| e.to_string())?;
     let hooks = match &args.hooks {

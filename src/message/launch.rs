@@ -7,9 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The tool profile every session uses today.
-pub const TOOL_PROFILE_PENGUIN: &str = "penguin";
-
 /// Reopen details, flattened into `session_meta` (every field optional on the wire).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Launch {
@@ -19,7 +16,7 @@ pub struct Launch {
     /// The environment variable the API key was read from (its name only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
-    /// The tool set of the session (`penguin`).
+    /// The tool profile of the session (`penguin` | `openvaala`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_profile: Option<String>,
     /// The scripted model's script, as an absolute path.

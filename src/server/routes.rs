@@ -112,11 +112,22 @@ struct OpenBody {
     /// An inline config object or the name of one in `--config-dir`.
     #[serde(default)]
     config: Option<Value>,
+    /// `penguin` | `openvaala`: overrides the config's `tools.profile`.
+    #[serde(default)]
+    tools_profile: Option<String>,
 }
 
 impl OpenBody {
     async fn into_options(self, state: &ServerState) -> ApiResult<OpenOptions> {
         let approval_mode = self.approval_mode.as_deref().map(parse_mode).transpose()?;
+        let tools_profile = self
+            .tools_profile
+            .as_deref()
+            .map(|p| {
+                p.parse::<crate::tools::profile::ToolProfile>()
+                    .map_err(|e| ApiError::bad_request("invalid_tools_profile", e.to_string()))
+            })
+            .transpose()?;
         let config = match self.config {
             None | Some(Value::Null) => None,
             Some(v) => Some(
@@ -132,6 +143,7 @@ impl OpenBody {
             workspace: self.workspace,
             approval_mode,
             config,
+            tools_profile,
         })
     }
 }

@@ -70,6 +70,8 @@ pub struct OpenOptions {
     pub approval_mode: Option<ApprovalMode>,
     /// The request's config, resolved (`session_config.rs`); `None`: the server's.
     pub config: Option<AgentConfig>,
+    /// `tools_profile` of the request: overrides the config's.
+    pub tools_profile: Option<crate::tools::profile::ToolProfile>,
 }
 
 pub struct ServerState {
@@ -148,6 +150,12 @@ impl ServerState {
             }
             None => self.cfg.config.clone(),
         };
+        let mut config = config;
+        if let Some(p) = open.tools_profile {
+            config
+                .set_profile(p)
+                .map_err(|e| ApiError::bad_request("invalid_tools_profile", e.to_string()))?;
+        }
         let approvals = Arc::new(ApiApprover::with_counter(self.approval_ids.clone()));
         // Without a mode in the request, a resumed session takes back the one its trace recorded.
         let policy = Arc::new(match open.approval_mode {
@@ -304,6 +312,12 @@ impl ServerState {
                 }
             },
         };
+        let mut open = open;
+        if open.tools_profile.is_none() {
+            // The session keeps the tool profile its trace recorded.
+            open.tools_profile = read_trace_meta(&trace)
+                .and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
+        }
         let (options, policy, approvals) = self.options(workspace, &open)?;
         let slot = self.slot()?;
         let handle = self

@@ -92,7 +92,8 @@ impl CommandSupervisorHandle {
 
     /// Starts a command. `Err` is the text of `[spawn error: <msg>]`.
     pub async fn start(&self, req: StartRequest) -> Result<Started, String> {
-        let background = req.background;
+        // A command registered at once lives on when the call lets go of it.
+        let background = req.background || req.style != super::CommandStyle::Penguin;
         match self
             .actor
             .call(|reply| SupMsg::Start { req, reply }, None)

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::SupMsg;
-use crate::actors::command::{CommandMsg, ExitInfo, ReadReply};
+use crate::actors::command::{CommandMsg, ExitInfo, PageReply, ReadReply};
 
 /// What the supervisor does when the lease is dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +117,42 @@ impl CommandLease {
                 exit: Some(gone()),
             },
         }
+    }
+
+    /// At most `max` bytes of output from the absolute offset `cursor` (nothing is consumed),
+    /// after waiting up to `wait` for output past the cursor or, with `until_exit`, for the end.
+    pub async fn read_at(
+        &self,
+        cursor: u64,
+        max: usize,
+        wait: Duration,
+        until_exit: bool,
+    ) -> PageReply {
+        let call = self.actor.call(
+            |reply| CommandMsg::ReadAt {
+                cursor,
+                max,
+                wait,
+                until_exit,
+                reply,
+            },
+            None,
+        );
+        match call.await {
+            Ok(CallResult::Success(reply)) => reply,
+            _ => PageReply {
+                exit: Some(gone()),
+                ..PageReply::default()
+            },
+        }
+    }
+
+    /// Stops the command and every process it started; it stays registered, its exit
+    /// `Failed(reason)`.
+    pub fn kill(&self, reason: impl Into<String>) {
+        let _ = self.actor.cast(CommandMsg::Kill {
+            reason: reason.into(),
+        });
     }
 
     /// Queues bytes for the command's stdin (dropped silently once stdin is closed).

@@ -124,6 +124,7 @@ pub(super) fn spawn_tool(
     let subagents = state.subagents.clone();
     let depth = state.options.depth;
     let path_ticket = Some(state.path_locks.ticket());
+    let scope = state.tool_scope.clone();
     let me = myself.clone();
     let partial_me = myself.clone();
     let emit: Arc<dyn Fn(OmniMessage) + Send + Sync> = Arc::new(move |msg| {
@@ -148,6 +149,7 @@ pub(super) fn spawn_tool(
             subagents,
             depth,
             path_ticket,
+            scope,
         };
         let started = std::time::Instant::now();
         let run = environment::execute(info, tool, env, cancel.clone(), admitted.emit.clone());

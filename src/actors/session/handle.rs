@@ -112,6 +112,21 @@ impl SessionHandle {
         ractor::call!(self.actor, SessionMsg::Steer, text, sender)?
     }
 
+    /// A receiver of the session's inbox: what arrived for its model (`wait_agent`).
+    pub async fn inbox(
+        &self,
+    ) -> Result<tokio::sync::watch::Receiver<super::inbox::Inbox>, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Inbox)?)
+    }
+
+    /// The history of the session's completed tasks chosen by `turns` (oldest first).
+    pub async fn fork_history(
+        &self,
+        turns: super::inbox::ForkTurns,
+    ) -> Result<Vec<crate::message::ModelPayload>, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Fork, turns)?)
+    }
+
     /// Aborts the running task (no-op when idle).
     pub fn abort(&self) -> Result<(), RookeryError> {
         self.actor

@@ -67,17 +67,14 @@ pub(super) fn on_steer(
     // Recorded (and streamed) on receipt: the trace shows it before the request it joins.
     state.emit(msg, true);
     tracing::debug!(session = %state.id, "steer queued");
-    notify_inbox(state);
+    super::inbox::arrived(state, "the user steered");
     let _ = reply.send(Ok(SteerOutcome::Queued));
 }
 
 
-/// Takes the waiting steers (already recorded and streamed on receipt) as input.
+/// Takes the waiting steers (already recorded and streamed on receipt) as input: an
+/// input-assembly point, so every arrival so far counts as delivered.
 pub(super) fn take(state: &mut SessionState) -> Vec<ModelPayload> {
+    super::inbox::delivered(state);
     std::mem::take(&mut state.pending_steers)
-}
-
-/// Wakes whoever waits on the session's inbox (a `wait_agent` call).
-pub(super) fn notify_inbox(state: &SessionState) {
-    state.inbox.send_modify(|n| *n += 1);
 }

@@ -127,6 +127,7 @@ pub(crate) fn start_task(
     text: String,
     sender: Option<crate::message::Sender>,
 ) {
+    super::inbox::task_started(state);
     let mut input = std::mem::take(&mut state.carry_over);
     // Steers left by an aborted task come before the new prompt, as the trace has them.
     input.extend(super::steer::take(state));
@@ -541,6 +542,9 @@ pub(super) fn finish_task(
         tool_calls: task.tool_calls,
         abort_reason,
     };
+    if status == StopReason::Completed {
+        super::inbox::task_completed(state);
+    }
     state.last_summary = Some(summary.clone());
     for w in state.idle_waiters.drain(..) {
         let _ = w.send(Some(summary.clone()));

@@ -26,6 +26,15 @@ pub struct ChildRequest {
     pub history: Vec<ModelPayload>,
     /// Tool names the child must keep even when its agent's `tools:` omits them.
     pub keep_tools: Vec<String>,
+    /// Set by `spawn_agent`: the child is an agent (`agent-<8 hex>`, a report per round,
+    /// `send_message` and `wait_agent` of its own).
+    pub spawn: Option<AgentSpawn>,
+}
+
+/// What `spawn_agent` adds to a spawn.
+#[derive(Debug, Clone, Default)]
+pub struct AgentSpawn {
+    pub task_name: String,
 }
 
 /// Why a spawn's request cannot be met (its text is the tool's error).

@@ -87,6 +87,7 @@ async fn run_with(
         subagents: None,
         depth: 0,
         path_ticket: None,
+        scope: Default::default(),
     };
     let complete = execute(c, t, env, cancel, emit).await;
     let parts: Vec<Part> = seen

@@ -74,3 +74,30 @@ pub struct ToolOverride {
     pub max_output_length: Option<i64>,
     pub call_description: Option<bool>,
 }
+
+impl ToolOverride {
+    /// Applies the fields this entry sets to `def`.
+    pub fn apply(&self, def: &mut super::ToolDefinitionConfig) {
+        if let Some(v) = &self.description {
+            def.description = v.clone();
+        }
+        if let Some(v) = &self.parameters {
+            def.parameters = v.clone();
+        }
+        if let Some(v) = self.permission {
+            def.permission = v;
+        }
+        if let Some(v) = self.for_model {
+            def.for_model = Some(v);
+        }
+        if let Some(v) = self.timeout_ms {
+            def.timeout_ms = v;
+        }
+        if let Some(v) = self.max_output_length {
+            def.max_output_length = v;
+        }
+        if let Some(v) = self.call_description {
+            def.call_description = v;
+        }
+    }
+}

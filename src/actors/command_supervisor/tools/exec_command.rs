@@ -14,7 +14,9 @@ use serde_json::{Map, Value};
 
 use crate::actors::command::ExitInfo;
 use crate::actors::command_supervisor::notice::crowded_note;
-use crate::actors::command_supervisor::{CROWDED_AT, Collected, MAX_COMMANDS, StartRequest};
+use crate::actors::command_supervisor::{
+    CROWDED_AT, Collected, CommandStyle, MAX_COMMANDS, StartRequest,
+};
 use crate::message::StopReason;
 use crate::tools::args::{finite_number, flag, opt_str, require_str};
 use crate::tools::{Tool, ToolContext, ToolResult};
@@ -109,6 +111,7 @@ async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
         cwd,
         tty: flag(&args, "tty"),
         background,
+        style: CommandStyle::Penguin,
     };
     let started = match commands.start(req).await {
         Ok(s) => s,

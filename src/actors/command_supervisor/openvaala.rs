@@ -1,0 +1,242 @@
+//! The openvaala profile's command tools (`docs/tools-openvaala.md#command-tools`): `bash`,
+//! `read_command_output`, `write_stdin`, `stop_command` and `list_commands`, on the session's
+//! command supervisor and command actors (the same 64-command registry as the PenguinHarness
+//! tools; ids `cmd-xxxxxxxx`; output read by cursor from the ring at absolute byte offsets).
+//!
+//! Each function runs one call and always ends in one result. The texts live in `format.rs`;
+//! processes, buffers and the registry stay with the actors.
+
+pub mod format;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::{CommandLease, CommandStyle, CommandSupervisorHandle, StartRequest};
+use crate::actors::command::{ExitInfo, PageReply};
+use crate::message::StopReason;
+use crate::tools::registry::ToolDefinitionConfig;
+use crate::tools::{Tool, ToolContext, ToolResult};
+use format::{DEFAULT_STDIN_WAIT_S, DEFAULT_WAIT_S, MAX_WAIT_S};
+
+/// How long stop_command waits for the command to be gone before answering.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// The names of the tools served here.
+pub const TOOL_NAMES: [&str; 5] = [
+    "bash",
+    "read_command_output",
+    "write_stdin",
+    "stop_command",
+    "list_commands",
+];
+
+fn failed(ctx: &ToolContext, text: impl Into<String>) -> ToolResult {
+    ctx.emit(text);
+    ToolResult::failed()
+}
+
+fn aborted() -> ToolResult {
+    ToolResult {
+        stop_reason: Some(StopReason::Aborted),
+        ..ToolResult::default()
+    }
+}
+
+/// Emits the result of one page and completes (a non-zero exit is a normal result).
+fn page_result(ctx: &ToolContext, id: &str, reply: &PageReply) -> ToolResult {
+    let at_end = reply.page.next >= reply.end;
+    ctx.emit(format::render(id, reply.exit.as_ref(), &reply.page, at_end));
+    ToolResult::completed()
+}
+
+/// Runs `fut` unless the call is cancelled first.
+async fn or_cancel<T>(ctx: &ToolContext, fut: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        r = fut => Some(r),
+        _ = ctx.cancel.cancelled() => None,
+    }
+}
+
+/// Runs one call of the command tool `tool` on `commands`.
+pub async fn call(
+    commands: CommandSupervisorHandle,
+    tool: &str,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
+    match tool {
+        "bash" => bash(commands, ctx, args).await,
+        "read_command_output" => read_output(commands, ctx, args).await,
+        "write_stdin" => write_stdin(commands, ctx, args).await,
+        "stop_command" => stop(commands, ctx, args).await,
+        "list_commands" => list(commands, ctx).await,
+        other => failed(&ctx, format!("Unknown tool: {other}")),
+    }
+}
+
+async fn bash(
+    commands: CommandSupervisorHandle,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
+    let a = match format::bash_args(&ctx.workspace, &args) {
+        Ok(a) => a,
+        Err(t) => return failed(&ctx, t),
+    };
+    let req = StartRequest {
+        cmd: a.command,
+        cwd: a.cwd,
+        tty: a.interactive,
+        background: false,
+        style: CommandStyle::OpenVaala { timeout: a.timeout },
+    };
+    let lease = match commands.start(req).await {
+        Ok(started) => started.lease,
+        Err(e) => {
+            // It never started: a failed result with an id of its own, in the same shape.
+            let id = format!("cmd-{:08x}", rand::random::<u32>());
+            let exit = ExitInfo::SpawnError(e);
+            let page = Default::default();
+            ctx.emit(format::render(&id, Some(&exit), &page, true));
+            return ToolResult::failed();
+        }
+    };
+    let id = lease.id().to_string();
+    tracing::debug!(%id, "openvaala bash started");
+    let budget = format::page_budget(&id);
+    match or_cancel(&ctx, lease.read_at(0, budget, a.wait, true)).await {
+        Some(reply) => page_result(&ctx, &id, &reply),
+        None => aborted(),
+    }
+}
+
+async fn leased(
+    commands: &CommandSupervisorHandle,
+    ctx: &ToolContext,
+    args: &Map<String, Value>,
+    tool: &str,
+) -> Result<CommandLease, ToolResult> {
+    let id = format::command_id(args, tool).map_err(|t| failed(ctx, t))?;
+    commands
+        .lease(id)
+        .await
+        .filter(|l| l.id().starts_with("cmd-"))
+        .ok_or_else(|| failed(ctx, format::unknown_command(id)))
+}
+
+async fn read_output(
+    commands: CommandSupervisorHandle,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
+    let lease = match leased(&commands, &ctx, &args, "read_command_output").await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let id = lease.id().to_string();
+    let wait = format::seconds(&args, "wait_seconds", DEFAULT_WAIT_S, MAX_WAIT_S);
+    let cursor = format::cursor(&args);
+    let read = lease.read_at(cursor, format::page_budget(&id), wait, false);
+    match or_cancel(&ctx, read).await {
+        Some(reply) => page_result(&ctx, &id, &reply),
+        None => aborted(),
+    }
+}
+
+async fn write_stdin(
+    commands: CommandSupervisorHandle,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
+    let chars = match format::chars(&args) {
+        Ok(c) => c.to_string(),
+        Err(t) => return failed(&ctx, t),
+    };
+    let lease = match leased(&commands, &ctx, &args, "write_stdin").await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let id = lease.id().to_string();
+    // Where the output stands before the write: the answer shows what follows it.
+    let probe = lease.read_at(u64::MAX, 0, Duration::ZERO, false).await;
+    if !probe.tty {
+        return failed(&ctx, format::not_interactive(&id));
+    }
+    if probe.exit.is_none() && !chars.is_empty() {
+        lease.write(chars.into_bytes());
+    }
+    let wait = format::seconds(&args, "wait_seconds", DEFAULT_STDIN_WAIT_S, MAX_WAIT_S);
+    let read = lease.read_at(probe.end, format::page_budget(&id), wait, false);
+    match or_cancel(&ctx, read).await {
+        Some(reply) => page_result(&ctx, &id, &reply),
+        None => aborted(),
+    }
+}
+
+async fn stop(
+    commands: CommandSupervisorHandle,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
+    let lease = match leased(&commands, &ctx, &args, "stop_command").await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let id = lease.id().to_string();
+    let probe = lease.read_at(u64::MAX, 0, Duration::ZERO, false).await;
+    lease.kill("stopped by stop_command");
+    let read = lease.read_at(probe.end, format::page_budget(&id), STOP_WAIT, true);
+    match or_cancel(&ctx, read).await {
+        Some(reply) => page_result(&ctx, &id, &reply),
+        None => aborted(),
+    }
+}
+
+async fn list(commands: CommandSupervisorHandle, ctx: ToolContext) -> ToolResult {
+    let blocks: Vec<String> = commands
+        .list()
+        .await
+        .iter()
+        .filter(|l| l.process_id.starts_with("cmd-"))
+        .map(|l| format::listing_block(&l.process_id, l.exit.as_ref(), &l.label))
+        .collect();
+    if blocks.is_empty() {
+        ctx.emit("[no commands]");
+    } else {
+        ctx.emit(blocks.join("\n\n"));
+    }
+    ToolResult::completed()
+}
+
+/// One openvaala command tool as a [`Tool`] on the call's command supervisor.
+struct CommandTool(&'static str);
+
+impl Tool for CommandTool {
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        let name = self.0;
+        Box::pin(async move {
+            let Some(commands) = ctx.commands.clone() else {
+                return failed(
+                    &ctx,
+                    format!("[{name} unavailable: no command session manager configured]"),
+                );
+            };
+            call(commands, name, ctx, args).await
+        })
+    }
+}
+
+/// The openvaala command tools with their definitions, for the profile's assembly.
+pub fn bound_tools() -> Vec<(ToolDefinitionConfig, Arc<dyn Tool>)> {
+    TOOL_NAMES
+        .iter()
+        .filter_map(|name| {
+            let def = crate::tools::profile::openvaala_definition(name)?;
+            Some((def, Arc::new(CommandTool(name)) as Arc<dyn Tool>))
+        })
+        .collect()
+}

@@ -1,0 +1,153 @@
+//! The image side of the openvaala read_file: PNG/JPEG/GIF/WebP sniffed by content, at most
+//! 20 MB and 8000×8000 px; over `tools.max_image_kb` re-encoded as JPEG and scaled down until it
+//! fits. Decoding and encoding use the shared helpers of `image_source`. CPU-bound: runs on the
+//! blocking pool with the rest of the call.
+
+use std::io::{Cursor, Read};
+use std::os::unix::fs::FileExt;
+
+use image::{DynamicImage, ImageReader};
+
+use crate::tools::file_target::Opened;
+use crate::tools::image_source::{data_url, format_size, sniff_mime};
+
+/// Largest image file read (bytes).
+pub const MAX_IMAGE_FILE: u64 = 20 * 1024 * 1024;
+/// Largest width and height (px).
+pub const MAX_IMAGE_SIDE: u32 = 8000;
+const JPEG_QUALITY: u8 = 80;
+/// Smallest side the scaling goes down to before giving up on the size limit.
+const MIN_SIDE: u32 = 32;
+
+/// An image ready for the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedImage {
+    pub mime: &'static str,
+    pub size: u64,
+    pub width: u32,
+    pub height: u32,
+    pub data_url: String,
+    /// `(mime, size, width, height)` sent instead of the original, when it was re-encoded.
+    pub reencoded: Option<(&'static str, u64, u32, u32)>,
+    pub limit_kb: u64,
+}
+
+/// The image type of an opened file by its first bytes, without moving its position.
+pub fn sniff(opened: &Opened) -> Option<&'static str> {
+    let mut head = [0u8; 16];
+    let n = opened.file.read_at(&mut head, 0).ok()?;
+    sniff_mime(&head[..n])
+}
+
+fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
+    DynamicImage::ImageRgb8(img.to_rgb8())
+        .write_with_encoder(encoder)
+        .map_err(|e| format!("cannot re-encode it: {e}"))?;
+    Ok(out)
+}
+
+/// Reads, checks and (over `limit_kb`) re-encodes the image of `opened`.
+pub fn load(opened: Opened, mime: &'static str, limit_kb: u64) -> Result<LoadedImage, String> {
+    let size = opened.meta.len();
+    if size > MAX_IMAGE_FILE {
+        return Err(format!(
+            "{} exceeds the {} limit.",
+            format_size(size),
+            format_size(MAX_IMAGE_FILE)
+        ));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    opened
+        .file
+        .take(MAX_IMAGE_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    let reader = || {
+        ImageReader::new(Cursor::new(&bytes))
+            .with_guessed_format()
+            .map_err(|e| e.to_string())
+    };
+    let (width, height) = reader()?
+        .into_dimensions()
+        .map_err(|e| format!("it is not a readable image: {e}"))?;
+    if width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
+        return Err(format!(
+            "{width}×{height} px exceeds the {MAX_IMAGE_SIDE}×{MAX_IMAGE_SIDE} px limit."
+        ));
+    }
+    let limit = limit_kb.saturating_mul(1024);
+    let size = bytes.len() as u64;
+    if size <= limit {
+        return Ok(LoadedImage {
+            mime,
+            size,
+            width,
+            height,
+            data_url: data_url(mime, &bytes),
+            reencoded: None,
+            limit_kb,
+        });
+    }
+    let decoded = reader()?
+        .decode()
+        .map_err(|e| format!("it is not a readable image: {e}"))?;
+    let mut side = width.max(height);
+    loop {
+        let img = if side >= width.max(height) {
+            decoded.clone()
+        } else {
+            decoded.resize(side, side, image::imageops::FilterType::Triangle)
+        };
+        let jpeg = encode_jpeg(&img)?;
+        let fits = jpeg.len() as u64 <= limit;
+        if fits || side <= MIN_SIDE {
+            let sent = ("image/jpeg", jpeg.len() as u64, img.width(), img.height());
+            return Ok(LoadedImage {
+                mime,
+                size,
+                width,
+                height,
+                data_url: data_url("image/jpeg", &jpeg),
+                reencoded: Some(sent),
+                limit_kb,
+            });
+        }
+        side = (side as f64 * 0.75) as u32;
+        side = side.max(MIN_SIDE);
+    }
+}
+
+impl LoadedImage {
+    /// The result text of an image sent to the model.
+    pub fn summary(&self, path: &str) -> String {
+        let head = format!(
+            "[image {path}: {}, {}, {}×{} px]",
+            self.mime,
+            format_size(self.size),
+            self.width,
+            self.height
+        );
+        match self.reencoded {
+            None => head,
+            Some((mime, size, w, h)) => format!(
+                "{head}\n[the image is over the {} kB limit: sent re-encoded as {mime}, {w}×{h} px, {} (original size {})]",
+                self.limit_kb,
+                format_size(size),
+                format_size(self.size)
+            ),
+        }
+    }
+
+    /// The result text for a model that takes no images.
+    pub fn placeholder(&self, path: &str) -> String {
+        format!(
+            "[image {path}: {}, {}, {}×{} px — not shown: this model does not accept images]",
+            self.mime,
+            format_size(self.size),
+            self.width,
+            self.height
+        )
+    }
+}
