@@ -243,6 +243,7 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
                     "description": {"type": "string", "description": DESCRIPTION_PROP},
                     "subagent_id": {"type": "string", "description": "The subagent_id."},
                     "prompt": {"type": "string", "description": "Follow-up prompt (default empty: poll)."},
+                    "mode": {"type": "string", "enum": ["normal", "steer"], "description": "normal (default): the prompt starts a new round of an idle subagent; steer: it joins the running round."},
                     "yield_time_ms": {"type": "number", "description": "How long to wait."}
                 }),
                 &["description", "subagent_id"],

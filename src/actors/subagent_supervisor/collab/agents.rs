@@ -130,6 +130,8 @@ fn entry(n: usize, m: &ModelPayload) -> String {
         } => ("tool_output", format!("({stop_reason}) {output}")),
         other => ("other", format!("{other:?}")),
     };
+    // One line per entry: line breaks are shown as `\n`.
+    let text = text.replace('\n', "\\n");
     let count = text.chars().count();
     let shown: String = text.chars().take(ENTRY_CHARS).collect();
     let cut = if count > ENTRY_CHARS {
