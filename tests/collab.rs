@@ -419,3 +419,36 @@ async fn nine_parallel_spawn_agents_admit_exactly_eight_every_time() {
     }
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_subagent_mode_steer_joins_the_running_round() {
+    let (_d, ws, home) = tempdirs();
+    let blocked = json!({"name": "exec_command", "arguments": {"description": "w", "yield_time_ms": 60000,
+        "cmd": "touch started; while [ ! -f go ]; do sleep 0.05; done; echo released"}});
+    let id = "{{output:0:subagent_id (subagent-[0-9a-f]{8})}}";
+    let model = Recording::new(scripted(json!({
+        "turns": [
+            {"tool_calls": [{"name": "run_subagent", "arguments": {"description": "d", "prompt": "child-psteer", "run_in_background": true}}]},
+            {"tool_calls": [{"name": "exec_command", "arguments": {"description": "w", "cmd": "while [ ! -f started ]; do sleep 0.05; done"}}]},
+            {"tool_calls": [{"name": "input_subagent", "arguments": {"description": "d", "subagent_id": id, "prompt": "look at b", "mode": "steer", "yield_time_ms": 250}}]},
+            {"tool_calls": [{"name": "exec_command", "arguments": {"description": "go", "cmd": "touch go"}}]},
+            {"tool_calls": [{"name": "input_subagent", "arguments": {"description": "d", "subagent_id": id, "yield_time_ms": 20000}}]},
+            {"text": "parent done"}],
+        "children": [{"when_prompt_contains": "child-psteer", "turns": [{"tool_calls": [blocked]}, {"text": "child done"}]}]
+    })));
+    let host = Host::start(&home).await.unwrap();
+    let s = host.create_session(options(&ws, model.clone())).await.unwrap();
+    assert_eq!(s.run_task("go").await.unwrap().status, StopReason::Completed);
+    let second = model.requests().into_iter().filter(|h| is_child(h)).nth(1).unwrap();
+    assert_eq!(
+        texts(&second, Role::User).last().map(String::as_str),
+        Some("[user_steering]\nlook at b\n[/user_steering]")
+    );
+    let outs = outputs(parent_requests(&model).last().unwrap());
+    assert!(outs[4].0.starts_with("[subagent idle with subagent_id subagent-"), "{outs:#?}");
+    s.close().await.unwrap();
+    let child = child_traces(&home).pop().unwrap();
+    let ends = child.iter().filter(|r| matches!(r.as_event(), Some(EventPayload::TaskEnd { .. }))).count();
+    assert_eq!(ends, 1, "the steer joined the running round");
+    host.shutdown().await;
+}
