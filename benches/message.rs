@@ -219,6 +219,7 @@ fn exec_true(c: &mut Criterion) {
                         subagents: None,
                         depth: 0,
                         path_ticket: None,
+                        scope: Default::default(),
                     },
                     CancellationToken::new(),
                     Arc::new(|_| {}),

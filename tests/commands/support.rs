@@ -149,6 +149,7 @@ pub async fn call_full(
         subagents: None,
         depth: 0,
         path_ticket: None,
+        scope: Default::default(),
     };
     let info = ToolCallInfo {
         tool_call_id: "call_1".into(),

@@ -125,7 +125,11 @@ fn messages(request: &ModelRequest, vision: bool) -> Vec<Value> {
         b.out
             .push(json!({"role": "system", "content": request.system_prompt.as_ref()}));
     }
-    for payload in request.history.iter() {
+    let windowed = crate::model::image_window::windowed(
+        &request.history,
+        crate::model::image_window::MAX_REQUEST_IMAGES,
+    );
+    for payload in windowed.as_deref().unwrap_or(&request.history).iter() {
         b.add(payload);
     }
     b.flush_group();

@@ -113,3 +113,88 @@ fn agents_md_once_per_session_outermost_first() {
     // Another session brings them again.
     assert!(!agents::bring(ws, &file, &SessionScope::new()).is_empty());
 }
+
+/// A PNG of random pixels (it does not compress) of `side`×`side` px.
+fn noisy_png(path: &Path, side: u32) {
+    let img = ::image::RgbImage::from_fn(side, side, |_, _| {
+        ::image::Rgb([rand::random(), rand::random(), rand::random()])
+    });
+    img.save_with_format(path, ::image::ImageFormat::Png)
+        .unwrap();
+}
+
+async fn call(tool: VaalaReadFile, ws: &Path, args: Value) -> (ToolResult, String) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let def = crate::tools::profile::openvaala_definition("read_file").unwrap();
+    let ctx = ToolContext::new(
+        ws.to_path_buf(),
+        "c1".into(),
+        std::sync::Arc::new(def),
+        tokio_util::sync::CancellationToken::new(),
+        tx,
+    );
+    let result = tool.call(ctx, obj(args)).await;
+    let mut text = String::new();
+    while let Ok(t) = rx.try_recv() {
+        text.push_str(&t);
+    }
+    (result, text)
+}
+
+#[tokio::test]
+async fn images_over_the_limit_are_reencoded_as_jpeg() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    // Named .txt: the type comes from the content.
+    noisy_png(&dir.path().join("big.txt"), 400);
+    let original = std::fs::metadata(dir.path().join("big.txt")).unwrap().len();
+    assert!(original > 100 * 1024);
+    let (result, text) = call(
+        VaalaReadFile::new(true, 100),
+        dir.path(),
+        json!({"path": "big.txt"}),
+    )
+    .await;
+    assert_eq!(result.stop_reason, None, "{text}");
+    assert_eq!(result.images.len(), 1);
+    let url = &result.images[0];
+    let b64 = url.strip_prefix("data:image/jpeg;base64,").unwrap();
+    let jpeg = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    assert!(jpeg.len() <= 100 * 1024, "{}", jpeg.len());
+    assert!(text.starts_with("[image big.txt: image/png, "), "{text}");
+    assert!(
+        text.contains("over the 100 kB limit: sent re-encoded as image/jpeg"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "(original size {})",
+            crate::tools::image_source::format_size(original)
+        )),
+        "{text}"
+    );
+
+    // Under the limit it goes as it is; a text-only model gets a placeholder.
+    noisy_png(&dir.path().join("small.png"), 16);
+    let (result, text) = call(
+        VaalaReadFile::new(true, 500),
+        dir.path(),
+        json!({"path": "small.png"}),
+    )
+    .await;
+    assert!(result.images[0].starts_with("data:image/png;base64,"));
+    assert!(!text.contains("re-encoded"), "{text}");
+    let (result, text) = call(
+        VaalaReadFile::new(false, 500),
+        dir.path(),
+        json!({"path": "small.png"}),
+    )
+    .await;
+    assert!(result.images.is_empty());
+    assert!(
+        text.ends_with("16×16 px — not shown: this model does not accept images]"),
+        "{text}"
+    );
+}

@@ -183,13 +183,17 @@ pub fn command_id<'a>(args: &'a Map<String, Value>, tool: &str) -> Result<&'a st
     require_nonblank_str(args, "command_id", tool).map(str::trim)
 }
 
-/// The `cursor` of read_command_output: a whole number of at least 0 (default 0).
+/// The `cursor` of read_command_output: a whole number of at least 0 (default 0); a string
+/// of digits counts too.
 pub fn cursor(args: &Map<String, Value>) -> u64 {
+    if let Some(Value::String(text)) = args.get("cursor") {
+        return text.trim().parse().unwrap_or(0);
+    }
     finite_number(args, "cursor").map_or(0, |c| c.floor().clamp(0.0, u64::MAX as f64) as u64)
 }
 
 /// The `chars` of write_stdin (required, may be empty).
-pub fn chars<'a>(args: &'a Map<String, Value>) -> Result<&'a str, String> {
+pub fn chars(args: &Map<String, Value>) -> Result<&str, String> {
     require_str(args, "chars", "write_stdin")
 }
 
@@ -317,6 +321,7 @@ mod tests {
         assert_eq!(cursor(&obj(json!({}))), 0);
         assert_eq!(cursor(&obj(json!({"cursor": 17.6}))), 17);
         assert_eq!(cursor(&obj(json!({"cursor": -5}))), 0);
+        assert_eq!(cursor(&obj(json!({"cursor": "4096"}))), 4096);
         assert_eq!(
             command_id(&obj(json!({"command_id": " cmd-1 "})), "stop_command"),
             Ok("cmd-1")
