@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 
 const AGENT: &str = "{{output:0:agent_id: (agent-[0-9a-f]{8})}}";
 
-fn vaala(ws: &std::path::Path, model: std::sync::Arc<dyn rookery::Model>) -> rookery::SessionOptions {
+fn vaala(
+    ws: &std::path::Path,
+    model: std::sync::Arc<dyn rookery::Model>,
+) -> rookery::SessionOptions {
     let mut o = options(ws, model);
     o.config.set_profile(ToolProfile::OpenVaala).unwrap();
     o
@@ -53,7 +56,11 @@ fn is_child(h: &[ModelPayload]) -> bool {
 }
 
 fn parent_requests(model: &Recording) -> Vec<Vec<ModelPayload>> {
-    model.requests().into_iter().filter(|h| !is_child(h)).collect()
+    model
+        .requests()
+        .into_iter()
+        .filter(|h| !is_child(h))
+        .collect()
 }
 
 fn texts(h: &[ModelPayload], role: Role) -> Vec<String> {
@@ -87,7 +94,12 @@ fn child_traces(home: &std::path::Path) -> Vec<Vec<OmniMessage>> {
     out
 }
 
-async fn run(host: &Host, ws: &std::path::Path, model: std::sync::Arc<Recording>, prompt: &str) -> rookery::SessionHandle {
+async fn run(
+    host: &Host,
+    ws: &std::path::Path,
+    model: std::sync::Arc<Recording>,
+    prompt: &str,
+) -> rookery::SessionHandle {
     let s = host.create_session(vaala(ws, model)).await.unwrap();
     let summary = tokio::time::timeout(Duration::from_secs(60), s.run_task(prompt))
         .await
@@ -121,7 +133,9 @@ async fn spawn_returns_an_agent_id_and_each_round_reports_to_the_parent() {
     let last = parents.last().unwrap();
     let got = reports(last);
     assert_eq!(got.len(), 2, "{all:#?}");
-    assert!(got[0].contains(&format!("agent_id: {id}\ntask_name: lint\nround: 1\nstatus: completed")));
+    assert!(got[0].contains(&format!(
+        "agent_id: {id}\ntask_name: lint\nround: 1\nstatus: completed"
+    )));
     assert!(got[0].ends_with("lint clean"));
     assert!(got[1].contains("round: 2") && got[1].ends_with("still clean"));
     // The reports are user texts of the parent's trace.
@@ -155,7 +169,10 @@ async fn fork_turns_none_all_and_two_copy_exactly_those_turns() {
         "children": [{"when_prompt_contains": "fork-", "turns": [{"text": "ok"}]}]
     })));
     let host = Host::start(&home).await.unwrap();
-    let s = host.create_session(vaala(&ws, model.clone())).await.unwrap();
+    let s = host
+        .create_session(vaala(&ws, model.clone()))
+        .await
+        .unwrap();
     for (p, a) in [("task one", "a1"), ("task two", "a2"), ("task three", "a3")] {
         let sum = s.run_task(p).await.unwrap();
         assert_eq!(sum.final_text.as_deref(), Some(a));
@@ -174,9 +191,22 @@ async fn fork_turns_none_all_and_two_copy_exactly_those_turns() {
             })
             .collect()
     };
-    let turn = |u: &str, a: &str| vec![(Role::User, u.to_string()), (Role::Assistant, a.to_string())];
-    assert_eq!(first_of("fork-none"), vec![(Role::User, "fork-none".to_string())]);
-    let mut all = [turn("task one", "a1"), turn("task two", "a2"), turn("task three", "a3")].concat();
+    let turn = |u: &str, a: &str| {
+        vec![
+            (Role::User, u.to_string()),
+            (Role::Assistant, a.to_string()),
+        ]
+    };
+    assert_eq!(
+        first_of("fork-none"),
+        vec![(Role::User, "fork-none".to_string())]
+    );
+    let mut all = [
+        turn("task one", "a1"),
+        turn("task two", "a2"),
+        turn("task three", "a3"),
+    ]
+    .concat();
     all.push((Role::User, "fork-all".into()));
     assert_eq!(first_of("fork-all"), all);
     let mut two = [turn("task two", "a2"), turn("task three", "a3")].concat();
@@ -186,7 +216,10 @@ async fn fork_turns_none_all_and_two_copy_exactly_those_turns() {
     s.close().await.unwrap();
     let forked = child_traces(&home)
         .into_iter()
-        .filter(|t| t.iter().any(|r| matches!(r.as_event(), Some(EventPayload::ForkedHistory { .. }))))
+        .filter(|t| {
+            t.iter()
+                .any(|r| matches!(r.as_event(), Some(EventPayload::ForkedHistory { .. })))
+        })
         .count();
     assert_eq!(forked, 2);
     host.shutdown().await;
@@ -209,17 +242,31 @@ async fn a_steer_into_a_running_child_lands_in_the_same_round() {
     let host = Host::start(&home).await.unwrap();
     let s = run(&host, &ws, model.clone(), "go").await;
     let parents = parent_requests(&model);
-    assert!(outputs(&parents[3])[2].0.starts_with("steered agent-"), "{:?}", outputs(&parents[3]));
+    assert!(
+        outputs(&parents[3])[2].0.starts_with("steered agent-"),
+        "{:?}",
+        outputs(&parents[3])
+    );
     s.close().await.unwrap();
     let child = child_traces(&home).pop().unwrap();
     let steer = "[user_steering]\nalso check b\n[/user_steering]";
     let pos = |pred: &dyn Fn(&OmniMessage) -> bool| -> Vec<usize> {
-        child.iter().enumerate().filter(|(_, r)| pred(r)).map(|(i, _)| i).collect()
+        child
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| pred(r))
+            .map(|(i, _)| i)
+            .collect()
     };
-    let steers = pos(&|r| matches!(r.as_model(), Some(ModelPayload::Text { text, .. }) if text == steer));
+    let steers =
+        pos(&|r| matches!(r.as_model(), Some(ModelPayload::Text { text, .. }) if text == steer));
     let begins = pos(&|r| matches!(r.as_event(), Some(EventPayload::RequestBegin {})));
     let ends = pos(&|r| matches!(r.as_event(), Some(EventPayload::TaskEnd { .. })));
-    assert_eq!((steers.len(), begins.len(), ends.len()), (1, 2, 1), "one round, two requests");
+    assert_eq!(
+        (steers.len(), begins.len(), ends.len()),
+        (1, 2, 1),
+        "one round, two requests"
+    );
     assert!(begins[0] < steers[0] && steers[0] < begins[1]);
     let child_second = model
         .requests()
@@ -227,7 +274,10 @@ async fn a_steer_into_a_running_child_lands_in_the_same_round() {
         .filter(|h| is_child(h))
         .nth(1)
         .unwrap();
-    assert_eq!(texts(&child_second, Role::User).last().map(String::as_str), Some(steer));
+    assert_eq!(
+        texts(&child_second, Role::User).last().map(String::as_str),
+        Some(steer)
+    );
     host.shutdown().await;
 }
 
@@ -250,7 +300,10 @@ async fn a_normal_message_queues_while_the_child_is_busy_and_starts_the_next_rou
     let s = run(&host, &ws, model.clone(), "go").await;
     let parents = parent_requests(&model);
     let sent = &outputs(&parents[3])[2].0;
-    assert!(sent.starts_with("queued for agent-") && sent.contains("(position 1)"), "{sent}");
+    assert!(
+        sent.starts_with("queued for agent-") && sent.contains("(position 1)"),
+        "{sent}"
+    );
     let all: Vec<String> = parents.last().map(|h| reports(h)).unwrap();
     assert_eq!(all.len(), 2, "{all:#?}");
     assert!(all[0].ends_with("first round") && all[1].ends_with("second round"));
@@ -259,7 +312,12 @@ async fn a_normal_message_queues_while_the_child_is_busy_and_starts_the_next_rou
     let prompts: Vec<String> = child
         .iter()
         .filter_map(|r| match r.as_model() {
-            Some(ModelPayload::Text { role: Role::User, sender: Some(Sender::ParentAgent), text, .. }) => Some(text.clone()),
+            Some(ModelPayload::Text {
+                role: Role::User,
+                sender: Some(Sender::ParentAgent),
+                text,
+                ..
+            }) => Some(text.clone()),
             _ => None,
         })
         .collect();
@@ -285,7 +343,10 @@ async fn wait_agent_wakes_on_a_message_on_steering_and_times_out() {
     let s = run(&host, &ws, model.clone(), "go").await;
     let parents = parent_requests(&model);
     let woke = outputs(&parents[2]).last().unwrap().0.clone();
-    assert!(woke.starts_with("woke: message from agent agent-"), "{woke}");
+    assert!(
+        woke.starts_with("woke: message from agent agent-"),
+        "{woke}"
+    );
     let msg = texts(&parents[2], Role::User);
     assert!(msg.iter().any(|t| t.starts_with("[agent_message]\nfrom: agent-") && t.ends_with("halfway there")), "{msg:#?}");
     // The child's own wait timed out (nothing was sent to it).
@@ -294,10 +355,16 @@ async fn wait_agent_wakes_on_a_message_on_steering_and_times_out() {
         if let Some(h) = model.requests().into_iter().filter(|h| is_child(h)).nth(2) {
             break h;
         }
-        assert!(std::time::Instant::now() < deadline, "the child's wait never ended");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child's wait never ended"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(outputs(&child_third).last().unwrap().0, "timed out after 1 s: no report or message arrived");
+    assert_eq!(
+        outputs(&child_third).last().unwrap().0,
+        "timed out after 1 s: no report or message arrived"
+    );
     s.close().await.unwrap();
 
     // The user's steering wakes it too; bad timeouts are errors.
@@ -305,25 +372,46 @@ async fn wait_agent_wakes_on_a_message_on_steering_and_times_out() {
         {"tool_calls": [call("wait_agent", json!({"timeout_seconds": 0}))]},
         {"tool_calls": [call("wait_agent", json!({"timeout_seconds": 120}))]},
         {"text": "done"}, {"text": "after"}]})));
-    let s = host.create_session(vaala(&ws, model.clone())).await.unwrap();
+    let s = host
+        .create_session(vaala(&ws, model.clone()))
+        .await
+        .unwrap();
     let mut rx = s.subscribe().await.unwrap();
     s.start_task("wait").await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut calls = 0;
     while calls < 2 {
-        let m = tokio::time::timeout_at(deadline, rx.recv()).await.unwrap().unwrap();
+        let m = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
         if matches!(m.as_model(), Some(ModelPayload::ToolCall { .. })) {
             calls += 1;
         }
     }
-    assert_eq!(s.steer("stop waiting").await.unwrap(), rookery::SteerOutcome::Queued);
-    let sum = tokio::time::timeout(Duration::from_secs(30), s.wait_idle()).await.unwrap().unwrap().unwrap();
+    assert_eq!(
+        s.steer("stop waiting").await.unwrap(),
+        rookery::SteerOutcome::Queued
+    );
+    let sum = tokio::time::timeout(Duration::from_secs(30), s.wait_idle())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(sum.status, StopReason::Completed);
     let reqs = model.requests();
     let outs = outputs(&reqs[2]);
-    assert!(outs[0].0.contains("timeout_seconds must be a whole number from 1 to 600"), "{outs:?}");
+    assert!(
+        outs[0]
+            .0
+            .contains("timeout_seconds must be a whole number from 1 to 600"),
+        "{outs:?}"
+    );
     assert_eq!(outs[0].1, StopReason::Failed);
-    assert_eq!(outs[1].0, "woke: the user steered; it reaches you with your next request");
+    assert_eq!(
+        outs[1].0,
+        "woke: the user steered; it reaches you with your next request"
+    );
     s.close().await.unwrap();
     host.shutdown().await;
 }
@@ -346,7 +434,10 @@ async fn interrupt_ends_the_round_pairs_every_call_and_reports_interrupted() {
     let parents = parent_requests(&model);
     let outs = outputs(parents.last().unwrap());
     assert!(outs[2].0.starts_with("interrupted agent-"), "{outs:#?}");
-    assert!(outs[3].0.ends_with("is idle; nothing to interrupt]"), "{outs:#?}");
+    assert!(
+        outs[3].0.ends_with("is idle; nothing to interrupt]"),
+        "{outs:#?}"
+    );
     assert!(outs[4].0.contains("status: interrupted"), "{outs:#?}");
     let rep = reports(parents.last().unwrap());
     assert_eq!(rep.len(), 1);
@@ -357,7 +448,15 @@ async fn interrupt_ends_the_round_pairs_every_call_and_reports_interrupted() {
     assert_paired(&history);
     let aborted = history
         .iter()
-        .filter(|m| matches!(m, ModelPayload::ToolCallOutput { stop_reason: StopReason::Aborted, .. }))
+        .filter(|m| {
+            matches!(
+                m,
+                ModelPayload::ToolCallOutput {
+                    stop_reason: StopReason::Aborted,
+                    ..
+                }
+            )
+        })
         .count();
     assert_eq!(aborted, 1);
     host.shutdown().await;
@@ -382,14 +481,24 @@ async fn history_pages_newest_first_and_continues_by_cursor() {
     let s = run(&host, &ws, model.clone(), "go").await;
     let outs = outputs(parent_requests(&model).last().unwrap());
     let first: Vec<&str> = outs[2].0.lines().collect();
-    assert!(first[0].ends_with("history: entries 4 down to 2 of 4, newest first"), "{first:?}");
+    assert!(
+        first[0].ends_with("history: entries 4 down to 2 of 4, newest first"),
+        "{first:?}"
+    );
     assert_eq!(first[1], "#4 assistant: the end");
     assert!(first[2].starts_with("#3 tool_output: (completed)"));
     assert!(first[3].starts_with("#2 tool_call: bash "));
-    assert_eq!(first[4], "next_cursor: 1 (pass it as cursor for older entries)");
+    assert_eq!(
+        first[4],
+        "next_cursor: 1 (pass it as cursor for older entries)"
+    );
     let second: Vec<&str> = outs[3].0.lines().collect();
     assert_eq!(&second[1..], &["#1 user: child-hist", "(start of history)"]);
-    assert!(outs[4].0.starts_with("[read_session_history error: unknown target agent-00000000"));
+    assert!(
+        outs[4]
+            .0
+            .starts_with("[read_session_history error: unknown target agent-00000000")
+    );
     assert_eq!(outs[4].1, StopReason::Failed);
     s.close().await.unwrap();
     host.shutdown().await;
@@ -411,9 +520,14 @@ async fn nine_parallel_spawn_agents_admit_exactly_eight_every_time() {
         let outs = outputs(&parent_requests(&model)[1]);
         let refused = outs
             .iter()
-            .filter(|o| o.0.starts_with("[spawn_agent error: 8 agents are running (the limit)"))
+            .filter(|o| {
+                o.0.starts_with("[spawn_agent error: 8 agents are running (the limit)")
+            })
             .count();
-        let running = outs.iter().filter(|o| o.0.starts_with("agent_id: agent-")).count();
+        let running = outs
+            .iter()
+            .filter(|o| o.0.starts_with("agent_id: agent-"))
+            .count();
         assert_eq!((running, refused), (8, 1), "round {round}: {outs:#?}");
         s.close().await.unwrap();
     }
@@ -437,18 +551,37 @@ async fn input_subagent_mode_steer_joins_the_running_round() {
         "children": [{"when_prompt_contains": "child-psteer", "turns": [{"tool_calls": [blocked]}, {"text": "child done"}]}]
     })));
     let host = Host::start(&home).await.unwrap();
-    let s = host.create_session(options(&ws, model.clone())).await.unwrap();
-    assert_eq!(s.run_task("go").await.unwrap().status, StopReason::Completed);
-    let second = model.requests().into_iter().filter(|h| is_child(h)).nth(1).unwrap();
+    let s = host
+        .create_session(options(&ws, model.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.run_task("go").await.unwrap().status,
+        StopReason::Completed
+    );
+    let second = model
+        .requests()
+        .into_iter()
+        .filter(|h| is_child(h))
+        .nth(1)
+        .unwrap();
     assert_eq!(
         texts(&second, Role::User).last().map(String::as_str),
         Some("[user_steering]\nlook at b\n[/user_steering]")
     );
     let outs = outputs(parent_requests(&model).last().unwrap());
-    assert!(outs[4].0.starts_with("[subagent idle with subagent_id subagent-"), "{outs:#?}");
+    assert!(
+        outs[4]
+            .0
+            .starts_with("[subagent idle with subagent_id subagent-"),
+        "{outs:#?}"
+    );
     s.close().await.unwrap();
     let child = child_traces(&home).pop().unwrap();
-    let ends = child.iter().filter(|r| matches!(r.as_event(), Some(EventPayload::TaskEnd { .. }))).count();
+    let ends = child
+        .iter()
+        .filter(|r| matches!(r.as_event(), Some(EventPayload::TaskEnd { .. })))
+        .count();
     assert_eq!(ends, 1, "the steer joined the running round");
     host.shutdown().await;
 }

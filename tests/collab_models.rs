@@ -48,10 +48,16 @@ async fn spawn_agent_uses_the_configured_agent_model_and_reasoning_effort() {
     o.config.set_profile(ToolProfile::OpenVaala).unwrap();
     let host = Host::start(&home).await.unwrap();
     let s = host.create_session(o).await.unwrap();
-    assert_eq!(s.run_task("go").await.unwrap().status, StopReason::Completed);
+    assert_eq!(
+        s.run_task("go").await.unwrap().status,
+        StopReason::Completed
+    );
     let reqs = model.requests();
     let spawned = &outputs(&reqs[1])[0].0;
-    assert!(spawned.contains("agent: reader\nmodel: openai/mini"), "{spawned}");
+    assert!(
+        spawned.contains("agent: reader\nmodel: openai/mini"),
+        "{spawned}"
+    );
     let report = &reqs[2];
     assert!(
         format!("{report:?}").contains("child says hi"),
@@ -102,18 +108,34 @@ async fn run_subagent_takes_provider_and_model_id_of_a_configured_model() {
     o.config.retry = fast_retry(0);
     let host = Host::start(&home).await.unwrap();
     let s = host.create_session(o).await.unwrap();
-    assert_eq!(s.run_task("go").await.unwrap().status, StopReason::Completed);
+    assert_eq!(
+        s.run_task("go").await.unwrap().status,
+        StopReason::Completed
+    );
     let reqs = model.requests();
     assert_eq!(outputs(&reqs[1])[0].0, "child says hi");
     let errs = outputs(&reqs[2]);
-    assert!(errs[1].0.contains("`model_id` and `provider` must be given together"), "{errs:?}");
-    assert!(errs[2].0.starts_with("[run_subagent error: unknown model \"openai/gpt-9\""), "{errs:?}");
+    assert!(
+        errs[1]
+            .0
+            .contains("`model_id` and `provider` must be given together"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[2]
+            .0
+            .starts_with("[run_subagent error: unknown model \"openai/gpt-9\""),
+        "{errs:?}"
+    );
     assert_eq!(
         errs[3].0,
         "[run_subagent error: subagent error: agent \"ghost\" does not exist or is not accessible]"
     );
     let body = &mock.requests()[0];
-    assert_eq!((body["model"].clone(), body["reasoning_effort"].clone()), (json!("mini"), json!("low")));
+    assert_eq!(
+        (body["model"].clone(), body["reasoning_effort"].clone()),
+        (json!("mini"), json!("low"))
+    );
     mock.assert_clean();
     s.close().await.unwrap();
     host.shutdown().await;
@@ -130,5 +152,8 @@ fn an_agent_naming_an_unknown_model_or_tool_is_a_config_error() {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(e.contains("agents.a.tools: unknown tool \"read_fiel\""), "{e}");
+    assert!(
+        e.contains("agents.a.tools: unknown tool \"read_fiel\""),
+        "{e}"
+    );
 }

@@ -100,7 +100,10 @@ async fn steer_route_queues_while_running_starts_when_idle_and_resumes_from_disk
             Some(json!({"text": "and now?"})),
         )
         .await;
-    assert_eq!((status, v["steer"].clone()), (StatusCode::ACCEPTED, json!("started")));
+    assert_eq!(
+        (status, v["steer"].clone()),
+        (StatusCode::ACCEPTED, json!("started"))
+    );
     server
         .events_until_task_end(&id, v["events_after"].as_u64().unwrap())
         .await;
@@ -134,7 +137,11 @@ async fn steer_route_queues_while_running_starts_when_idle_and_resumes_from_disk
             Some(json!({"text": "hello again"})),
         )
         .await;
-    assert_eq!((status, v["steer"].clone()), (StatusCode::ACCEPTED, json!("started")), "{v}");
+    assert_eq!(
+        (status, v["steer"].clone()),
+        (StatusCode::ACCEPTED, json!("started")),
+        "{v}"
+    );
     server
         .events_until_task_end(&id, v["events_after"].as_u64().unwrap())
         .await;
@@ -149,7 +156,9 @@ async fn steer_route_queues_while_running_starts_when_idle_and_resumes_from_disk
             Some(json!({"text": "gone?"})),
         )
         .await;
-    let (s2, v2) = server.call("GET", &format!("/v1/sessions/{id}"), None).await;
+    let (s2, v2) = server
+        .call("GET", &format!("/v1/sessions/{id}"), None)
+        .await;
     assert_eq!((status, v["error"].clone()), (s2, v2["error"].clone()));
 }
 
@@ -226,7 +235,12 @@ fn a_line_typed_at_chat_while_a_task_runs_steers_it() {
         assert!(Instant::now() < deadline, "chat did not exit");
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert_eq!(code, Some(0), "{}", std::fs::read_to_string(&err_path).unwrap());
+    assert_eq!(
+        code,
+        Some(0),
+        "{}",
+        std::fs::read_to_string(&err_path).unwrap()
+    );
     let recs = rookery::trace::reader::read_trace(&trace).unwrap().records;
     let steer = index_of(&recs, |r| is_text(r, &steer_of("check b.txt too")));
     let begins = index_of(&recs, is_begin);

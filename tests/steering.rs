@@ -109,9 +109,10 @@ async fn a_steer_joins_the_round_after_its_calls_and_is_traced_before_the_next_r
     );
     s.close().await.unwrap();
     let records = trace_records(s.trace_path());
-    let steer = position(&records, |r| {
-        matches!(r.as_model(), Some(ModelPayload::Text { text, .. }) if *text == steer_text("also list b"))
-    });
+    let steer = position(
+        &records,
+        |r| matches!(r.as_model(), Some(ModelPayload::Text { text, .. }) if *text == steer_text("also list b")),
+    );
     let begins = position(&records, |r| {
         matches!(r.as_event(), Some(EventPayload::RequestBegin {}))
     });
@@ -228,7 +229,10 @@ async fn a_steer_left_by_an_abort_joins_the_next_task_live() {
     assert_paired(&last);
     let texts = user_texts(&last);
     assert_eq!(
-        texts.iter().filter(|t| **t == steer_text("keep this")).count(),
+        texts
+            .iter()
+            .filter(|t| **t == steer_text("keep this"))
+            .count(),
         1
     );
     assert_eq!(texts.last().map(String::as_str), Some("again"));

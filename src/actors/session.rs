@@ -42,9 +42,9 @@ use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
 
 pub use handle::SessionHandle;
-pub use steer::{SteerOutcome, steering_text};
 pub(crate) use mode::restore as restore_mode;
 pub(crate) use secrets::redactor as session_redactor;
+pub use steer::{SteerOutcome, steering_text};
 use turn::Task;
 pub use turn::TaskSummary;
 
@@ -155,7 +155,10 @@ pub enum SessionMsg {
     Fork(inbox::ForkTurns, RpcReplyPort<Vec<ModelPayload>>),
     /// A text for the model from a collaborating agent (a report or a message), delivered at
     /// the next input-assembly point like a notice; `what` describes it for `wait_agent`.
-    AgentInput { text: String, what: String },
+    AgentInput {
+        text: String,
+        what: String,
+    },
     /// Wakes `wait_agent` (a message was queued for this session elsewhere).
     Poke(String),
     /// Steers the running task (or starts one when idle): see `steer.rs`.
@@ -388,9 +391,7 @@ impl Actor for SessionActor {
             trace,
             subscribers,
             model,
-            committed: resumed
-                .as_ref()
-                .map_or(forked.len(), |r| r.history.len()),
+            committed: resumed.as_ref().map_or(forked.len(), |r| r.history.len()),
             history: match &resumed {
                 Some(r) => Arc::new(r.history.clone()),
                 None => forked,

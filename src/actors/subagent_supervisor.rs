@@ -141,10 +141,12 @@ impl SubagentSupervisor {
             }
         }
         let session_id = paths::new_session_id();
-        let agent_id = req.spawn.as_ref().map(|_| loop {
-            let id = format!("agent-{:08x}", rand::random::<u32>());
-            if !state.entries.iter().any(|e| e.child.id == id) {
-                break id;
+        let agent_id = req.spawn.as_ref().map(|_| {
+            loop {
+                let id = format!("agent-{:08x}", rand::random::<u32>());
+                if !state.entries.iter().any(|e| e.child.id == id) {
+                    break id;
+                }
             }
         });
         let own = Arc::new(std::sync::OnceLock::new());
@@ -355,7 +357,10 @@ impl SubagentSupervisorHandle {
     pub async fn parent_inbox(
         &self,
     ) -> Result<tokio::sync::watch::Receiver<super::session::inbox::Inbox>, RookeryError> {
-        Ok(ractor::call!(self.parent, super::session::SessionMsg::Inbox)?)
+        Ok(ractor::call!(
+            self.parent,
+            super::session::SessionMsg::Inbox
+        )?)
     }
 
     /// The parent's completed tasks chosen by `turns` (`fork_turns`).

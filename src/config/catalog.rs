@@ -133,9 +133,11 @@ impl Catalog {
 
     /// `name (provider/model), …` or `none`.
     pub fn model_names(&self) -> String {
-        known(self.models.iter().map(|(n, m)| {
-            format!("{n} ({}/{})", m.provider, m.model.as_deref().unwrap_or("?"))
-        }))
+        known(
+            self.models.iter().map(|(n, m)| {
+                format!("{n} ({}/{})", m.provider, m.model.as_deref().unwrap_or("?"))
+            }),
+        )
     }
 }
 
@@ -177,7 +179,10 @@ mod tests {
         let c = catalog();
         assert!(c.validate(|t| t == "read_file").is_ok());
         assert_eq!(c.model("fast").unwrap().model.as_deref(), Some("mini"));
-        assert_eq!(c.model("openai/mini").unwrap().model.as_deref(), Some("mini"));
+        assert_eq!(
+            c.model("openai/mini").unwrap().model.as_deref(),
+            Some("mini")
+        );
         assert_eq!(
             c.model("slow").unwrap_err().to_string(),
             "unknown model \"slow\" (configured models: fast (openai/mini); or give provider/model of one of them)"
@@ -191,14 +196,20 @@ mod tests {
         let mut bad = c.clone();
         bad.agents.get_mut("reviewer").unwrap().model = Some("nope".into());
         let e = bad.validate(|_| true).unwrap_err().to_string();
-        assert!(e.starts_with("agents.reviewer.model: unknown model \"nope\""), "{e}");
+        assert!(
+            e.starts_with("agents.reviewer.model: unknown model \"nope\""),
+            "{e}"
+        );
     }
 
     #[test]
     fn reasoning_effort_is_a_top_level_field_for_openai_compatible_models() {
         let c = catalog();
         let m = with_reasoning_effort(c.model("fast").unwrap().clone(), Some("high"));
-        assert_eq!(m.extra.get("reasoning_effort"), Some(&serde_json::json!("high")));
+        assert_eq!(
+            m.extra.get("reasoning_effort"),
+            Some(&serde_json::json!("high"))
+        );
         let s = with_reasoning_effort(ModelConfig::scripted(), Some("high"));
         assert!(s.extra.is_empty());
     }

@@ -71,7 +71,6 @@ pub(super) fn on_steer(
     let _ = reply.send(Ok(SteerOutcome::Queued));
 }
 
-
 /// Takes the waiting steers (already recorded and streamed on receipt) as input: an
 /// input-assembly point, so every arrival so far counts as delivered.
 pub(super) fn take(state: &mut SessionState) -> Vec<ModelPayload> {

@@ -417,7 +417,8 @@ pub(super) fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut Sessi
     if !turn.completed || turn.calls.iter().any(|c| c.output.is_none()) {
         return;
     }
-    if turn.calls.is_empty() && state.pending_notices.is_empty() && state.pending_steers.is_empty() {
+    if turn.calls.is_empty() && state.pending_notices.is_empty() && state.pending_steers.is_empty()
+    {
         finish_task(state, StopReason::Completed, None);
         return;
     }

@@ -37,7 +37,13 @@ fn schema(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required})
 }
 
-fn def(name: &str, desc: &str, params: Value, perm: Permission, timeout_ms: i64) -> ToolDefinitionConfig {
+fn def(
+    name: &str,
+    desc: &str,
+    params: Value,
+    perm: Permission,
+    timeout_ms: i64,
+) -> ToolDefinitionConfig {
     let mut d = ToolDefinitionConfig::new(name, desc, params, perm);
     d.timeout_ms = timeout_ms;
     d
@@ -144,15 +150,20 @@ pub fn collaboration_tools() -> Vec<(ToolDefinitionConfig, Arc<dyn Tool>)> {
 }
 
 /// The session's supervisor, or the tool's `unavailable` failure.
-pub(crate) fn supervisor(ctx: &ToolContext, tool: &str) -> Result<SubagentSupervisorHandle, ToolResult> {
+pub(crate) fn supervisor(
+    ctx: &ToolContext,
+    tool: &str,
+) -> Result<SubagentSupervisorHandle, ToolResult> {
     if ctx.depth >= 1 {
         return Err(fail(format!(
             "[{tool} error: only the top-level session has agents (depth limit 1)]"
         )));
     }
-    ctx.subagents
-        .clone()
-        .ok_or_else(|| fail(format!("[{tool} unavailable: no subagent supervisor in this session]")))
+    ctx.subagents.clone().ok_or_else(|| {
+        fail(format!(
+            "[{tool} unavailable: no subagent supervisor in this session]"
+        ))
+    })
 }
 
 /// The child `target` names, or the tool's error.
@@ -178,7 +189,10 @@ pub(crate) async fn target(
 pub(crate) fn wait_timeout(args: &Map<String, Value>) -> Result<Duration, ToolResult> {
     let secs = match args.get("timeout_seconds") {
         None | Some(Value::Null) => WAIT_DEFAULT_S,
-        Some(v) => match v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok())) {
+        Some(v) => match v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        {
             Some(n) if (1..=WAIT_MAX_S).contains(&n) => n,
             _ => {
                 return Err(fail(format!(

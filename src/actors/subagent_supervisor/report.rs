@@ -53,7 +53,14 @@ mod tests {
             report("agent-00000001", "lint", 2, "completed", "", "all clean"),
             "[agent_report]\nagent_id: agent-00000001\ntask_name: lint\nround: 2\nstatus: completed\n[/agent_report]\nall clean"
         );
-        let t = report("agent-1", "x", 1, "interrupted", "subagent aborted: interrupted", "");
+        let t = report(
+            "agent-1",
+            "x",
+            1,
+            "interrupted",
+            "subagent aborted: interrupted",
+            "",
+        );
         assert!(t.contains("status: interrupted\ndetail: subagent aborted: interrupted\n"));
         assert!(t.ends_with("(no text answer)"));
         let long = report("a", "b", 1, "completed", "", &"y".repeat(REPORT_CHARS + 5));

@@ -116,7 +116,11 @@ pub struct ReadSessionHistory;
 fn entry(n: usize, m: &ModelPayload) -> String {
     let (kind, text) = match m {
         ModelPayload::Text { role, text, .. } => (
-            if *role == Role::User { "user" } else { "assistant" },
+            if *role == Role::User {
+                "user"
+            } else {
+                "assistant"
+            },
             text.clone(),
         ),
         ModelPayload::Thinking { thinking, .. } => ("thinking", thinking.clone()),
@@ -146,7 +150,10 @@ fn entry(n: usize, m: &ModelPayload) -> String {
 fn bounded(args: &Map<String, Value>, key: &str, max: usize) -> Result<Option<usize>, String> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok())) {
+        Some(v) => match v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        {
             Some(n) if n >= 1 && (n as usize) <= max => Ok(Some(n as usize)),
             _ => Err(format!(
                 "[read_session_history error: {key} must be a whole number from 1 to {max} (got {v})]"
@@ -172,7 +179,8 @@ impl Tool for ReadSessionHistory {
             };
             let _ = child.session.flush_trace().await;
             let path = child.session.trace_path().to_path_buf();
-            let read = tokio::task::spawn_blocking(move || crate::trace::reader::read_trace(&path)).await;
+            let read =
+                tokio::task::spawn_blocking(move || crate::trace::reader::read_trace(&path)).await;
             let records = match read {
                 Ok(Ok(r)) => r.records,
                 Ok(Err(e)) => return fail(format!("[read_session_history error: {e}]")),

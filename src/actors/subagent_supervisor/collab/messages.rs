@@ -79,10 +79,9 @@ impl Tool for SendMessage {
                 ));
             }
             // The agent may be waiting in wait_agent: it wakes and can end its round.
-            let _ = child
-                .session
-                .actor
-                .cast(SessionMsg::Poke("a message from the parent is queued".into()));
+            let _ = child.session.actor.cast(SessionMsg::Poke(
+                "a message from the parent is queued".into(),
+            ));
             ToolResult::completed().with_note(format!(
                 "queued for {id} (position {}): it starts a new round when the current one ends",
                 child.queued()

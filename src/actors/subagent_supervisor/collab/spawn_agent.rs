@@ -16,7 +16,9 @@ pub struct SpawnAgent;
 /// `fork_turns`: `none` (default), `all`, or a whole number ≥ 0.
 pub fn fork_turns(args: &Map<String, Value>) -> Result<ForkTurns, String> {
     let bad = |v: &Value| {
-        format!("[spawn_agent error: fork_turns must be none, all or a whole number of turns (got {v})]")
+        format!(
+            "[spawn_agent error: fork_turns must be none, all or a whole number of turns (got {v})]"
+        )
     };
     match args.get("fork_turns") {
         None | Some(Value::Null) => Ok(ForkTurns::None),
@@ -25,7 +27,13 @@ pub fn fork_turns(args: &Map<String, Value>) -> Result<ForkTurns, String> {
             "all" => Ok(ForkTurns::All),
             n => n
                 .parse::<usize>()
-                .map(|n| if n == 0 { ForkTurns::None } else { ForkTurns::Last(n) })
+                .map(|n| {
+                    if n == 0 {
+                        ForkTurns::None
+                    } else {
+                        ForkTurns::Last(n)
+                    }
+                })
                 .map_err(|_| bad(&Value::String(s.clone()))),
         },
         Some(v) => match v.as_u64() {

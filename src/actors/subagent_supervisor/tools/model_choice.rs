@@ -72,12 +72,21 @@ mod tests {
             .unwrap();
         assert_eq!(r.model.as_deref(), Some("openai/mini"));
         assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
-        assert!(req(json!({"provider": "openai"})).unwrap_err().contains("must be given together"));
+        assert!(
+            req(json!({"provider": "openai"}))
+                .unwrap_err()
+                .contains("must be given together")
+        );
         assert!(
             req(json!({"thinking_level": "huge"}))
                 .unwrap_err()
                 .contains("invalid `thinking_level` \"huge\"")
         );
-        assert!(req(json!({"thinking_level": null})).unwrap().reasoning_effort.is_none());
+        assert!(
+            req(json!({"thinking_level": null}))
+                .unwrap()
+                .reasoning_effort
+                .is_none()
+        );
     }
 }
