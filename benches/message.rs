@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use rookery::actors::command_supervisor::tools::CommandTools;
 use rookery::actors::command_supervisor::{CommandOptions, CommandSupervisorHandle};
 use rookery::approval::AllowAllApprover;
 use rookery::model::scripted::ScriptedModel;
@@ -202,7 +203,8 @@ fn exec_true(c: &mut Criterion) {
         ))
         .expect("supervisor");
     let registry = rookery::tools::registry::ToolRegistry::builtin();
-    let tool = registry.get("exec_command").cloned();
+    let service = Arc::new(CommandTools::new(Some(commands.clone())));
+    let tool = (registry.get("exec_command")).map(|t| t.bind(|_| service.clone()));
     g.bench_function("exec_command", |b| {
         b.iter(|| {
             rt.block_on(async {
@@ -215,9 +217,6 @@ fn exec_true(c: &mut Criterion) {
                     tool.clone(),
                     ToolEnv {
                         workspace: dir.path().to_path_buf(),
-                        commands: Some(commands.clone()),
-                        subagents: None,
-                        depth: 0,
                         path_ticket: None,
                         scope: Default::default(),
                     },

@@ -162,15 +162,16 @@ fn make_workspace(dir: &Path) -> std::io::Result<()> {
 /// The config of one session: `base` with the workload's tool wrapped in a [`TimedTool`].
 fn session_config(base: &AgentConfig, workload: Workload, probe: &Arc<Probe>) -> AgentConfig {
     let mut config = base.clone();
-    if let Some(reg) = base.tools.get(workload.tool_name()) {
-        config.tools.replace_implementation(
-            workload.tool_name(),
+    let probe = probe.clone();
+    config.tools.wrap(
+        workload.tool_name(),
+        Arc::new(move |inner| {
             Arc::new(TimedTool {
-                inner: reg.tool.clone(),
+                inner,
                 probe: probe.clone(),
-            }),
-        );
-    }
+            })
+        }),
+    );
     config
 }
 

@@ -242,11 +242,9 @@ impl AgentConfig {
     fn assemble_tools(&self, model: &ModelConfig) -> Result<ToolRegistry, ConfigError> {
         let bound = match self.profile {
             ToolProfile::Penguin => image_tools(model),
-            ToolProfile::OpenVaala => {
-                let mut bound = crate::actors::command_supervisor::openvaala::bound_tools();
-                bound.extend(crate::actors::subagent_supervisor::collab::collaboration_tools());
-                bound
-            }
+            // The command and collaboration tools are bound to the session's supervisors by the
+            // profile.
+            ToolProfile::OpenVaala => Vec::new(),
         };
         let opts = LocalToolOptions {
             vision: model.vision,

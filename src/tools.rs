@@ -7,6 +7,7 @@
 
 pub mod apply_patch;
 pub mod args;
+pub mod binding;
 pub mod describe_image;
 pub mod diff_render;
 pub mod edit_file;
@@ -33,9 +34,10 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::command_supervisor::CommandSupervisorHandle;
-use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::message::StopReason;
+pub use binding::{
+    BoundTool, RegisteredTool, ServiceKind, ToolBinding, ToolService, ToolWrapper, not_served,
+};
 use path_locks::{PathGuard, PathKey, PathTicket};
 pub use registry::{Permission, ToolDefinitionConfig, ToolRegistry};
 
@@ -103,14 +105,11 @@ impl ToolReply {
     }
 }
 
-/// What the session lends to every call: its workspace and its background services.
+/// What the session lends to every call: its workspace and the call's write-lock ticket. (Its
+/// services reach a call through the tool's binding, never through the context.)
 #[derive(Clone, Debug)]
 pub struct ToolEnv {
     pub workspace: PathBuf,
-    pub commands: Option<CommandSupervisorHandle>,
-    pub subagents: Option<SubagentSupervisorHandle>,
-    /// 0 for a user session, 1 for a subagent.
-    pub depth: u32,
     /// The call's place in the session's call order, for the per-file write locks (`None`:
     /// the call is not serialized against others).
     pub path_ticket: Option<PathTicket>,
@@ -129,12 +128,6 @@ pub struct ToolContext {
     pub definition: Arc<ToolDefinitionConfig>,
     /// Fires on user abort or the per-tool timeout; long tools must watch it.
     pub cancel: CancellationToken,
-    /// The session's command supervisor (background commands), when the session has one.
-    pub commands: Option<CommandSupervisorHandle>,
-    /// The session's subagent supervisor, when the session has one.
-    pub subagents: Option<SubagentSupervisorHandle>,
-    /// 0 for a user session, 1 for a subagent.
-    pub depth: u32,
     /// The per-file write lock the call holds (see [`Tool::write_keys`]), kept alive by
     /// whatever does the call's work.
     pub path_guard: Option<Arc<PathGuard>>,
@@ -156,22 +149,10 @@ impl ToolContext {
             tool_call_id,
             definition,
             cancel,
-            commands: None,
-            subagents: None,
-            depth: 0,
             path_guard: None,
             scope: session_scope::SessionScope::default(),
             output,
         }
-    }
-
-    /// Gives the call access to the session's services.
-    pub fn with_env(mut self, env: &ToolEnv) -> Self {
-        self.commands = env.commands.clone();
-        self.subagents = env.subagents.clone();
-        self.depth = env.depth;
-        self.scope = env.scope.clone();
-        self
     }
 
     /// Streams a piece of output. Empty text is ignored.

@@ -29,7 +29,7 @@ use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
-use crate::actors::subagent_supervisor::{SUBAGENT_TOOLS, SubagentSupervisorHandle};
+use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::approval::Approver;
 use crate::config::AgentConfig;
 use crate::error::RookeryError;
@@ -37,6 +37,7 @@ use crate::message::{
     Decision, EventPayload, ModelPayload, OmniMessage, Sender, SessionMeta, Usage, build,
 };
 use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
+use crate::tools::ServiceKind;
 use crate::trace::health::TraceHealth;
 use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
@@ -47,18 +48,6 @@ pub(crate) use secrets::redactor as session_redactor;
 pub use steer::{SteerOutcome, steering_text};
 use turn::Task;
 pub use turn::TaskSummary;
-
-/// Tools that need the session's command supervisor.
-const COMMAND_TOOLS: [&str; 8] = [
-    "exec_command",
-    "input_command",
-    "kill_command",
-    "list_commands",
-    "bash",
-    "read_command_output",
-    "write_stdin",
-    "stop_command",
-];
 
 pub(crate) use fanout::MessageSender;
 pub use fanout::{MessageReceiver, SUBSCRIBER_CAPACITY, TryRecvError};
@@ -374,13 +363,10 @@ impl Actor for SessionActor {
         let tool_specs = options.config.tools.shared_model_specs();
         // The command and subagent supervisors are spawned on the first call of one of their
         // tools (an idle session costs two actors: itself and its trace actor).
-        let wants_commands = COMMAND_TOOLS
-            .iter()
-            .any(|t| options.config.tools.get(t).is_some());
-        let wants_subagents = options.depth == 0
-            && SUBAGENT_TOOLS
-                .iter()
-                .any(|t| options.config.tools.get(t).is_some());
+        let wants_commands = options.config.tools.uses(&ServiceKind::Commands)
+            || options.config.tools.uses(&ServiceKind::OpenVaalaCommands);
+        let wants_subagents =
+            options.depth == 0 && options.config.tools.uses(&ServiceKind::Subagents);
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
         let redactor = secrets::redactor(&options);
         let budget = budget::ToolBudget::new(options.config.max_parallel);

@@ -51,20 +51,6 @@ pub const MAX_SUBAGENTS: usize = 8;
 pub const TOO_MANY: &str =
     "[run_subagent error: too many background subagents; poll or finish existing ones first]";
 
-/// Tool names a child session never gets (depth limit 1).
-pub const SUBAGENT_TOOLS: [&str; 10] = [
-    "run_subagent",
-    "input_subagent",
-    "kill_subagent",
-    "list_subagents",
-    "spawn_agent",
-    "send_message",
-    "wait_agent",
-    "interrupt_agent",
-    "list_agents",
-    "read_session_history",
-];
-
 pub enum SubagentMsg {
     /// Admits and starts a child session for `prompt` (its task is not started yet).
     Admit(

@@ -17,8 +17,7 @@ use tokio::task::JoinError;
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::RegisteredTool;
-use super::{ToolContext, ToolEnv, ToolResult, panic_message};
+use super::{BoundTool, ToolContext, ToolEnv, ToolResult, panic_message};
 use crate::message::{EventType, OmniMessage, StopReason, build};
 
 /// How long a cancelled tool may take to return before its task is aborted.
@@ -39,12 +38,12 @@ pub struct ToolCallInfo {
 type Emit = Arc<dyn Fn(OmniMessage) + Send + Sync>;
 
 /// Runs one call through the close-out and returns the complete `tool_call_output` message.
-/// `tool` is the registry lookup result (None = unknown tool). Every `partial_tool_call_output`
+/// `tool` is the registry lookup result, bound by the session (None = unknown tool). Every `partial_tool_call_output`
 /// (start, deltas, stop) is passed to `emit` as it happens, before this returns. Never panics and
 /// never returns an error: every failure is a failed output.
 pub async fn execute(
     call: ToolCallInfo,
-    tool: Option<RegisteredTool>,
+    tool: Option<BoundTool>,
     env: ToolEnv,
     user_cancel: CancellationToken,
     emit: Arc<dyn Fn(OmniMessage) + Send + Sync>,
@@ -174,7 +173,7 @@ async fn wait_opt(timer: &mut Option<Pin<Box<Sleep>>>) {
 async fn run_tool(
     name: &str,
     id: String,
-    tool: RegisteredTool,
+    tool: BoundTool,
     args: Map<String, Value>,
     env: ToolEnv,
     user_cancel: CancellationToken,
@@ -187,14 +186,14 @@ async fn run_tool(
 
     let cancel = user_cancel.child_token();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let ctx = ToolContext::new(
+    let mut ctx = ToolContext::new(
         env.workspace.clone(),
         id.clone(),
         definition,
         cancel.clone(),
         tx,
-    )
-    .with_env(&env);
+    );
+    ctx.scope = env.scope.clone();
     let imp = tool.tool;
     let ticket = env.path_ticket;
     let workspace = env.workspace;

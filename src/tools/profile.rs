@@ -5,10 +5,12 @@
 //!
 //! This is the one table of each profile's tools: [`ToolProfile::default_tools`] and
 //! [`COLLABORATION_TOOLS`] (OpenVaala's collaboration tools, always present in the openvaala
-//! profile once they are bound). [`assemble`] turns a profile, a config's `tools.builtin` and
-//! the service-bound implementations into a registry. It starts nothing and knows no actor:
-//! service-bound tools arrive as `(definition, implementation)` pairs from the caller.
+//! profile, bound to [`ServiceKind::Subagents`]). [`assemble`] turns a profile, a config's `tools.builtin` and
+//! the caller's extra implementations into a registry; the openvaala command tools are bound to
+//! [`ServiceKind::OpenVaalaCommands`], served by the session's command supervisor. It starts
+//! nothing and knows no actor.
 
+mod collab_defs;
 mod openvaala_defs;
 
 use std::fmt;
@@ -16,8 +18,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::registry::{BuiltinEntry, ToolDefinitionConfig, ToolRegistry};
-use super::{BlockingTool, Tool};
+use super::{BlockingTool, ServiceKind, Tool};
 use crate::error::ConfigError;
+pub use collab_defs::{WAIT_DEFAULT_S, WAIT_MAX_S, collaboration_definition};
 pub use openvaala_defs::openvaala_definition;
 
 /// The tool surface of a session.
@@ -66,8 +69,8 @@ pub const OPENVAALA_TOOLS: [&str; 7] = [
     "list_commands",
 ];
 
-/// OpenVaala's collaboration tools: appended to every openvaala registry when an
-/// implementation is bound for them, never named in `tools.builtin`.
+/// OpenVaala's collaboration tools: appended to every openvaala registry, bound to the
+/// session's subagent supervisor ([`ServiceKind::Subagents`]); never named in `tools.builtin`.
 pub const COLLABORATION_TOOLS: [&str; 6] = [
     "spawn_agent",
     "send_message",
@@ -193,6 +196,13 @@ pub fn assemble(
             }
             .into());
         };
+        if let Some(o) = ov {
+            o.apply(&mut def);
+        }
+        if OPENVAALA_COMMAND_TOOLS.contains(&name) {
+            reg.register_service(def, ServiceKind::OpenVaalaCommands);
+            continue;
+        }
         let tool = openvaala_local(name, opts)
             .or_else(|| {
                 bound
@@ -201,14 +211,11 @@ pub fn assemble(
                     .map(|(_, t)| t.clone())
             })
             .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
-        if let Some(o) = ov {
-            o.apply(&mut def);
-        }
         reg.register(def, tool);
     }
-    for (def, tool) in bound {
-        if COLLABORATION_TOOLS.contains(&def.name.as_str()) {
-            reg.register(def, tool);
+    for name in COLLABORATION_TOOLS {
+        if let Some(def) = collaboration_definition(name) {
+            reg.register_service(def, ServiceKind::Subagents);
         }
     }
     Ok(reg)
@@ -236,13 +243,23 @@ mod tests {
     }
 
     #[test]
-    fn openvaala_local_tools_and_unbound_command_tools() {
-        // Without bound command tools, the default list cannot be assembled: it names the tool.
-        let e = assemble(ToolProfile::OpenVaala, None, Vec::new(), Default::default())
-            .err()
-            .map(|e| e.to_string())
+    fn openvaala_default_list_and_its_bindings() {
+        let r = assemble(ToolProfile::OpenVaala, None, Vec::new(), Default::default())
             .unwrap_or_default();
-        assert!(e.contains("\"bash\""), "{e}");
+        // The default list, then the collaboration tools (always present, served by the
+        // session's subagent supervisor).
+        let all: Vec<&str> = OPENVAALA_TOOLS
+            .iter()
+            .chain(&COLLABORATION_TOOLS)
+            .copied()
+            .collect();
+        assert_eq!(names(&r), all);
+        assert_eq!(
+            r.bound_to(&ServiceKind::OpenVaalaCommands),
+            OPENVAALA_COMMAND_TOOLS
+        );
+        assert_eq!(r.bound_to(&ServiceKind::Subagents), COLLABORATION_TOOLS);
+        assert!(!r.uses(&ServiceKind::Commands));
         let only_files = [
             BuiltinEntry::Name("apply_patch".into()),
             BuiltinEntry::Name("read_file".into()),
@@ -254,7 +271,10 @@ mod tests {
             Default::default(),
         )
         .unwrap_or_default();
-        assert_eq!(names(&r), vec!["apply_patch", "read_file"]);
+        let mut want = vec!["apply_patch", "read_file"];
+        want.extend(COLLABORATION_TOOLS);
+        assert_eq!(names(&r), want);
+        assert!(!r.uses(&ServiceKind::OpenVaalaCommands));
         let spec = r.get("read_file").map(|t| t.definition.model_spec());
         let required = spec.map(|s| s["parameters"]["required"].clone());
         assert_eq!(required, Some(serde_json::json!(["path"])));

@@ -1,8 +1,9 @@
 //! Tool definitions (`ToolDefinitionConfig`), the default table (`docs/tools.md#default-tool-table`), and the
 //! registry a session assembles from it: which tools the model sees, with which limits.
 //!
-//! The registry only maps names to definitions and implementations; running a call is the
-//! close-out's job (`environment`).
+//! The registry only maps names to definitions and bindings ([`ToolBinding`]: a local
+//! implementation or the session service that serves the tool); binding a call to a service is
+//! the session's job, running it the close-out's (`environment`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::binding::{RegisteredTool, ServiceKind, ToolBinding, ToolWrapper};
 use super::{BlockingTool, Tool};
 use crate::error::ConfigError;
 
@@ -338,59 +340,35 @@ pub const BUILTIN_NAMES: [&str; 14] = [
     "describe_image",
 ];
 
-/// The implementation of a builtin, when this build has one.
-pub fn builtin_implementation(name: &str) -> Option<Arc<dyn Tool>> {
-    let tool: Arc<dyn Tool> = match name {
-        "read_file" => Arc::new(BlockingTool::with_quick(
+/// How a builtin runs, when this build has it: the file tools are local, the command and
+/// subagent tools are served by the session's supervisors.
+pub fn builtin_binding(name: &str) -> Option<ToolBinding> {
+    let local = |tool: Arc<dyn Tool>| Some(ToolBinding::Local(tool));
+    match name {
+        "read_file" => local(Arc::new(BlockingTool::with_quick(
             super::read_file::read_file,
             super::read_file::is_small_file,
-        )),
-        "edit_file" => Arc::new(
+        ))),
+        "edit_file" => local(Arc::new(
             BlockingTool::new(super::edit_file::edit_file)
                 .writing(super::path_locks::file_path_keys),
-        ),
-        "write_file" => Arc::new(
+        )),
+        "write_file" => local(Arc::new(
             BlockingTool::new(super::write_file::write_file)
                 .writing(super::path_locks::file_path_keys),
-        ),
-        "apply_patch" => Arc::new(
+        )),
+        "apply_patch" => local(Arc::new(
             BlockingTool::new(super::apply_patch::apply_patch)
                 .writing(super::apply_patch::write_keys),
-        ),
-        "exec_command" => {
-            Arc::new(crate::actors::command_supervisor::tools::exec_command::ExecCommandTool)
+        )),
+        "exec_command" | "input_command" | "kill_command" | "list_commands" => {
+            Some(ToolBinding::Service(ServiceKind::Commands))
         }
-        "input_command" => {
-            Arc::new(crate::actors::command_supervisor::tools::input_command::InputCommandTool)
+        "run_subagent" | "input_subagent" | "kill_subagent" | "list_subagents" => {
+            Some(ToolBinding::Service(ServiceKind::Subagents))
         }
-        "kill_command" => {
-            Arc::new(crate::actors::command_supervisor::tools::kill_command::KillCommandTool)
-        }
-        "list_commands" => {
-            Arc::new(crate::actors::command_supervisor::tools::list_commands::ListCommandsTool)
-        }
-        "run_subagent" => {
-            Arc::new(crate::actors::subagent_supervisor::tools::run_subagent::RunSubagentTool)
-        }
-        "input_subagent" => {
-            Arc::new(crate::actors::subagent_supervisor::tools::input_subagent::InputSubagentTool)
-        }
-        "kill_subagent" => {
-            Arc::new(crate::actors::subagent_supervisor::tools::kill_subagent::KillSubagentTool)
-        }
-        "list_subagents" => {
-            Arc::new(crate::actors::subagent_supervisor::tools::kill_subagent::ListSubagentsTool)
-        }
-        _ => return None,
-    };
-    Some(tool)
-}
-
-/// A registered tool: its definition and implementation.
-#[derive(Clone)]
-pub struct RegisteredTool {
-    pub definition: Arc<ToolDefinitionConfig>,
-    pub tool: Arc<dyn Tool>,
+        _ => None,
+    }
 }
 
 /// The tools of a session, in the order the model sees them.
@@ -414,10 +392,8 @@ impl ToolRegistry {
     pub fn builtin() -> Self {
         let mut reg = Self::empty();
         for name in BUILTIN_NAMES {
-            if let (Some(def), Some(tool)) =
-                (default_definition(name), builtin_implementation(name))
-            {
-                reg.register(def, tool);
+            if let (Some(def), Some(binding)) = (default_definition(name), builtin_binding(name)) {
+                reg.register_binding(def, binding);
             }
         }
         reg
@@ -453,15 +429,15 @@ impl ToolRegistry {
                 name: name.to_string(),
                 known: BUILTIN_NAMES.join(", "),
             })?;
-            let (mut def, tool) = if known.for_model.is_some() {
+            let (mut def, binding) = if known.for_model.is_some() {
                 match image_tools.iter().find(|(d, _)| d.name == name) {
-                    Some((d, t)) => (d.clone(), t.clone()),
+                    Some((d, t)) => (d.clone(), ToolBinding::Local(t.clone())),
                     None => continue,
                 }
             } else {
-                let tool = builtin_implementation(name)
+                let binding = builtin_binding(name)
                     .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
-                (known, tool)
+                (known, binding)
             };
             if let Some(o) = ov {
                 if let Some(v) = &o.description {
@@ -486,13 +462,23 @@ impl ToolRegistry {
                     def.call_description = v;
                 }
             }
-            reg.register(def, tool);
+            reg.register_binding(def, binding);
         }
         Ok(reg)
     }
 
-    /// Adds (or replaces) a tool. Library users register their own tools this way.
+    /// Adds (or replaces) a local tool. Library users register their own tools this way.
     pub fn register(&mut self, definition: ToolDefinitionConfig, tool: Arc<dyn Tool>) {
+        self.register_binding(definition, ToolBinding::Local(tool));
+    }
+
+    /// Adds (or replaces) a tool served by the session's service of `kind`.
+    pub fn register_service(&mut self, definition: ToolDefinitionConfig, kind: ServiceKind) {
+        self.register_binding(definition, ToolBinding::Service(kind));
+    }
+
+    /// Adds (or replaces) a tool with its binding.
+    pub fn register_binding(&mut self, definition: ToolDefinitionConfig, binding: ToolBinding) {
         self.specs = Arc::default();
         let name = definition.name.clone();
         if !self.by_name.contains_key(&name) {
@@ -502,27 +488,41 @@ impl ToolRegistry {
             name,
             RegisteredTool {
                 definition: Arc::new(definition),
-                tool,
+                binding,
+                wrappers: Vec::new(),
             },
         );
     }
 
-    /// Removes a tool by name; true when it was there.
-    /// Swaps the implementation of a registered tool, keeping its definition (and the shared
-    /// specs); false when no tool has that name.
+    /// Swaps the implementation of a registered tool for a local one, keeping its definition
+    /// (and the shared specs); false when no tool has that name.
     pub fn replace_implementation(&mut self, name: &str, tool: Arc<dyn Tool>) -> bool {
+        self.update(name, |t| {
+            t.binding = ToolBinding::Local(tool);
+            t.wrappers.clear();
+        })
+    }
+
+    /// Wraps the implementation of a registered tool each time it is bound (local or served),
+    /// keeping its definition; false when no tool has that name.
+    pub fn wrap(&mut self, name: &str, wrapper: ToolWrapper) -> bool {
+        self.update(name, |t| t.wrappers.push(wrapper))
+    }
+
+    fn update(&mut self, name: &str, change: impl FnOnce(&mut RegisteredTool)) -> bool {
         if !self.by_name.contains_key(name) {
             return false;
         }
         match Arc::make_mut(&mut self.by_name).get_mut(name) {
             Some(t) => {
-                t.tool = tool;
+                change(t);
                 true
             }
             None => false,
         }
     }
 
+    /// Removes a tool by name; true when it was there.
     pub fn remove(&mut self, name: &str) -> bool {
         self.specs = Arc::default();
         if !self.by_name.contains_key(name) {
@@ -534,6 +534,27 @@ impl ToolRegistry {
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
         self.by_name.get(name)
+    }
+
+    /// The service kind `name` is bound to, if it is a service-bound tool.
+    pub fn service_of(&self, name: &str) -> Option<&ServiceKind> {
+        self.by_name.get(name).and_then(|t| t.binding.service())
+    }
+
+    /// Whether any tool is served by `kind`.
+    pub fn uses(&self, kind: &ServiceKind) -> bool {
+        self.by_name
+            .values()
+            .any(|t| t.binding.service() == Some(kind))
+    }
+
+    /// The names of the tools served by `kind`, in order.
+    pub fn bound_to(&self, kind: &ServiceKind) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|n| self.service_of(n) == Some(kind))
+            .cloned()
+            .collect()
     }
 
     pub fn permission(&self, name: &str) -> Option<Permission> {
@@ -611,5 +632,34 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("reed_file"), "{err}");
+    }
+
+    #[test]
+    fn the_registry_answers_which_service_serves_a_tool() {
+        let reg = ToolRegistry::builtin();
+        assert_eq!(
+            reg.bound_to(&ServiceKind::Commands),
+            [
+                "exec_command",
+                "input_command",
+                "kill_command",
+                "list_commands"
+            ]
+        );
+        assert_eq!(
+            reg.bound_to(&ServiceKind::Subagents),
+            [
+                "run_subagent",
+                "input_subagent",
+                "kill_subagent",
+                "list_subagents"
+            ]
+        );
+        assert_eq!(reg.service_of("read_file"), None);
+        assert!(reg.uses(&ServiceKind::Commands));
+        let files = ToolRegistry::from_entries(&[BuiltinEntry::Name("read_file".into())])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!files.uses(&ServiceKind::Commands));
+        assert!(!files.uses(&ServiceKind::Subagents));
     }
 }

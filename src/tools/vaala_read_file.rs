@@ -116,7 +116,12 @@ impl Tool for VaalaReadFile {
             let work = tokio::task::spawn_blocking(move || tool.read(&workspace, &args, &scope));
             let reply = tokio::select! {
                 biased;
-                _ = ctx.cancel.cancelled() => return crate::actors::command_supervisor::tools::exec_command::aborted(),
+                _ = ctx.cancel.cancelled() => {
+                    return ToolResult {
+                        stop_reason: Some(crate::message::StopReason::Aborted),
+                        ..ToolResult::default()
+                    };
+                }
                 r = work => r,
             };
             match reply {

@@ -8,17 +8,16 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 use rookery::actors::command::process::{group_members, proc_stat};
-use rookery::actors::command_supervisor::tools::exec_command::ExecCommandTool;
-use rookery::actors::command_supervisor::tools::input_command::InputCommandTool;
-use rookery::actors::command_supervisor::tools::kill_command::KillCommandTool;
-use rookery::actors::command_supervisor::tools::list_commands::ListCommandsTool;
+use rookery::actors::command_supervisor::tools::CommandTools;
 use rookery::actors::command_supervisor::{
     CommandEvent, CommandOptions, CommandSupervisorHandle, MAX_COMMANDS,
 };
 use rookery::message::{ModelPayload, OmniMessage, Payload, StopReason};
 use rookery::tools::environment::{ToolCallInfo, execute};
-use rookery::tools::registry::{RegisteredTool, default_definition};
-use rookery::tools::{Permission, Tool, ToolDefinitionConfig, ToolEnv};
+use rookery::tools::registry::{builtin_binding, default_definition};
+use rookery::tools::{
+    Permission, RegisteredTool, ServiceKind, ToolBinding, ToolDefinitionConfig, ToolEnv,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -81,14 +80,11 @@ fn definition(name: &str) -> ToolDefinitionConfig {
     })
 }
 
-fn implementation(name: &str) -> Arc<dyn Tool> {
-    match name {
-        "exec_command" => Arc::new(ExecCommandTool),
-        "input_command" => Arc::new(InputCommandTool),
-        "kill_command" => Arc::new(KillCommandTool),
-        "list_commands" => Arc::new(ListCommandsTool),
-        other => panic!("no tool {other}"),
-    }
+/// The registry's binding of a command tool (always the command supervisor's service).
+fn binding(name: &str) -> ToolBinding {
+    let binding = builtin_binding(name).unwrap_or_else(|| panic!("no tool {name}"));
+    assert_eq!(binding.service(), Some(&ServiceKind::Commands), "{name}");
+    binding
 }
 
 /// Runs one call through the close-out, with `max_output_length` overridden when given.
@@ -123,9 +119,10 @@ pub async fn call_full(
     if let Some(m) = max_output {
         def.max_output_length = m;
     }
-    let tool = RegisteredTool {
+    let registered = RegisteredTool {
         definition: Arc::new(def),
-        tool: implementation(name),
+        binding: binding(name),
+        wrappers: Vec::new(),
     };
     let seen: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
@@ -143,11 +140,10 @@ pub async fn call_full(
         Some((c, w)) => (Some(c), w),
         None => (None, std::env::temp_dir()),
     };
+    // Bound the way the session binds it: to the (possibly absent) supervisor.
+    let tool = registered.bind(|_| Arc::new(CommandTools::new(commands)));
     let env = ToolEnv {
         workspace,
-        commands,
-        subagents: None,
-        depth: 0,
         path_ticket: None,
         scope: Default::default(),
     };

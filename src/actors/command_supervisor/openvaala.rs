@@ -8,7 +8,6 @@
 
 pub mod format;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -17,8 +16,7 @@ use serde_json::{Map, Value};
 use super::{CommandLease, CommandStyle, CommandSupervisorHandle, StartRequest};
 use crate::actors::command::{ExitInfo, PageReply};
 use crate::message::StopReason;
-use crate::tools::registry::ToolDefinitionConfig;
-use crate::tools::{Tool, ToolContext, ToolResult};
+use crate::tools::{ToolContext, ToolResult, ToolService};
 use format::{DEFAULT_STDIN_WAIT_S, DEFAULT_WAIT_S, MAX_WAIT_S};
 
 /// How long stop_command waits for the command to be gone before answering.
@@ -212,31 +210,37 @@ async fn list(commands: CommandSupervisorHandle, ctx: ToolContext) -> ToolResult
     ToolResult::completed()
 }
 
-/// One openvaala command tool as a [`Tool`] on the call's command supervisor.
-struct CommandTool(&'static str);
+/// The openvaala command tools of one session, served by its command supervisor
+/// ([`ServiceKind::OpenVaalaCommands`](crate::tools::ServiceKind::OpenVaalaCommands)). Without a
+/// supervisor each tool answers that it is unavailable.
+#[derive(Clone)]
+pub struct VaalaCommandTools {
+    commands: Option<CommandSupervisorHandle>,
+}
 
-impl Tool for CommandTool {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
-        let name = self.0;
-        Box::pin(async move {
-            let Some(commands) = ctx.commands.clone() else {
-                return failed(
-                    &ctx,
-                    format!("[{name} unavailable: no command session manager configured]"),
-                );
-            };
-            call(commands, name, ctx, args).await
-        })
+impl VaalaCommandTools {
+    pub fn new(commands: Option<CommandSupervisorHandle>) -> Self {
+        VaalaCommandTools { commands }
     }
 }
 
-/// The openvaala command tools with their definitions, for the profile's assembly.
-pub fn bound_tools() -> Vec<(ToolDefinitionConfig, Arc<dyn Tool>)> {
-    TOOL_NAMES
-        .iter()
-        .filter_map(|name| {
-            let def = crate::tools::profile::openvaala_definition(name)?;
-            Some((def, Arc::new(CommandTool(name)) as Arc<dyn Tool>))
+impl ToolService for VaalaCommandTools {
+    fn call(
+        &self,
+        tool: &str,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
+        let tool = tool.to_string();
+        let commands = self.commands.clone();
+        Box::pin(async move {
+            let Some(commands) = commands else {
+                return failed(
+                    &ctx,
+                    format!("[{tool} unavailable: no command session manager configured]"),
+                );
+            };
+            call(commands, &tool, ctx, args).await
         })
-        .collect()
+    }
 }

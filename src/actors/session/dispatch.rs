@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget;
 use super::gate;
+use super::services;
 use super::turn::{finalize_abort, live_task, maybe_finish_turn};
 use super::{SessionMsg, SessionState};
 use crate::approval::ApprovalRequest;
@@ -111,7 +112,9 @@ pub(super) fn spawn_tool(
     context: Vec<String>,
 ) {
     let workspace = state.options.workspace.clone();
-    let tool = state.options.config.tools.get(&info.name).cloned();
+    // A service-bound tool is bound to this session's own service now.
+    let tool = (state.options.config.tools.get(&info.name))
+        .map(|t| t.bind(|kind| services::service(state, kind)));
     let after = gate::Gate::of(state);
     let after = after.has_after(&info.name, &context).then_some(after);
     let hook_call = crate::hooks::HookCall {
@@ -120,9 +123,6 @@ pub(super) fn spawn_tool(
         arguments: info.arguments.clone(),
     };
     let records_me = myself.clone();
-    let commands = state.commands.clone();
-    let subagents = state.subagents.clone();
-    let depth = state.options.depth;
     let path_ticket = Some(state.path_locks.ticket());
     let scope = state.tool_scope.clone();
     let me = myself.clone();
@@ -145,9 +145,6 @@ pub(super) fn spawn_tool(
         };
         let env = crate::tools::ToolEnv {
             workspace,
-            commands,
-            subagents,
-            depth,
             path_ticket,
             scope,
         };

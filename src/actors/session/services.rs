@@ -3,23 +3,48 @@
 //! (itself and its trace actor). A supervisor that failed is not restarted: its tools then
 //! answer "unavailable", as before.
 //!
+//! It also binds a service-bound tool's call to the session's own service of its kind
+//! ([`service`], `docs/architecture.md#service-bindings`).
+//!
 //! It owns no state: what it spawns goes into the `SessionState`.
 
 use std::sync::Arc;
 
 use ractor::ActorRef;
 
-use super::{COMMAND_TOOLS, SessionMsg, SessionState};
+use super::{SessionMsg, SessionState};
+use crate::actors::command_supervisor::tools::CommandTools;
 use crate::actors::command_supervisor::{
     CommandEventSink, CommandOptions, CommandSupervisorHandle,
 };
-use crate::actors::subagent_supervisor::{
-    ParentLink, SUBAGENT_TOOLS, SubagentArgs, SubagentSupervisorHandle,
-};
+use crate::actors::subagent_supervisor::tools::SubagentTools;
+use crate::actors::subagent_supervisor::{ParentLink, SubagentArgs, SubagentSupervisorHandle};
+use crate::tools::{ServiceKind, ToolService};
+
+/// The session's service of `kind`, serving one call of a tool bound to it.
+pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolService> {
+    match kind {
+        ServiceKind::Commands => Arc::new(CommandTools::new(state.commands.clone())),
+        ServiceKind::OpenVaalaCommands => Arc::new(
+            crate::actors::command_supervisor::openvaala::VaalaCommandTools::new(
+                state.commands.clone(),
+            ),
+        ),
+        ServiceKind::Subagents => Arc::new(SubagentTools::new(
+            state.subagents.clone(),
+            state.options.depth,
+        )),
+    }
+}
 
 /// Spawns the supervisor `tool` needs if it is configured and not running yet.
 pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionState, tool: &str) {
-    if state.commands.is_none() && state.wants_commands && COMMAND_TOOLS.contains(&tool) {
+    let kind = state.options.config.tools.service_of(tool).cloned();
+    let command_kind = matches!(
+        kind,
+        Some(ServiceKind::Commands | ServiceKind::OpenVaalaCommands)
+    );
+    if state.commands.is_none() && state.wants_commands && command_kind {
         let me = myself.clone();
         let sink: CommandEventSink = Arc::new(move |ev| {
             let _ = me.cast(SessionMsg::Command(ev));
@@ -44,10 +69,11 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
             }
         }
     }
-    if state.subagents.is_none() && state.wants_subagents && SUBAGENT_TOOLS.contains(&tool) {
+    if state.subagents.is_none() && state.wants_subagents && kind == Some(ServiceKind::Subagents) {
+        // A child session never gets the subagent tools (depth limit 1).
         let mut template = state.options.clone();
-        for t in SUBAGENT_TOOLS {
-            template.config.tools.remove(t);
+        for t in template.config.tools.bound_to(&ServiceKind::Subagents) {
+            template.config.tools.remove(&t);
         }
         let args = SubagentArgs {
             env: state.env.clone(),

@@ -26,7 +26,7 @@ where
     }
 }
 
-fn tool_with<F, Fut>(timeout_ms: i64, max_output_length: i64, f: F) -> Option<RegisteredTool>
+fn tool_with<F, Fut>(timeout_ms: i64, max_output_length: i64, f: F) -> Option<BoundTool>
 where
     F: Fn(ToolContext, Map<String, Value>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ToolResult> + Send + 'static,
@@ -39,13 +39,13 @@ where
     );
     def.timeout_ms = timeout_ms;
     def.max_output_length = max_output_length;
-    Some(RegisteredTool {
+    Some(BoundTool {
         definition: Arc::new(def),
         tool: Arc::new(FnTool(f)),
     })
 }
 
-fn tool<F, Fut>(f: F) -> Option<RegisteredTool>
+fn tool<F, Fut>(f: F) -> Option<BoundTool>
 where
     F: Fn(ToolContext, Map<String, Value>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ToolResult> + Send + 'static,
@@ -73,7 +73,7 @@ struct Run {
 
 async fn run_with(
     c: ToolCallInfo,
-    t: Option<RegisteredTool>,
+    t: Option<BoundTool>,
     workspace: PathBuf,
     cancel: CancellationToken,
 ) -> Run {
@@ -83,9 +83,6 @@ async fn run_with(
     let id = c.tool_call_id.clone();
     let env = crate::tools::ToolEnv {
         workspace,
-        commands: None,
-        subagents: None,
-        depth: 0,
         path_ticket: None,
         scope: Default::default(),
     };
@@ -133,7 +130,7 @@ async fn run_with(
     run
 }
 
-async fn run(c: ToolCallInfo, t: Option<RegisteredTool>) -> Run {
+async fn run(c: ToolCallInfo, t: Option<BoundTool>) -> Run {
     run_with(c, t, std::env::temp_dir(), CancellationToken::new()).await
 }
 

@@ -9,29 +9,20 @@
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::actors::command::ExitInfo;
+use crate::actors::command_supervisor::CommandSupervisorHandle;
 use crate::actors::command_supervisor::notice::crowded_note;
 use crate::actors::command_supervisor::{
     CROWDED_AT, Collected, CommandStyle, MAX_COMMANDS, StartRequest,
 };
 use crate::message::StopReason;
 use crate::tools::args::{finite_number, flag, opt_str, require_str};
-use crate::tools::{Tool, ToolContext, ToolResult};
+use crate::tools::{ToolContext, ToolResult};
 
 /// Default window of exec_command.
 const DEFAULT_YIELD_MS: f64 = 60_000.0;
-
-/// The exec_command tool.
-pub struct ExecCommandTool;
-
-impl Tool for ExecCommandTool {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
-        Box::pin(run(ctx, args))
-    }
-}
 
 /// Emits `text` and returns a failed result.
 pub(crate) fn fail(ctx: &ToolContext, text: impl Into<String>) -> ToolResult {
@@ -88,9 +79,13 @@ fn with_crowding(note: String, registered: usize) -> String {
     }
 }
 
-async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+pub(super) async fn run(
+    commands: Option<CommandSupervisorHandle>,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
     let tool = ctx.definition.name.clone();
-    let Some(commands) = ctx.commands.clone() else {
+    let Some(commands) = commands else {
         return fail(
             &ctx,
             "[exec_command unavailable: no command session manager configured]",

@@ -5,28 +5,23 @@
 //!
 //! Texts and verdicts only: the command actor does the I/O, the supervisor owns the registry.
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::exec_command::{aborted, exit_result, fail, yield_window};
 use crate::actors::command_supervisor::Collected;
+use crate::actors::command_supervisor::CommandSupervisorHandle;
 use crate::tools::args::{opt_str, require_str};
-use crate::tools::{Tool, ToolContext, ToolResult};
+use crate::tools::{ToolContext, ToolResult};
 
 const CTRL_C: &str = "\u{3}";
 
-/// The input_command tool.
-pub struct InputCommandTool;
-
-impl Tool for InputCommandTool {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
-        Box::pin(run(ctx, args))
-    }
-}
-
-async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+pub(super) async fn run(
+    commands: Option<CommandSupervisorHandle>,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
     let tool = ctx.definition.name.clone();
-    let Some(commands) = ctx.commands.clone() else {
+    let Some(commands) = commands else {
         return fail(
             &ctx,
             "[input_command unavailable: no command session manager configured]",

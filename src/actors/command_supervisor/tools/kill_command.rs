@@ -4,25 +4,20 @@
 //!
 //! Texts and verdicts only: the kill itself is the command's process guard's job.
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::exec_command::fail;
+use crate::actors::command_supervisor::CommandSupervisorHandle;
 use crate::tools::args::require_str;
-use crate::tools::{Tool, ToolContext, ToolResult};
+use crate::tools::{ToolContext, ToolResult};
 
-/// The kill_command tool.
-pub struct KillCommandTool;
-
-impl Tool for KillCommandTool {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
-        Box::pin(run(ctx, args))
-    }
-}
-
-async fn run(ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+pub(super) async fn run(
+    commands: Option<CommandSupervisorHandle>,
+    ctx: ToolContext,
+    args: Map<String, Value>,
+) -> ToolResult {
     let tool = ctx.definition.name.clone();
-    let Some(commands) = ctx.commands.clone() else {
+    let Some(commands) = commands else {
         return fail(
             &ctx,
             "[kill_command unavailable: no command session manager configured]",

@@ -4,23 +4,12 @@
 //!
 //! Read-only: it never changes the registry.
 
-use futures::future::BoxFuture;
-use serde_json::{Map, Value};
-
 use super::exec_command::fail;
-use crate::tools::{Tool, ToolContext, ToolResult};
+use crate::actors::command_supervisor::CommandSupervisorHandle;
+use crate::tools::{ToolContext, ToolResult};
 
-/// The list_commands tool.
-pub struct ListCommandsTool;
-
-impl Tool for ListCommandsTool {
-    fn call(&self, ctx: ToolContext, _args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
-        Box::pin(run(ctx))
-    }
-}
-
-async fn run(ctx: ToolContext) -> ToolResult {
-    let Some(commands) = ctx.commands.clone() else {
+pub(super) async fn run(commands: Option<CommandSupervisorHandle>, ctx: ToolContext) -> ToolResult {
+    let Some(commands) = commands else {
         return fail(
             &ctx,
             "[list_commands unavailable: no command session manager configured]",

@@ -7,9 +7,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+use super::super::SubagentSupervisorHandle;
 use super::{fail, supervisor, target};
 use crate::message::{ModelPayload, Role};
-use crate::tools::{Tool, ToolContext, ToolResult};
+use crate::tools::{ToolContext, ToolResult};
 
 /// Longest wait for an interrupted round to end.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
@@ -21,10 +22,15 @@ const ENTRY_CHARS: usize = 2000;
 
 pub struct InterruptAgent;
 
-impl Tool for InterruptAgent {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl InterruptAgent {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let subagents = match supervisor(&ctx, "interrupt_agent") {
+            let subagents = match supervisor(subagents, depth, "interrupt_agent") {
                 Ok(s) => s,
                 Err(r) => return r,
             };
@@ -66,10 +72,15 @@ impl Tool for InterruptAgent {
 
 pub struct ListAgents;
 
-impl Tool for ListAgents {
-    fn call(&self, ctx: ToolContext, _args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl ListAgents {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        ctx: ToolContext,
+        _args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let subagents = match supervisor(&ctx, "list_agents") {
+            let subagents = match supervisor(subagents, depth, "list_agents") {
                 Ok(s) => s,
                 Err(r) => return r,
             };
@@ -162,10 +173,15 @@ fn bounded(args: &Map<String, Value>, key: &str, max: usize) -> Result<Option<us
     }
 }
 
-impl Tool for ReadSessionHistory {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl ReadSessionHistory {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let subagents = match supervisor(&ctx, "read_session_history") {
+            let subagents = match supervisor(subagents, depth, "read_session_history") {
                 Ok(s) => s,
                 Err(r) => return r,
             };

@@ -3,6 +3,10 @@
 //! agent's own session, set once it is spawned.
 //!
 //! They never reach the parent's supervisor: an agent cannot spawn, list or steer others.
+//! They stay `Local` tools (not bound to `ServiceKind::Subagents`): what serves them is the
+//! link to this one agent's parent and session, not a service of the agent's session (which
+//! has no subagent supervisor, depth limit 1), and the session drops every tool bound to
+//! `Subagents` from a child's configuration.
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,9 +14,10 @@ use futures::future::BoxFuture;
 use ractor::ActorRef;
 use serde_json::{Map, Value};
 
-use super::{definition, fail, wait_inbox, wait_timeout};
+use super::{fail, wait_inbox, wait_timeout};
 use crate::actors::session::{SessionHandle, SessionMsg};
 use crate::actors::subagent_supervisor::report::message_to_parent;
+use crate::tools::profile::collaboration_definition;
 use crate::tools::{Tool, ToolContext, ToolRegistry, ToolResult, args};
 
 /// How a spawned agent reaches its parent and its own session.
@@ -26,10 +31,10 @@ pub struct ChildLink {
 
 /// Registers the agent's `send_message` and `wait_agent` in `tools`.
 pub fn register(tools: &mut ToolRegistry, link: ChildLink) {
-    if let Some(d) = definition("send_message") {
+    if let Some(d) = collaboration_definition("send_message") {
         tools.register(d, Arc::new(ChildSendMessage(link.clone())));
     }
-    if let Some(d) = definition("wait_agent") {
+    if let Some(d) = collaboration_definition("wait_agent") {
         tools.register(d, Arc::new(ChildWaitAgent(link)));
     }
 }

@@ -5,18 +5,24 @@
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+use super::super::SubagentSupervisorHandle;
 use super::{fail, supervisor, target, wait_inbox, wait_timeout};
 use crate::actors::session::{SessionMsg, SteerOutcome};
 use crate::actors::subagent_supervisor::child::QUEUE_CAP;
 use crate::message::Sender;
-use crate::tools::{Tool, ToolContext, ToolResult, args};
+use crate::tools::{ToolContext, ToolResult, args};
 
 pub struct SendMessage;
 
-impl Tool for SendMessage {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl SendMessage {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        _ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let subagents = match supervisor(&ctx, "send_message") {
+            let subagents = match supervisor(subagents, depth, "send_message") {
                 Ok(s) => s,
                 Err(r) => return r,
             };
@@ -92,14 +98,19 @@ impl Tool for SendMessage {
 
 pub struct WaitAgent;
 
-impl Tool for WaitAgent {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl WaitAgent {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
             let timeout = match wait_timeout(&args) {
                 Ok(t) => t,
                 Err(r) => return r,
             };
-            let subagents = match supervisor(&ctx, "wait_agent") {
+            let subagents = match supervisor(subagents, depth, "wait_agent") {
                 Ok(s) => s,
                 Err(r) => return r,
             };

@@ -5,11 +5,12 @@
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+use super::super::SubagentSupervisorHandle;
 use super::{fail, supervisor};
 use crate::actors::session::inbox::ForkTurns;
 use crate::actors::subagent_supervisor::{AdmitError, AgentSpawn, ChildRequest};
 use crate::message::Sender;
-use crate::tools::{Tool, ToolContext, ToolResult, args};
+use crate::tools::{ToolContext, ToolResult, args};
 
 pub struct SpawnAgent;
 
@@ -66,10 +67,15 @@ fn opt_name(args: &Map<String, Value>, key: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-impl Tool for SpawnAgent {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl SpawnAgent {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            if ctx.depth >= 1 {
+            if depth >= 1 {
                 return fail(
                     "[spawn_agent error: an agent cannot spawn agents (depth limit 1); ask your parent with send_message]",
                 );
@@ -90,7 +96,7 @@ impl Tool for SpawnAgent {
                 Ok(e) => e,
                 Err(text) => return fail(text),
             };
-            let subagents = match supervisor(&ctx, "spawn_agent") {
+            let subagents = match supervisor(subagents, depth, "spawn_agent") {
                 Ok(s) => s,
                 Err(r) => return r,
             };

@@ -7,8 +7,9 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::subagent_window::{Window, approval_hint, collect, finished_result, yield_ms};
+use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::message::{Sender, StopReason};
-use crate::tools::{Tool, ToolContext, ToolResult, args};
+use crate::tools::{ToolContext, ToolResult, args};
 
 pub struct InputSubagentTool;
 
@@ -16,14 +17,18 @@ fn fail(text: impl Into<String>) -> ToolResult {
     ToolResult::failed().with_note(text)
 }
 
-impl Tool for InputSubagentTool {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl InputSubagentTool {
+    pub(super) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
             let id = match args::require_nonblank_str(&args, "subagent_id", "input_subagent") {
                 Ok(id) => id.to_string(),
                 Err(text) => return fail(text),
             };
-            let Some(subagents) = ctx.subagents.clone() else {
+            let Some(subagents) = subagents else {
                 return fail("[input_subagent unavailable: no subagent session manager available]");
             };
             let Some(child) = subagents.get(&id).await else {

@@ -4,7 +4,8 @@
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::tools::{Tool, ToolContext, ToolResult, args};
+use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
+use crate::tools::{ToolContext, ToolResult, args};
 
 pub struct KillSubagentTool;
 
@@ -14,14 +15,18 @@ fn fail(text: impl Into<String>) -> ToolResult {
     ToolResult::failed().with_note(text)
 }
 
-impl Tool for KillSubagentTool {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl KillSubagentTool {
+    pub(super) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
             let id = match args::require_nonblank_str(&args, "subagent_id", "kill_subagent") {
                 Ok(id) => id.to_string(),
                 Err(text) => return fail(text),
             };
-            let Some(subagents) = ctx.subagents.clone() else {
+            let Some(subagents) = subagents else {
                 return fail("[kill_subagent unavailable: no subagent session manager available]");
             };
             let unknown = || {
@@ -50,10 +55,14 @@ impl Tool for KillSubagentTool {
     }
 }
 
-impl Tool for ListSubagentsTool {
-    fn call(&self, ctx: ToolContext, _args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl ListSubagentsTool {
+    pub(super) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        ctx: ToolContext,
+        _args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let Some(subagents) = ctx.subagents.clone() else {
+            let Some(subagents) = subagents else {
                 return ToolResult::completed().with_note("[no subagents]");
             };
             let list = subagents.list().await;

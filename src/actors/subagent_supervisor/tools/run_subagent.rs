@@ -7,8 +7,9 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::subagent_window::{Window, approval_hint, collect, finished_result, yield_ms};
+use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::message::{Sender, StopReason};
-use crate::tools::{Tool, ToolContext, ToolResult, args};
+use crate::tools::{ToolContext, ToolResult, args};
 
 pub struct RunSubagentTool;
 
@@ -16,8 +17,13 @@ fn fail(text: impl Into<String>) -> ToolResult {
     ToolResult::failed().with_note(text)
 }
 
-impl Tool for RunSubagentTool {
-    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+impl RunSubagentTool {
+    pub(super) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+        depth: u32,
+    ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
             let prompt = match args::opt_str(&args, "prompt") {
                 Some(p) if !p.trim().is_empty() => p.to_string(),
@@ -25,12 +31,12 @@ impl Tool for RunSubagentTool {
                     return fail("[run_subagent error: missing required string argument `prompt`]");
                 }
             };
-            if ctx.depth >= 1 {
+            if depth >= 1 {
                 return fail(
                     "[run_subagent error: subagent depth limit 1 reached; not spawning another subagent]",
                 );
             }
-            let Some(subagents) = ctx.subagents.clone() else {
+            let Some(subagents) = subagents else {
                 return fail("[run_subagent unavailable: no subagent runner configured]");
             };
             let background = args::flag(&args, "run_in_background");
