@@ -178,6 +178,21 @@ async fn fork_turns_none_all_and_two_copy_exactly_those_turns() {
         assert_eq!(sum.final_text.as_deref(), Some(a));
     }
     s.run_task("spawn them").await.unwrap();
+    // The agents run in the background: wait until each has made its first request.
+    let asked = |prompt: &str| {
+        model
+            .requests()
+            .iter()
+            .any(|h| texts(h, Role::User).last().map(String::as_str) == Some(prompt))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !["fork-none", "fork-all", "fork-two"]
+        .iter()
+        .all(|p| asked(p))
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let first_of = |prompt: &str| -> Vec<(Role, String)> {
         let h = model
             .requests()
