@@ -12,7 +12,7 @@ use rookery::actors::command_supervisor::tools::CommandTools;
 use rookery::actors::command_supervisor::{CommandOptions, CommandSupervisorHandle};
 use rookery::approval::AllowAllApprover;
 use rookery::model::scripted::ScriptedModel;
-use rookery::tools::environment::{self, ToolCallInfo};
+use rookery::tools::close_out::{self, ToolCallInfo};
 use rookery::tools::registry::{Permission, ToolDefinitionConfig};
 use rookery::tools::{Tool, ToolContext, ToolEnv, ToolResult};
 use rookery::{Host, SessionOptions};
@@ -208,7 +208,7 @@ fn exec_true(c: &mut Criterion) {
     g.bench_function("exec_command", |b| {
         b.iter(|| {
             rt.block_on(async {
-                let out = environment::execute(
+                let out = close_out::execute(
                     ToolCallInfo {
                         tool_call_id: "call_0".into(),
                         name: "exec_command".into(),

@@ -5,6 +5,7 @@
 //! events that ends with exactly one [`ModelEvent::End`]. Retrying is the turn loop's job.
 
 pub mod anthropic;
+pub mod build;
 pub mod image_window;
 pub mod model_config;
 pub mod openai;

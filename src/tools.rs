@@ -3,15 +3,37 @@
 //!
 //! A tool streams text through [`ToolContext::emit`] and returns a [`ToolResult`]; it never
 //! builds protocol messages itself. Framing, timeouts, truncation and notes belong to
-//! [`environment`], never to a tool.
+//! [`close_out`], never to a tool. This module tree imports nothing from `src/actors/`: a tool
+//! served by a session service is bound to it by the session ([`binding`],
+//! `docs/architecture.md#service-bindings`).
+//!
+//! Glossary (one name per concept):
+//! - [`Tool`]: an implementation that runs calls.
+//! - [`ToolDefinitionConfig`]: what the model and the close-out know of a tool (name, schema,
+//!   permission, timeout, output cap).
+//! - [`ToolBinding`]: how a registered tool runs: `Local` (an `Arc<dyn Tool>`) or `Service` (a
+//!   [`ServiceKind`] of the session).
+//! - [`ToolService`]: a session service serving the calls of the tools bound to its kind.
+//! - [`RegisteredTool`]: a registry entry: definition + binding.
+//! - [`BoundTool`]: a registered tool bound for one call (definition + implementation): what the
+//!   close-out runs.
+//! - [`close_out::ToolCallInfo`]: the call to run (id, name, raw arguments), from the model.
+//! - [`ToolEnv`]: what the session lends to one call (workspace, write-lock ticket).
+//! - [`ToolContext`]: what a running call sees (its id, definition, cancel, output channel).
+//! - [`ToolResult`]: what a call hands back when it ends (verdict, note, images, error).
+//! - [`ToolReply`]: the finished text and verdict of a blocking file tool ([`BlockingFn`]),
+//!   turned into a [`ToolResult`] by [`BlockingTool`].
+//!
+//! (`SessionEnv` in `src/actors/spawn.rs` is not a tool type: what every session of a host
+//! shares, i.e. where traces go and the byte counter.)
 
 pub mod apply_patch;
 pub mod args;
 pub mod binding;
+pub mod close_out;
 pub mod describe_image;
 pub mod diff_render;
 pub mod edit_file;
-pub mod environment;
 pub mod file_target;
 pub mod fs_atomic;
 pub mod image_source;

@@ -105,7 +105,7 @@ pub struct Started {
 
 type StartReply = Result<(String, ActorRef<CommandMsg>, Option<usize>), String>;
 
-pub enum SupMsg {
+pub enum CommandSupervisorMsg {
     Start {
         req: StartRequest,
         reply: RpcReplyPort<StartReply>,
@@ -156,7 +156,7 @@ struct Entry {
     _group: KillOnDrop,
 }
 
-pub struct SupState {
+pub struct CommandSupervisorState {
     session_id: String,
     workspace: PathBuf,
     sink: CommandEventSink,
@@ -168,7 +168,7 @@ pub struct SupState {
 
 pub struct CommandSupervisor;
 
-pub struct SupArgs {
+pub struct CommandSupervisorArgs {
     pub(crate) session_id: String,
     pub(crate) workspace: PathBuf,
     pub(crate) sink: CommandEventSink,
@@ -176,16 +176,16 @@ pub struct SupArgs {
 }
 
 impl Actor for CommandSupervisor {
-    type Msg = SupMsg;
-    type State = SupState;
-    type Arguments = SupArgs;
+    type Msg = CommandSupervisorMsg;
+    type State = CommandSupervisorState;
+    type Arguments = CommandSupervisorArgs;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<SupMsg>,
-        args: SupArgs,
-    ) -> Result<SupState, ActorProcessingErr> {
-        Ok(SupState {
+        _myself: ActorRef<CommandSupervisorMsg>,
+        args: CommandSupervisorArgs,
+    ) -> Result<CommandSupervisorState, ActorProcessingErr> {
+        Ok(CommandSupervisorState {
             session_id: args.session_id,
             workspace: args.workspace,
             sink: args.sink,
@@ -198,12 +198,12 @@ impl Actor for CommandSupervisor {
 
     async fn handle(
         &self,
-        myself: ActorRef<SupMsg>,
-        msg: SupMsg,
-        state: &mut SupState,
+        myself: ActorRef<CommandSupervisorMsg>,
+        msg: CommandSupervisorMsg,
+        state: &mut CommandSupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupMsg::Start { req, reply } => {
+            CommandSupervisorMsg::Start { req, reply } => {
                 let res = state.start(&myself, req).await;
                 // A caller that went away before the answer cannot discard its foreground
                 // command any more: do it here.
@@ -211,7 +211,7 @@ impl Actor for CommandSupervisor {
                     state.remove(&id);
                 }
             }
-            SupMsg::Lease { id, reply } => {
+            CommandSupervisorMsg::Lease { id, reply } => {
                 let tick = state.tick();
                 let actor = state
                     .entries
@@ -224,7 +224,7 @@ impl Actor for CommandSupervisor {
                     });
                 let _ = reply.send(actor);
             }
-            SupMsg::Take { id, reply } => {
+            CommandSupervisorMsg::Take { id, reply } => {
                 let found = state
                     .entries
                     .get_mut(&id)
@@ -236,11 +236,11 @@ impl Actor for CommandSupervisor {
                     });
                 let _ = reply.send(found);
             }
-            SupMsg::Register { id, reply } => {
+            CommandSupervisorMsg::Register { id, reply } => {
                 let n = state.entries.contains_key(&id).then(|| state.admit(&id));
                 let _ = reply.send(n);
             }
-            SupMsg::LeaseEnded {
+            CommandSupervisorMsg::LeaseEnded {
                 id,
                 reader,
                 discard,
@@ -255,8 +255,8 @@ impl Actor for CommandSupervisor {
                 }
                 state.trim(None);
             }
-            SupMsg::Finished { id, exit, tail } => state.finished(&id, exit, &tail),
-            SupMsg::List(reply) => {
+            CommandSupervisorMsg::Finished { id, exit, tail } => state.finished(&id, exit, &tail),
+            CommandSupervisorMsg::List(reply) => {
                 let mut list: Vec<(&u64, CommandListing)> = state
                     .entries
                     .iter()
@@ -276,7 +276,7 @@ impl Actor for CommandSupervisor {
                 list.sort_by_key(|(seq, _)| **seq);
                 let _ = reply.send(list.into_iter().map(|(_, l)| l).collect());
             }
-            SupMsg::Shutdown(reply) => {
+            CommandSupervisorMsg::Shutdown(reply) => {
                 state.disposed = true;
                 let waits: Vec<watch::Receiver<bool>> =
                     state.entries.values().map(|e| e.done.clone()).collect();
@@ -302,9 +302,9 @@ impl Actor for CommandSupervisor {
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<SupMsg>,
+        _myself: ActorRef<CommandSupervisorMsg>,
         evt: SupervisionEvent,
-        state: &mut SupState,
+        state: &mut CommandSupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         let (cell, why) = match evt {
             SupervisionEvent::ActorFailed(cell, err) => {
@@ -338,7 +338,7 @@ impl Entry {
     }
 }
 
-impl SupState {
+impl CommandSupervisorState {
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock
@@ -361,7 +361,11 @@ impl SupState {
         self.entries.values().filter(|e| e.registered).count()
     }
 
-    async fn start(&mut self, myself: &ActorRef<SupMsg>, req: StartRequest) -> StartReply {
+    async fn start(
+        &mut self,
+        myself: &ActorRef<CommandSupervisorMsg>,
+        req: StartRequest,
+    ) -> StartReply {
         if self.disposed {
             return Err("command session manager disposed".to_string());
         }
@@ -389,7 +393,7 @@ impl SupState {
             id: id.clone(),
             process: spawned,
             on_finish: Box::new(move |exit, tail| {
-                let _ = sup.cast(SupMsg::Finished {
+                let _ = sup.cast(CommandSupervisorMsg::Finished {
                     id: fid,
                     exit,
                     tail,

@@ -11,7 +11,8 @@ use clap::Args;
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
 use crate::model::Model;
-use crate::model::model_config::{ModelConfig, build_model};
+use crate::model::build::build_model;
+use crate::model::model_config::ModelConfig;
 use crate::model::scripted::ScriptedModel;
 
 #[derive(Debug, Clone, Default, Args)]

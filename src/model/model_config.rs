@@ -11,16 +11,15 @@
 //! Both end up in [`ModelConfig::extra`]. Any other key under `model:` is an error, so a typo
 //! such as `base_ur:` is reported instead of being sent to the provider.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::Model;
-use super::anthropic::{self, AnthropicModel};
-use super::openai::OpenAiModel;
-use super::openai::request::RESERVED_BODY_KEYS;
+use super::anthropic;
 use crate::error::ConfigError;
+
+/// Body keys Rookery sets itself in an OpenAI-compatible request; `extra` may not override them.
+pub const RESERVED_BODY_KEYS: [&str; 5] =
+    ["model", "messages", "stream", "stream_options", "tools"];
 
 /// The environment variable the API key is read from when `api_key_env` is not given.
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -283,22 +282,13 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
     Ok(cfg)
 }
 
-/// Builds the model of a non-scripted config (the scripted model comes from `--script FILE`).
-pub fn build_model(cfg: &ModelConfig) -> Result<Arc<dyn Model>, ConfigError> {
-    if cfg.is_scripted() {
-        return Err(ConfigError::Other(
-            "--provider scripted takes its turns from --script FILE".to_string(),
-        ));
-    }
-    if cfg.provider == anthropic::PROVIDER {
-        return Ok(Arc::new(AnthropicModel::new(cfg.clone())?));
-    }
-    Ok(Arc::new(OpenAiModel::new(cfg.clone())?))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    use crate::model::Model;
+    use crate::model::build::build_model;
+    use crate::model::openai::OpenAiModel;
 
     use super::*;
 

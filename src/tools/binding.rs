@@ -5,8 +5,8 @@
 //! through [`ToolService::call`] with the call's name, context and arguments
 //! (`docs/architecture.md#service-bindings`).
 //!
-//! This module knows no service: it must not import anything under `src/actors/` (services implement
-//! [`ToolService`] beside the actor that serves them).
+//! This module knows no service: it must not import anything under `src/actors/` (services
+//! implement [`ToolService`] beside the actor that serves them).
 
 use std::sync::Arc;
 

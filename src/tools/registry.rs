@@ -3,7 +3,7 @@
 //!
 //! The registry only maps names to definitions and bindings ([`ToolBinding`]: a local
 //! implementation or the session service that serves the tool); binding a call to a service is
-//! the session's job, running it the close-out's (`environment`).
+//! the session's job, running it the close-out's (`close_out`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use rookery::actors::command_supervisor::{
     CommandEvent, CommandOptions, CommandSupervisorHandle, MAX_COMMANDS,
 };
 use rookery::message::{ModelPayload, OmniMessage, Payload, StopReason};
-use rookery::tools::environment::{ToolCallInfo, execute};
+use rookery::tools::close_out::{ToolCallInfo, execute};
 use rookery::tools::registry::{builtin_binding, default_definition};
 use rookery::tools::{
     Permission, RegisteredTool, ServiceKind, ToolBinding, ToolDefinitionConfig, ToolEnv,

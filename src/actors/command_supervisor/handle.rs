@@ -12,7 +12,7 @@ use ractor::{Actor, ActorCell, ActorRef};
 use super::lease::DropAction;
 use super::{
     CommandEventSink, CommandLease, CommandListing, CommandOptions, CommandSupervisor,
-    SHUTDOWN_WAIT, StartRequest, Started, SupArgs, SupMsg,
+    CommandSupervisorArgs, CommandSupervisorMsg, SHUTDOWN_WAIT, StartRequest, Started,
 };
 use crate::actors::command::ExitInfo;
 use crate::error::RookeryError;
@@ -20,7 +20,7 @@ use crate::error::RookeryError;
 /// The session's handle on its command supervisor.
 #[derive(Clone)]
 pub struct CommandSupervisorHandle {
-    actor: ActorRef<SupMsg>,
+    actor: ActorRef<CommandSupervisorMsg>,
     session_id: Arc<str>,
 }
 
@@ -59,7 +59,7 @@ impl CommandSupervisorHandle {
         supervisor: Option<ActorCell>,
         options: CommandOptions,
     ) -> Result<Self, RookeryError> {
-        let args = SupArgs {
+        let args = CommandSupervisorArgs {
             session_id: session_id.clone(),
             workspace,
             sink,
@@ -76,14 +76,14 @@ impl CommandSupervisorHandle {
     }
 
     /// The supervisor actor (e.g. to watch or kill it).
-    pub fn actor(&self) -> &ActorRef<SupMsg> {
+    pub fn actor(&self) -> &ActorRef<CommandSupervisorMsg> {
         &self.actor
     }
 
     /// Kills and reaps every command of the session, then stops the supervisor. Later starts
     /// fail with `command session manager disposed`; calling it twice is harmless.
     pub async fn shutdown(&self) {
-        let _ = self.actor.call(SupMsg::Shutdown, None).await;
+        let _ = self.actor.call(CommandSupervisorMsg::Shutdown, None).await;
         let _ = self
             .actor
             .stop_and_wait(Some("session ended".into()), Some(SHUTDOWN_WAIT))
@@ -96,7 +96,7 @@ impl CommandSupervisorHandle {
         let background = req.background || req.style != super::CommandStyle::Penguin;
         match self
             .actor
-            .call(|reply| SupMsg::Start { req, reply }, None)
+            .call(|reply| CommandSupervisorMsg::Start { req, reply }, None)
             .await
         {
             Ok(CallResult::Success(Ok((id, actor, registered)))) => {
@@ -122,7 +122,7 @@ impl CommandSupervisorHandle {
         let key = id.clone();
         match self
             .actor
-            .call(|reply| SupMsg::Lease { id: key, reply }, None)
+            .call(|reply| CommandSupervisorMsg::Lease { id: key, reply }, None)
             .await
         {
             Ok(CallResult::Success(Some(actor))) => Some(CommandLease::new(
@@ -144,7 +144,7 @@ impl CommandSupervisorHandle {
         let key = id.clone();
         match self
             .actor
-            .call(|reply| SupMsg::Take { id: key, reply }, None)
+            .call(|reply| CommandSupervisorMsg::Take { id: key, reply }, None)
             .await
         {
             Ok(CallResult::Success(Some((actor, exit)))) => Some((
@@ -157,7 +157,7 @@ impl CommandSupervisorHandle {
 
     /// The registered commands in registration order (does not refresh their use).
     pub async fn list(&self) -> Vec<CommandListing> {
-        match self.actor.call(SupMsg::List, None).await {
+        match self.actor.call(CommandSupervisorMsg::List, None).await {
             Ok(CallResult::Success(list)) => list,
             _ => Vec::new(),
         }

@@ -13,7 +13,7 @@ use ractor::rpc::CallResult;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::SupMsg;
+use super::CommandSupervisorMsg;
 use crate::actors::command::{CommandMsg, ExitInfo, PageReply, ReadReply};
 
 /// What the supervisor does when the lease is dropped.
@@ -39,7 +39,7 @@ pub enum Collected {
 pub struct CommandLease {
     id: String,
     actor: ActorRef<CommandMsg>,
-    supervisor: ActorRef<SupMsg>,
+    supervisor: ActorRef<CommandSupervisorMsg>,
     reader: bool,
     on_drop: DropAction,
 }
@@ -52,7 +52,7 @@ impl CommandLease {
     pub(super) fn new(
         id: String,
         actor: ActorRef<CommandMsg>,
-        supervisor: ActorRef<SupMsg>,
+        supervisor: ActorRef<CommandSupervisorMsg>,
         reader: bool,
         on_drop: DropAction,
     ) -> Self {
@@ -171,7 +171,7 @@ impl CommandLease {
         let id = self.id.clone();
         let res = self
             .supervisor
-            .call(|reply| SupMsg::Register { id, reply }, None)
+            .call(|reply| CommandSupervisorMsg::Register { id, reply }, None)
             .await;
         match res {
             Ok(CallResult::Success(Some(n))) => {
@@ -193,7 +193,7 @@ impl Drop for CommandLease {
         if self.on_drop == DropAction::Nothing && !self.reader {
             return;
         }
-        let _ = self.supervisor.cast(SupMsg::LeaseEnded {
+        let _ = self.supervisor.cast(CommandSupervisorMsg::LeaseEnded {
             id: self.id.clone(),
             reader: self.reader,
             discard: self.on_drop == DropAction::Discard,

@@ -17,7 +17,7 @@ use super::turn::{finalize_abort, live_task, maybe_finish_turn};
 use super::{SessionMsg, SessionState};
 use crate::approval::ApprovalRequest;
 use crate::message::{Decision, OmniMessage, StopReason, build};
-use crate::tools::environment::{self, ToolCallInfo};
+use crate::tools::close_out::{self, ToolCallInfo};
 
 pub(super) fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     let registry = &state.options.config.tools;
@@ -149,7 +149,7 @@ pub(super) fn spawn_tool(
             scope,
         };
         let started = std::time::Instant::now();
-        let run = environment::execute(info, tool, env, cancel.clone(), admitted.emit.clone());
+        let run = close_out::execute(info, tool, env, cancel.clone(), admitted.emit.clone());
         let output = AssertUnwindSafe(run)
             .catch_unwind()
             .await

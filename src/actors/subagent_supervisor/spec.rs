@@ -11,7 +11,8 @@ use crate::actors::session::SessionOptions;
 use crate::config::catalog::{CatalogError, with_reasoning_effort};
 use crate::error::ConfigError;
 use crate::message::ModelPayload;
-use crate::model::model_config::{ModelConfig, build_model};
+use crate::model::build::build_model;
+use crate::model::model_config::ModelConfig;
 
 /// How a spawn's child differs from its parent.
 #[derive(Debug, Clone, Default)]

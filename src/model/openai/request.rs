@@ -14,8 +14,7 @@ use crate::message::{Fidelity, ModelPayload, Role};
 use crate::model::ModelRequest;
 
 /// Body keys Rookery sets itself; `extra` may not override them.
-pub const RESERVED_BODY_KEYS: [&str; 5] =
-    ["model", "messages", "stream", "stream_options", "tools"];
+pub use crate::model::model_config::RESERVED_BODY_KEYS;
 
 /// What a text-only model sees instead of an image.
 pub const IMAGE_OMITTED: &str = "[image omitted: this model does not accept images]";

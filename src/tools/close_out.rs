@@ -1,4 +1,4 @@
-//! The Environment close-out: runs one approved tool call and frames everything it produces as
+//! The close-out: runs one approved tool call and frames everything it produces as
 //! `partial_tool_call_output` (start → delta* → stop) followed by one complete
 //! `tool_call_output` (`docs/close-out.md`). It owns unknown-tool and argument failures, the
 //! per-tool timeout merged with the user's cancel, head-keeping truncation, the notes block and
