@@ -7,6 +7,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+pub mod catalog;
+
 use crate::error::ConfigError;
 use crate::model::model_config::ModelConfig;
 use crate::tools::ToolRegistry;
@@ -111,6 +113,8 @@ struct RawAgentConfig {
     commands: Option<CommandsConfig>,
     hooks: Option<crate::hooks::HooksConfig>,
     compaction: Option<compaction::RawCompaction>,
+    models: Option<std::collections::BTreeMap<String, ModelConfig>>,
+    agents: Option<std::collections::BTreeMap<String, catalog::AgentSpec>>,
 }
 
 /// A validated agent config.
@@ -141,6 +145,8 @@ pub struct AgentConfig {
     pub max_image_kb: u64,
     /// `tools.builtin` as written, to re-assemble the tools for another model.
     builtin: Option<Vec<BuiltinEntry>>,
+    /// `models:` and `agents:` (named models and agents for the subagent tools).
+    pub catalog: std::sync::Arc<catalog::Catalog>,
 }
 
 impl Default for AgentConfig {
@@ -161,6 +167,7 @@ impl Default for AgentConfig {
             profile: ToolProfile::Penguin,
             max_image_kb: crate::tools::vaala_read_file::DEFAULT_MAX_IMAGE_KB,
             builtin: None,
+            catalog: Default::default(),
         }
     }
 }
@@ -223,6 +230,15 @@ impl AgentConfig {
         if let Some(c) = raw.compaction {
             cfg.compaction = CompactionConfig::from_raw(c).map_err(ConfigError::Other)?;
         }
+        let named = catalog::Catalog {
+            models: raw.models.unwrap_or_default(),
+            agents: raw.agents.unwrap_or_default(),
+        };
+        named.validate(|t| {
+            crate::tools::registry::BUILTIN_NAMES.contains(&t)
+                || catalog::COLLABORATION_TOOLS.contains(&t)
+        })?;
+        cfg.catalog = std::sync::Arc::new(named);
         let tools = raw.tools.unwrap_or_default();
         cfg.builtin = tools.builtin;
         if let Some(list) = &tools.mcp_servers {
@@ -264,7 +280,8 @@ impl AgentConfig {
     fn assemble_tools(&self, model: &ModelConfig) -> Result<ToolRegistry, ConfigError> {
         let bound = match self.profile {
             ToolProfile::Penguin => image_tools(model),
-            // The command tools are bound to the session's command supervisor by the profile.
+            // The command and collaboration tools are bound to the session's supervisors by the
+            // profile.
             ToolProfile::OpenVaala => Vec::new(),
         };
         let opts = LocalToolOptions {

@@ -3,7 +3,7 @@
 //!
 //! Every area has its own enum (`ConfigError` here for configuration and model set-up,
 //! `RookeryError` for the host and session API, `TraceOpenError` in `trace/open_error.rs`,
-//! `SubagentError` in `actors/subagent_supervisor/error.rs`, `ApiError` in `server/error.rs`).
+//! `AdmitError` in `actors/subagent_supervisor.rs`, `ApiError` in `server/error.rs`).
 //! Their texts name what is wrong in the library's terms (`model.base_url`, a path); they never
 //! name a command-line flag: the CLI maps the variants it has flags for to its own wording
 //! (`cli/error.rs`).
@@ -135,6 +135,9 @@ pub enum RookeryError {
     /// A manual compaction while one runs.
     #[error("session {0} is already compacting")]
     Compacting(String),
+    /// A caller's input was refused (e.g. a blank steer text).
+    #[error("{0}")]
+    InvalidInput(String),
 }
 
 impl<T> From<ractor::RactorErr<T>> for RookeryError {

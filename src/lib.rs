@@ -21,7 +21,7 @@ pub mod trace;
 
 pub use actors::host::Host;
 pub use actors::session::{
-    MessageReceiver, SessionHandle, SessionOptions, SessionStatus, TaskSummary,
+    MessageReceiver, SessionHandle, SessionOptions, SessionStatus, SteerOutcome, TaskSummary,
 };
 pub use approval::{ApprovalMode, ApprovalRequest, Approver};
 pub use config::AgentConfig;

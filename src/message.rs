@@ -394,6 +394,11 @@ pub enum EventPayload {
         exit_code: Option<i32>,
         stderr: String,
     },
+    /// A spawned agent's copy of its parent's turns (`spawn_agent` `fork_turns`), written
+    /// right after its `session_meta`; resume puts them first in its history (Rookery's own).
+    ForkedHistory {
+        messages: Vec<ModelPayload>,
+    },
 }
 
 /// The payload of an envelope. `Unknown` keeps what this build does not understand, verbatim.

@@ -14,11 +14,13 @@ mod dispatch;
 mod fanout;
 mod gate;
 mod handle;
+pub mod inbox;
 mod mcp_sync;
 mod mode;
 mod output;
 mod secrets;
 mod services;
+mod steer;
 mod turn;
 
 use std::path::PathBuf;
@@ -47,6 +49,7 @@ pub use compaction::CompactStart;
 pub use handle::SessionHandle;
 pub(crate) use mode::restore as restore_mode;
 pub(crate) use secrets::redactor as session_redactor;
+pub use steer::{SteerOutcome, steering_text};
 use turn::Task;
 pub use turn::TaskSummary;
 
@@ -90,6 +93,9 @@ pub struct SessionOptions {
     /// Recorded in `session_meta` so the session can be reopened without its flags. On a
     /// resume whose `reopened_with` is set, a new `session_meta` with these values is appended.
     pub launch: crate::message::launch::Launch,
+    /// Completed turns copied in before the first task (a spawned agent's `fork_turns`):
+    /// recorded as one `forked_history` event and sent first with every request.
+    pub forked_history: Arc<Vec<ModelPayload>>,
 }
 
 impl SessionOptions {
@@ -106,6 +112,7 @@ impl SessionOptions {
             command_env: Vec::new(),
             secrets: Vec::new(),
             launch: Default::default(),
+            forked_history: Default::default(),
         }
     }
 }
@@ -137,6 +144,24 @@ pub enum SessionMsg {
     Abort,
     /// Compacts the context now (idle) or before the next request (a task runs).
     Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
+    /// A receiver of the session's inbox (`wait_agent`).
+    Inbox(RpcReplyPort<tokio::sync::watch::Receiver<inbox::Inbox>>),
+    /// The history of completed tasks a spawned agent starts with (`fork_turns`).
+    Fork(inbox::ForkTurns, RpcReplyPort<Vec<ModelPayload>>),
+    /// A text for the model from a collaborating agent (a report or a message), delivered at
+    /// the next input-assembly point like a notice; `what` describes it for `wait_agent`.
+    AgentInput {
+        text: String,
+        what: String,
+    },
+    /// Wakes `wait_agent` (a message was queued for this session elsewhere).
+    Poke(String),
+    /// Steers the running task (or starts one when idle): see `steer.rs`.
+    Steer(
+        String,
+        Option<Sender>,
+        RpcReplyPort<Result<SteerOutcome, RookeryError>>,
+    ),
     /// Replies when no task runs (at once if idle) with the last task's summary.
     WaitIdle(RpcReplyPort<Option<TaskSummary>>),
     Status(RpcReplyPort<SessionStatus>),
@@ -296,6 +321,14 @@ pub struct SessionState {
     pub(crate) mcp_synced: Option<(u64, u32)>,
     /// Compaction triggers and the compaction in progress (`compaction.rs`).
     pub(crate) compaction: compaction::Compaction,
+    /// Steers received while a task runs, waiting for the next input-assembly point.
+    pub(crate) pending_steers: Vec<ModelPayload>,
+    /// What arrived for the model (steers, notices, reports, messages): wakes `wait_agent`.
+    pub(crate) inbox: Arc<tokio::sync::watch::Sender<inbox::Inbox>>,
+    /// Where the running task's input begins in `history`.
+    pub(crate) task_start: usize,
+    /// `(start, end)` of every completed task in `history` (`fork_turns`).
+    pub(crate) completed_tasks: Vec<(usize, usize)>,
 }
 
 impl Actor for SessionActor {
@@ -333,6 +366,12 @@ impl Actor for SessionActor {
         match &options.resume {
             None => {
                 let _ = trace.cast(TraceMsg::Append(meta));
+                if !options.forked_history.is_empty() {
+                    let fork = OmniMessage::event(EventPayload::ForkedHistory {
+                        messages: options.forked_history.as_ref().clone(),
+                    });
+                    let _ = trace.cast(TraceMsg::Append(Arc::new(fork)));
+                }
             }
             // Reopened with overriding flags: the values now in use are recorded.
             Some(r) if options.launch.reopened_with.is_some() => {
@@ -357,19 +396,18 @@ impl Actor for SessionActor {
         let redactor = secrets::redactor(&options);
         let budget = budget::ToolBudget::new(options.config.max_parallel);
         let mcp = mcp_sync::set_for(&options);
+        let forked = options.forked_history.clone();
         let mut state = SessionState {
             id,
             options,
             trace,
             subscribers,
             model,
-            committed: resumed.as_ref().map_or(0, |r| r.history.len()),
-            history: Arc::new(
-                resumed
-                    .as_ref()
-                    .map(|r| r.history.clone())
-                    .unwrap_or_default(),
-            ),
+            committed: resumed.as_ref().map_or(forked.len(), |r| r.history.len()),
+            history: match &resumed {
+                Some(r) => Arc::new(r.history.clone()),
+                None => forked,
+            },
             carry_over: resumed
                 .as_ref()
                 .map(|r| r.carry_over.clone())
@@ -403,6 +441,10 @@ impl Actor for SessionActor {
             mcp,
             mcp_synced: None,
             compaction: compaction::Compaction::resumed(resumed.as_ref().map_or(0, |r| r.turns)),
+            pending_steers: Vec::new(),
+            inbox: Arc::new(tokio::sync::watch::channel(inbox::Inbox::default()).0),
+            task_start: 0,
+            completed_tasks: Vec::new(),
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -509,6 +551,23 @@ async fn handle_msg(
             SessionMsg::Compact(reply) => {
                 let _ = reply.send(compaction::request(&myself, state));
             }
+            SessionMsg::Inbox(reply) => {
+                let _ = reply.send(state.inbox.subscribe());
+            }
+            SessionMsg::Fork(turns, reply) => {
+                let _ = reply.send(inbox::fork(state, turns));
+            }
+            SessionMsg::AgentInput { text, what } => {
+                if let Some(p) = build::user_text(text, Some(Sender::Harness)).as_model() {
+                    state.pending_notices.push(p.clone());
+                }
+                inbox::arrived(state, &what);
+                turn::on_notice(&myself, state);
+            }
+            SessionMsg::Poke(what) => inbox::arrived(state, &what),
+            SessionMsg::Steer(text, sender, reply) => {
+                steer::on_steer(&myself, state, text, sender, reply)
+            }
             SessionMsg::WaitIdle(reply) => {
                 if state.task.is_none() {
                     let _ = reply.send(state.last_summary.clone());
@@ -599,6 +658,7 @@ async fn handle_msg(
                 if let Some(p) = build::user_text(notice_text, Some(Sender::Harness)).as_model() {
                     state.pending_notices.push(p.clone());
                 }
+                inbox::arrived(state, "a background task finished");
                 turn::on_notice(&myself, state);
             }
             SessionMsg::ApprovalModeChanged(m) => mode::on_change(state, m),

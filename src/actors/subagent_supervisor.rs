@@ -8,7 +8,9 @@
 //! `subagent` pointer per child.
 
 pub mod child;
-pub mod error;
+pub mod collab;
+pub mod report;
+pub mod spec;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -23,7 +25,24 @@ use crate::message::{EventPayload, OmniMessage};
 use crate::trace::paths;
 use crate::trace::writer::TraceMsg;
 pub use child::{Child, ChildListing, ParentLink, RoundEnd, exit_note};
-pub use error::SubagentError;
+pub use spec::{AgentSpawn, ChildRequest, SpecError};
+
+/// Why a spawn was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    /// Every one of the 8 children is running.
+    #[error("too many background subagents; poll or finish existing ones first")]
+    Full,
+    /// The requested agent or model is unknown or cannot be built.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The child session could not be started.
+    #[error("{0}")]
+    Start(#[source] RookeryError),
+    /// The supervisor is gone.
+    #[error("no subagent session manager available ({0})")]
+    Unavailable(String),
+}
 
 /// Most subagents per session.
 pub const MAX_SUBAGENTS: usize = 8;
@@ -34,7 +53,11 @@ pub const TOO_MANY: &str =
 
 pub enum SubagentMsg {
     /// Admits and starts a child session for `prompt` (its task is not started yet).
-    Admit(String, RpcReplyPort<Result<Arc<Child>, SubagentError>>),
+    Admit(
+        String,
+        Box<ChildRequest>,
+        RpcReplyPort<Result<Arc<Child>, AdmitError>>,
+    ),
     /// Looks a child up by id and marks it used.
     Get(String, RpcReplyPort<Option<Arc<Child>>>),
     /// Removes a child from the registry (the caller closes it).
@@ -82,7 +105,10 @@ impl SubagentSupervisor {
         myself: &ActorRef<SubagentMsg>,
         state: &mut SubagentState,
         prompt: String,
-    ) -> Result<Arc<Child>, SubagentError> {
+        req: &ChildRequest,
+    ) -> Result<Arc<Child>, AdmitError> {
+        let mut options = state.args.template.clone();
+        spec::apply(&mut options, req)?;
         if state.entries.len() >= MAX_SUBAGENTS {
             let victim = state
                 .entries
@@ -97,15 +123,33 @@ impl SubagentSupervisor {
                     tracing::debug!(subagent = %e.child.id, "evicting idle subagent");
                     close_child(e.child);
                 }
-                None => return Err(SubagentError::TooMany),
+                None => return Err(AdmitError::Full),
             }
         }
         let session_id = paths::new_session_id();
+        let agent_id = req.spawn.as_ref().map(|_| {
+            loop {
+                let id = format!("agent-{:08x}", rand::random::<u32>());
+                if !state.entries.iter().any(|e| e.child.id == id) {
+                    break id;
+                }
+            }
+        });
+        let own = Arc::new(std::sync::OnceLock::new());
+        if let Some(id) = &agent_id {
+            collab::child_tools::register(
+                &mut options.config.tools,
+                collab::child_tools::ChildLink {
+                    parent: state.args.parent.session.clone(),
+                    agent_id: id.clone(),
+                    own: own.clone(),
+                },
+            );
+        }
         let approver = Arc::new(child::ChildApprover::new(
             state.args.template.approver.clone(),
             session_id.clone(),
         ));
-        let mut options = state.args.template.clone();
         options.source = Some("subagent".to_string());
         options.first_prompt = Some(prompt.clone());
         options.depth = 1;
@@ -118,21 +162,25 @@ impl SubagentSupervisor {
             None,
         )
         .await
-        .map_err(SubagentError::Start)?;
+        .map_err(AdmitError::Start)?;
         let tail: String = {
             let chars: Vec<char> = session_id.chars().collect();
             chars[chars.len().saturating_sub(8)..].iter().collect()
         };
-        let mut id = format!("subagent-{tail}");
+        let mut id = agent_id.unwrap_or_else(|| format!("subagent-{tail}"));
         while state.entries.iter().any(|e| e.child.id == id) {
             id = format!("subagent-{:08x}", rand::random::<u32>());
         }
+        let _ = own.set(spawned.handle.clone());
         let rx = spawned
             .handle
             .subscribe()
             .await
-            .map_err(SubagentError::Start)?;
+            .map_err(AdmitError::Start)?;
         let child = Child::new(id, spawned.handle.clone(), &prompt, approver);
+        if let Some(spawn) = &req.spawn {
+            child.set_agent(&spawn.task_name, req.agent.clone());
+        }
         // The child's session_meta passes through: forwarded (tagged) and pointed to.
         let meta = Arc::new(
             spawned
@@ -186,8 +234,8 @@ impl Actor for SubagentSupervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SubagentMsg::Admit(prompt, reply) => {
-                let r = Self::admit(&myself, state, prompt).await;
+            SubagentMsg::Admit(prompt, req, reply) => {
+                let r = Self::admit(&myself, state, prompt, &req).await;
                 if let Ok(child) = &r {
                     child.begin_round();
                 }
@@ -260,6 +308,8 @@ impl Actor for SubagentSupervisor {
 #[derive(Clone)]
 pub struct SubagentSupervisorHandle {
     actor: ActorRef<SubagentMsg>,
+    /// The parent session (its inbox and fork history, asked from the calling task).
+    parent: ActorRef<super::session::SessionMsg>,
 }
 
 impl std::fmt::Debug for SubagentSupervisorHandle {
@@ -273,15 +323,42 @@ impl SubagentSupervisorHandle {
         args: SubagentArgs,
         supervisor: ractor::ActorCell,
     ) -> Result<Self, RookeryError> {
+        let parent = args.parent.session.clone();
         let (actor, _) = Actor::spawn_linked(None, SubagentSupervisor, args, supervisor).await?;
-        Ok(SubagentSupervisorHandle { actor })
+        Ok(SubagentSupervisorHandle { actor, parent })
     }
 
-    /// Admits a child for `prompt` (marked running) or says why not (its text is the tool
-    /// output).
-    pub async fn admit(&self, prompt: &str) -> Result<Arc<Child>, SubagentError> {
-        ractor::call!(self.actor, SubagentMsg::Admit, prompt.to_string())
-            .unwrap_or_else(|e| Err(SubagentError::Unavailable(e.into())))
+    /// Admits a child for `prompt` as `req` asks (marked running), or says why not.
+    pub async fn admit(&self, prompt: &str, req: ChildRequest) -> Result<Arc<Child>, AdmitError> {
+        ractor::call!(
+            self.actor,
+            SubagentMsg::Admit,
+            prompt.to_string(),
+            Box::new(req)
+        )
+        .unwrap_or_else(|e| Err(AdmitError::Unavailable(e.to_string())))
+    }
+
+    /// The parent session's inbox (what `wait_agent` waits on).
+    pub async fn parent_inbox(
+        &self,
+    ) -> Result<tokio::sync::watch::Receiver<super::session::inbox::Inbox>, RookeryError> {
+        Ok(ractor::call!(
+            self.parent,
+            super::session::SessionMsg::Inbox
+        )?)
+    }
+
+    /// The parent's completed tasks chosen by `turns` (`fork_turns`).
+    pub async fn parent_fork(
+        &self,
+        turns: super::session::inbox::ForkTurns,
+    ) -> Result<Vec<crate::message::ModelPayload>, RookeryError> {
+        Ok(ractor::call!(
+            self.parent,
+            super::session::SessionMsg::Fork,
+            turns
+        )?)
     }
 
     pub fn actor_id(&self) -> ActorId {

@@ -1,6 +1,7 @@
 //! `rookery chat`: a REPL on one session (new, or `--resume ID`). Each input line is a task;
-//! the transcript is printed as `rookery run` prints it. Lines typed while a task runs wait
-//! their turn. Ctrl-C aborts the running task (and quits when idle), `/exit` or end of input
+//! the transcript is printed as `rookery run` prints it. On a terminal, a line typed while a
+//! task runs steers it (`SessionHandle::steer`; the prompt reads `steer> `); from a pipe, lines
+//! wait their turn (a script feeds tasks in order). Ctrl-C aborts the running task (and quits when idle), `/exit` or end of input
 //! quits once the task before it has ended, and the last stdout line is
 //! `rookery chat --resume <id>`.
 //!
@@ -211,10 +212,32 @@ enum Step {
 
 impl Repl {
     fn show_prompt(&self) {
-        if self.prompt && !self.running && self.input.is_empty() {
-            errp!("> ");
+        if self.prompt && self.input.is_empty() && !self.asking {
+            errp!("{}", if self.running { "steer> " } else { "> " });
             let _ = std::io::stderr().flush();
         }
+    }
+
+    /// On a terminal, the next typed line steers the running task (`/exit` and blank lines
+    /// wait for the task to end). False when nothing was steered.
+    async fn steer_next(&mut self, session: &SessionHandle) -> bool {
+        let Some(Input::Line(line)) = self.input.front() else {
+            return false;
+        };
+        let text = line.trim().to_string();
+        if !self.prompt || text.is_empty() || text == "/exit" {
+            return false;
+        }
+        self.input.pop_front();
+        match session.steer(text).await {
+            Ok(crate::actors::session::SteerOutcome::Queued) => {
+                errln!("rookery: steering the running task");
+            }
+            Ok(crate::actors::session::SteerOutcome::Started) => {}
+            Err(e) => errln!("rookery: {e}"),
+        }
+        self.show_prompt();
+        true
     }
 
     /// Asks the oldest live question, dropping those nobody waits for any more.
@@ -267,6 +290,9 @@ impl Repl {
                 }
             }
             if self.running {
+                if self.steer_next(session).await {
+                    continue;
+                }
                 return Step::Continue;
             }
             let line = match self.input.pop_front() {
@@ -298,7 +324,10 @@ impl Repl {
                 continue;
             }
             match session.start_task(text.to_string()).await {
-                Ok(()) => self.running = true,
+                Ok(()) => {
+                    self.running = true;
+                    self.show_prompt();
+                }
                 Err(e) => {
                     errln!("rookery: {e}");
                     self.show_prompt();
@@ -326,7 +355,7 @@ async fn repl(
         compacting: false,
     };
     errln!(
-        "session {}: one task per line; /exit quits, Ctrl-C aborts a running task",
+        "session {}: one task per line; a line typed while a task runs steers it; /exit quits, Ctrl-C aborts a running task",
         session.id()
     );
     st.show_prompt();

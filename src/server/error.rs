@@ -122,6 +122,7 @@ impl From<RookeryError> for ApiError {
             RookeryError::NothingToCompact(_) => {
                 ApiError::new(StatusCode::CONFLICT, "nothing_to_compact", e.to_string())
             }
+            RookeryError::InvalidInput(text) => ApiError::bad_request("invalid_request", text),
             RookeryError::Compacting(_) => {
                 ApiError::new(StatusCode::CONFLICT, "compacting", e.to_string())
             }

@@ -35,6 +35,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions", post(create_session).get(list_sessions))
         .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
         .route("/v1/sessions/{id}/tasks", post(start_task))
+        .route("/v1/sessions/{id}/steer", post(steer))
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/approvals", get(list_approvals))
         .route(
@@ -228,6 +229,25 @@ async fn start_task(
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id(), "events_after": after})),
+    ))
+}
+
+/// `POST /v1/sessions/{id}/steer {text}`: 202 with `{"steer": "queued"|"started"}`.
+async fn steer(
+    State(state): AppState,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<TaskBody>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    state.check_open()?;
+    let entry = state.get(&id).await?;
+    let after = entry.log.last_seq();
+    let outcome = entry.handle.steer(body.text).await?;
+    if outcome == crate::actors::session::SteerOutcome::Started {
+        state.metrics.task_started();
+    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": entry.id(), "steer": outcome.as_str(), "events_after": after})),
     ))
 }
 

@@ -5,11 +5,12 @@
 //!
 //! This is the one table of each profile's tools: [`ToolProfile::default_tools`] and
 //! [`COLLABORATION_TOOLS`] (OpenVaala's collaboration tools, always present in the openvaala
-//! profile once they are bound). [`assemble`] turns a profile, a config's `tools.builtin` and
+//! profile, bound to [`ServiceKind::Subagents`]). [`assemble`] turns a profile, a config's `tools.builtin` and
 //! the caller's extra implementations into a registry; the openvaala command tools are bound to
 //! [`ServiceKind::OpenVaalaCommands`], served by the session's command supervisor. It starts
 //! nothing and knows no actor.
 
+mod collab_defs;
 mod openvaala_defs;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use super::registry::{BuiltinEntry, ToolDefinitionConfig, ToolRegistry};
 use super::{BlockingTool, ServiceKind, Tool};
 use crate::error::ConfigError;
+pub use collab_defs::{WAIT_DEFAULT_S, WAIT_MAX_S, collaboration_definition};
 pub use openvaala_defs::openvaala_definition;
 
 /// The tool surface of a session.
@@ -67,8 +69,8 @@ pub const OPENVAALA_TOOLS: [&str; 7] = [
     "list_commands",
 ];
 
-/// OpenVaala's collaboration tools: appended to every openvaala registry when an
-/// implementation is bound for them, never named in `tools.builtin`.
+/// OpenVaala's collaboration tools: appended to every openvaala registry, bound to the
+/// session's subagent supervisor ([`ServiceKind::Subagents`]); never named in `tools.builtin`.
 pub const COLLABORATION_TOOLS: [&str; 6] = [
     "spawn_agent",
     "send_message",
@@ -211,9 +213,9 @@ pub fn assemble(
             .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
         reg.register(def, tool);
     }
-    for (def, tool) in bound {
-        if COLLABORATION_TOOLS.contains(&def.name.as_str()) {
-            reg.register(def, tool);
+    for name in COLLABORATION_TOOLS {
+        if let Some(def) = collaboration_definition(name) {
+            reg.register_service(def, ServiceKind::Subagents);
         }
     }
     Ok(reg)
@@ -244,11 +246,19 @@ mod tests {
     fn openvaala_default_list_and_its_bindings() {
         let r = assemble(ToolProfile::OpenVaala, None, Vec::new(), Default::default())
             .unwrap_or_default();
-        assert_eq!(names(&r), OPENVAALA_TOOLS);
+        // The default list, then the collaboration tools (always present, served by the
+        // session's subagent supervisor).
+        let all: Vec<&str> = OPENVAALA_TOOLS
+            .iter()
+            .chain(&COLLABORATION_TOOLS)
+            .copied()
+            .collect();
+        assert_eq!(names(&r), all);
         assert_eq!(
             r.bound_to(&ServiceKind::OpenVaalaCommands),
             OPENVAALA_COMMAND_TOOLS
         );
+        assert_eq!(r.bound_to(&ServiceKind::Subagents), COLLABORATION_TOOLS);
         assert!(!r.uses(&ServiceKind::Commands));
         let only_files = [
             BuiltinEntry::Name("apply_patch".into()),
@@ -261,7 +271,9 @@ mod tests {
             Default::default(),
         )
         .unwrap_or_default();
-        assert_eq!(names(&r), vec!["apply_patch", "read_file"]);
+        let mut want = vec!["apply_patch", "read_file"];
+        want.extend(COLLABORATION_TOOLS);
+        assert_eq!(names(&r), want);
         assert!(!r.uses(&ServiceKind::OpenVaalaCommands));
         let spec = r.get("read_file").map(|t| t.definition.model_spec());
         let required = spec.map(|s| s["parameters"]["required"].clone());

@@ -225,7 +225,11 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
                     "description": {"type": "string", "description": DESCRIPTION_PROP},
                     "prompt": {"type": "string", "description": "The task for the subagent."},
                     "yield_time_ms": {"type": "number", "description": "How long to wait (default 300000)."},
-                    "run_in_background": {"type": "boolean", "description": "Return at once; a completion notice arrives later."}
+                    "run_in_background": {"type": "boolean", "description": "Return at once; a completion notice arrives later."},
+                    "agent_id": {"type": "string", "description": "A configured agent (agents: in the config); default: this session's."},
+                    "provider": {"type": "string", "description": "With model_id: the child's model (a configured one); default: this session's."},
+                    "model_id": {"type": "string", "description": "With provider: the child's model."},
+                    "thinking_level": {"type": "string", "enum": ["low", "medium", "high", "xhigh", "max"], "description": "Sent as reasoning_effort to OpenAI-compatible providers."}
                 }),
                 &["description", "prompt"],
             ),
@@ -241,6 +245,7 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
                     "description": {"type": "string", "description": DESCRIPTION_PROP},
                     "subagent_id": {"type": "string", "description": "The subagent_id."},
                     "prompt": {"type": "string", "description": "Follow-up prompt (default empty: poll)."},
+                    "mode": {"type": "string", "enum": ["normal", "steer"], "description": "normal (default): the prompt starts a new round of an idle subagent; steer: it joins the running round."},
                     "yield_time_ms": {"type": "number", "description": "How long to wait."}
                 }),
                 &["description", "subagent_id"],

@@ -244,6 +244,7 @@ impl Replay {
             EventPayload::TokenUsage { session, .. } => self.session_usage = *session,
             EventPayload::ToolListReady { .. } => self.tools_announced = true,
             EventPayload::ApprovalModeChanged { mode } => self.approval_mode = Some(mode.clone()),
+            EventPayload::ForkedHistory { messages } => self.history.extend(messages.clone()),
             EventPayload::CompactionBegin { .. } => {
                 self.drop_open_request();
                 self.in_compaction = true;

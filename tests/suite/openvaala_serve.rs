@@ -75,7 +75,13 @@ async fn the_api_field_picks_the_profile_and_an_unknown_one_is_400() {
             "read_command_output",
             "write_stdin",
             "stop_command",
-            "list_commands"
+            "list_commands",
+            "spawn_agent",
+            "send_message",
+            "wait_agent",
+            "interrupt_agent",
+            "list_agents",
+            "read_session_history"
         ]
     );
     let events = std::fs::read_to_string(server.trace(&id)).unwrap();

@@ -13,7 +13,8 @@ use regex::Regex;
 use serde_json::{Value, json};
 use support::*;
 
-const OPENVAALA: [&str; 7] = [
+/// The default list, then the collaboration tools (always present).
+const OPENVAALA: [&str; 13] = [
     "read_file",
     "apply_patch",
     "bash",
@@ -21,6 +22,12 @@ const OPENVAALA: [&str; 7] = [
     "write_stdin",
     "stop_command",
     "list_commands",
+    "spawn_agent",
+    "send_message",
+    "wait_agent",
+    "interrupt_agent",
+    "list_agents",
+    "read_session_history",
 ];
 
 /// `rookery run --tools-profile openvaala --script <turns>`; exit 0 expected.
@@ -125,7 +132,16 @@ fn config_flag_and_errors_of_the_profile_switch() {
         .expect_code(0);
     assert_eq!(
         tool_names(&read_records(&sb.trace())),
-        ["bash", "read_file"]
+        [
+            "bash",
+            "read_file",
+            "spawn_agent",
+            "send_message",
+            "wait_agent",
+            "interrupt_agent",
+            "list_agents",
+            "read_session_history"
+        ]
     );
 
     // The flag overrides the config: back to penguin, where `bash` is no tool.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use ractor::ActorRef;
 
-use super::{MessageReceiver, SessionMsg, SessionStatus, TaskSummary};
+use super::{MessageReceiver, SessionMsg, SessionStatus, SteerOutcome, TaskSummary};
 use crate::error::RookeryError;
 use crate::message::{OmniMessage, Sender, SessionMeta};
 use crate::trace::health::TraceHealth;
@@ -88,6 +88,43 @@ impl SessionHandle {
         sender: Option<Sender>,
     ) -> Result<(), RookeryError> {
         ractor::call!(self.actor, SessionMsg::StartTask, text.into(), sender)?
+    }
+
+    /// Steers the running task: `text` joins it at its next input-assembly point (after the
+    /// running calls finish, before the next request), recorded in the trace now. With no task
+    /// running it starts one. A blank text is `InvalidInput`.
+    pub async fn steer(&self, text: impl Into<String>) -> Result<SteerOutcome, RookeryError> {
+        self.steer_as(text, None).await
+    }
+
+    /// Like `steer`, with the text marked as written by `sender` (e.g. a parent agent).
+    pub async fn steer_as(
+        &self,
+        text: impl Into<String>,
+        sender: Option<Sender>,
+    ) -> Result<SteerOutcome, RookeryError> {
+        let text = text.into();
+        if text.trim().is_empty() {
+            return Err(RookeryError::InvalidInput(
+                "steer text must not be empty".to_string(),
+            ));
+        }
+        ractor::call!(self.actor, SessionMsg::Steer, text, sender)?
+    }
+
+    /// A receiver of the session's inbox: what arrived for its model (`wait_agent`).
+    pub async fn inbox(
+        &self,
+    ) -> Result<tokio::sync::watch::Receiver<super::inbox::Inbox>, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Inbox)?)
+    }
+
+    /// The history of the session's completed tasks chosen by `turns` (oldest first).
+    pub async fn fork_history(
+        &self,
+        turns: super::inbox::ForkTurns,
+    ) -> Result<Vec<crate::message::ModelPayload>, RookeryError> {
+        Ok(ractor::call!(self.actor, SessionMsg::Fork, turns)?)
     }
 
     /// Aborts the running task (no-op when idle).

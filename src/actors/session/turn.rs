@@ -130,7 +130,10 @@ pub(crate) fn start_task(
     let Some((text, sender)) = super::compaction::before_task(myself, state, text, sender) else {
         return;
     };
+    super::inbox::task_started(state);
     let mut input = std::mem::take(&mut state.carry_over);
+    // Steers left by an aborted task come before the new prompt, as the trace has them.
+    input.extend(super::steer::take(state));
     let user = build::user_text(text, sender);
     if let Some(p) = user.as_model() {
         input.push(p.clone());
@@ -450,11 +453,14 @@ pub(super) fn maybe_finish_turn(myself: &ActorRef<SessionMsg>, state: &mut Sessi
     if !turn.completed || turn.calls.iter().any(|c| c.output.is_none()) {
         return;
     }
-    if turn.calls.is_empty() && state.pending_notices.is_empty() {
+    if turn.calls.is_empty() && state.pending_notices.is_empty() && state.pending_steers.is_empty()
+    {
         finish_task(state, StopReason::Completed, None);
         return;
     }
     let mut next_input = turn.outputs_in_call_order();
+    // Steers were recorded on receipt, before the notices delivered now: trace order.
+    next_input.extend(super::steer::take(state));
     next_input.extend(deliver_notices(state));
     let Some(next_input) = super::compaction::before_request(myself, state, next_input) else {
         return;
@@ -588,6 +594,9 @@ pub(super) fn finish_task(
         tool_calls: task.tool_calls,
         abort_reason,
     };
+    if status == StopReason::Completed {
+        super::inbox::task_completed(state);
+    }
     state.last_summary = Some(summary.clone());
     for w in state.idle_waiters.drain(..) {
         let _ = w.send(Some(summary.clone()));

@@ -127,6 +127,28 @@ struct ChildState {
     background: bool,
     error: Option<String>,
     last_used: Option<Instant>,
+    /// A spawned agent: every round ends with a report to the parent.
+    reports: bool,
+    /// The current round was interrupted by the parent.
+    interrupted: bool,
+    /// The last answer text of the current round.
+    round_last_text: Option<String>,
+    /// Completed rounds.
+    rounds: u64,
+    /// `send_message` texts waiting for the current round to end (mode `normal`).
+    queue: std::collections::VecDeque<String>,
+    /// `spawn_agent`'s `task_name` and `agent_name`.
+    task_name: String,
+    agent_name: Option<String>,
+}
+
+/// Most `send_message` texts queued for one busy agent.
+pub const QUEUE_CAP: usize = 8;
+
+/// What a child's message makes the forwarder send to the parent.
+enum Outgoing {
+    Notice(String),
+    Report { text: String, what: String },
 }
 
 /// A subagent: its session and everything its tools read.
@@ -191,8 +213,71 @@ impl Child {
             s.running = true;
             s.round_had_text = false;
             s.round_abort = None;
+            s.interrupted = false;
+            s.round_last_text = None;
         });
         self.bump();
+    }
+
+    /// Makes the child a spawned agent: a report after every round.
+    pub fn set_agent(&self, task_name: &str, agent_name: Option<String>) {
+        self.with(|s| {
+            s.reports = true;
+            s.task_name = task_name.to_string();
+            s.agent_name = agent_name;
+        });
+    }
+
+    /// Marks the current round as interrupted (its report says so).
+    pub fn mark_interrupted(&self) {
+        self.with(|s| s.interrupted = true);
+    }
+
+    /// Queues a text for the next round; false when [`QUEUE_CAP`] texts already wait.
+    pub fn enqueue(&self, text: String) -> bool {
+        self.with(|s| {
+            if s.queue.len() >= QUEUE_CAP {
+                return false;
+            }
+            s.queue.push_back(text);
+            true
+        })
+    }
+
+    /// Texts queued for the next round.
+    pub fn queued(&self) -> usize {
+        self.with(|s| s.queue.len())
+    }
+
+    /// `(task_name, agent_name, rounds, interrupted)` of a spawned agent.
+    pub fn agent_info(&self) -> (String, Option<String>, u64, bool) {
+        self.with(|s| {
+            (
+                s.task_name.clone(),
+                s.agent_name.clone(),
+                s.rounds,
+                s.interrupted,
+            )
+        })
+    }
+
+    /// The failure of the child session itself, if it failed.
+    pub fn error(&self) -> Option<String> {
+        self.with(|s| s.error.clone())
+    }
+
+    /// Takes the next queued text and marks a round as started, when idle.
+    fn next_queued(&self) -> Option<String> {
+        let next = self.with(|s| {
+            if s.running {
+                return None;
+            }
+            s.queue.pop_front()
+        });
+        if next.is_some() {
+            self.begin_round();
+        }
+        next
     }
 
     /// Arms (or disarms) the completion notice fired at the end of every round.
@@ -248,7 +333,7 @@ impl Child {
     }
 
     /// Applies one message of the child's own stream; returns a completion notice to deliver.
-    fn observe(&self, msg: &OmniMessage) -> Option<String> {
+    fn observe(&self, msg: &OmniMessage) -> Option<Outgoing> {
         if msg.has_origin() {
             return None;
         }
@@ -266,6 +351,7 @@ impl Child {
                 }
                 s.text.push_str(text);
                 s.round_had_text = true;
+                s.round_last_text = Some(text.clone());
                 // Characters never outnumber bytes: count them only when the bytes exceed the cap.
                 if s.text.len() > TEXT_CAP {
                     let len = s.text.chars().count();
@@ -293,18 +379,41 @@ impl Child {
                         had_text: s.round_had_text,
                         error: s.error.clone(),
                     };
-                    if s.background {
+                    s.rounds += 1;
+                    if s.reports {
+                        let (failed, detail) = exit_note(&end);
+                        s.text.clear();
+                        s.dropped = 0;
+                        let status = if s.interrupted {
+                            "interrupted"
+                        } else if failed {
+                            "failed"
+                        } else {
+                            "completed"
+                        };
+                        notice = Some(Outgoing::Report {
+                            text: super::report::report(
+                                &self.id,
+                                &s.task_name,
+                                s.rounds,
+                                status,
+                                &detail,
+                                s.round_last_text.as_deref().unwrap_or(""),
+                            ),
+                            what: format!("agent {} reported ({status})", self.id),
+                        });
+                    } else if s.background {
                         let (failed, detail) = exit_note(&end);
                         let tail = background_notice::tail(&std::mem::take(&mut s.text));
                         s.dropped = 0;
-                        notice = Some(background_notice::notice(
+                        notice = Some(Outgoing::Notice(background_notice::notice(
                             NoticeKind::Subagent,
                             &self.id,
                             failed,
                             &detail,
                             &self.label,
                             &tail,
-                        ));
+                        )));
                     }
                     s.last = Some(end);
                 }
@@ -343,11 +452,27 @@ pub fn spawn_forwarder(child: Arc<Child>, mut rx: MessageReceiver, parent: Paren
     tokio::spawn(async move {
         let child_sid = child.session.id().to_string();
         while let Some(msg) = rx.recv().await {
-            let notice = child.observe(&msg);
+            let outgoing = child.observe(&msg);
             let tagged = Arc::new(msg.as_ref().clone().with_origin(&child_sid));
             broadcast(&parent.subscribers, &tagged);
-            if let Some(text) = notice {
-                let _ = parent.session.cast(SessionMsg::Notice(text));
+            match outgoing {
+                Some(Outgoing::Notice(text)) => {
+                    let _ = parent.session.cast(SessionMsg::Notice(text));
+                }
+                Some(Outgoing::Report { text, what }) => {
+                    let _ = parent.session.cast(SessionMsg::AgentInput { text, what });
+                    // A message queued while the round ran starts the next round.
+                    if let Some(next) = child.next_queued()
+                        && child
+                            .session
+                            .start_task_as(next, Some(crate::message::Sender::ParentAgent))
+                            .await
+                            .is_err()
+                    {
+                        child.with(|s| s.running = false);
+                    }
+                }
+                None => {}
             }
         }
     });

@@ -39,7 +39,27 @@ impl InputSubagentTool {
             let prompt = args::opt_str(&args, "prompt").unwrap_or("").to_string();
             let default = if prompt.is_empty() { 10_000 } else { 300_000 };
             let window = yield_ms(&args, default, ctx.definition.timeout_ms);
-            if !prompt.is_empty() {
+            let steer = match args::opt_str(&args, "mode").unwrap_or("normal") {
+                "normal" => false,
+                "steer" => true,
+                other => {
+                    return fail(format!(
+                        "[input_subagent error: invalid mode {other}; use normal or steer]"
+                    ));
+                }
+            };
+            if !prompt.is_empty() && steer && child.is_running() {
+                // Joins the running round at its next input-assembly point; then poll.
+                match child
+                    .session
+                    .steer_as(prompt.clone(), Some(Sender::ParentAgent))
+                    .await
+                {
+                    Ok(crate::actors::session::SteerOutcome::Started) => child.begin_round(),
+                    Ok(_) => {}
+                    Err(e) => return fail(format!("[input_subagent error: {e}]")),
+                }
+            } else if !prompt.is_empty() {
                 if child.is_running() {
                     return fail(format!(
                         "[input_subagent error: subagent {id} is still running; poll with an empty prompt to collect progress first]"

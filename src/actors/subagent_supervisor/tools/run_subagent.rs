@@ -41,9 +41,13 @@ impl RunSubagentTool {
             };
             let background = args::flag(&args, "run_in_background");
             let window = yield_ms(&args, 300_000, ctx.definition.timeout_ms);
-            let child = match subagents.admit(&prompt).await {
+            let request = match super::model_choice::run_subagent_request(&args) {
+                Ok(r) => r,
+                Err(text) => return fail(text),
+            };
+            let child = match subagents.admit(&prompt, request).await {
                 Ok(c) => c,
-                Err(e) => return fail(e.to_string()),
+                Err(e) => return fail(super::model_choice::run_subagent_refusal(&e)),
             };
             child.set_background(background);
             if let Err(e) = child

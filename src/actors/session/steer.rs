@@ -1,0 +1,79 @@
+//! Steering: a user (or parent agent) text that joins the running task at its next
+//! input-assembly point (after the running calls finish, before the next request).
+//!
+//! A steer is recorded in the trace and streamed the moment it is received, as a user text
+//! wrapped in `[user_steering]…[/user_steering]`; resume therefore treats it as pending user
+//! input (it joins the next request, or the next task when none ran). Live, it waits in
+//! `SessionState::pending_steers` until the turn loop takes it. With no task running, a steer
+//! starts one with its text as the prompt.
+//!
+//! This module owns the steer queue and the inbox signal; it must not drive the turn loop
+//! beyond starting a task through `turn::start_task`.
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::{SessionMsg, SessionState, turn};
+use crate::error::RookeryError;
+use crate::message::{ModelPayload, Sender, build};
+
+/// What a steer did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteerOutcome {
+    /// A task was running: the text joins it at its next input-assembly point.
+    Queued,
+    /// No task was running: the text started one.
+    Started,
+}
+
+impl SteerOutcome {
+    /// `queued` or `started` (the API's spelling).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SteerOutcome::Queued => "queued",
+            SteerOutcome::Started => "started",
+        }
+    }
+}
+
+/// The user text a steer becomes.
+pub fn steering_text(text: &str) -> String {
+    format!("[user_steering]\n{text}\n[/user_steering]")
+}
+
+/// Handles `SessionMsg::Steer`.
+pub(super) fn on_steer(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    text: String,
+    sender: Option<Sender>,
+    reply: RpcReplyPort<Result<SteerOutcome, RookeryError>>,
+) {
+    if let Some(reason) = &state.trace_failure {
+        let _ = reply.send(Err(RookeryError::TraceFailed {
+            session: state.id.clone(),
+            reason: reason.clone(),
+        }));
+        return;
+    }
+    if state.task.is_none() {
+        let _ = reply.send(Ok(SteerOutcome::Started));
+        turn::start_task(myself, state, text, sender);
+        return;
+    }
+    let msg = build::user_text(steering_text(&text), sender);
+    if let Some(p) = msg.as_model() {
+        state.pending_steers.push(p.clone());
+    }
+    // Recorded (and streamed) on receipt: the trace shows it before the request it joins.
+    state.emit(msg, true);
+    tracing::debug!(session = %state.id, "steer queued");
+    super::inbox::arrived(state, "the user steered");
+    let _ = reply.send(Ok(SteerOutcome::Queued));
+}
+
+/// Takes the waiting steers (already recorded and streamed on receipt) as input: an
+/// input-assembly point, so every arrival so far counts as delivered.
+pub(super) fn take(state: &mut SessionState) -> Vec<ModelPayload> {
+    super::inbox::delivered(state);
+    std::mem::take(&mut state.pending_steers)
+}

@@ -1,0 +1,123 @@
+//! `send_message` and `wait_agent` of the parent (`docs/collaboration.md#send_message`): a
+//! message starts a new round of an idle agent, waits in its queue while it is busy (`normal`)
+//! or joins its current round (`steer`); `wait_agent` waits on the parent's inbox.
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::super::SubagentSupervisorHandle;
+use super::{fail, supervisor, target, wait_inbox, wait_timeout};
+use crate::actors::session::{SessionMsg, SteerOutcome};
+use crate::actors::subagent_supervisor::child::QUEUE_CAP;
+use crate::message::Sender;
+use crate::tools::{ToolContext, ToolResult, args};
+
+pub struct SendMessage;
+
+impl SendMessage {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        _ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
+        Box::pin(async move {
+            let subagents = match supervisor(subagents, depth, "send_message") {
+                Ok(s) => s,
+                Err(r) => return r,
+            };
+            let child = match target(&subagents, &args, "send_message").await {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            let message = match args::require_nonblank_str(&args, "message", "send_message") {
+                Ok(m) => m.to_string(),
+                Err(text) => return fail(text),
+            };
+            let mode = args::opt_str(&args, "mode").unwrap_or("normal");
+            if mode != "normal" && mode != "steer" {
+                return fail(format!(
+                    "[send_message error: mode must be normal or steer (got {mode})]"
+                ));
+            }
+            if args::opt_str(&args, "model").is_some()
+                || args::opt_str(&args, "reasoning_effort").is_some()
+            {
+                return fail(
+                    "[send_message error: an agent keeps the model it was spawned with; spawn_agent with model / reasoning_effort starts one on another]",
+                );
+            }
+            let id = child.id.clone();
+            if !child.is_running() {
+                child.begin_round();
+                return match child
+                    .session
+                    .start_task_as(message, Some(Sender::ParentAgent))
+                    .await
+                {
+                    Ok(()) => ToolResult::completed().with_note(format!(
+                        "{id} was idle: the message started its next round; it reports when the round ends"
+                    )),
+                    Err(e) => fail(format!("[send_message error: {e}]")),
+                };
+            }
+            if mode == "steer" {
+                return match child
+                    .session
+                    .steer_as(message, Some(Sender::ParentAgent))
+                    .await
+                {
+                    Ok(SteerOutcome::Queued) => ToolResult::completed().with_note(format!(
+                        "steered {id}: the message joins its current round before its next request"
+                    )),
+                    Ok(SteerOutcome::Started) => {
+                        child.begin_round();
+                        ToolResult::completed().with_note(format!(
+                            "{id} had just finished: the message started its next round"
+                        ))
+                    }
+                    Err(e) => fail(format!("[send_message error: {e}]")),
+                };
+            }
+            if !child.enqueue(message) {
+                return fail(format!(
+                    "[send_message error: {id} is busy and already has {QUEUE_CAP} queued messages; wait for its report (wait_agent) or steer it (mode: steer)]"
+                ));
+            }
+            // The agent may be waiting in wait_agent: it wakes and can end its round.
+            let _ = child.session.actor.cast(SessionMsg::Poke(
+                "a message from the parent is queued".into(),
+            ));
+            ToolResult::completed().with_note(format!(
+                "queued for {id} (position {}): it starts a new round when the current one ends",
+                child.queued()
+            ))
+        })
+    }
+}
+
+pub struct WaitAgent;
+
+impl WaitAgent {
+    pub(in crate::actors::subagent_supervisor) fn call(
+        subagents: Option<SubagentSupervisorHandle>,
+        depth: u32,
+        ctx: ToolContext,
+        args: Map<String, Value>,
+    ) -> BoxFuture<'static, ToolResult> {
+        Box::pin(async move {
+            let timeout = match wait_timeout(&args) {
+                Ok(t) => t,
+                Err(r) => return r,
+            };
+            let subagents = match supervisor(subagents, depth, "wait_agent") {
+                Ok(s) => s,
+                Err(r) => return r,
+            };
+            match subagents.parent_inbox().await {
+                Ok(inbox) => wait_inbox(&ctx, inbox, timeout).await,
+                Err(e) => fail(format!("[wait_agent error: {e}]")),
+            }
+        })
+    }
+}
