@@ -235,6 +235,7 @@ pub fn service(set: Option<&McpSet>, server: &str) -> Arc<dyn ToolService> {
         actor: slot.and_then(|s| s.actor.clone()),
         vision: set.is_some_and(|s| s.vision),
         tools: slot.map(|s| s.names.clone()).unwrap_or_default(),
+        timeout_ms: slot.map_or(0, |s| s.config.timeout_ms),
     })
 }
 
@@ -267,7 +268,13 @@ pub fn definition(cfg: &McpServerConfig, name: &str, t: &Value) -> ToolDefinitio
         McpPermission::Auto => Permission::ReadWrite,
     };
     let mut def = ToolDefinitionConfig::new(name, &description, parameters, permission);
-    def.timeout_ms = cfg.timeout_ms;
+    // The call's own timer (`tool.rs`) ends it `timeout` at `timeoutMs`; the close-out's timer is
+    // only a backstop behind it.
+    def.timeout_ms = if cfg.timeout_ms > 0 {
+        cfg.timeout_ms.saturating_add(tool::TIMEOUT_BACKSTOP_MS)
+    } else {
+        cfg.timeout_ms
+    };
     def.max_output_length = cfg.max_output_length;
     // The server's schema is the server's: no `description` property is added or removed.
     def.call_description = true;
@@ -307,7 +314,7 @@ mod tests {
         );
         assert_eq!(
             definition(&cfg(McpPermission::Auto), "n", &rw).timeout_ms,
-            700
+            700 + tool::TIMEOUT_BACKSTOP_MS
         );
     }
 }

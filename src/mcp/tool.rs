@@ -23,6 +23,9 @@ use crate::tools::{Tool, ToolContext, ToolResult};
 const PING_EVERY: Duration = Duration::from_millis(400);
 const PING_TIMEOUT_MS: u64 = 1200;
 
+/// How long after `timeoutMs` the close-out's own timer fires, should a call not end by itself.
+pub const TIMEOUT_BACKSTOP_MS: i64 = 2000;
+
 pub struct McpTool {
     pub server: Arc<str>,
     /// The tool's name on the server.
@@ -30,6 +33,17 @@ pub struct McpTool {
     pub actor: ActorRef<McpMsg>,
     /// The session's model takes images.
     pub vision: bool,
+    /// The server's `timeoutMs` (`<= 0`: none): past it the call ends `timeout`.
+    pub timeout_ms: i64,
+}
+
+/// A call past the server's `timeoutMs`: `timeout`, with the close-out's timeout text.
+fn timed_out(timeout_ms: i64) -> ToolResult {
+    ToolResult {
+        stop_reason: Some(crate::message::StopReason::Timeout),
+        note: Some(format!("[tool timeout: exceeded {timeout_ms}ms]")),
+        ..ToolResult::default()
+    }
 }
 
 fn failed(ctx: &ToolContext, text: String) -> ToolResult {
@@ -62,10 +76,20 @@ impl Tool for McpTool {
         let tool = self.tool.clone();
         let actor = self.actor.clone();
         let vision = self.vision;
+        let timeout_ms = self.timeout_ms;
         Box::pin(async move {
+            let limit = u64::try_from(timeout_ms).ok().filter(|ms| *ms > 0);
+            let timer = async {
+                match limit {
+                    Some(ms) => tokio::time::sleep(std::time::Duration::from_millis(ms)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(timer);
             let lease = tokio::select! {
                 l = async { ractor::call!(actor, McpMsg::Lease) } => l,
                 _ = ctx.cancel.cancelled() => return ToolResult::failed(),
+                _ = &mut timer => return timed_out(timeout_ms),
             };
             let lease = match lease {
                 Ok(Ok(l)) => l,
@@ -95,6 +119,8 @@ impl Tool for McpTool {
                 }
                 // Abort or the close-out's timeout: the close-out writes the output.
                 _ = ctx.cancel.cancelled() => return ToolResult::failed(),
+                // `timeoutMs` passed: the call ends `timeout` with the close-out's timeout text.
+                _ = &mut timer => return timed_out(timeout_ms),
             };
             // A request that failed because the transport went away is a lost connection.
             let outcome = match outcome {
@@ -145,6 +171,8 @@ pub struct McpService {
     pub vision: bool,
     /// (model-facing name, the server's name) of every registered tool.
     pub tools: Vec<(String, String)>,
+    /// The server's `timeoutMs`.
+    pub timeout_ms: i64,
 }
 
 impl ToolService for McpService {
@@ -161,6 +189,7 @@ impl ToolService for McpService {
                 tool: Arc::from(server_tool.as_str()),
                 actor: actor.clone(),
                 vision: self.vision,
+                timeout_ms: self.timeout_ms,
             }
             .call(ctx, args),
             _ => {

@@ -1,6 +1,6 @@
 //! The model section of the configuration (`model:` in the `--config` YAML, or the `--provider`
 //! flags): which provider, endpoint, model and key variable, limits, vision, and extra fields
-//! passed through into every request body. Also [`build_model`], which turns it into a model.
+//! passed through into every request body. [`build_model`](super::build::build_model) turns it into a model.
 //!
 //! This module parses and validates; it never reads the API key (the provider does, when it is
 //! built) and never talks to the network.

@@ -127,7 +127,7 @@ fn a_call_that_outlives_timeout_ms_ends_with_the_timeout_text() {
     );
     assert_eq!(
         run.output("call_0"),
-        ("[tool timeout: exceeded 1500ms]".into(), "failed".into())
+        ("[tool timeout: exceeded 1500ms]".into(), "timeout".into())
     );
     assert_eq!(
         run.output("call_1"),

@@ -293,7 +293,7 @@ async fn results_errors_links_and_timeout() {
     );
     assert_eq!(
         out("call_3"),
-        ("[tool timeout: exceeded 1000ms]".into(), "failed".into())
+        ("[tool timeout: exceeded 1000ms]".into(), "timeout".into())
     );
 }
 
