@@ -9,6 +9,7 @@
 //! tools and command actors, and shutdown waits for the reaping in a spawned task. It does not
 //! deliver notices to the model (the session does) and builds no tool output.
 
+mod eviction;
 mod handle;
 mod idle;
 mod lease;
@@ -459,20 +460,22 @@ impl CommandSupervisorState {
         self.registered_count()
     }
 
-    /// Evicts while over capacity: the least recently used exited command first, else the least
-    /// recently used running one; never `protect`, never one being read.
+    /// Evicts down to the capacity by the rule of [`eviction::choose`] (exited first, then least
+    /// recently used; never `protect`, never one being read): stops each victim and reports it.
     fn trim(&mut self, protect: Option<&str>) {
-        while self.registered_count() > self.options.capacity {
-            let victim = self
-                .entries
-                .iter()
-                .filter(|(id, e)| e.registered && e.readers == 0 && Some(id.as_str()) != protect)
-                .min_by_key(|(_, e)| (e.exit.is_none(), e.last_used))
-                .map(|(id, _)| id.clone());
-            let Some(victim) = victim else {
-                tracing::warn!(session = %self.session_id, "registry over capacity: every command is busy");
-                return;
-            };
+        let snapshot: Vec<eviction::EntryView<'_>> = self
+            .entries
+            .iter()
+            .map(|(id, e)| eviction::EntryView {
+                id,
+                registered: e.registered,
+                reading: e.readers > 0,
+                exited: e.exit.is_some(),
+                last_used: e.last_used,
+            })
+            .collect();
+        let choice = eviction::choose(&snapshot, self.options.capacity, protect);
+        for victim in choice.victims {
             if let Some(e) = self.entries.remove(&victim) {
                 let status = if e.exit.is_some() {
                     "exited"
@@ -486,6 +489,9 @@ impl CommandSupervisorState {
                     status: status.to_string(),
                 });
             }
+        }
+        if choice.still_over {
+            tracing::warn!(session = %self.session_id, "registry over capacity: every command is busy");
         }
     }
 
