@@ -228,7 +228,7 @@ impl AgentConfig {
         );
         cfg.hooks = std::sync::Arc::new(raw.hooks.unwrap_or_default());
         if let Some(c) = raw.compaction {
-            cfg.compaction = CompactionConfig::from_raw(c).map_err(ConfigError::Other)?;
+            cfg.compaction = CompactionConfig::from_raw(c)?;
         }
         let named = catalog::Catalog {
             models: raw.models.unwrap_or_default(),

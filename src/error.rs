@@ -57,6 +57,9 @@ pub enum ConfigError {
     Hooks(#[from] crate::hooks::HookConfigError),
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpConfigError),
+    /// `compaction.max_context` below 1.
+    #[error("compaction.max_context must be a whole number of at least 1 (got {0})")]
+    BadMaxContext(i64),
     #[error("{0}")]
     Other(String),
     #[error(transparent)]

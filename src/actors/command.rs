@@ -22,6 +22,7 @@ pub mod process;
 #[cfg(target_os = "linux")]
 pub mod reaper;
 pub mod ring;
+pub mod spawn_error;
 #[cfg(target_os = "linux")]
 pub mod spawn_raw;
 #[cfg(target_os = "linux")]
@@ -43,6 +44,7 @@ use tokio::task::JoinHandle;
 pub use process::{ExitInfo, SpawnSpec};
 use process::{KillOnDrop, ProcessIo, SpawnedProcess};
 use ring::{OutputRing, RingPage, TailBuffer, Utf8Decoder};
+pub use spawn_error::SpawnError;
 
 /// After the foreground process exited while other group members still hold the output: end
 /// the drain after this long without output…

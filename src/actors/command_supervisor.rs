@@ -15,6 +15,7 @@ mod idle;
 mod lease;
 pub mod notice;
 pub mod openvaala;
+mod start_error;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -31,6 +32,7 @@ use crate::actors::command::{CommandActor, CommandArgs, CommandMsg, ExitInfo, Sp
 pub use handle::CommandSupervisorHandle;
 pub use lease::{Collected, CommandLease};
 pub use notice::CommandListing;
+pub use start_error::StartError;
 
 /// Most registered commands per session.
 pub const MAX_COMMANDS: usize = 64;
@@ -109,7 +111,7 @@ pub struct Started {
     pub registered: Option<usize>,
 }
 
-type StartReply = Result<(String, ActorRef<CommandMsg>, Option<usize>), String>;
+type StartReply = Result<(String, ActorRef<CommandMsg>, Option<usize>), StartError>;
 
 pub enum CommandSupervisorMsg {
     Start {
@@ -383,7 +385,7 @@ impl CommandSupervisorState {
         req: StartRequest,
     ) -> StartReply {
         if self.disposed {
-            return Err("command session manager disposed".to_string());
+            return Err(StartError::Disposed);
         }
         let id = self.new_id(req.style);
         let (timeout, register) = match req.style {
@@ -421,7 +423,7 @@ impl CommandSupervisorState {
         };
         let (actor, _) = Actor::spawn_linked(None, CommandActor, args, myself.get_cell())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StartError::Actor)?;
         tracing::debug!(session = %self.session_id, %id, pgid = group.pgid(), background = req.background, "command started");
         let tick = self.tick();
         self.entries.insert(

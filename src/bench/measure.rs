@@ -108,8 +108,19 @@ pub fn dir_totals(dir: &Path) -> (u64, u64) {
     (files, bytes)
 }
 
+/// Why a spawn floor could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum FloorError {
+    /// bash could not be started.
+    #[error("cannot run bash: {0}")]
+    Bash(#[source] std::io::Error),
+    /// `bash -lc true` did not succeed.
+    #[error("bash -lc true ended with {0}")]
+    Failed(std::process::ExitStatus),
+}
+
 /// One `bash -lc true`: spawn and wait.
-async fn spawn_true(home: &Path, cwd: &Path) -> Result<(), String> {
+async fn spawn_true(home: &Path, cwd: &Path) -> Result<(), FloorError> {
     let status = tokio::process::Command::new("bash")
         .arg("-lc")
         .arg("true")
@@ -120,11 +131,11 @@ async fn spawn_true(home: &Path, cwd: &Path) -> Result<(), String> {
         .stderr(Stdio::null())
         .status()
         .await
-        .map_err(|e| format!("cannot run bash: {e}"))?;
+        .map_err(FloorError::Bash)?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("bash -lc true ended with {status}"))
+        Err(FloorError::Failed(status))
     }
 }
 
@@ -134,7 +145,7 @@ pub async fn spawn_floor(
     workers: usize,
     home: &Path,
     cwd: &Path,
-) -> Result<Duration, String> {
+) -> Result<Duration, FloorError> {
     let workers = workers.clamp(1, total.max(1));
     let start = Instant::now();
     let runs = (0..workers).map(|w| {
@@ -144,7 +155,7 @@ pub async fn spawn_floor(
             for _ in 0..n {
                 spawn_true(home, cwd).await?;
             }
-            Ok::<(), String>(())
+            Ok::<(), FloorError>(())
         }
     });
     for r in futures::future::join_all(runs).await {

@@ -221,9 +221,12 @@ struct Floors {
 
 async fn floors(args: &BenchArgs, shell_home: &std::path::Path) -> Result<Floors, String> {
     let cwd = shell_home;
-    let concurrent =
-        measure::spawn_floor(args.floor_spawns, args.floor_workers, shell_home, cwd).await?;
-    let seq = measure::spawn_floor(SEQ_FLOOR_SPAWNS, 1, shell_home, cwd).await?;
+    let concurrent = measure::spawn_floor(args.floor_spawns, args.floor_workers, shell_home, cwd)
+        .await
+        .map_err(|e| e.to_string())?;
+    let seq = measure::spawn_floor(SEQ_FLOOR_SPAWNS, 1, shell_home, cwd)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(Floors {
         concurrent,
         sequential_per_spawn: seq / SEQ_FLOOR_SPAWNS as u32,

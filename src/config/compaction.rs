@@ -6,6 +6,8 @@
 
 use serde::Deserialize;
 
+use crate::error::ConfigError;
+
 /// Default of `compaction.max_context` (tokens of one request).
 pub const DEFAULT_MAX_CONTEXT: u64 = 256_000;
 
@@ -65,12 +67,13 @@ impl Default for CompactionConfig {
 }
 
 impl CompactionConfig {
-    pub(super) fn from_raw(raw: RawCompaction) -> Result<Self, String> {
+    pub(super) fn from_raw(raw: RawCompaction) -> Result<Self, ConfigError> {
         let mut cfg = CompactionConfig::default();
         if let Some(n) = raw.max_context {
-            cfg.max_context = u64::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
-                format!("compaction.max_context must be a whole number of at least 1 (got {n})")
-            })?;
+            cfg.max_context = u64::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or(ConfigError::BadMaxContext(n))?;
         }
         // Like `max_turns`: zero or less switches the trigger off.
         cfg.max_turns = raw
@@ -99,7 +102,7 @@ mod tests {
 
     fn parse(yaml: &str) -> Result<CompactionConfig, String> {
         let raw: RawCompaction = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
-        CompactionConfig::from_raw(raw)
+        CompactionConfig::from_raw(raw).map_err(|e| e.to_string())
     }
 
     #[test]

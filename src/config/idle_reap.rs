@@ -30,14 +30,17 @@ impl<'de> Deserialize<'de> for IdleReap {
     }
 }
 
+/// A `commands.idle_reap` value that is not `<n><unit>` (the text as written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "commands.idle_reap: invalid duration \"{0}\" (use a whole number and a unit: 500ms, 90s, 30m, 12h, 10d)"
+)]
+pub struct InvalidDuration(pub String);
+
 /// Parses `<n><unit>` with unit `ms`, `s`, `m`, `h` or `d` (a positive whole number).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, InvalidDuration> {
     let t = text.trim();
-    let bad = || {
-        format!(
-            "commands.idle_reap: invalid duration \"{text}\" (use a whole number and a unit: 500ms, 90s, 30m, 12h, 10d)"
-        )
-    };
+    let bad = || InvalidDuration(text.to_string());
     let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
     let (digits, unit) = t.split_at(split);
     let n: u64 = digits.parse().map_err(|_| bad())?;
@@ -68,7 +71,7 @@ mod tests {
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         for bad in ["", "10", "d", "0s", "-5s", "5 weeks", "1.5h", "5x"] {
-            let e = parse_duration(bad).unwrap_err();
+            let e = parse_duration(bad).unwrap_err().to_string();
             assert!(e.contains("commands.idle_reap"), "{bad}: {e}");
         }
         assert_eq!(IdleReap::default().0, DEFAULT_IDLE_REAP);

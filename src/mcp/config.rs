@@ -36,6 +36,17 @@ pub enum McpConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// Why `${VAR}` expansion failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    /// A `${` without its `}` (the whole text).
+    #[error("unclosed ${{ in {0:?}")]
+    Unclosed(String),
+    /// A variable without a default that is not set.
+    #[error("environment variable {0} is not set")]
+    Unset(String),
+}
+
 /// How tool calls of a server are approved: from each tool's `readOnlyHint` (`auto`), or all
 /// `r` / all `rw`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,7 +275,8 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             McpTransport::Stdio {
                 command,
                 args: string_list(obj, "args").map_err(bad)?.unwrap_or_default(),
-                env: expand_map(string_map(obj, "env").map_err(bad)?).map_err(bad)?,
+                env: expand_map(string_map(obj, "env").map_err(bad)?)
+                    .map_err(|e| bad(e.to_string()))?,
                 cwd: opt_string(obj, "cwd").map_err(bad)?.map(PathBuf::from),
             }
         }
@@ -274,7 +286,7 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
                     return Err(bad(format!("{k} belongs to a stdio server (command)")));
                 }
             }
-            let url = expand(&url).map_err(bad)?;
+            let url = expand(&url).map_err(|e| bad(e.to_string()))?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(bad(format!(
                     "url {url:?} must start with http:// or https://"
@@ -282,7 +294,8 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             }
             McpTransport::Http {
                 url,
-                headers: expand_map(string_map(obj, "headers").map_err(bad)?).map_err(bad)?,
+                headers: expand_map(string_map(obj, "headers").map_err(bad)?)
+                    .map_err(|e| bad(e.to_string()))?,
             }
         }
     };
@@ -375,7 +388,7 @@ fn string_map(obj: &Map<String, Value>, key: &str) -> Result<BTreeMap<String, St
     }
 }
 
-fn expand_map(map: BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+fn expand_map(map: BTreeMap<String, String>) -> Result<Vec<(String, String)>, ExpandError> {
     map.into_iter()
         .map(|(k, v)| expand(&v).map(|v| (k, v)))
         .collect()
@@ -383,18 +396,18 @@ fn expand_map(map: BTreeMap<String, String>) -> Result<Vec<(String, String)>, St
 
 /// Replaces every `${VAR}` (and `${VAR:-default}`) with the variable from the environment; an
 /// unset variable without a default is an error naming it.
-pub fn expand(text: &str) -> Result<String, String> {
+pub fn expand(text: &str) -> Result<String, ExpandError> {
     expand_with(text, |k| std::env::var(k).ok())
 }
 
-fn expand_with(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+fn expand_with(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("unclosed ${{ in {text:?}"));
+            return Err(ExpandError::Unclosed(text.to_string()));
         };
         let inner = &after[..end];
         let (var, default) = match inner.split_once(":-") {
@@ -404,7 +417,7 @@ fn expand_with(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<Strin
         match (get(var), default) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
-            (None, None) => return Err(format!("environment variable {var} is not set")),
+            (None, None) => return Err(ExpandError::Unset(var.to_string())),
         }
         rest = &after[end + 1..];
     }
@@ -490,6 +503,24 @@ mod tests {
             "Bearer s3cret"
         );
         assert_eq!(expand_with("${NOPE:-dflt}/x", get).unwrap(), "dflt/x");
-        assert!(expand_with("${NOPE}", get).unwrap_err().contains("NOPE"));
+        assert!(
+            expand_with("${NOPE}", get)
+                .unwrap_err()
+                .to_string()
+                .contains("NOPE")
+        );
+    }
+
+    #[test]
+    fn expansion_errors_keep_their_texts() {
+        let get = |_: &str| None;
+        assert_eq!(
+            expand_with("${NOPE}", get).unwrap_err().to_string(),
+            "environment variable NOPE is not set"
+        );
+        assert_eq!(
+            expand_with("a ${B", get).unwrap_err().to_string(),
+            "unclosed ${ in \"a ${B\""
+        );
     }
 }

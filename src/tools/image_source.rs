@@ -46,6 +46,30 @@ pub enum LoadError {
     Failed(String),
 }
 
+/// Why an image could not be scaled down (the texts are the model's).
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    /// Reading the image's format failed.
+    #[error("Failed to scale down the image ({w}×{h} px): {source}")]
+    Read {
+        w: u32,
+        h: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Decoding the image failed.
+    #[error("Failed to scale down the image ({w}×{h} px): {source}")]
+    Decode {
+        w: u32,
+        h: u32,
+        #[source]
+        source: image::ImageError,
+    },
+    /// Encoding the smaller image failed.
+    #[error("Failed to re-encode the image: {0}")]
+    Encode(#[source] image::ImageError),
+}
+
 /// The image as it is sent: possibly scaled down and re-encoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
@@ -235,7 +259,7 @@ async fn download(source: &str) -> Result<(Vec<u8>, Option<String>), LoadError> 
 /// Scales an image larger than [`MAX_IMAGE_SIDE`] down and re-encodes it (png stays png, jpeg
 /// stays jpeg, gif and webp become png; a png over the byte limit becomes jpeg). CPU-bound:
 /// call it on the blocking pool. An image whose size cannot be read is sent as it is.
-pub fn prepare(image: &LoadedImage) -> Result<Prepared, String> {
+pub fn prepare(image: &LoadedImage) -> Result<Prepared, ScaleError> {
     let as_is = || Prepared {
         mime: image.mime.clone(),
         size: image.bytes.len() as u64,
@@ -253,9 +277,9 @@ pub fn prepare(image: &LoadedImage) -> Result<Prepared, String> {
         return Ok(as_is());
     }
     let decoded = reader()
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.decode().map_err(|e| e.to_string()))
-        .map_err(|e| format!("Failed to scale down the image ({w}×{h} px): {e}"))?;
+        .map_err(|source| ScaleError::Read { w, h, source })?
+        .decode()
+        .map_err(|source| ScaleError::Decode { w, h, source })?;
     let small = decoded.resize(
         MAX_IMAGE_SIDE,
         MAX_IMAGE_SIDE,
@@ -280,19 +304,19 @@ pub fn prepare(image: &LoadedImage) -> Result<Prepared, String> {
     })
 }
 
-fn encode_png(img: &DynamicImage) -> Result<Vec<u8>, String> {
+fn encode_png(img: &DynamicImage) -> Result<Vec<u8>, ScaleError> {
     let mut out = Cursor::new(Vec::new());
     img.write_to(&mut out, ImageFormat::Png)
-        .map_err(|e| format!("Failed to re-encode the image: {e}"))?;
+        .map_err(ScaleError::Encode)?;
     Ok(out.into_inner())
 }
 
-fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, String> {
+fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, ScaleError> {
     let mut out = Vec::new();
     let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
     DynamicImage::ImageRgb8(img.to_rgb8())
         .write_with_encoder(encoder)
-        .map_err(|e| format!("Failed to re-encode the image: {e}"))?;
+        .map_err(ScaleError::Encode)?;
     Ok(out)
 }
 
@@ -319,7 +343,7 @@ pub async fn load_prepared(
     };
     match prepared {
         Ok(Ok(p)) => Ok((loaded, p)),
-        Ok(Err(text)) => Err(LoadError::Failed(text)),
+        Ok(Err(e)) => Err(LoadError::Failed(e.to_string())),
         Err(e) => Err(LoadError::Failed(format!(
             "Failed to scale down the image: {e}"
         ))),

@@ -5,6 +5,7 @@
 //! It only reads: it never writes, never follows a URL and never loads a whole file. Its whole
 //! output is one [`ToolReply`]; framing and truncation are the close-out's business.
 
+mod error;
 mod render;
 mod scan;
 
@@ -13,6 +14,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+pub use self::error::ReadFileError;
 use self::render::{Listing, finish};
 use self::scan::ScanLimits;
 use super::canonical::canonical;
@@ -55,34 +57,36 @@ pub fn read_file(
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
 ) -> ToolReply {
-    read_file_inner(workspace, args, def).into()
+    match read_file_inner(workspace, args, def) {
+        Ok(text) => ToolReply::ok(text),
+        Err(e) => ToolReply::fail(e.to_string()),
+    }
 }
 
 fn read_file_inner(
     workspace: &Path,
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
-) -> Result<String, String> {
-    let file_path = match args::require_str(args, "file_path", TOOL)? {
-        "" => return Err(args::missing("file_path", TOOL)),
-        p => p,
-    };
+) -> Result<String, ReadFileError> {
+    let file_path =
+        match args::require_str(args, "file_path", TOOL).map_err(ReadFileError::Argument)? {
+            "" => return Err(ReadFileError::Argument(args::missing("file_path", TOOL))),
+            p => p,
+        };
     let offset = match args::lenient_integer(args, "offset") {
         Ok(n) => n.unwrap_or(1).max(1),
         Err(()) => {
-            return Err(format!(
-                "Invalid \"offset\": expected a number (got {}).",
-                json_of(args.get("offset"))
-            ));
+            return Err(ReadFileError::InvalidOffset {
+                got: json_of(args.get("offset")),
+            });
         }
     };
     let limit = match args::lenient_integer(args, "limit") {
         Ok(n) if n.unwrap_or(DEFAULT_LIMIT) > 0 => n.unwrap_or(DEFAULT_LIMIT),
         _ => {
-            return Err(format!(
-                "Invalid \"limit\": expected a positive number (got {}).",
-                json_of(args.get("limit"))
-            ));
+            return Err(ReadFileError::InvalidLimit {
+                got: json_of(args.get("limit")),
+            });
         }
     };
     let resolved = normalize_lexically(&resolve_path(workspace, file_path));
@@ -99,20 +103,29 @@ fn read_file_inner(
         Err(TargetError::Io(e))
             if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) =>
         {
-            return Err(format!(
-                "File not found: \"{file_path}\". Absolute paths are supported; relative paths resolve against the workspace ({}).{}",
-                workspace.display(),
-                path_hint(&resolved)
-            ));
+            return Err(ReadFileError::NotFound {
+                file_path: file_path.to_string(),
+                workspace: workspace.to_path_buf(),
+                hint: path_hint(&resolved),
+                source: e,
+            });
         }
-        Err(TargetError::Io(e)) => return Err(format!("Failed to read \"{file_path}\": {e}")),
+        Err(TargetError::Io(source)) => {
+            return Err(ReadFileError::Io {
+                file_path: file_path.to_string(),
+                source,
+            });
+        }
         Err(TargetError::NotRegular(FileKind::Directory)) => {
-            return Err(format!(
-                "Cannot read \"{file_path}\": it is a directory. Pass the path of a file inside it."
-            ));
+            return Err(ReadFileError::Directory {
+                file_path: file_path.to_string(),
+            });
         }
-        Err(e @ TargetError::NotRegular(_)) => {
-            return Err(format!("Cannot read \"{file_path}\": {e}."));
+        Err(source @ TargetError::NotRegular(_)) => {
+            return Err(ReadFileError::NotRegular {
+                file_path: file_path.to_string(),
+                source,
+            });
         }
     };
     // Decided by the opened file: a hard link to a secret store is refused too.
@@ -139,12 +152,13 @@ fn read_file_inner(
         ScanLimits::default(),
         &mut |n, bytes, cut| listing.push(n, bytes, cut),
     );
-    let outcome = scanned.map_err(|e| match e.kind() {
-        // Opened with O_NONBLOCK: a file that has nothing to give yet (e.g. /proc/kmsg).
-        ErrorKind::WouldBlock => {
-            format!("Failed to read \"{file_path}\": it has no data to read now (it would block)")
+    let outcome = scanned.map_err(|source| {
+        let file_path = file_path.to_string();
+        match source.kind() {
+            // Opened with O_NONBLOCK: a file that has nothing to give yet (e.g. /proc/kmsg).
+            ErrorKind::WouldBlock => ReadFileError::WouldBlock { file_path, source },
+            _ => ReadFileError::Io { file_path, source },
         }
-        _ => format!("Failed to read \"{file_path}\": {e}"),
     })?;
     if outcome.total_known && outcome.total == 0 && !outcome.binary {
         return Ok(format!("\"{file_path}\" is an empty file (0 lines)."));
@@ -153,10 +167,11 @@ fn read_file_inner(
 }
 
 /// The refusal of a secret store.
-fn refusal(file_path: &str, name: &str) -> String {
-    format!(
-        "Refusing to read \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
-    )
+fn refusal(file_path: &str, name: &'static str) -> ReadFileError {
+    ReadFileError::Secret {
+        file_path: file_path.to_string(),
+        name,
+    }
 }
 
 /// The argument as JSON text, as the error texts quote it.

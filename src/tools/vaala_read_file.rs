@@ -87,16 +87,24 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// A path that resolves outside the workspace (as the call gave it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Path \"{path}\" is outside the workspace {}.", .workspace.display())]
+pub struct OutsideWorkspace {
+    pub path: String,
+    pub workspace: PathBuf,
+}
+
 /// The absolute path of `path` inside `workspace`, or the error naming it.
-pub fn inside_workspace(workspace: &Path, path: &str) -> Result<PathBuf, String> {
+pub fn inside_workspace(workspace: &Path, path: &str) -> Result<PathBuf, OutsideWorkspace> {
     let abs = normalize(&super::resolve_path(workspace, path));
     if abs.starts_with(normalize(workspace)) {
         Ok(abs)
     } else {
-        Err(format!(
-            "Path \"{path}\" is outside the workspace {}.",
-            workspace.display()
-        ))
+        Err(OutsideWorkspace {
+            path: path.to_string(),
+            workspace: workspace.to_path_buf(),
+        })
     }
 }
 
@@ -162,7 +170,7 @@ impl VaalaReadFile {
         };
         let path = match inside_workspace(workspace, &a.path) {
             Ok(p) => p,
-            Err(t) => return fail(t),
+            Err(e) => return fail(e.to_string()),
         };
         let opened = match super::file_target::open_regular(&path) {
             Ok(o) => o,

@@ -27,6 +27,7 @@ pub type ChildProc = tokio::process::Child;
 pub use super::group::{KILL_GRACE, KillOnDrop, ProcessGroup, group_alive};
 #[cfg(target_os = "linux")]
 pub use super::group::{group_members, proc_stat};
+pub use super::spawn_error::SpawnError;
 
 /// Keys always set in the child environment (they win over everything else).
 pub const HARDENED_ENV: [(&str, &str); 6] = [
@@ -186,30 +187,24 @@ fn find_bash(path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
 /// Spawns `bash -lc <cmd>` with `clone(CLONE_VM | CLONE_VFORK)` (no copy of our address space;
 /// see `spawn_raw.rs`). Must run inside a tokio runtime, on a thread that outlives the child (a
 /// runtime worker): the parent-death signal fires when the spawning *thread* exits. Errors are
-/// the text of `[spawn error: <msg>]`.
+/// the `<msg>` of `[spawn error: <msg>]` (see `spawn_error.rs`).
 #[cfg(target_os = "linux")]
-pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
+pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     use super::spawn_raw::{self, above_stdio};
     use std::ffi::CString;
     use std::os::fd::AsRawFd;
     use std::os::unix::ffi::OsStrExt;
 
     if !spec.cwd.is_dir() {
-        return Err(format!(
-            "working directory {} does not exist or is not a directory",
-            spec.cwd.display()
-        ));
+        return Err(SpawnError::NoWorkdir(spec.cwd.clone()));
     }
-    let cstr = |b: &[u8]| {
-        CString::new(b)
-            .map_err(|_| "cannot run bash: a NUL byte in the command or environment".to_string())
-    };
+    let cstr = |b: &[u8]| CString::new(b).map_err(SpawnError::NulByte);
     let mut env = child_env(&spec.env, &spec.env_policy);
     let cookie = super::tree::new_cookie();
     env.insert(super::tree::COOKIE_VAR.into(), cookie.clone().into());
     super::guard::ensure();
     let bash = find_bash(env.get(OsStr::new("PATH")).map(|p| p.as_os_str()))
-        .ok_or_else(|| "cannot run bash: No such file or directory (os error 2)".to_string())?;
+        .ok_or_else(|| SpawnError::Bash(std::io::Error::from_raw_os_error(libc::ENOENT)))?;
     let program = cstr(bash.as_os_str().as_bytes())?;
     let argv = [cstr(b"bash")?, cstr(b"-lc")?, cstr(spec.cmd.as_bytes())?];
     let mut envp = Vec::with_capacity(env.len());
@@ -221,11 +216,10 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
         envp.push(cstr(&kv)?);
     }
     let cwd = cstr(spec.cwd.as_os_str().as_bytes())?;
-    let pipe = || -> Result<(OwnedFd, OwnedFd), String> {
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| format!("cannot run bash: {e}"))?;
-        let r = above_stdio(r).map_err(|e| format!("cannot run bash: {e}"))?;
-        let w = above_stdio(w).map_err(|e| format!("cannot run bash: {e}"))?;
+    let pipe = || -> Result<(OwnedFd, OwnedFd), SpawnError> {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SpawnError::Pipe)?;
+        let r = above_stdio(r).map_err(SpawnError::Bash)?;
+        let w = above_stdio(w).map_err(SpawnError::Bash)?;
         Ok((r, w))
     };
 
@@ -239,21 +233,21 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
             },
             None,
         )
-        .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
-        set_cloexec(&pty.master).map_err(|e| format!("pty: {e}"))?;
-        set_cloexec(&pty.slave).map_err(|e| format!("pty: {e}"))?;
-        let slave = above_stdio(pty.slave).map_err(|e| format!("pty: {e}"))?;
+        .map_err(SpawnError::OpenPty)?;
+        set_cloexec(&pty.master).map_err(SpawnError::Pty)?;
+        set_cloexec(&pty.slave).map_err(SpawnError::Pty)?;
+        let slave = above_stdio(pty.slave).map_err(SpawnError::PtyIo)?;
         let fd = slave.as_raw_fd();
         let pid = spawn_raw::spawn(&program, &argv, &envp, &cwd, [fd, fd, fd], true)
-            .map_err(|e| format!("cannot run bash: {e}"))?;
+            .map_err(SpawnError::Bash)?;
         // Only the child keeps the slave open, so the master reads EIO (end) once it is closed.
         drop(slave);
         let group = KillOnDrop(ProcessGroup::new(pid, cookie));
         let master = pty.master;
-        set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
+        set_nonblocking(&master).map_err(SpawnError::Pty)?;
         // SAFETY: an `OwnedFd` always reports the descriptor it owns, and that descriptor
         // stays open until the `AsyncFd` (its owner) is dropped.
-        let afd = unsafe { AsyncFd::register(master) }.map_err(|e| format!("pty: {e}"))?;
+        let afd = unsafe { AsyncFd::register(master) }.map_err(|e| SpawnError::PtyIo(e.into()))?;
         tracing::debug!(pid, tty = true, "command spawned");
         return Ok(SpawnedProcess {
             child: ChildProc::new(pid),
@@ -268,11 +262,11 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let stdio = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
-    let pid = spawn_raw::spawn(&program, &argv, &envp, &cwd, stdio, false)
-        .map_err(|e| format!("cannot run bash: {e}"))?;
+    let pid =
+        spawn_raw::spawn(&program, &argv, &envp, &cwd, stdio, false).map_err(SpawnError::Bash)?;
     drop((in_r, out_w, err_w));
     let group = KillOnDrop(ProcessGroup::new(pid, cookie));
-    let wrap = |e: std::io::Error| format!("cannot run bash: {e}");
+    let wrap = SpawnError::Bash;
     let io = ProcessIo::Pipes {
         stdin: ChildStdin::from_std(std::process::ChildStdin::from(in_w)).map_err(wrap)?,
         stdout: ChildStdout::from_std(std::process::ChildStdout::from(out_r)).map_err(wrap)?,
@@ -287,14 +281,11 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
 }
 
 /// Spawns `bash -lc <cmd>`. Must run inside a tokio runtime, on a thread that outlives the
-/// child (a runtime worker). Errors are the text of `[spawn error: <msg>]`.
+/// child (a runtime worker). Errors are the `<msg>` of `[spawn error: <msg>]` (see `spawn_error.rs`).
 #[cfg(not(target_os = "linux"))]
-pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
+pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     if !spec.cwd.is_dir() {
-        return Err(format!(
-            "working directory {} does not exist or is not a directory",
-            spec.cwd.display()
-        ));
+        return Err(SpawnError::NoWorkdir(spec.cwd.clone()));
     }
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-lc").arg(&spec.cmd).current_dir(&spec.cwd);
@@ -312,10 +303,10 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
             },
             None,
         )
-        .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
-        set_cloexec(&pty.master).map_err(|e| format!("pty: {e}"))?;
-        set_cloexec(&pty.slave).map_err(|e| format!("pty: {e}"))?;
-        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("pty: {e}"));
+        .map_err(SpawnError::OpenPty)?;
+        set_cloexec(&pty.master).map_err(SpawnError::Pty)?;
+        set_cloexec(&pty.slave).map_err(SpawnError::Pty)?;
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(SpawnError::PtyIo);
         cmd.stdin(Stdio::from(dup(&pty.slave)?))
             .stdout(Stdio::from(dup(&pty.slave)?))
             .stderr(Stdio::from(dup(&pty.slave)?));
@@ -363,17 +354,18 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
     let spawned = cmd.spawn();
     // Drops the child's copies of the pty slave held by the Command.
     drop(cmd);
-    let mut child = spawned.map_err(|e| format!("cannot run bash: {e}"))?;
+    let mut child = spawned.map_err(SpawnError::Bash)?;
     let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
-        return Err("the command exited before it could be tracked".to_string());
+        return Err(SpawnError::Untracked);
     };
     let group = KillOnDrop(ProcessGroup::new(pid, String::new()));
     let io = match master {
         Some(master) => {
-            set_nonblocking(&master).map_err(|e| format!("pty: {e}"))?;
+            set_nonblocking(&master).map_err(SpawnError::Pty)?;
             // SAFETY: an `OwnedFd` always reports the descriptor it owns, and that descriptor
             // stays open until the `AsyncFd` (its owner) is dropped.
-            let afd = unsafe { AsyncFd::register(master) }.map_err(|e| format!("pty: {e}"))?;
+            let afd =
+                unsafe { AsyncFd::register(master) }.map_err(|e| SpawnError::PtyIo(e.into()))?;
             ProcessIo::Pty {
                 master: Arc::new(afd),
             }
@@ -384,7 +376,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, String> {
                 stdout,
                 stderr,
             },
-            _ => return Err("the command's pipes are missing".to_string()),
+            _ => return Err(SpawnError::PipesMissing),
         },
     };
     tracing::debug!(pid, tty = spec.tty, "command spawned");
@@ -427,7 +419,10 @@ mod tests {
             env: Vec::new(),
             env_policy: Default::default(),
         };
-        let err = spawn_process(&spec).err().unwrap_or_default();
+        let err = spawn_process(&spec)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert_eq!(
             err,
             "working directory /nonexistent/rookery-dir does not exist or is not a directory"

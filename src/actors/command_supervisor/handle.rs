@@ -12,7 +12,7 @@ use ractor::{Actor, ActorCell, ActorRef};
 use super::lease::DropAction;
 use super::{
     CommandEventSink, CommandLease, CommandListing, CommandOptions, CommandSupervisor,
-    CommandSupervisorArgs, CommandSupervisorMsg, SHUTDOWN_WAIT, StartRequest, Started,
+    CommandSupervisorArgs, CommandSupervisorMsg, SHUTDOWN_WAIT, StartError, StartRequest, Started,
 };
 use crate::actors::command::ExitInfo;
 use crate::error::RookeryError;
@@ -90,8 +90,8 @@ impl CommandSupervisorHandle {
             .await;
     }
 
-    /// Starts a command. `Err` is the text of `[spawn error: <msg>]`.
-    pub async fn start(&self, req: StartRequest) -> Result<Started, String> {
+    /// Starts a command. `Err` displays as the `<msg>` of `[spawn error: <msg>]`.
+    pub async fn start(&self, req: StartRequest) -> Result<Started, StartError> {
         // A command registered at once lives on when the call lets go of it.
         let background = req.background || req.style != super::CommandStyle::Penguin;
         match self
@@ -111,7 +111,7 @@ impl CommandSupervisorHandle {
                 })
             }
             Ok(CallResult::Success(Err(e))) => Err(e),
-            _ => Err("command session manager disposed".to_string()),
+            _ => Err(StartError::Disposed),
         }
     }
 

@@ -97,7 +97,7 @@ async fn bash(
         Err(e) => {
             // It never started: a failed result with an id of its own, in the same shape.
             let id = format!("cmd-{:08x}", rand::random::<u32>());
-            let exit = ExitInfo::SpawnError(e);
+            let exit = ExitInfo::SpawnError(e.to_string());
             let page = Default::default();
             ctx.emit(format::render(&id, Some(&exit), &page, true));
             return ToolResult::failed();

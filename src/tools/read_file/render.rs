@@ -4,7 +4,8 @@
 //!
 //! It does no I/O and no argument checking; `read_file` feeds it the scanned lines.
 
-use super::scan::{self, ScanOutcome, decode_line};
+use super::ReadFileError;
+use super::scan::{ScanOutcome, decode_line};
 
 /// Characters kept of one displayed line before `… [line truncated]`.
 const MAX_LINE_CHARS: usize = 2000;
@@ -16,26 +17,28 @@ pub(super) fn finish(
     limit: i64,
     outcome: &ScanOutcome,
     listing: Listing,
-) -> Result<String, String> {
+) -> Result<String, ReadFileError> {
     if outcome.binary {
-        return Err(format!(
-            "\"{file_path}\" looks like a binary file (contains NUL bytes). Use shell commands to inspect it, or read_image if it is an image."
-        ));
+        return Err(ReadFileError::Binary {
+            file_path: file_path.to_string(),
+        });
     }
     if listing.shown == 0 && !outcome.total_known {
         let last = i128::from(offset) + i128::from(limit) - 1;
-        return Err(format!(
-            "Stopped after scanning {} MB of \"{file_path}\" without reaching the requested window (scanned {}). The offset is too deep or the file has extremely long lines — use shell commands (e.g. sed -n '{offset},{last}p') for this file.",
-            scan::SCAN_CAP_BYTES / (1024 * 1024),
-            count_lines(outcome.total)
-        ));
+        return Err(ReadFileError::ScanCap {
+            file_path: file_path.to_string(),
+            offset,
+            last,
+            scanned: count_lines(outcome.total),
+        });
     }
     let first = u64::try_from(offset).unwrap_or(1);
     if outcome.total_known && first > outcome.total {
-        return Err(format!(
-            "Offset {offset} is past the end of \"{file_path}\" ({} total).",
-            count_lines(outcome.total)
-        ));
+        return Err(ReadFileError::PastEnd {
+            file_path: file_path.to_string(),
+            offset,
+            total: count_lines(outcome.total),
+        });
     }
     let shown_end = (first + listing.shown).saturating_sub(1);
     let more_remains = listing.trimmed || !outcome.total_known || shown_end < outcome.total;

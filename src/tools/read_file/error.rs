@@ -1,0 +1,90 @@
+//! Why a read_file call failed (`docs/tools.md#read_file`). The `Display` texts are the failed
+//! replies the model sees, so they do not change.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::scan;
+use crate::tools::file_target::TargetError;
+
+/// A failed read_file call, with the I/O error behind it where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadFileError {
+    /// A required argument is missing (the text of `args::missing`).
+    #[error("{0}")]
+    Argument(String),
+    /// `offset` is not a number (`got` is its JSON text).
+    #[error("Invalid \"offset\": expected a number (got {got}).")]
+    InvalidOffset { got: String },
+    /// `limit` is not a positive number (`got` is its JSON text).
+    #[error("Invalid \"limit\": expected a positive number (got {got}).")]
+    InvalidLimit { got: String },
+    /// The path is a secret store.
+    #[error(
+        "Refusing to read \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
+    )]
+    Secret {
+        file_path: String,
+        name: &'static str,
+    },
+    /// Nothing at the path (`hint` is the missing-path diagnostic, possibly empty).
+    #[error(
+        "File not found: \"{file_path}\". Absolute paths are supported; relative paths resolve against the workspace ({}).{hint}",
+        .workspace.display()
+    )]
+    NotFound {
+        file_path: String,
+        workspace: PathBuf,
+        hint: String,
+        #[source]
+        source: io::Error,
+    },
+    /// Opening or reading failed.
+    #[error("Failed to read \"{file_path}\": {source}")]
+    Io {
+        file_path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// The file has nothing to give yet (opened with O_NONBLOCK, e.g. /proc/kmsg).
+    #[error("Failed to read \"{file_path}\": it has no data to read now (it would block)")]
+    WouldBlock {
+        file_path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// The path is a directory.
+    #[error("Cannot read \"{file_path}\": it is a directory. Pass the path of a file inside it.")]
+    Directory { file_path: String },
+    /// The path is something other than a regular file or a directory.
+    #[error("Cannot read \"{file_path}\": {source}.")]
+    NotRegular {
+        file_path: String,
+        #[source]
+        source: TargetError,
+    },
+    /// The file holds NUL bytes.
+    #[error(
+        "\"{file_path}\" looks like a binary file (contains NUL bytes). Use shell commands to inspect it, or read_image if it is an image."
+    )]
+    Binary { file_path: String },
+    /// The scan cap was reached before the window (`scanned` is `<n> line(s)`, `last` the
+    /// window's last line).
+    #[error(
+        "Stopped after scanning {} MB of \"{file_path}\" without reaching the requested window (scanned {scanned}). The offset is too deep or the file has extremely long lines — use shell commands (e.g. sed -n '{offset},{last}p') for this file.",
+        scan::SCAN_CAP_BYTES / (1024 * 1024)
+    )]
+    ScanCap {
+        file_path: String,
+        offset: i64,
+        last: i128,
+        scanned: String,
+    },
+    /// `offset` is past the last line (`total` is `<n> line(s)`).
+    #[error("Offset {offset} is past the end of \"{file_path}\" ({total} total).")]
+    PastEnd {
+        file_path: String,
+        offset: i64,
+        total: String,
+    },
+}
