@@ -193,10 +193,7 @@ mod tests {
             panic!("expected the marker first, got {}", first.to_json());
         };
         assert_eq!(*count as usize, total - SUBSCRIBER_CAPACITY);
-        assert_eq!(
-            text,
-            &format!("[... {} earlier messages dropped ...]", count)
-        );
+        assert_eq!(text, &format!("[... {count} earlier messages dropped ...]"));
         let mut got = Vec::new();
         while let Some(m) = rx.recv().await {
             got.push(text_of(&m).unwrap());

@@ -137,7 +137,7 @@ async fn run(c: ToolCallInfo, t: Option<BoundTool>) -> Run {
 /// start first, stop last with the final stop_reason, ids, text deltas == output, images once.
 fn check_framing(run: &Run, id: &str) {
     let parts = &run.parts;
-    assert!(parts.len() >= 2, "{:?}", parts);
+    assert!(parts.len() >= 2, "{parts:?}");
     assert_eq!(parts[0].0, EventType::Start);
     assert_eq!(parts[0].1, "");
     let last = &parts[parts.len() - 1];
