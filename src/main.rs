@@ -10,11 +10,6 @@ use clap::error::ErrorKind;
 use rookery::cli::CliError;
 use tracing_subscriber::EnvFilter;
 
-// The binary's allocator: mimalloc took less CPU than glibc's malloc on the standard bench
-// workloads (README "Performance"). The library sets none: an embedding program chooses its own.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
