@@ -137,9 +137,10 @@ pub struct SessionArgs {
     pub tools_profile: Option<crate::tools::profile::ToolProfile>,
 }
 
-fn parse_profile(s: &str) -> Result<crate::tools::profile::ToolProfile, String> {
+fn parse_profile(
+    s: &str,
+) -> Result<crate::tools::profile::ToolProfile, crate::tools::profile::UnknownProfile> {
     s.parse()
-        .map_err(|e: crate::tools::profile::UnknownProfile| e.to_string())
 }
 
 #[derive(Debug, Clone, Args)]

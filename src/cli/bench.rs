@@ -58,7 +58,7 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     // Over HTTP the floor replays the bodies of the run: the model keeps them.
     let http_floor = match (&model, args.floor, args.idle_sessions) {
         (Some(_), true, None) => {
-            let (m, log, url) = http_floor_model(&config).map_err(CliError::Usage)?;
+            let (m, log, url) = http_floor_model(&config)?;
             model = Some(Arc::new(m));
             Some((log, url))
         }
@@ -158,18 +158,17 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
 }
 
 /// The OpenAI-compatible model of `config` keeping its bodies, the log and the URL it posts to.
-fn http_floor_model(config: &AgentConfig) -> Result<(OpenAiModel, BodyLog, String), String> {
+fn http_floor_model(config: &AgentConfig) -> Result<(OpenAiModel, BodyLog, String), CliError> {
     let cfg = config
         .model
         .clone()
-        .ok_or_else(|| "--floor over HTTP needs --provider openai".to_string())?;
+        .ok_or_else(|| CliError::usage("--floor over HTTP needs --provider openai"))?;
     if cfg.provider == crate::model::anthropic::PROVIDER {
-        return Err(
-            "--floor over HTTP measures OpenAI-compatible endpoints only (--provider openai)"
-                .to_string(),
-        );
+        return Err(CliError::usage(
+            "--floor over HTTP measures OpenAI-compatible endpoints only (--provider openai)",
+        ));
     }
-    let model = OpenAiModel::new(cfg).map_err(|e| e.to_string())?;
+    let model = OpenAiModel::new(cfg)?;
     let log = BodyLog::default();
     let url = model.url().to_string();
     Ok((model.with_body_log(log.clone()), log, url))
@@ -219,14 +218,14 @@ struct Floors {
     sequential_per_spawn: Duration,
 }
 
-async fn floors(args: &BenchArgs, shell_home: &std::path::Path) -> Result<Floors, String> {
+async fn floors(
+    args: &BenchArgs,
+    shell_home: &std::path::Path,
+) -> Result<Floors, measure::FloorError> {
     let cwd = shell_home;
-    let concurrent = measure::spawn_floor(args.floor_spawns, args.floor_workers, shell_home, cwd)
-        .await
-        .map_err(|e| e.to_string())?;
-    let seq = measure::spawn_floor(SEQ_FLOOR_SPAWNS, 1, shell_home, cwd)
-        .await
-        .map_err(|e| e.to_string())?;
+    let concurrent =
+        measure::spawn_floor(args.floor_spawns, args.floor_workers, shell_home, cwd).await?;
+    let seq = measure::spawn_floor(SEQ_FLOOR_SPAWNS, 1, shell_home, cwd).await?;
     Ok(Floors {
         concurrent,
         sequential_per_spawn: seq / SEQ_FLOOR_SPAWNS as u32,

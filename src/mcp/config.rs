@@ -275,7 +275,7 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             McpTransport::Stdio {
                 command,
                 args: string_list(obj, "args").map_err(bad)?.unwrap_or_default(),
-                env: expand_map(string_map(obj, "env").map_err(bad)?)
+                env: expand_map(string_map(obj, "env").map_err(|e| bad(e.to_string()))?)
                     .map_err(|e| bad(e.to_string()))?,
                 cwd: opt_string(obj, "cwd").map_err(bad)?.map(PathBuf::from),
             }
@@ -294,7 +294,7 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             }
             McpTransport::Http {
                 url,
-                headers: expand_map(string_map(obj, "headers").map_err(bad)?)
+                headers: expand_map(string_map(obj, "headers").map_err(|e| bad(e.to_string()))?)
                     .map_err(|e| bad(e.to_string()))?,
             }
         }
@@ -372,7 +372,19 @@ fn string_list(obj: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>
     }
 }
 
-fn string_map(obj: &Map<String, Value>, key: &str) -> Result<BTreeMap<String, String>, String> {
+/// A map of strings (`env`, `headers`) of the wrong shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum StringMapError {
+    #[error("{key}.{entry} must be a string")]
+    NotString { key: String, entry: String },
+    #[error("{key} must be an object of strings")]
+    NotObject { key: String },
+}
+
+fn string_map(
+    obj: &Map<String, Value>,
+    key: &str,
+) -> Result<BTreeMap<String, String>, StringMapError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(m)) => m
@@ -381,10 +393,15 @@ fn string_map(obj: &Map<String, Value>, key: &str) -> Result<BTreeMap<String, St
                 Value::String(s) => Ok((k.clone(), s.clone())),
                 Value::Number(n) => Ok((k.clone(), n.to_string())),
                 Value::Bool(b) => Ok((k.clone(), b.to_string())),
-                _ => Err(format!("{key}.{k} must be a string")),
+                _ => Err(StringMapError::NotString {
+                    key: key.to_string(),
+                    entry: k.clone(),
+                }),
             })
             .collect(),
-        Some(_) => Err(format!("{key} must be an object of strings")),
+        Some(_) => Err(StringMapError::NotObject {
+            key: key.to_string(),
+        }),
     }
 }
 

@@ -5,7 +5,32 @@ use serde_json::{Map, Value};
 
 /// `Missing required argument "<arg>" for <tool>.`
 pub fn missing(arg: &str, tool: &str) -> String {
-    format!("Missing required argument \"{arg}\" for {tool}.")
+    MissingArg::new(arg, tool).to_string()
+}
+
+/// A required argument that is absent or not of its type; its text is the tool output the
+/// model sees.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Missing required argument \"{arg}\" for {tool}.")]
+pub struct MissingArg {
+    pub arg: String,
+    pub tool: String,
+}
+
+impl MissingArg {
+    pub fn new(arg: &str, tool: &str) -> Self {
+        MissingArg {
+            arg: arg.to_string(),
+            tool: tool.to_string(),
+        }
+    }
+}
+
+/// The tools that still report their argument errors as text take the missing-argument text.
+impl From<MissingArg> for String {
+    fn from(e: MissingArg) -> String {
+        e.to_string()
+    }
 }
 
 /// A required string argument, or the missing-argument text.
@@ -13,10 +38,10 @@ pub fn require_str<'a>(
     args: &'a Map<String, Value>,
     arg: &str,
     tool: &str,
-) -> Result<&'a str, String> {
+) -> Result<&'a str, MissingArg> {
     match args.get(arg) {
         Some(Value::String(s)) => Ok(s.as_str()),
-        _ => Err(missing(arg, tool)),
+        _ => Err(MissingArg::new(arg, tool)),
     }
 }
 
@@ -25,10 +50,10 @@ pub fn require_nonempty_str<'a>(
     args: &'a Map<String, Value>,
     arg: &str,
     tool: &str,
-) -> Result<&'a str, String> {
+) -> Result<&'a str, MissingArg> {
     match args.get(arg) {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.as_str()),
-        _ => Err(missing(arg, tool)),
+        _ => Err(MissingArg::new(arg, tool)),
     }
 }
 
@@ -37,10 +62,10 @@ pub fn require_nonblank_str<'a>(
     args: &'a Map<String, Value>,
     arg: &str,
     tool: &str,
-) -> Result<&'a str, String> {
+) -> Result<&'a str, MissingArg> {
     match args.get(arg) {
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.as_str()),
-        _ => Err(missing(arg, tool)),
+        _ => Err(MissingArg::new(arg, tool)),
     }
 }
 
@@ -96,7 +121,7 @@ mod tests {
     fn missing_text_is_exact() {
         let a = obj(json!({}));
         assert_eq!(
-            require_str(&a, "file_path", "read_file"),
+            require_str(&a, "file_path", "read_file").map_err(|e| e.to_string()),
             Err("Missing required argument \"file_path\" for read_file.".to_string())
         );
     }

@@ -70,7 +70,12 @@ fn read_file_inner(
 ) -> Result<String, ReadFileError> {
     let file_path =
         match args::require_str(args, "file_path", TOOL).map_err(ReadFileError::Argument)? {
-            "" => return Err(ReadFileError::Argument(args::missing("file_path", TOOL))),
+            "" => {
+                return Err(ReadFileError::Argument(args::MissingArg::new(
+                    "file_path",
+                    TOOL,
+                )));
+            }
             p => p,
         };
     let offset = match args::lenient_integer(args, "offset") {

@@ -58,7 +58,7 @@ pub struct ReadArgs {
 
 /// Parses the arguments: `path` required; `offset` at least 1 (default 1); `limit` clamped
 /// into 1..=2000 (default 200). Fractions are cut; non-numbers count as absent.
-pub fn parse_args(args: &Map<String, Value>) -> Result<ReadArgs, String> {
+pub fn parse_args(args: &Map<String, Value>) -> Result<ReadArgs, crate::tools::args::MissingArg> {
     let path = require_nonempty_str(args, "path", NAME)?.to_string();
     let whole = |v: f64| v.floor().clamp(1.0, u64::MAX as f64) as u64;
     let offset = finite_number(args, "offset").map_or(1, whole);
@@ -166,7 +166,7 @@ impl VaalaReadFile {
         };
         let a = match parse_args(args) {
             Ok(a) => a,
-            Err(t) => return fail(t),
+            Err(t) => return fail(t.to_string()),
         };
         let path = match inside_workspace(workspace, &a.path) {
             Ok(p) => p,

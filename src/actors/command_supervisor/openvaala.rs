@@ -83,7 +83,7 @@ async fn bash(
 ) -> ToolResult {
     let a = match format::bash_args(&ctx.workspace, &args) {
         Ok(a) => a,
-        Err(t) => return failed(&ctx, t),
+        Err(t) => return failed(&ctx, t.to_string()),
     };
     let req = StartRequest {
         cmd: a.command,
@@ -152,7 +152,7 @@ async fn write_stdin(
 ) -> ToolResult {
     let chars = match format::chars(&args) {
         Ok(c) => c.to_string(),
-        Err(t) => return failed(&ctx, t),
+        Err(t) => return failed(&ctx, t.to_string()),
     };
     let lease = match leased(&commands, &ctx, &args, "write_stdin").await {
         Ok(l) => l,

@@ -12,7 +12,7 @@ use crate::tools::file_target::TargetError;
 pub enum ReadFileError {
     /// A required argument is missing (the text of `args::missing`).
     #[error("{0}")]
-    Argument(String),
+    Argument(#[source] crate::tools::args::MissingArg),
     /// `offset` is not a number (`got` is its JSON text).
     #[error("Invalid \"offset\": expected a number (got {got}).")]
     InvalidOffset { got: String },

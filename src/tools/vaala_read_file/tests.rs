@@ -19,7 +19,10 @@ fn arguments_default_and_clamp() {
     let a = parse_args(&obj(json!({"path": "a", "offset": 7.9, "limit": -3}))).unwrap();
     assert_eq!((a.offset, a.limit), (7, 1));
     assert_eq!(
-        parse_args(&obj(json!({}))).err().as_deref(),
+        parse_args(&obj(json!({})))
+            .err()
+            .map(|e| e.to_string())
+            .as_deref(),
         Some("Missing required argument \"path\" for read_file.")
     );
 }

@@ -11,7 +11,9 @@ use serde_json::{Map, Value};
 
 use crate::actors::command::ExitInfo;
 use crate::actors::command::ring::RingPage;
-use crate::tools::args::{finite_number, flag, opt_str, require_nonblank_str, require_str};
+use crate::tools::args::{
+    MissingArg, finite_number, flag, opt_str, require_nonblank_str, require_str,
+};
 
 /// Bytes of result text one call returns at most ("64 KB").
 pub const RESULT_BYTES: usize = 65_536;
@@ -155,7 +157,17 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Parses `bash`'s arguments; `cwd` must name a place inside `workspace`.
-pub fn bash_args(workspace: &Path, args: &Map<String, Value>) -> Result<BashArgs, String> {
+/// Why `bash`'s arguments were refused (the text is the tool output).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BashArgsError {
+    #[error(transparent)]
+    Missing(#[from] MissingArg),
+    /// `cwd` resolves outside the workspace.
+    #[error("cwd \"{cwd}\" is outside the workspace {}.", .root.display())]
+    OutsideWorkspace { cwd: String, root: PathBuf },
+}
+
+pub fn bash_args(workspace: &Path, args: &Map<String, Value>) -> Result<BashArgs, BashArgsError> {
     let command = require_nonblank_str(args, "command", "bash")?.to_string();
     let cwd_arg = opt_str(args, "cwd")
         .filter(|c| !c.is_empty())
@@ -163,10 +175,10 @@ pub fn bash_args(workspace: &Path, args: &Map<String, Value>) -> Result<BashArgs
     let root = normalize(workspace);
     let cwd = normalize(&crate::tools::resolve_path(&root, cwd_arg));
     if !cwd.starts_with(&root) {
-        return Err(format!(
-            "cwd \"{cwd_arg}\" is outside the workspace {}.",
-            root.display()
-        ));
+        return Err(BashArgsError::OutsideWorkspace {
+            cwd: cwd_arg.to_string(),
+            root,
+        });
     }
     let timeout = seconds(args, "timeout_seconds", DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S);
     Ok(BashArgs {
@@ -179,7 +191,7 @@ pub fn bash_args(workspace: &Path, args: &Map<String, Value>) -> Result<BashArgs
 }
 
 /// The `command_id` argument of a tool.
-pub fn command_id<'a>(args: &'a Map<String, Value>, tool: &str) -> Result<&'a str, String> {
+pub fn command_id<'a>(args: &'a Map<String, Value>, tool: &str) -> Result<&'a str, MissingArg> {
     require_nonblank_str(args, "command_id", tool).map(str::trim)
 }
 
@@ -193,7 +205,7 @@ pub fn cursor(args: &Map<String, Value>) -> u64 {
 }
 
 /// The `chars` of write_stdin (required, may be empty).
-pub fn chars(args: &Map<String, Value>) -> Result<&str, String> {
+pub fn chars(args: &Map<String, Value>) -> Result<&str, MissingArg> {
     require_str(args, "chars", "write_stdin")
 }
 
@@ -307,11 +319,15 @@ mod tests {
         let a = bash_args(ws, &obj(json!({"command": "ls", "wait_seconds": -4}))).unwrap();
         assert_eq!(a.wait, Duration::ZERO);
         assert_eq!(
-            bash_args(ws, &obj(json!({"command": "ls", "cwd": "/w"}))).err(),
+            bash_args(ws, &obj(json!({"command": "ls", "cwd": "/w"})))
+                .err()
+                .map(|e| e.to_string()),
             Some("cwd \"/w\" is outside the workspace /w/p.".to_string())
         );
         assert_eq!(
-            bash_args(ws, &obj(json!({"command": " "}))).err(),
+            bash_args(ws, &obj(json!({"command": " "})))
+                .err()
+                .map(|e| e.to_string()),
             Some("Missing required argument \"command\" for bash.".to_string())
         );
     }

@@ -14,13 +14,17 @@ use crate::tools::{ToolContext, ToolResult, args};
 
 pub struct SpawnAgent;
 
+/// A `fork_turns` that is neither `none`, `all` nor a whole number (the text is the tool output).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[spawn_agent error: fork_turns must be none, all or a whole number of turns (got {got})]")]
+pub struct BadForkTurns {
+    /// The value given, as JSON.
+    pub got: String,
+}
+
 /// `fork_turns`: `none` (default), `all`, or a whole number ≥ 0.
-pub fn fork_turns(args: &Map<String, Value>) -> Result<ForkTurns, String> {
-    let bad = |v: &Value| {
-        format!(
-            "[spawn_agent error: fork_turns must be none, all or a whole number of turns (got {v})]"
-        )
-    };
+pub fn fork_turns(args: &Map<String, Value>) -> Result<ForkTurns, BadForkTurns> {
+    let bad = |v: &Value| BadForkTurns { got: v.to_string() };
     match args.get("fork_turns") {
         None | Some(Value::Null) => Ok(ForkTurns::None),
         Some(Value::String(s)) => match s.trim() {
@@ -90,7 +94,7 @@ impl SpawnAgent {
             };
             let turns = match fork_turns(&args) {
                 Ok(t) => t,
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let reasoning_effort = match effort(&args) {
                 Ok(e) => e,
@@ -158,7 +162,12 @@ mod tests {
         assert_eq!(f(json!("all")), Ok(ForkTurns::All));
         assert_eq!(f(json!(2)), Ok(ForkTurns::Last(2)));
         assert_eq!(f(json!("3")), Ok(ForkTurns::Last(3)));
-        assert!(f(json!("some")).unwrap_err().contains("fork_turns must be"));
+        assert!(
+            f(json!("some"))
+                .unwrap_err()
+                .to_string()
+                .contains("fork_turns must be")
+        );
         assert!(f(json!(-1)).is_err());
         assert_eq!(fork_turns(&Map::new()), Ok(ForkTurns::None));
     }
