@@ -586,9 +586,10 @@ async fn input_subagent_mode_steer_joins_the_running_round() {
     );
     let outs = outputs(parent_requests(&model).last().unwrap());
     assert!(
+        // The child's answer may come first in this output or in its own report, by timing.
         outs[4]
             .0
-            .starts_with("[subagent idle with subagent_id subagent-"),
+            .contains("[subagent idle with subagent_id subagent-"),
         "{outs:#?}"
     );
     s.close().await.unwrap();
