@@ -17,10 +17,12 @@ mod handle;
 pub mod inbox;
 mod mcp_sync;
 mod mode;
+mod options;
 mod output;
 mod secrets;
 mod services;
 mod steer;
+mod task;
 mod turn;
 
 use std::path::PathBuf;
@@ -33,25 +35,22 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 
 use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
 use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
-use crate::approval::Approver;
-use crate::config::AgentConfig;
 use crate::error::RookeryError;
-use crate::message::{
-    Decision, EventPayload, ModelPayload, OmniMessage, Sender, SessionMeta, Usage, build,
-};
-use crate::model::{Model, ModelEvent, ModelSession, ModelSessionContext};
+use crate::message::{Decision, EventPayload, ModelPayload, OmniMessage, Sender, Usage, build};
+use crate::model::{ModelEvent, ModelSession, ModelSessionContext};
 use crate::tools::ServiceKind;
 use crate::trace::health::TraceHealth;
-use crate::trace::resume::ResumeState;
 use crate::trace::writer::TraceMsg;
 
 pub use compaction::CompactStart;
 pub use handle::SessionHandle;
 pub(crate) use mode::restore as restore_mode;
+pub(crate) use options::session_meta;
+pub use options::{SessionOptions, SessionServices, SessionStatus};
 pub(crate) use secrets::redactor as session_redactor;
 pub use steer::{SteerOutcome, steering_text};
-use turn::Task;
-pub use turn::TaskSummary;
+use task::Task;
+pub use task::TaskSummary;
 
 pub(crate) use fanout::MessageSender;
 pub use fanout::{MessageReceiver, SUBSCRIBER_CAPACITY, TryRecvError};
@@ -65,71 +64,6 @@ pub(crate) fn broadcast(subs: &Subscribers, msg: &Arc<OmniMessage>) {
     if let Ok(mut subs) = subs.lock() {
         subs.retain(|s| s.send(msg.clone()));
     }
-}
-
-/// What a caller gives to create a session.
-#[derive(Clone)]
-pub struct SessionOptions {
-    /// Must exist; relative tool paths resolve against it.
-    pub workspace: PathBuf,
-    pub model: Arc<dyn Model>,
-    /// Decides each tool call. The library default ([`crate::approval::DenyAllApprover`]) denies all.
-    pub approver: Arc<dyn Approver>,
-    pub config: AgentConfig,
-    /// `session_meta.source` (`subagent`, `schedule`); `None` for a user session.
-    pub source: Option<String>,
-    /// A subagent's prompt (the scripted model picks its `children` entry by it).
-    pub first_prompt: Option<String>,
-    /// 0 for a user session, 1 for a subagent (which gets no subagent tools).
-    pub depth: u32,
-    /// Continue from a trace instead of starting fresh (set by `Host::resume_session`).
-    pub resume: Option<Arc<ResumeState>>,
-    /// Extra environment of the session's shell commands (e.g. `HOME`); the hardened keys
-    /// still win.
-    pub command_env: Vec<(String, String)>,
-    /// Secret values besides the provider key (e.g. the serve token): scrubbed from the trace
-    /// and the stream, and never in a command's environment.
-    pub secrets: Vec<String>,
-    /// Recorded in `session_meta` so the session can be reopened without its flags. On a
-    /// resume whose `reopened_with` is set, a new `session_meta` with these values is appended.
-    pub launch: crate::message::launch::Launch,
-    /// Completed turns copied in before the first task (a spawned agent's `fork_turns`):
-    /// recorded as one `forked_history` event and sent first with every request.
-    pub forked_history: Arc<Vec<ModelPayload>>,
-}
-
-impl SessionOptions {
-    pub fn new(workspace: impl Into<PathBuf>, model: Arc<dyn Model>) -> Self {
-        SessionOptions {
-            workspace: workspace.into(),
-            model,
-            approver: Arc::new(crate::approval::DenyAllApprover),
-            config: AgentConfig::default(),
-            source: None,
-            first_prompt: None,
-            depth: 0,
-            resume: None,
-            command_env: Vec::new(),
-            secrets: Vec::new(),
-            launch: Default::default(),
-            forked_history: Default::default(),
-        }
-    }
-}
-
-/// A session's background services.
-#[derive(Clone, Debug, Default)]
-pub struct SessionServices {
-    pub commands: Option<CommandSupervisorHandle>,
-    pub subagents: Option<SubagentSupervisorHandle>,
-}
-
-/// Idle, running, or failed (its trace can no longer be written; it takes no new task).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionStatus {
-    Idle,
-    Running,
-    Failed,
 }
 
 /// Messages of the session actor. The variants after `Close` are internal.
@@ -234,29 +168,6 @@ pub struct SessionArgs {
     pub env: crate::actors::spawn::SessionEnv,
     /// Reports the first failed trace write.
     pub trace_health: Arc<TraceHealth>,
-}
-
-/// The `session_meta` of a new session.
-pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
-    let info = options.model.info();
-    SessionMeta {
-        session_id: id.to_string(),
-        provider: info.provider,
-        model_id: info.model_id,
-        model_context_window: info.context_window,
-        system_prompt: options.config.system_prompt.clone(),
-        agent_state: options.workspace.display().to_string(),
-        workspace: options.workspace.display().to_string(),
-        source: options.source.clone(),
-        approval_mode: options
-            .approver
-            .policy()
-            .map(|p| p.mode().as_str().to_string()),
-        launch: Box::new(crate::message::launch::Launch {
-            tool_profile: Some(options.config.profile.name().to_string()),
-            ..options.launch.clone()
-        }),
-    }
 }
 
 pub struct SessionActor;

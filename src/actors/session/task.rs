@@ -1,0 +1,114 @@
+//! The data of a session's running task: the `Task`, its current `Turn` (one request attempt)
+//! and the turn's `Call`s, and the `TaskSummary` callers get when it ends.
+//!
+//! Plain data with small queries; the transitions live in `turn.rs`.
+
+use std::collections::VecDeque;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::SessionState;
+use crate::message::{ModelPayload, StopReason, Usage};
+
+/// How a task ended, for callers waiting on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSummary {
+    /// `completed`, `failed` or `aborted`.
+    pub status: StopReason,
+    /// The last assistant text of the task.
+    pub final_text: Option<String>,
+    /// Tool calls the model made during the task.
+    pub tool_calls: usize,
+    /// The abort reason, when the task was aborted or failed with one.
+    pub abort_reason: Option<String>,
+}
+
+pub(super) struct Call {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) arguments: String,
+    pub(super) output: Option<ModelPayload>,
+    pub(super) running: bool,
+}
+
+/// One request attempt and the tool calls it produced.
+pub(crate) struct Turn {
+    pub(crate) id: u64,
+    /// The turn's input, without the retry transcript.
+    pub(super) base_input: Vec<ModelPayload>,
+    /// `[turn_retried]` block after failed attempts.
+    pub(super) retry_note: Option<ModelPayload>,
+    /// What failed attempts produced (for the transcript).
+    pub(super) failed_produced: Vec<ModelPayload>,
+    pub(super) attempt: u32,
+    pub(super) stream: Option<JoinHandle<()>>,
+    pub(super) approving: Option<JoinHandle<()>>,
+    pub(super) backoff: Option<JoinHandle<()>>,
+    pub(super) completed: bool,
+    pub(super) produced: Vec<ModelPayload>,
+    pub(super) calls: Vec<Call>,
+    pub(super) approval_queue: VecDeque<usize>,
+    pub(super) cancel: CancellationToken,
+    pub(super) usage: Usage,
+}
+
+impl Turn {
+    pub(super) fn input(&self) -> Vec<ModelPayload> {
+        let mut v = self.base_input.clone();
+        v.extend(self.retry_note.clone());
+        v
+    }
+
+    pub(super) fn outputs_in_call_order(&self) -> Vec<ModelPayload> {
+        self.calls.iter().filter_map(|c| c.output.clone()).collect()
+    }
+
+    pub(super) fn running_tools(&self) -> usize {
+        self.calls.iter().filter(|c| c.running).count()
+    }
+
+    pub(super) fn stop_background(&mut self) {
+        for h in [
+            self.stream.take(),
+            self.approving.take(),
+            self.backoff.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            h.abort();
+        }
+        self.cancel.cancel();
+    }
+}
+
+pub(crate) struct Task {
+    pub(crate) turn: Turn,
+    pub(super) aborting: Option<String>,
+    /// How an abort ends the task: `aborted`, or `failed` when the trace cannot be written.
+    pub(super) end_status: StopReason,
+    pub(super) tool_calls: usize,
+    pub(super) final_text: Option<String>,
+}
+
+pub(super) fn new_turn(state: &mut SessionState, base_input: Vec<ModelPayload>) -> Turn {
+    let id = state.next_turn_id;
+    state.next_turn_id += 1;
+    Turn {
+        id,
+        base_input,
+        retry_note: None,
+        failed_produced: Vec::new(),
+        attempt: 1,
+        stream: None,
+        approving: None,
+        backoff: None,
+        completed: false,
+        produced: Vec::new(),
+        calls: Vec::new(),
+        approval_queue: VecDeque::new(),
+        cancel: CancellationToken::new(),
+        usage: Usage::default(),
+    }
+}
