@@ -11,10 +11,12 @@ mod close_out;
 mod compaction;
 mod compaction_text;
 mod dispatch;
+mod effects;
 mod fanout;
 mod gate;
 mod handle;
 pub mod inbox;
+mod machine;
 mod mcp_sync;
 mod mode;
 mod options;
@@ -22,6 +24,7 @@ mod output;
 mod secrets;
 mod services;
 mod steer;
+mod supervision;
 mod task;
 mod turn;
 
@@ -367,35 +370,7 @@ impl Actor for SessionActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // The children are the command and subagent supervisors; losing one must not end the
-        // session: its tools then answer "unavailable".
-        let (cell, err) = match event {
-            SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string())),
-            SupervisionEvent::ActorTerminated(cell, ..) => (cell, None),
-            _ => return Ok(()),
-        };
-        let id = cell.get_id();
-        if state
-            .commands
-            .as_ref()
-            .is_some_and(|c| c.actor().get_id() == id)
-        {
-            state.commands = None;
-            state.wants_commands = false;
-            if let Some(err) = err {
-                tracing::error!(session = %state.id, "command supervisor failed: {err}");
-            }
-        } else if state.mcp.as_ref().is_some_and(|m| m.owns(id)) {
-            if let Some(err) = err {
-                tracing::error!(session = %state.id, "an MCP connection failed: {err}");
-            }
-        } else if state.subagents.as_ref().is_some_and(|s| s.actor_id() == id) {
-            state.subagents = None;
-            state.wants_subagents = false;
-            if let Some(err) = err {
-                tracing::error!(session = %state.id, "subagent supervisor failed: {err}");
-            }
-        }
+        supervision::on_child_event(state, event);
         Ok(())
     }
 
@@ -414,19 +389,8 @@ impl Actor for SessionActor {
             // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
             // are settled first, so every call of the trace keeps exactly one output.
             turn::settle_after_panic(state);
-            Err(panic_text(panic).into())
+            Err(supervision::panic_text(panic).into())
         })
-    }
-}
-
-/// The text of a panic payload (as ractor reports a panic in a handler).
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(p) => match p.downcast::<&str>() {
-            Ok(s) => s.to_string(),
-            Err(_) => "Unknown panic occurred which couldn't be coerced to a string".to_string(),
-        },
     }
 }
 

@@ -1,54 +1,54 @@
-//! Approval and dispatch of a turn's tool calls: one approval at a time in call order, each
-//! approved call run through the close-out in its own task, outputs recorded as they finish.
+//! Approval and dispatch of a turn's tool calls, as the executor of the machine's
+//! `AskApproval` and `RunCall` effects: the gate decides one call at a time in its own task;
+//! each approved call runs through the close-out in its own task; both cast back.
 //!
-//! Runs inside the session actor's `handle`; every wait is a spawned task that casts back.
+//! Which call is asked about next, and what a verdict or an output changes, is decided by
+//! `machine.rs`. Runs inside the session actor's `handle`.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
 use ractor::ActorRef;
-use tokio_util::sync::CancellationToken;
 
 use super::budget;
+use super::effects::{machine, run};
 use super::gate;
 use super::services;
-use super::turn::{finalize_abort, live_task, maybe_finish_turn};
+use super::turn::live_task;
 use super::{SessionMsg, SessionState};
 use crate::approval::ApprovalRequest;
-use crate::message::{Decision, OmniMessage, StopReason, build};
+use crate::message::{OmniMessage, StopReason, build};
 use crate::tools::close_out::{self, ToolCallInfo};
 
-pub(super) fn pump_approvals(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
-    let registry = &state.options.config.tools;
-    let Some(task) = state.task.as_mut() else {
-        return;
-    };
-    if task.turn.approving.is_some() || task.aborting.is_some() {
-        return;
-    }
-    let Some(idx) = task.turn.approval_queue.pop_front() else {
-        return;
-    };
-    let call = &task.turn.calls[idx];
+/// Carries out `Effect::AskApproval`: the gate decides call `idx` of `turn` in its own task,
+/// which casts the verdict back.
+pub(super) fn ask_approval(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    idx: usize,
+    tool_call_id: String,
+    name: String,
+    arguments: String,
+) {
     let request = ApprovalRequest {
-        tool_call_id: call.id.clone(),
-        name: call.name.clone(),
-        arguments: call.arguments.clone(),
-        permission: registry.permission(&call.name),
+        permission: state.options.config.tools.permission(&name),
+        tool_call_id,
+        name,
+        arguments,
         origin: Vec::new(),
     };
     let me = myself.clone();
-    let turn = task.turn.id;
     let gate = gate::Gate::of(state);
-    let Some(task) = state.task.as_mut() else {
-        return;
-    };
     // Policy, then PreToolUse hooks, then the approver (see `gate`).
-    task.turn.approving = Some(tokio::spawn(async move {
+    let approving = tokio::spawn(async move {
         let verdict = Box::new(gate.decide(request).await);
         let _ = me.cast(SessionMsg::Approved { turn, idx, verdict });
-    }));
+    });
+    if let Some(task) = state.task.as_mut() {
+        task.turn.io.approving = Some(approving);
+    }
 }
 
 /// The name of call `idx` of the live turn `turn`.
@@ -61,56 +61,25 @@ pub(crate) fn on_approved(
     state: &mut SessionState,
     turn: u64,
     idx: usize,
-    mut verdict: gate::Verdict,
+    verdict: gate::Verdict,
 ) {
-    let Some(task) = live_task(state, turn) else {
-        return;
-    };
-    task.turn.approving = None;
-    let Some(call) = task.turn.calls.get_mut(idx) else {
-        return;
-    };
-    let call_id = call.id.clone();
-    let denial = (verdict.decision != Decision::Allow).then(|| verdict.denial.clone());
-    let info = ToolCallInfo {
-        tool_call_id: call.id.clone(),
-        name: call.name.clone(),
-        // A PreToolUse hook's `updatedInput` replaces the arguments the call runs with.
-        arguments: verdict
-            .arguments
-            .take()
-            .unwrap_or_else(|| call.arguments.clone()),
-    };
-    if denial.is_none() {
-        call.running = true;
-    }
-    let cancel = task.turn.cancel.clone();
-    for record in std::mem::take(&mut verdict.records) {
-        state.emit(record, true);
-    }
-    state.emit(verdict.record(&call_id), true);
-    let context = std::mem::take(&mut verdict.context);
-    match denial {
-        Some(text) => {
-            let out = build::tool_call_output(call_id, text, Vec::new(), StopReason::Aborted);
-            set_output(state, idx, &out);
-            state.emit(out, true);
-        }
-        None => spawn_tool(myself, state, turn, idx, info, cancel, context),
-    }
-    pump_approvals(myself, state);
-    maybe_finish_turn(myself, state);
+    let fx = machine(state).on_approved(turn, idx, verdict);
+    run(myself, state, fx);
 }
 
+/// Carries out `Effect::RunCall`: the call runs through the close-out in its own task (after
+/// its slot of the session's budget), which casts its output back.
 pub(super) fn spawn_tool(
     myself: &ActorRef<SessionMsg>,
     state: &SessionState,
     turn: u64,
     idx: usize,
     info: ToolCallInfo,
-    cancel: CancellationToken,
     context: Vec<String>,
 ) {
+    let Some(cancel) = state.task.as_ref().map(|t| t.turn.io.cancel.clone()) else {
+        return;
+    };
     let workspace = state.options.workspace.clone();
     // A service-bound tool is bound to this session's own service now.
     let tool = (state.options.config.tools.get(&info.name))
@@ -179,15 +148,6 @@ pub(super) fn spawn_tool(
     });
 }
 
-pub(super) fn set_output(state: &mut SessionState, idx: usize, out: &OmniMessage) {
-    if let (Some(task), Some(p)) = (state.task.as_mut(), out.as_model())
-        && let Some(call) = task.turn.calls.get_mut(idx)
-    {
-        call.output = Some(p.clone());
-        call.running = false;
-    }
-}
-
 pub(crate) fn on_tool_done(
     myself: &ActorRef<SessionMsg>,
     state: &mut SessionState,
@@ -195,26 +155,8 @@ pub(crate) fn on_tool_done(
     idx: usize,
     output: OmniMessage,
 ) {
-    let Some(task) = state.task.as_mut().filter(|t| t.turn.id == turn) else {
-        return;
-    };
-    if task.turn.calls.get(idx).is_none_or(|c| c.output.is_some()) {
-        return;
-    }
-    let aborting = task.aborting.is_some();
     // Scrubbed before the model, the trace or a subscriber sees it.
     let output = state.scrubbed(output);
-    set_output(state, idx, &output);
-    state.emit(output, true);
-    if aborting {
-        if state
-            .task
-            .as_ref()
-            .is_some_and(|t| t.turn.running_tools() == 0)
-        {
-            finalize_abort(state);
-        }
-    } else {
-        maybe_finish_turn(myself, state);
-    }
+    let fx = machine(state).on_tool_done(turn, idx, output);
+    run(myself, state, fx);
 }

@@ -42,7 +42,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn new(decision: Decision, source: &'static str, reason: Option<String>) -> Self {
+    pub(super) fn new(decision: Decision, source: &'static str, reason: Option<String>) -> Self {
         let denial = match decision {
             Decision::Forbidden => POLICY_DENIED,
             _ => USER_DENIED,

@@ -38,27 +38,22 @@ pub(super) async fn start(myself: &ActorRef<SessionMsg>, state: &mut SessionStat
         .await;
 }
 
-/// True when the current request must wait for the servers' lists (a sync was started; its
-/// answer arrives as `SessionMsg::McpSynced`).
-pub(super) fn hold_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) -> bool {
-    let (Some(set), Some(task)) = (state.mcp.as_ref(), state.task.as_ref()) else {
-        return false;
+/// Starts the sync of the servers' lists for the request of `turn`/`attempt`, which waits for
+/// it (`Effect::SyncMcp`); the answer arrives as `SessionMsg::McpSynced`.
+pub(super) fn sync(myself: &ActorRef<SessionMsg>, state: &SessionState, turn: u64, attempt: u32) {
+    let Some(set) = state.mcp.as_ref() else {
+        return;
     };
-    let key = (task.turn.id, task.turn.attempt);
-    if state.mcp_synced == Some(key) {
-        return false;
-    }
     let sync = set.sync_all();
     let me = myself.clone();
     tokio::spawn(async move {
         let replies = sync.await;
         let _ = me.cast(SessionMsg::McpSynced {
-            turn: key.0,
-            attempt: key.1,
+            turn,
+            attempt,
             replies,
         });
     });
-    true
 }
 
 /// The lists arrived: update the registry, announce, note, and send the request.

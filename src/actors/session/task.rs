@@ -1,14 +1,14 @@
 //! The data of a session's running task: the `Task`, its current `Turn` (one request attempt)
 //! and the turn's `Call`s, and the `TaskSummary` callers get when it ends.
 //!
-//! Plain data with small queries; the transitions live in `turn.rs`.
+//! Plain data with small queries. The transitions over it live in `machine.rs`; the handles of
+//! what runs for a turn (`TurnIo`) are only touched by the executor (`effects.rs`).
 
 use std::collections::VecDeque;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::SessionState;
 use crate::message::{ModelPayload, StopReason, Usage};
 
 /// How a task ended, for callers waiting on it.
@@ -42,33 +42,34 @@ pub(crate) struct Turn {
     /// What failed attempts produced (for the transcript).
     pub(super) failed_produced: Vec<ModelPayload>,
     pub(super) attempt: u32,
-    pub(super) stream: Option<JoinHandle<()>>,
-    pub(super) approving: Option<JoinHandle<()>>,
-    pub(super) backoff: Option<JoinHandle<()>>,
+    /// An approval is being decided (at most one at a time, in call order).
+    pub(super) approving: bool,
+    /// The turn waits for the backoff before its next attempt.
+    pub(super) in_backoff: bool,
+    /// The stream completed: its calls are committed.
     pub(super) completed: bool,
     pub(super) produced: Vec<ModelPayload>,
     pub(super) calls: Vec<Call>,
     pub(super) approval_queue: VecDeque<usize>,
-    pub(super) cancel: CancellationToken,
     pub(super) usage: Usage,
+    /// What runs for this turn (stream, approval, backoff, the tools' cancel token).
+    pub(super) io: TurnIo,
 }
 
-impl Turn {
-    pub(super) fn input(&self) -> Vec<ModelPayload> {
-        let mut v = self.base_input.clone();
-        v.extend(self.retry_note.clone());
-        v
-    }
+/// The handles of what runs for a turn. Only the executor uses them; a transition asks for
+/// them to be stopped with an effect.
+#[derive(Default)]
+pub(super) struct TurnIo {
+    pub(super) stream: Option<JoinHandle<()>>,
+    pub(super) approving: Option<JoinHandle<()>>,
+    pub(super) backoff: Option<JoinHandle<()>>,
+    /// Cancels the tools of the current attempt.
+    pub(super) cancel: CancellationToken,
+}
 
-    pub(super) fn outputs_in_call_order(&self) -> Vec<ModelPayload> {
-        self.calls.iter().filter_map(|c| c.output.clone()).collect()
-    }
-
-    pub(super) fn running_tools(&self) -> usize {
-        self.calls.iter().filter(|c| c.running).count()
-    }
-
-    pub(super) fn stop_background(&mut self) {
+impl TurnIo {
+    /// Stops the stream, the approval and the backoff, and cancels the tools.
+    pub(super) fn stop(&mut self) {
         for h in [
             self.stream.take(),
             self.approving.take(),
@@ -83,6 +84,41 @@ impl Turn {
     }
 }
 
+impl Turn {
+    /// A first attempt on `base_input`.
+    pub(super) fn new(id: u64, base_input: Vec<ModelPayload>) -> Turn {
+        Turn {
+            id,
+            base_input,
+            retry_note: None,
+            failed_produced: Vec::new(),
+            attempt: 1,
+            approving: false,
+            in_backoff: false,
+            completed: false,
+            produced: Vec::new(),
+            calls: Vec::new(),
+            approval_queue: VecDeque::new(),
+            usage: Usage::default(),
+            io: TurnIo::default(),
+        }
+    }
+
+    pub(super) fn input(&self) -> Vec<ModelPayload> {
+        let mut v = self.base_input.clone();
+        v.extend(self.retry_note.clone());
+        v
+    }
+
+    pub(super) fn outputs_in_call_order(&self) -> Vec<ModelPayload> {
+        self.calls.iter().filter_map(|c| c.output.clone()).collect()
+    }
+
+    pub(super) fn running_tools(&self) -> usize {
+        self.calls.iter().filter(|c| c.running).count()
+    }
+}
+
 pub(crate) struct Task {
     pub(crate) turn: Turn,
     pub(super) aborting: Option<String>,
@@ -92,23 +128,20 @@ pub(crate) struct Task {
     pub(super) final_text: Option<String>,
 }
 
-pub(super) fn new_turn(state: &mut SessionState, base_input: Vec<ModelPayload>) -> Turn {
-    let id = state.next_turn_id;
-    state.next_turn_id += 1;
-    Turn {
-        id,
-        base_input,
-        retry_note: None,
-        failed_produced: Vec::new(),
-        attempt: 1,
-        stream: None,
-        approving: None,
-        backoff: None,
-        completed: false,
-        produced: Vec::new(),
-        calls: Vec::new(),
-        approval_queue: VecDeque::new(),
-        cancel: CancellationToken::new(),
-        usage: Usage::default(),
+impl Task {
+    pub(super) fn new(turn: Turn) -> Task {
+        Task {
+            turn,
+            aborting: None,
+            end_status: StopReason::Aborted,
+            tool_calls: 0,
+            final_text: None,
+        }
     }
+}
+
+/// The running task if `turn` is its current turn and it is not aborting.
+pub(super) fn live(task: &mut Option<Box<Task>>, turn: u64) -> Option<&mut Task> {
+    task.as_deref_mut()
+        .filter(|t| t.turn.id == turn && t.aborting.is_none())
 }

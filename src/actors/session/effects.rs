@@ -1,0 +1,203 @@
+//! The executor of the turn state machine: carries out, in order, the [`Effect`]s a transition
+//! of `machine.rs` returned — streams and records messages, starts the model stream, asks the
+//! gate, runs calls, arms the backoff, hands over to compaction, steering and MCP hooks, and
+//! ends the task.
+//!
+//! It decides nothing about the turn loop (the machine does); it only does what it is told,
+//! inside the actor's `handle`, and every wait it starts is a spawned task that casts back
+//! tagged with the turn id.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use ractor::ActorRef;
+use tokio_util::sync::CancellationToken;
+
+use super::machine::{Effect, Machine};
+use super::{SessionMsg, SessionState, compaction, dispatch, mcp_sync, turn};
+use crate::message::{ModelPayload, StopReason};
+use crate::model::{ModelEvent, ModelOutcome, ModelRequest};
+
+/// The machine over the session's running task, with what it reads of the session now.
+pub(super) fn machine(state: &mut SessionState) -> Machine<'_> {
+    let compacting = compaction::is_active(state);
+    Machine {
+        task: &mut state.task,
+        turns: &mut state.turns,
+        session_usage: &mut state.session_usage,
+        next_turn_id: &mut state.next_turn_id,
+        max_turns: state.options.config.max_turns,
+        retry: state.options.config.retry,
+        input_waiting: !state.pending_notices.is_empty() || !state.pending_steers.is_empty(),
+        mcp_servers: state.mcp.is_some(),
+        mcp_synced: state.mcp_synced,
+        compacting,
+        trace_failure: state.trace_health.failure().map(str::to_string),
+    }
+}
+
+/// Carries out `fx` in order.
+pub(super) fn run(myself: &ActorRef<SessionMsg>, state: &mut SessionState, fx: Vec<Effect>) {
+    for effect in fx {
+        let Some(effect) = apply_local(state, effect) else {
+            continue;
+        };
+        match effect {
+            Effect::SyncMcp { turn, attempt } => mcp_sync::sync(myself, state, turn, attempt),
+            Effect::StartStream { turn, input } => start_stream(myself, state, turn, input),
+            Effect::AskApproval {
+                turn,
+                idx,
+                tool_call_id,
+                name,
+                arguments,
+            } => dispatch::ask_approval(myself, state, turn, idx, tool_call_id, name, arguments),
+            Effect::RunCall {
+                turn,
+                idx,
+                info,
+                context,
+            } => dispatch::spawn_tool(myself, state, turn, idx, info, context),
+            Effect::RetryAfter { turn, wait_ms } => {
+                let me = myself.clone();
+                let backoff = tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+                    let _ = me.cast(SessionMsg::RetryNow { turn });
+                });
+                if let Some(task) = state.task.as_mut() {
+                    task.turn.io.backoff = Some(backoff);
+                }
+            }
+            Effect::NextRequest(outputs) => turn::next_request(myself, state, outputs),
+            // `apply_local` carried out the others.
+            _ => {}
+        }
+    }
+}
+
+/// Carries out `fx` on an ending path that has no actor reference at hand (compaction's end,
+/// session close, a panic). Those transitions only ever return effects on the session's own
+/// state; any other is logged and dropped.
+pub(super) fn run_local(state: &mut SessionState, fx: Vec<Effect>) {
+    for effect in fx {
+        if apply_local(state, effect).is_some() {
+            tracing::error!(session = %state.id, "a turn effect needing the actor was dropped");
+        }
+    }
+}
+
+/// Carries out an effect that needs only the session's state; returns the others.
+fn apply_local(state: &mut SessionState, effect: Effect) -> Option<Effect> {
+    match effect {
+        Effect::Emit(msg) => state.emit(msg, true),
+        Effect::Stream(msg) => state.emit(msg, false),
+        Effect::SetCarryOver(carry) => state.carry_over = carry,
+        Effect::RequestCompleted(usage) => compaction::after_request(state, &usage),
+        Effect::Commit(produced) => {
+            let history = Arc::make_mut(&mut state.history);
+            history.extend(produced);
+            state.committed = history.len();
+        }
+        Effect::CancelTools => {
+            if let Some(task) = state.task.as_mut() {
+                task.turn.io.cancel.cancel();
+            }
+        }
+        Effect::StopBackground => {
+            if let Some(task) = state.task.as_mut() {
+                task.turn.io.stop();
+            }
+        }
+        Effect::NewAttempt => {
+            if let Some(task) = state.task.as_mut() {
+                task.turn.io.backoff = None;
+                task.turn.io.cancel = CancellationToken::new();
+            }
+        }
+        Effect::AbortCompaction(reason) => compaction::abort(state, &reason),
+        Effect::EndTask { summary, mut task } => {
+            task.turn.io.stop();
+            if summary.status == StopReason::Completed {
+                super::inbox::task_completed(state);
+            }
+            state.last_summary = Some(summary.clone());
+            for w in state.idle_waiters.drain(..) {
+                let _ = w.send(Some(summary.clone()));
+            }
+        }
+        other => return Some(other),
+    }
+    None
+}
+
+/// Puts `input` after the committed history and starts the model stream of `turn`.
+fn start_stream(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn_id: u64,
+    input: Vec<ModelPayload>,
+) {
+    // Uncommitted input of an earlier attempt goes; this attempt's input is appended in place
+    // (a copy happens only if an old request still holds the history).
+    let history = Arc::make_mut(&mut state.history);
+    history.truncate(state.committed);
+    history.extend(input);
+    let request = ModelRequest {
+        system_prompt: state.system_prompt.clone(),
+        history: state.history.clone(),
+        tools: state.tool_specs.clone(),
+    };
+    let stream = state.model.stream(request);
+    let me = myself.clone();
+    let handle = tokio::spawn(async move {
+        let drive = async {
+            let mut stream = stream;
+            while let Some(event) = stream.next().await {
+                let mut is_end = matches!(event, ModelEvent::End(_));
+                // The events the stream already holds (one read's worth) go in one message.
+                let mut events = Vec::new();
+                while !is_end {
+                    match stream.next().now_or_never() {
+                        Some(Some(more)) => {
+                            is_end = matches!(more, ModelEvent::End(_));
+                            events.push(more);
+                        }
+                        _ => break,
+                    }
+                }
+                let msg = if events.is_empty() {
+                    SessionMsg::Model {
+                        turn: turn_id,
+                        event,
+                    }
+                } else {
+                    events.insert(0, event);
+                    SessionMsg::ModelEvents {
+                        turn: turn_id,
+                        events,
+                    }
+                };
+                if me.cast(msg).is_err() || is_end {
+                    return true;
+                }
+            }
+            false
+        };
+        let ended = AssertUnwindSafe(drive).catch_unwind().await;
+        let outcome = match ended {
+            Ok(true) => return,
+            Ok(false) => {
+                ModelOutcome::error(StopReason::Malformed, "model stream ended without a finish")
+            }
+            Err(_) => ModelOutcome::error(StopReason::Failed, "model stream panicked"),
+        };
+        let _ = me.cast(SessionMsg::Model {
+            turn: turn_id,
+            event: ModelEvent::End(outcome),
+        });
+    });
+    if let Some(task) = state.task.as_mut() {
+        task.turn.io.stream = Some(handle);
+    }
+}
