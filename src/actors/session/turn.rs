@@ -7,12 +7,13 @@
 //! compaction), and the compaction's placeholder task. Every function runs inside the session
 //! actor's `handle` and returns at once.
 
+use ractor::ActorRef;
+
 use super::effects::{machine, run, run_local};
 use super::task::{self, Task, Turn};
 use super::{SessionMsg, SessionState};
 use crate::message::{ModelPayload, OmniMessage, StopReason, build};
 use crate::model::ModelEvent;
-use ractor::ActorRef;
 
 /// Starts a task with the user's text (the caller checked that none runs).
 pub(crate) fn start_task(
