@@ -112,6 +112,9 @@ fn apply_local(state: &mut SessionState, effect: Effect) -> Option<Effect> {
         Effect::NewAttempt => {
             if let Some(task) = state.task.as_mut() {
                 task.turn.io.backoff = None;
+                if let Some(pending) = task.turn.io.approving.take() {
+                    pending.abort();
+                }
                 task.turn.io.cancel = CancellationToken::new();
             }
         }

@@ -349,6 +349,9 @@ impl Machine<'_> {
         };
         let turn = &mut task.turn;
         turn.in_backoff = false;
+        // An approval still being decided belongs to the failed attempt: its verdict would come
+        // back under the old id and be ignored, so the new attempt must not wait on it.
+        turn.approving = false;
         emit_all(&mut fx, close_open_calls(turn));
         turn.id = next_id;
         turn.attempt += 1;

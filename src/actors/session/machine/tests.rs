@@ -392,6 +392,21 @@ fn a_retry_settles_the_open_calls_of_the_failed_attempt() {
 }
 
 #[test]
+fn a_retry_during_a_pending_approval_asks_again_in_the_new_attempt() {
+    // c1 is being decided when the stream fails; the retried attempt's call is still asked.
+    let mut f = Fixture::with_calls(2, false);
+    f.m().on_approved(1, 0, allow());
+    f.m().on_model_event(1, failed(StopReason::Failed, "reset"));
+    f.m().on_retry_now(1);
+    assert_eq!(
+        show(&f.m().on_model_event(2, call("d0"))),
+        ["emit tool_call d0", "ask 2/0 d0"]
+    );
+    // The old attempt's verdict, arriving late, changes nothing.
+    assert!(f.m().on_approved(1, 1, allow()).is_empty());
+}
+
+#[test]
 fn a_spent_reconnect_budget_fails_the_task() {
     let mut f = Fixture::with_calls(0, false);
     f.retry.max_retries = 1;
