@@ -14,7 +14,7 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::anthropic;
+use super::provider_defaults;
 use crate::error::ConfigError;
 
 /// Body keys Rookery sets itself in an OpenAI-compatible request; `extra` may not override them.
@@ -134,11 +134,20 @@ impl ModelConfig {
     }
 
     pub fn api_key_env(&self) -> &str {
-        let default = match self.provider.as_str() {
-            anthropic::PROVIDER => anthropic::DEFAULT_API_KEY_ENV,
-            _ => DEFAULT_API_KEY_ENV,
-        };
-        self.api_key_env.as_deref().unwrap_or(default)
+        let default = provider_defaults::default_api_key_env(&self.provider);
+        self.api_key_env
+            .as_deref()
+            .unwrap_or(default.unwrap_or(DEFAULT_API_KEY_ENV))
+    }
+
+    /// Sets `base_url` to the provider's default endpoint when the config names none and the
+    /// provider has one (`anthropic`).
+    pub fn fill_default_base_url(&mut self) {
+        if self.base_url.as_deref().is_none_or(|u| u.trim().is_empty())
+            && let Some(url) = provider_defaults::default_base_url(&self.provider)
+        {
+            self.base_url = Some(url.to_string());
+        }
     }
 
     pub fn context_window(&self) -> u64 {
@@ -265,7 +274,7 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
         max_response_bytes: take(&mut map, "max_response_bytes")?,
         extra: take(&mut map, "extra")?.unwrap_or_default(),
     };
-    anthropic::fill_base_url(&mut cfg);
+    cfg.fill_default_base_url();
     for (key, value) in map {
         if PASSTHROUGH_KEYS.contains(&key.as_str()) {
             cfg.extra.insert(key, value);
