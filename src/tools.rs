@@ -102,12 +102,12 @@ pub struct ToolReply {
     pub stop_reason: StopReason,
 }
 
-impl From<Result<String, String>> for ToolReply {
-    /// `Ok` text completes, `Err` text fails.
-    fn from(r: Result<String, String>) -> Self {
+impl<E: std::error::Error> From<Result<String, E>> for ToolReply {
+    /// `Ok` text completes; an error fails with its text.
+    fn from(r: Result<String, E>) -> Self {
         match r {
             Ok(text) => ToolReply::ok(text),
-            Err(text) => ToolReply::fail(text),
+            Err(e) => ToolReply::fail(e.to_string()),
         }
     }
 }

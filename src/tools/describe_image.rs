@@ -50,8 +50,8 @@ impl Tool for DescribeImageTool {
         Box::pin(async move {
             let source = match require_nonempty_str(&args, "source", NAME) {
                 Ok(s) => s.to_string(),
-                Err(text) => {
-                    ctx.emit(text);
+                Err(e) => {
+                    ctx.emit(e.to_string());
                     return ToolResult::failed();
                 }
             };

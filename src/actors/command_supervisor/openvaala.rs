@@ -118,7 +118,7 @@ async fn leased(
     args: &Map<String, Value>,
     tool: &str,
 ) -> Result<CommandLease, ToolResult> {
-    let id = format::command_id(args, tool).map_err(|t| failed(ctx, t))?;
+    let id = format::command_id(args, tool).map_err(|e| failed(ctx, e.to_string()))?;
     commands
         .lease(id)
         .await

@@ -93,7 +93,7 @@ pub(super) async fn run(
     };
     let cmd = match require_str(&args, "cmd", &tool) {
         Ok(c) => c.to_string(),
-        Err(text) => return fail(&ctx, text),
+        Err(e) => return fail(&ctx, e.to_string()),
     };
     let cwd = match opt_str(&args, "workdir").filter(|w| !w.is_empty()) {
         Some(w) => ctx.resolve(w),

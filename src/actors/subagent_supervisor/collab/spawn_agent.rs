@@ -86,11 +86,11 @@ impl SpawnAgent {
             }
             let task_name = match args::require_nonblank_str(&args, "task_name", "spawn_agent") {
                 Ok(t) => t.trim().to_string(),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let message = match args::require_nonblank_str(&args, "message", "spawn_agent") {
                 Ok(m) => m.to_string(),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let turns = match fork_turns(&args) {
                 Ok(t) => t,
