@@ -248,19 +248,44 @@ impl<'de> Deserialize<'de> for ModelConfig {
     }
 }
 
-fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
+/// Why a `model:` section does not read (the texts users see; serde reports them as its own).
+#[derive(Debug, thiserror::Error)]
+pub enum ModelSectionError {
+    /// A known field with a value of the wrong type or range.
+    #[error("model.{key}: {source}")]
+    Field {
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("model.provider is missing")]
+    MissingProvider,
+    /// A key that is neither a field nor a request field (`known`: the fields, listed).
+    #[error(
+        "unknown field `{key}` in model (known: {known}, and request fields such as temperature or \
+         max_tokens; put other request fields under `extra:`)"
+    )]
+    UnknownField { key: String, known: String },
+}
+
+fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, ModelSectionError> {
     fn take<T: serde::de::DeserializeOwned>(
         map: &mut Map<String, Value>,
         key: &str,
-    ) -> Result<Option<T>, String> {
+    ) -> Result<Option<T>, ModelSectionError> {
         match map.remove(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v)
-                .map(Some)
-                .map_err(|e| format!("model.{key}: {e}")),
+            Some(v) => {
+                serde_json::from_value(v)
+                    .map(Some)
+                    .map_err(|source| ModelSectionError::Field {
+                        key: key.to_string(),
+                        source,
+                    })
+            }
         }
     }
-    let provider: String = take(&mut map, "provider")?.ok_or("model.provider is missing")?;
+    let provider: String = take(&mut map, "provider")?.ok_or(ModelSectionError::MissingProvider)?;
     let mut cfg = ModelConfig {
         provider,
         base_url: take(&mut map, "base_url")?,
@@ -279,11 +304,10 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
         if PASSTHROUGH_KEYS.contains(&key.as_str()) {
             cfg.extra.insert(key, value);
         } else {
-            let known = FIELDS.join(", ");
-            return Err(format!(
-                "unknown field `{key}` in model (known: {known}, and request fields such as temperature or \
-                 max_tokens; put other request fields under `extra:`)"
-            ));
+            return Err(ModelSectionError::UnknownField {
+                key,
+                known: FIELDS.join(", "),
+            });
         }
     }
     Ok(cfg)
@@ -299,8 +323,8 @@ mod tests {
 
     use super::*;
 
-    fn yaml(text: &str) -> Result<ModelConfig, String> {
-        serde_yaml::from_str::<ModelConfig>(text).map_err(|e| e.to_string())
+    fn yaml(text: &str) -> Result<ModelConfig, serde_yaml::Error> {
+        serde_yaml::from_str::<ModelConfig>(text)
     }
 
     #[test]
@@ -374,7 +398,9 @@ mod tests {
 
     #[test]
     fn bad_yaml_names_the_field() {
-        let e = yaml("provider: openai\nbase_ur: x\n").unwrap_err();
+        let e = yaml("provider: openai\nbase_ur: x\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with(
                 "unknown field `base_ur` in model (known: provider, base_url, model, api_key_env, context_window, \
@@ -383,14 +409,18 @@ mod tests {
             ),
             "{e}"
         );
-        let e = yaml("base_url: x\n").unwrap_err();
+        let e = yaml("base_url: x\n").unwrap_err().to_string();
         assert!(e.starts_with("model.provider is missing"), "{e}");
-        let e = yaml("provider: openai\nvision: maybe\n").unwrap_err();
+        let e = yaml("provider: openai\nvision: maybe\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("model.vision: invalid type: string \"maybe\", expected a boolean"),
             "{e}"
         );
-        let e = yaml("provider: openai\ncontext_window: -1\n").unwrap_err();
+        let e = yaml("provider: openai\ncontext_window: -1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("model.context_window: invalid value"), "{e}");
     }
 
