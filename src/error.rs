@@ -31,7 +31,7 @@ pub enum ConfigError {
     InvalidScript {
         path: PathBuf,
         #[source]
-        source: crate::model::scripted::ScriptError,
+        source: Box<crate::model::scripted::ScriptError>,
     },
     #[error("workspace {0} does not exist or is not a directory")]
     Workspace(PathBuf),

@@ -343,18 +343,18 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 enum FieldError {
     #[error("{key} must be a string")]
-    NotString { key: String },
+    Text { key: String },
     #[error("{key} must be a whole number (got {got})")]
-    NotWholeNumber { key: String, got: String },
+    WholeNumber { key: String, got: String },
     #[error("{key} must be a list of strings")]
-    NotStringList { key: String },
+    TextList { key: String },
 }
 
 fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, FieldError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(FieldError::NotString {
+        Some(_) => Err(FieldError::Text {
             key: key.to_string(),
         }),
     }
@@ -366,7 +366,7 @@ fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, FieldError> {
         Some(v) => v
             .as_i64()
             .map(Some)
-            .ok_or_else(|| FieldError::NotWholeNumber {
+            .ok_or_else(|| FieldError::WholeNumber {
                 key: key.to_string(),
                 got: v.to_string(),
             }),
@@ -374,7 +374,7 @@ fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, FieldError> {
 }
 
 fn string_list(obj: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, FieldError> {
-    let not_list = || FieldError::NotStringList {
+    let not_list = || FieldError::TextList {
         key: key.to_string(),
     };
     match obj.get(key) {

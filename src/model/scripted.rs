@@ -326,7 +326,7 @@ impl ScriptedModel {
         })?;
         Self::from_json_str(&text).map_err(|source| ConfigError::InvalidScript {
             path: path.to_path_buf(),
-            source,
+            source: Box::new(source),
         })
     }
 
