@@ -363,13 +363,10 @@ fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, Fie
 fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, FieldError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| FieldError::WholeNumber {
-                key: key.to_string(),
-                got: v.to_string(),
-            }),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| FieldError::WholeNumber {
+            key: key.to_string(),
+            got: v.to_string(),
+        }),
     }
 }
 

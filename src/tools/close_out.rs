@@ -204,17 +204,10 @@ async fn run_tool(
 
     let cancel = user_cancel.child_token();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let mut ctx = ToolContext::new(
-        env.workspace.clone(),
-        id.clone(),
-        definition,
-        cancel.clone(),
-        tx,
-    );
-    ctx.scope = env.scope.clone();
+    let mut ctx = ToolContext::with_env(env, id.clone(), definition, cancel.clone(), tx);
     let imp = tool.tool;
-    let ticket = env.path_ticket;
-    let workspace = env.workspace;
+    let ticket = ctx.env.path_ticket.take();
+    let workspace = ctx.env.workspace.clone();
     // Calling the tool inside the task puts a panic of `call` itself under the JoinHandle too.
     let mut handle = tokio::spawn(async move {
         let mut ctx = ctx;

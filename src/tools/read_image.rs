@@ -41,7 +41,7 @@ impl Tool for ReadImageTool {
                     return ToolResult::failed();
                 }
             };
-            match load_prepared(&source, &ctx.workspace, &ctx.cancel).await {
+            match load_prepared(&source, &ctx.env.workspace, &ctx.cancel).await {
                 Err(LoadError::Aborted) => ToolResult {
                     stop_reason: Some(StopReason::Aborted),
                     ..ToolResult::default()

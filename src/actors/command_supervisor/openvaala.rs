@@ -81,7 +81,7 @@ async fn bash(
     ctx: ToolContext,
     args: Map<String, Value>,
 ) -> ToolResult {
-    let a = match format::bash_args(&ctx.workspace, &args) {
+    let a = match format::bash_args(&ctx.env.workspace, &args) {
         Ok(a) => a,
         Err(t) => return failed(&ctx, t.to_string()),
     };

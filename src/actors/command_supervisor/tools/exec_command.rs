@@ -97,7 +97,7 @@ pub(super) async fn run(
     };
     let cwd = match opt_str(&args, "workdir").filter(|w| !w.is_empty()) {
         Some(w) => ctx.resolve(w),
-        None => ctx.workspace.clone(),
+        None => ctx.env.workspace.clone(),
     };
     let window = yield_window(&args, DEFAULT_YIELD_MS, ctx.definition.timeout_ms);
     let background = flag(&args, "run_in_background");
