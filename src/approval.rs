@@ -40,8 +40,13 @@ impl ApprovalMode {
     }
 }
 
+/// A name that is none of the four approval modes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown approval mode \"{0}\" (use allow-all, deny-all, read-only or always-ask)")]
+pub struct UnknownApprovalMode(pub String);
+
 impl FromStr for ApprovalMode {
-    type Err = String;
+    type Err = UnknownApprovalMode;
     /// Case-insensitive (`READ-ONLY` is `read-only`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
@@ -49,9 +54,7 @@ impl FromStr for ApprovalMode {
             "deny-all" => Ok(ApprovalMode::DenyAll),
             "read-only" => Ok(ApprovalMode::ReadOnly),
             "always-ask" => Ok(ApprovalMode::AlwaysAsk),
-            _ => Err(format!(
-                "unknown approval mode \"{s}\" (use allow-all, deny-all, read-only or always-ask)"
-            )),
+            _ => Err(UnknownApprovalMode(s.to_string())),
         }
     }
 }

@@ -67,14 +67,19 @@ impl Workload {
     }
 }
 
-impl FromStr for Workload {
-    type Err = String;
+/// A workload name that is neither `exec` nor `read`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown workload `{0}` (expected exec or read)")]
+pub struct UnknownWorkload(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl FromStr for Workload {
+    type Err = UnknownWorkload;
+
+    fn from_str(s: &str) -> Result<Self, UnknownWorkload> {
         match s {
             "exec" => Ok(Workload::Exec),
             "read" => Ok(Workload::Read),
-            _ => Err(format!("unknown workload `{s}` (expected exec or read)")),
+            _ => Err(UnknownWorkload(s.to_string())),
         }
     }
 }
@@ -411,7 +416,7 @@ mod tests {
     fn workload_names() {
         assert_eq!("exec".parse::<Workload>(), Ok(Workload::Exec));
         assert_eq!(
-            "write".parse::<Workload>(),
+            "write".parse::<Workload>().map_err(|e| e.to_string()),
             Err("unknown workload `write` (expected exec or read)".to_string())
         );
     }

@@ -27,8 +27,12 @@ pub enum ConfigError {
     },
     #[error("invalid config {path}: {message}")]
     InvalidConfig { path: PathBuf, message: String },
-    #[error("invalid script {path}: {message}")]
-    InvalidScript { path: PathBuf, message: String },
+    #[error("invalid script {path}: {source}")]
+    InvalidScript {
+        path: PathBuf,
+        #[source]
+        source: Box<crate::model::scripted::ScriptError>,
+    },
     #[error("workspace {0} does not exist or is not a directory")]
     Workspace(PathBuf),
     /// A model provider that talks HTTP, configured without its endpoint or model name.

@@ -9,6 +9,7 @@ pub mod build;
 pub mod image_window;
 pub mod model_config;
 pub mod openai;
+pub mod provider_defaults;
 pub mod scripted;
 
 use std::sync::Arc;

@@ -18,8 +18,10 @@
 //! - [`BoundTool`]: a registered tool bound for one call (definition + implementation): what the
 //!   close-out runs.
 //! - [`close_out::ToolCallInfo`]: the call to run (id, name, raw arguments), from the model.
-//! - [`ToolEnv`]: what the session lends to one call (workspace, write-lock ticket).
-//! - [`ToolContext`]: what a running call sees (its id, definition, cancel, output channel).
+//! - [`ToolEnv`]: what the session lends to one call (workspace, shared scope, write-lock
+//!   ticket).
+//! - [`ToolContext`]: what a running call sees: its [`ToolEnv`] plus its id, definition, cancel,
+//!   write lock and output channel.
 //! - [`ToolResult`]: what a call hands back when it ends (verdict, note, images, error).
 //! - [`ToolReply`]: the finished text and verdict of a blocking file tool ([`BlockingFn`]),
 //!   turned into a [`ToolResult`] by [`BlockingTool`].
@@ -102,12 +104,12 @@ pub struct ToolReply {
     pub stop_reason: StopReason,
 }
 
-impl From<Result<String, String>> for ToolReply {
-    /// `Ok` text completes, `Err` text fails.
-    fn from(r: Result<String, String>) -> Self {
+impl<E: std::error::Error> From<Result<String, E>> for ToolReply {
+    /// `Ok` text completes; an error fails with its text.
+    fn from(r: Result<String, E>) -> Self {
         match r {
             Ok(text) => ToolReply::ok(text),
-            Err(text) => ToolReply::fail(text),
+            Err(e) => ToolReply::fail(e.to_string()),
         }
     }
 }
@@ -128,23 +130,38 @@ impl ToolReply {
     }
 }
 
-/// What the session lends to every call: its workspace and the call's write-lock ticket. (Its
-/// services reach a call through the tool's binding, never through the context.)
+/// What the session lends to one call: its workspace, what its calls share, and the call's
+/// write-lock ticket. A running call sees it as [`ToolContext::env`]. (The session's services
+/// reach a call through the tool's binding, never through the context.)
 #[derive(Clone, Debug)]
 pub struct ToolEnv {
+    /// Absolute workspace directory; relative paths resolve against it.
     pub workspace: PathBuf,
     /// The call's place in the session's call order, for the per-file write locks (`None`:
-    /// the call is not serialized against others).
+    /// the call is not serialized against others). The close-out spends it before the tool
+    /// runs (a running call sees `None`; the lock it bought is [`ToolContext::path_guard`]).
     pub path_ticket: Option<PathTicket>,
     /// What the session's calls share (e.g. the instructions files already brought).
     pub scope: session_scope::SessionScope,
 }
 
-/// Everything a running call may use. Cheap to clone.
+impl ToolEnv {
+    /// The environment of a call in `workspace` that shares nothing and is not serialized.
+    pub fn new(workspace: PathBuf) -> Self {
+        ToolEnv {
+            workspace,
+            path_ticket: None,
+            scope: session_scope::SessionScope::default(),
+        }
+    }
+}
+
+/// Everything a running call may use: what the session lent it ([`ToolEnv`]) and what the
+/// close-out gives it. Cheap to clone.
 #[derive(Clone)]
 pub struct ToolContext {
-    /// Absolute workspace directory; relative paths resolve against it.
-    pub workspace: PathBuf,
+    /// The session's loan: workspace and shared scope (`env.workspace`, `env.scope`).
+    pub env: ToolEnv,
     /// The id of the call being run.
     pub tool_call_id: String,
     /// The configured definition of the tool (limits, permission).
@@ -154,12 +171,11 @@ pub struct ToolContext {
     /// The per-file write lock the call holds (see [`Tool::write_keys`]), kept alive by
     /// whatever does the call's work.
     pub path_guard: Option<Arc<PathGuard>>,
-    /// What the session's calls share.
-    pub scope: session_scope::SessionScope,
     output: mpsc::UnboundedSender<String>,
 }
 
 impl ToolContext {
+    /// The context of a call in `workspace` that shares nothing with other calls.
     pub fn new(
         workspace: PathBuf,
         tool_call_id: String,
@@ -167,13 +183,29 @@ impl ToolContext {
         cancel: CancellationToken,
         output: mpsc::UnboundedSender<String>,
     ) -> Self {
+        Self::with_env(
+            ToolEnv::new(workspace),
+            tool_call_id,
+            definition,
+            cancel,
+            output,
+        )
+    }
+
+    /// The context of a call the session lent `env`.
+    pub fn with_env(
+        env: ToolEnv,
+        tool_call_id: String,
+        definition: Arc<ToolDefinitionConfig>,
+        cancel: CancellationToken,
+        output: mpsc::UnboundedSender<String>,
+    ) -> Self {
         ToolContext {
-            workspace,
+            env,
             tool_call_id,
             definition,
             cancel,
             path_guard: None,
-            scope: session_scope::SessionScope::default(),
             output,
         }
     }
@@ -189,7 +221,7 @@ impl ToolContext {
 
     /// Resolves a path argument against the workspace.
     pub fn resolve(&self, path: &str) -> PathBuf {
-        resolve_path(&self.workspace, path)
+        resolve_path(&self.env.workspace, path)
     }
 }
 
@@ -265,7 +297,7 @@ impl Tool for BlockingTool {
         let run = self.run;
         let quick = self.quick;
         Box::pin(async move {
-            let workspace = ctx.workspace.clone();
+            let workspace = ctx.env.workspace.clone();
             let def = ctx.definition.clone();
             let in_place = quick.is_some_and(|q| q(&workspace, &args));
             let outcome = if in_place {

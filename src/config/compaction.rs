@@ -100,9 +100,9 @@ impl CompactionConfig {
 mod tests {
     use super::*;
 
-    fn parse(yaml: &str) -> Result<CompactionConfig, String> {
-        let raw: RawCompaction = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
-        CompactionConfig::from_raw(raw).map_err(|e| e.to_string())
+    fn parse(yaml: &str) -> Result<CompactionConfig, Box<dyn std::error::Error>> {
+        let raw: RawCompaction = serde_yaml::from_str(yaml)?;
+        Ok(CompactionConfig::from_raw(raw)?)
     }
 
     #[test]
@@ -125,9 +125,15 @@ mod tests {
         assert!(
             parse("max_context: 0\n")
                 .unwrap_err()
+                .to_string()
                 .contains("max_context")
         );
         assert!(parse("mode: fold\n").is_err());
-        assert!(parse("max_contxt: 5\n").unwrap_err().contains("max_contxt"));
+        assert!(
+            parse("max_contxt: 5\n")
+                .unwrap_err()
+                .to_string()
+                .contains("max_contxt")
+        );
     }
 }

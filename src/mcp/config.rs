@@ -232,6 +232,7 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
         entry: format!("{name:?}"),
         message,
     };
+    let field = |e: FieldError| bad(e.to_string());
     let Some(obj) = config.as_object() else {
         return Err(bad("config must be an object".into()));
     };
@@ -243,8 +244,8 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
         Some(Value::String(t)) => Some(t.as_str()),
         Some(_) => return Err(bad("type must be a string".into())),
     };
-    let command = opt_string(obj, "command").map_err(bad)?;
-    let url = opt_string(obj, "url").map_err(bad)?;
+    let command = opt_string(obj, "command").map_err(field)?;
+    let url = opt_string(obj, "url").map_err(field)?;
     let transport = match (kind, command, url) {
         (Some("sse"), ..) => {
             return Err(bad(
@@ -274,10 +275,10 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             }
             McpTransport::Stdio {
                 command,
-                args: string_list(obj, "args").map_err(bad)?.unwrap_or_default(),
+                args: string_list(obj, "args").map_err(field)?.unwrap_or_default(),
                 env: expand_map(string_map(obj, "env").map_err(|e| bad(e.to_string()))?)
                     .map_err(|e| bad(e.to_string()))?,
-                cwd: opt_string(obj, "cwd").map_err(bad)?.map(PathBuf::from),
+                cwd: opt_string(obj, "cwd").map_err(field)?.map(PathBuf::from),
             }
         }
         (_, None, Some(url)) => {
@@ -299,27 +300,27 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             }
         }
     };
-    let connect_timeout_ms = match int(obj, "connectTimeoutMs").map_err(bad)? {
+    let connect_timeout_ms = match int(obj, "connectTimeoutMs").map_err(field)? {
         None => DEFAULT_CONNECT_TIMEOUT_MS,
         Some(n) if n > 0 => n as u64,
         Some(n) => return Err(bad(format!("connectTimeoutMs must be positive (got {n})"))),
     };
-    let permission = match opt_string(obj, "permission").map_err(bad)?.as_deref() {
+    let permission = match opt_string(obj, "permission").map_err(field)?.as_deref() {
         None | Some("auto") => McpPermission::Auto,
         Some("r") => McpPermission::Read,
         Some("rw") => McpPermission::ReadWrite,
         Some(p) => return Err(bad(format!("permission must be auto, r or rw (got {p:?})"))),
     };
-    let enabled_tools = match string_list(obj, "enabled_tools").map_err(bad)? {
+    let enabled_tools = match string_list(obj, "enabled_tools").map_err(field)? {
         Some(l) => Some(l),
-        None => string_list(obj, "enabledTools").map_err(bad)?,
+        None => string_list(obj, "enabledTools").map_err(field)?,
     };
     let mut disabled_tools = string_list(obj, "disabled_tools")
-        .map_err(bad)?
+        .map_err(field)?
         .unwrap_or_default();
     disabled_tools.extend(
         string_list(obj, "disabledTools")
-            .map_err(bad)?
+            .map_err(field)?
             .unwrap_or_default(),
     );
     Ok(McpServerConfig {
@@ -327,10 +328,10 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
         transport,
         connect_timeout_ms,
         timeout_ms: int(obj, "timeoutMs")
-            .map_err(bad)?
+            .map_err(field)?
             .unwrap_or(DEFAULT_TIMEOUT_MS),
         max_output_length: int(obj, "maxOutputLength")
-            .map_err(bad)?
+            .map_err(field)?
             .unwrap_or(DEFAULT_MAX_OUTPUT_LENGTH),
         permission,
         enabled_tools,
@@ -338,37 +339,49 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
     })
 }
 
-fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+/// A field of an entry with a value of the wrong type (`got`: the value's JSON text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FieldError {
+    #[error("{key} must be a string")]
+    Text { key: String },
+    #[error("{key} must be a whole number (got {got})")]
+    WholeNumber { key: String, got: String },
+    #[error("{key} must be a list of strings")]
+    TextList { key: String },
+}
+
+fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, FieldError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(format!("{key} must be a string")),
+        Some(_) => Err(FieldError::Text {
+            key: key.to_string(),
+        }),
     }
 }
 
-fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, String> {
+fn int(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, FieldError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| format!("{key} must be a whole number (got {v})")),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| FieldError::WholeNumber {
+            key: key.to_string(),
+            got: v.to_string(),
+        }),
     }
 }
 
-fn string_list(obj: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, String> {
+fn string_list(obj: &Map<String, Value>, key: &str) -> Result<Option<Vec<String>>, FieldError> {
+    let not_list = || FieldError::TextList {
+        key: key.to_string(),
+    };
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) => items
             .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("{key} must be a list of strings"))
-            })
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(not_list))
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(_) => Err(format!("{key} must be a list of strings")),
+        Some(_) => Err(not_list()),
     }
 }
 

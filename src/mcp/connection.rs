@@ -51,12 +51,21 @@ pub struct Lease {
     pub generation: u64,
 }
 
+/// Why a call gets no connection: the connect failed, reconnects gave up, or the session ended
+/// (`reason`; the failure was already recorded, as text, when it happened).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("MCP server \"{server}\" is unavailable: {reason}")]
+pub struct Unavailable {
+    pub server: String,
+    pub reason: String,
+}
+
 pub enum McpMsg {
     /// Connects if never tried; replies with the current list once no connect or refresh is
     /// pending.
     Sync(RpcReplyPort<SyncReply>),
     /// A live connection for one call (waits while connecting or reconnecting).
-    Lease(RpcReplyPort<Result<Lease, String>>),
+    Lease(RpcReplyPort<Result<Lease, Unavailable>>),
     /// A call saw the connection die (e.g. an HTTP server that stopped answering pings).
     Broken {
         generation: u64,
@@ -108,7 +117,7 @@ pub struct McpState {
     version: u64,
     refreshing: bool,
     sync_waiters: Vec<RpcReplyPort<SyncReply>>,
-    lease_waiters: Vec<RpcReplyPort<Result<Lease, String>>>,
+    lease_waiters: Vec<RpcReplyPort<Result<Lease, Unavailable>>>,
 }
 
 impl McpState {
@@ -154,8 +163,11 @@ impl McpState {
         }
     }
 
-    fn unavailable(&self, why: &str) -> String {
-        format!("MCP server \"{}\" is unavailable: {why}", self.cfg.name)
+    fn unavailable(&self, why: &str) -> Unavailable {
+        Unavailable {
+            server: self.cfg.name.clone(),
+            reason: why.to_string(),
+        }
     }
 
     fn offered(&self, tools: Vec<Value>) -> Vec<Value> {

@@ -14,7 +14,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value};
 
 use super::client::{self, McpError};
-use super::connection::{Lease, McpMsg};
+use super::connection::{Lease, McpMsg, Unavailable};
 use super::convert::convert;
 use crate::tools::binding::{ToolService, not_served};
 use crate::tools::{Tool, ToolContext, ToolResult};
@@ -93,14 +93,13 @@ impl Tool for McpTool {
             };
             let lease = match lease {
                 Ok(Ok(l)) => l,
-                Ok(Err(e)) => return failed(&ctx, e),
+                Ok(Err(e)) => return failed(&ctx, e.to_string()),
                 Err(_) => {
-                    return failed(
-                        &ctx,
-                        format!(
-                            "MCP server \"{server}\" is unavailable: its connection has stopped"
-                        ),
-                    );
+                    let stopped = Unavailable {
+                        server: server.to_string(),
+                        reason: "its connection has stopped".to_string(),
+                    };
+                    return failed(&ctx, stopped.to_string());
                 }
             };
             let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);

@@ -21,15 +21,16 @@ use serde_json::{Map, Value};
 
 use super::model_config::ModelConfig;
 use super::openai::{Endpoint, Secret, stream_with};
+use super::provider_defaults;
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
 use crate::error::ConfigError;
 
 /// The provider name selecting this client (`--provider anthropic`).
-pub const PROVIDER: &str = "anthropic";
+pub const PROVIDER: &str = provider_defaults::ANTHROPIC;
 /// `base_url` when the config names none.
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
+pub const DEFAULT_BASE_URL: &str = provider_defaults::ANTHROPIC_BASE_URL;
 /// The variable the key is read from when `api_key_env` is not given.
-pub const DEFAULT_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+pub const DEFAULT_API_KEY_ENV: &str = provider_defaults::ANTHROPIC_API_KEY_ENV;
 /// The `anthropic-version` header sent with every request.
 pub const API_VERSION: &str = "2023-06-01";
 /// `max_tokens` when the config names none.
@@ -61,8 +62,8 @@ fn invalid(message: impl Into<String>) -> ConfigError {
 
 /// Sets `base_url` to [`DEFAULT_BASE_URL`] when an anthropic config has none.
 pub fn fill_base_url(cfg: &mut ModelConfig) {
-    if cfg.provider == PROVIDER && cfg.base_url.as_deref().is_none_or(|u| u.trim().is_empty()) {
-        cfg.base_url = Some(DEFAULT_BASE_URL.to_string());
+    if cfg.provider == PROVIDER {
+        cfg.fill_default_base_url();
     }
 }
 

@@ -14,7 +14,7 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
-use super::anthropic;
+use super::provider_defaults;
 use crate::error::ConfigError;
 
 /// Body keys Rookery sets itself in an OpenAI-compatible request; `extra` may not override them.
@@ -134,11 +134,20 @@ impl ModelConfig {
     }
 
     pub fn api_key_env(&self) -> &str {
-        let default = match self.provider.as_str() {
-            anthropic::PROVIDER => anthropic::DEFAULT_API_KEY_ENV,
-            _ => DEFAULT_API_KEY_ENV,
-        };
-        self.api_key_env.as_deref().unwrap_or(default)
+        let default = provider_defaults::default_api_key_env(&self.provider);
+        self.api_key_env
+            .as_deref()
+            .unwrap_or(default.unwrap_or(DEFAULT_API_KEY_ENV))
+    }
+
+    /// Sets `base_url` to the provider's default endpoint when the config names none and the
+    /// provider has one (`anthropic`).
+    pub fn fill_default_base_url(&mut self) {
+        if self.base_url.as_deref().is_none_or(|u| u.trim().is_empty())
+            && let Some(url) = provider_defaults::default_base_url(&self.provider)
+        {
+            self.base_url = Some(url.to_string());
+        }
     }
 
     pub fn context_window(&self) -> u64 {
@@ -239,19 +248,44 @@ impl<'de> Deserialize<'de> for ModelConfig {
     }
 }
 
-fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
+/// Why a `model:` section does not read (the texts users see; serde reports them as its own).
+#[derive(Debug, thiserror::Error)]
+pub enum ModelSectionError {
+    /// A known field with a value of the wrong type or range.
+    #[error("model.{key}: {source}")]
+    Field {
+        key: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("model.provider is missing")]
+    MissingProvider,
+    /// A key that is neither a field nor a request field (`known`: the fields, listed).
+    #[error(
+        "unknown field `{key}` in model (known: {known}, and request fields such as temperature or \
+         max_tokens; put other request fields under `extra:`)"
+    )]
+    UnknownField { key: String, known: String },
+}
+
+fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, ModelSectionError> {
     fn take<T: serde::de::DeserializeOwned>(
         map: &mut Map<String, Value>,
         key: &str,
-    ) -> Result<Option<T>, String> {
+    ) -> Result<Option<T>, ModelSectionError> {
         match map.remove(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v)
-                .map(Some)
-                .map_err(|e| format!("model.{key}: {e}")),
+            Some(v) => {
+                serde_json::from_value(v)
+                    .map(Some)
+                    .map_err(|source| ModelSectionError::Field {
+                        key: key.to_string(),
+                        source,
+                    })
+            }
         }
     }
-    let provider: String = take(&mut map, "provider")?.ok_or("model.provider is missing")?;
+    let provider: String = take(&mut map, "provider")?.ok_or(ModelSectionError::MissingProvider)?;
     let mut cfg = ModelConfig {
         provider,
         base_url: take(&mut map, "base_url")?,
@@ -265,16 +299,15 @@ fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, String> {
         max_response_bytes: take(&mut map, "max_response_bytes")?,
         extra: take(&mut map, "extra")?.unwrap_or_default(),
     };
-    anthropic::fill_base_url(&mut cfg);
+    cfg.fill_default_base_url();
     for (key, value) in map {
         if PASSTHROUGH_KEYS.contains(&key.as_str()) {
             cfg.extra.insert(key, value);
         } else {
-            let known = FIELDS.join(", ");
-            return Err(format!(
-                "unknown field `{key}` in model (known: {known}, and request fields such as temperature or \
-                 max_tokens; put other request fields under `extra:`)"
-            ));
+            return Err(ModelSectionError::UnknownField {
+                key,
+                known: FIELDS.join(", "),
+            });
         }
     }
     Ok(cfg)
@@ -290,8 +323,8 @@ mod tests {
 
     use super::*;
 
-    fn yaml(text: &str) -> Result<ModelConfig, String> {
-        serde_yaml::from_str::<ModelConfig>(text).map_err(|e| e.to_string())
+    fn yaml(text: &str) -> Result<ModelConfig, serde_yaml::Error> {
+        serde_yaml::from_str::<ModelConfig>(text)
     }
 
     #[test]
@@ -365,7 +398,9 @@ mod tests {
 
     #[test]
     fn bad_yaml_names_the_field() {
-        let e = yaml("provider: openai\nbase_ur: x\n").unwrap_err();
+        let e = yaml("provider: openai\nbase_ur: x\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with(
                 "unknown field `base_ur` in model (known: provider, base_url, model, api_key_env, context_window, \
@@ -374,14 +409,18 @@ mod tests {
             ),
             "{e}"
         );
-        let e = yaml("base_url: x\n").unwrap_err();
+        let e = yaml("base_url: x\n").unwrap_err().to_string();
         assert!(e.starts_with("model.provider is missing"), "{e}");
-        let e = yaml("provider: openai\nvision: maybe\n").unwrap_err();
+        let e = yaml("provider: openai\nvision: maybe\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("model.vision: invalid type: string \"maybe\", expected a boolean"),
             "{e}"
         );
-        let e = yaml("provider: openai\ncontext_window: -1\n").unwrap_err();
+        let e = yaml("provider: openai\ncontext_window: -1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("model.context_window: invalid value"), "{e}");
     }
 

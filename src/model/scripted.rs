@@ -7,6 +7,7 @@
 //! It must not know about actors, tools, approvals or traces, and it never panics on a script:
 //! a bad script is a load error, anything unresolvable at run time is a `tracing::warn!`.
 
+mod error;
 mod placeholder;
 mod session;
 
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use self::error::{PlaceholderError, ScriptError};
 use self::session::{ScriptedSession, TurnSource};
 use super::{Model, ModelInfo, ModelSession, ModelSessionContext};
 use crate::error::ConfigError;
@@ -129,19 +131,20 @@ pub struct ScriptedUsage {
 impl Script {
     /// Parses and validates a script. Errors name the place (`turns[2]`, `children[0].turns[1]
     /// .tool_calls[0]`) and the problem.
-    pub fn from_json_str(text: &str) -> Result<Script, String> {
-        let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    pub fn from_json_str(text: &str) -> Result<Script, ScriptError> {
+        let value: Value = serde_json::from_str(text).map_err(ScriptError::Json)?;
         check_shapes(&value)?;
-        let script = serde_json::from_str::<Script>(text).map_err(|e| match locate(&value) {
-            Some(path) => format!("{path}: {e}"),
-            None => e.to_string(),
-        })?;
+        let script =
+            serde_json::from_str::<Script>(text).map_err(|source| ScriptError::Format {
+                path: locate(&value),
+                source,
+            })?;
         script.validate()?;
         Ok(script)
     }
 
     /// Checks what serde cannot: `repeat ≥ 1`, argument types and placeholders.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ScriptError> {
         validate_turns(&self.turns, "turns")?;
         for (i, child) in self.children.iter().enumerate() {
             validate_turns(&child.turns, &format!("children[{i}].turns"))?;
@@ -150,32 +153,35 @@ impl Script {
     }
 }
 
-fn validate_turns(turns: &[Turn], path: &str) -> Result<(), String> {
+fn validate_turns(turns: &[Turn], path: &str) -> Result<(), ScriptError> {
     for (i, turn) in turns.iter().enumerate() {
         if turn.repeat == 0 {
-            return Err(format!("{path}[{i}].repeat: must be at least 1"));
+            return Err(ScriptError::ZeroRepeat {
+                at: format!("{path}[{i}]"),
+            });
         }
         for (j, call) in turn.tool_calls.iter().enumerate() {
             let at = format!("{path}[{i}].tool_calls[{j}]");
             if call.name.is_empty() {
-                return Err(format!("{at}.name: must not be empty"));
+                return Err(ScriptError::EmptyToolName { at });
             }
             match &call.arguments {
                 Value::Object(_) | Value::String(_) => {}
                 other => {
-                    return Err(format!(
-                        "{at}.arguments: must be a JSON object or a string, not {}",
-                        json_kind(other)
-                    ));
+                    return Err(ScriptError::ArgumentsKind {
+                        at,
+                        kind: json_kind(other),
+                    });
                 }
             }
-            validate_strings(&call.arguments).map_err(|e| format!("{at}.arguments: {e}"))?;
+            validate_strings(&call.arguments)
+                .map_err(|source| ScriptError::Placeholder { at, source })?;
         }
     }
     Ok(())
 }
 
-fn validate_strings(value: &Value) -> Result<(), String> {
+fn validate_strings(value: &Value) -> Result<(), PlaceholderError> {
     match value {
         Value::String(s) => placeholder::validate(s),
         Value::Array(items) => items.iter().try_for_each(validate_strings),
@@ -196,7 +202,7 @@ fn json_kind(value: &Value) -> &'static str {
 }
 
 /// Serde would accept a JSON array for a struct: require an object wherever the format has one.
-fn check_shapes(value: &Value) -> Result<(), String> {
+fn check_shapes(value: &Value) -> Result<(), ScriptError> {
     let map = expect_object(value, "the script")?;
     if let Some(turns) = map.get("turns") {
         check_turns(turns, "turns")?;
@@ -212,7 +218,7 @@ fn check_shapes(value: &Value) -> Result<(), String> {
     Ok(())
 }
 
-fn check_turns(turns: &Value, path: &str) -> Result<(), String> {
+fn check_turns(turns: &Value, path: &str) -> Result<(), ScriptError> {
     let Value::Array(turns) = turns else {
         return Ok(()); // serde names the wrong type, with its position
     };
@@ -234,10 +240,11 @@ fn check_turns(turns: &Value, path: &str) -> Result<(), String> {
 fn expect_object<'a>(
     value: &'a Value,
     what: &str,
-) -> Result<&'a serde_json::Map<String, Value>, String> {
-    value
-        .as_object()
-        .ok_or_else(|| format!("{what}: expected a JSON object, not {}", json_kind(value)))
+) -> Result<&'a serde_json::Map<String, Value>, ScriptError> {
+    value.as_object().ok_or_else(|| ScriptError::NotAnObject {
+        what: what.to_string(),
+        kind: json_kind(value),
+    })
 }
 
 /// Finds the innermost part of a script that fails to deserialize (for the error's path).
@@ -308,7 +315,7 @@ impl ScriptedModel {
         }
     }
 
-    pub fn from_json_str(text: &str) -> Result<Self, String> {
+    pub fn from_json_str(text: &str) -> Result<Self, ScriptError> {
         Script::from_json_str(text).map(Self::new)
     }
 
@@ -317,9 +324,9 @@ impl ScriptedModel {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_json_str(&text).map_err(|message| ConfigError::InvalidScript {
+        Self::from_json_str(&text).map_err(|source| ConfigError::InvalidScript {
             path: path.to_path_buf(),
-            message,
+            source: Box::new(source),
         })
     }
 
@@ -367,7 +374,7 @@ mod tests {
     use super::*;
 
     fn err(text: &str) -> String {
-        Script::from_json_str(text).unwrap_err()
+        Script::from_json_str(text).unwrap_err().to_string()
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
 use super::{auth, guard, session_config};
 use crate::actors::session::SessionStatus;
-use crate::approval::ApprovalMode;
+use crate::approval::{ApprovalMode, UnknownApprovalMode};
 use crate::message::Decision;
 
 type AppState = State<Arc<ServerState>>;
@@ -79,7 +79,7 @@ async fn healthz() -> Json<Value> {
 
 fn parse_mode(s: &str) -> ApiResult<ApprovalMode> {
     s.parse()
-        .map_err(|e: String| ApiError::bad_request("invalid_request", e))
+        .map_err(|e: UnknownApprovalMode| ApiError::bad_request("invalid_request", e.to_string()))
 }
 
 /// The JSON view of a session.

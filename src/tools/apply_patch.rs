@@ -37,7 +37,7 @@ pub fn apply_patch(
 ) -> ToolReply {
     match require_str(args, "input", &def.name) {
         Ok(input) => apply_text(workspace, input, &mut |_| Ok(())),
-        Err(text) => ToolReply::fail(text),
+        Err(e) => ToolReply::fail(e.to_string()),
     }
 }
 

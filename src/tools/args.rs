@@ -26,13 +26,6 @@ impl MissingArg {
     }
 }
 
-/// The tools that still report their argument errors as text take the missing-argument text.
-impl From<MissingArg> for String {
-    fn from(e: MissingArg) -> String {
-        e.to_string()
-    }
-}
-
 /// A required string argument, or the missing-argument text.
 pub fn require_str<'a>(
     args: &'a Map<String, Value>,

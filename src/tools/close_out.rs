@@ -62,28 +62,46 @@ pub async fn execute(
     };
     let args = match parse_arguments(&call.name, &call.arguments) {
         Ok(args) => args,
-        Err(text) => {
+        Err(e) => {
             tracing::debug!(tool = %call.name, tool_call_id = %id, "bad tool arguments");
-            return fail_early(&id, &emit, text);
+            return fail_early(&id, &emit, e.to_string());
         }
     };
     run_tool(&call.name, id, tool, args, env, user_cancel, emit).await
 }
 
+/// Arguments a call cannot run with; the texts are the tool output the model sees.
+#[derive(Debug, thiserror::Error)]
+enum BadArguments {
+    #[error(
+        "Tool call \"{name}\" failed: the arguments field is empty. Re-issue the call with a complete JSON object."
+    )]
+    Empty { name: String },
+    #[error(
+        "Tool call \"{name}\" failed: the arguments are not valid JSON ({source}). Re-issue the call with one complete, valid JSON object."
+    )]
+    NotJson {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// The arguments as an object: blank and invalid JSON are failures with the exact texts; any
 /// other JSON value than an object counts as `{}`.
-fn parse_arguments(name: &str, raw: &str) -> Result<Map<String, Value>, String> {
+fn parse_arguments(name: &str, raw: &str) -> Result<Map<String, Value>, BadArguments> {
     if raw.trim().is_empty() {
-        return Err(format!(
-            "Tool call \"{name}\" failed: the arguments field is empty. Re-issue the call with a complete JSON object."
-        ));
+        return Err(BadArguments::Empty {
+            name: name.to_string(),
+        });
     }
     match serde_json::from_str::<Value>(raw) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Ok(Map::new()),
-        Err(e) => Err(format!(
-            "Tool call \"{name}\" failed: the arguments are not valid JSON ({e}). Re-issue the call with one complete, valid JSON object."
-        )),
+        Err(source) => Err(BadArguments::NotJson {
+            name: name.to_string(),
+            source,
+        }),
     }
 }
 
@@ -186,17 +204,10 @@ async fn run_tool(
 
     let cancel = user_cancel.child_token();
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let mut ctx = ToolContext::new(
-        env.workspace.clone(),
-        id.clone(),
-        definition,
-        cancel.clone(),
-        tx,
-    );
-    ctx.scope = env.scope.clone();
+    let mut ctx = ToolContext::with_env(env, id.clone(), definition, cancel.clone(), tx);
     let imp = tool.tool;
-    let ticket = env.path_ticket;
-    let workspace = env.workspace;
+    let ticket = ctx.env.path_ticket.take();
+    let workspace = ctx.env.workspace.clone();
     // Calling the tool inside the task puts a panic of `call` itself under the JoinHandle too.
     let mut handle = tokio::spawn(async move {
         let mut ctx = ctx;

@@ -50,8 +50,8 @@ impl Tool for DescribeImageTool {
         Box::pin(async move {
             let source = match require_nonempty_str(&args, "source", NAME) {
                 Ok(s) => s.to_string(),
-                Err(text) => {
-                    ctx.emit(text);
+                Err(e) => {
+                    ctx.emit(e.to_string());
                     return ToolResult::failed();
                 }
             };
@@ -62,15 +62,15 @@ impl Tool for DescribeImageTool {
                 ctx.emit(NO_VISION_MODEL);
                 return ToolResult::failed();
             };
-            let (loaded, prepared) = match load_prepared(&source, &ctx.workspace, &ctx.cancel).await
-            {
-                Ok(p) => p,
-                Err(LoadError::Aborted) => return aborted(),
-                Err(LoadError::Failed(text)) => {
-                    ctx.emit(text);
-                    return ToolResult::failed();
-                }
-            };
+            let (loaded, prepared) =
+                match load_prepared(&source, &ctx.env.workspace, &ctx.cancel).await {
+                    Ok(p) => p,
+                    Err(LoadError::Aborted) => return aborted(),
+                    Err(LoadError::Failed(text)) => {
+                        ctx.emit(text);
+                        return ToolResult::failed();
+                    }
+                };
             let prompt = opt_str(&args, "prompt")
                 .filter(|p| !p.trim().is_empty())
                 .unwrap_or(DEFAULT_PROMPT);

@@ -7,10 +7,14 @@
 //! stream or truncate its output itself beyond its own hunk budget (the close-out truncates),
 //! and never panics on any argument.
 
+mod error;
+
 use std::io::{self, Read};
 use std::path::Path;
 
 use serde_json::{Map, Value};
+
+pub use self::error::EditFileError;
 
 use super::args::{flag, require_nonempty_str, require_str};
 use super::diff_render::replacement_hunks;
@@ -42,16 +46,16 @@ fn run(
     workspace: &Path,
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
-) -> Result<String, String> {
+) -> Result<String, EditFileError> {
     let tool = def.name.as_str();
     let p = require_nonempty_str(args, "file_path", tool)?;
     let old = require_str(args, "old_string", tool)?;
     if old.is_empty() {
-        return Err("old_string must not be empty — edit_file replaces existing text. To create a file or rewrite it wholesale, use write_file.".to_string());
+        return Err(EditFileError::EmptyOldString);
     }
     let new = require_str(args, "new_string", tool)?;
     if old == new {
-        return Err("old_string and new_string are identical — nothing to change. Make new_string the desired replacement text.".to_string());
+        return Err(EditFileError::NothingToChange);
     }
     let replace_all = flag(args, "replace_all");
 
@@ -59,26 +63,35 @@ fn run(
     if let Some(name) = secret_by_name(&resolved) {
         return Err(refusal(p, name));
     }
-    let not_found = || {
-        format!(
-            "File not found: \"{p}\". edit_file only edits existing files — check the path (absolute paths are supported), or use write_file to create it.{}",
-            path_hint(&resolved)
-        )
+    let not_found = |source: Option<io::Error>| EditFileError::NotFound {
+        file_path: p.to_string(),
+        hint: path_hint(&resolved),
+        source,
     };
     let read_error = |e: io::Error| match e.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => not_found(),
-        _ => format!("Failed to read \"{p}\": {e}"),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => not_found(Some(e)),
+        _ => EditFileError::Read {
+            file_path: p.to_string(),
+            source: e,
+        },
     };
     let target = match Target::open(&resolved) {
         Ok(target) => target,
         Err(TargetError::NotRegular(FileKind::Directory)) => {
-            return Err(format!("Cannot edit \"{p}\": it is a directory."));
+            return Err(EditFileError::Directory {
+                file_path: p.to_string(),
+            });
         }
-        Err(e @ TargetError::NotRegular(_)) => return Err(format!("Cannot edit \"{p}\": {e}.")),
+        Err(e @ TargetError::NotRegular(_)) => {
+            return Err(EditFileError::NotRegular {
+                file_path: p.to_string(),
+                source: e,
+            });
+        }
         Err(TargetError::Io(e)) => return Err(read_error(e)),
     };
     let Some(opened) = target.existing.as_ref() else {
-        return Err(not_found());
+        return Err(not_found(None));
     };
     // Decided by the opened file: a hard link to a secret store is one too.
     if let Some(name) = secret_by_identity(&target.real, &opened.meta, workspace) {
@@ -91,19 +104,16 @@ fn run(
 
     let occurrences = content.matches(old).count();
     if occurrences == 0 {
-        let crlf = if content.contains("\r\n") {
-            " Note: the file uses CRLF (\\r\\n) line endings — a multi-line old_string must include the \\r characters."
-        } else {
-            ""
-        };
-        return Err(format!(
-            "old_string not found in \"{p}\". Make sure it matches the file content exactly, including whitespace and indentation.{crlf}"
-        ));
+        return Err(EditFileError::NoMatch {
+            file_path: p.to_string(),
+            crlf: content.contains("\r\n"),
+        });
     }
     if occurrences > 1 && !replace_all {
-        return Err(format!(
-            "old_string occurs {occurrences} times in \"{p}\". Add surrounding context to make it unique, or set replace_all to true to replace every occurrence."
-        ));
+        return Err(EditFileError::Ambiguous {
+            file_path: p.to_string(),
+            occurrences,
+        });
     }
 
     let updated = if replace_all {
@@ -111,8 +121,11 @@ fn run(
     } else {
         content.replacen(old, new, 1)
     };
-    let mode = write_through(&target, updated.as_bytes())
-        .map_err(|e| format!("Failed to write \"{p}\": {e}"))?;
+    let mode =
+        write_through(&target, updated.as_bytes()).map_err(|source| EditFileError::Write {
+            file_path: p.to_string(),
+            source,
+        })?;
     let replaced = if replace_all { occurrences } else { 1 };
     tracing::debug!(path = %target.real.display(), replaced, ?mode, "edit_file applied");
     let head = format!(
@@ -132,10 +145,11 @@ fn run(
 }
 
 /// The refusal of a secret store.
-fn refusal(p: &str, name: &str) -> String {
-    format!(
-        "Refusing to edit \"{p}\": {name} holds the user's secrets and must never enter the conversation."
-    )
+fn refusal(p: &str, name: &'static str) -> EditFileError {
+    EditFileError::Secret {
+        file_path: p.to_string(),
+        name,
+    }
 }
 
 /// The success text: `head` (the summary line and the write notes), hunks within the budget,

@@ -36,12 +36,12 @@ impl Tool for ReadImageTool {
         Box::pin(async move {
             let source = match require_nonempty_str(&args, "source", NAME) {
                 Ok(s) => s.to_string(),
-                Err(text) => {
-                    ctx.emit(text);
+                Err(e) => {
+                    ctx.emit(e.to_string());
                     return ToolResult::failed();
                 }
             };
-            match load_prepared(&source, &ctx.workspace, &ctx.cancel).await {
+            match load_prepared(&source, &ctx.env.workspace, &ctx.cancel).await {
                 Err(LoadError::Aborted) => ToolResult {
                     stop_reason: Some(StopReason::Aborted),
                     ..ToolResult::default()

@@ -119,8 +119,8 @@ impl Tool for VaalaReadFile {
     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
         let tool = *self;
         Box::pin(async move {
-            let workspace = ctx.workspace.clone();
-            let scope = ctx.scope.clone();
+            let workspace = ctx.env.workspace.clone();
+            let scope = ctx.env.scope.clone();
             let work = tokio::task::spawn_blocking(move || tool.read(&workspace, &args, &scope));
             let reply = tokio::select! {
                 biased;

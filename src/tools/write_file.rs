@@ -7,10 +7,14 @@
 //! or fail because the previous content cannot be diffed (that only drops the diff), and never
 //! panics on any argument.
 
+mod error;
+
 use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Map, Value};
+
+pub use self::error::{WriteFailure, WriteFileError};
 
 use super::args::{require_nonempty_str, require_str};
 use super::diff_render::{Hunk, LineDiff, content_lines, line_diff};
@@ -44,7 +48,7 @@ fn run(
     workspace: &Path,
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
-) -> Result<String, String> {
+) -> Result<String, WriteFileError> {
     let tool = def.name.as_str();
     let p = require_nonempty_str(args, "file_path", tool)?;
     // An empty string is valid content; only a missing or non-string value is an error.
@@ -59,12 +63,22 @@ fn run(
     let target = match Target::open(&resolved) {
         Ok(target) => target,
         Err(TargetError::NotRegular(FileKind::Directory)) => {
-            return Err(format!("Cannot write \"{p}\": it is a directory."));
+            return Err(WriteFileError::Directory {
+                file_path: p.to_string(),
+            });
         }
         Err(e @ TargetError::NotRegular(_)) => {
-            return Err(format!("Cannot write \"{p}\": {e}."));
+            return Err(WriteFileError::NotRegular {
+                file_path: p.to_string(),
+                source: e,
+            });
         }
-        Err(TargetError::Io(e)) => return Err(format!("Failed to write \"{p}\": {e}")),
+        Err(TargetError::Io(source)) => {
+            return Err(WriteFileError::Open {
+                file_path: p.to_string(),
+                source,
+            });
+        }
     };
     let mut previous: Option<String> = None;
     if let Some(opened) = &target.existing {
@@ -97,7 +111,10 @@ fn run(
         }
         Ok(write_through(&target, content.as_bytes())?)
     };
-    let mode = write().map_err(|msg| format!("Failed to write \"{p}\": {msg}"))?;
+    let mode = write().map_err(|source| WriteFileError::Write {
+        file_path: p.to_string(),
+        source,
+    })?;
 
     let lines = content_lines(content).len();
     let bytes = content.len();
@@ -153,28 +170,15 @@ fn diff_section(previous: &str, content: &str, head_len: usize, budget: i64) -> 
 }
 
 /// The refusal of a secret store.
-fn refusal(p: &str, name: &str) -> String {
-    format!(
-        "Refusing to write \"{p}\": {name} holds the user's secrets and must never enter the conversation."
-    )
+fn refusal(p: &str, name: &'static str) -> WriteFileError {
+    WriteFileError::Secret {
+        file_path: p.to_string(),
+        name,
+    }
 }
 
 /// When creating `dir` failed because an existing ancestor is not a directory, says which one
 /// (clearer than the raw `File exists` / `Not a directory`).
-/// Why `write_file` could not write: the text after `Failed to write "p": `.
-#[derive(Debug, thiserror::Error)]
-enum WriteFailure {
-    /// The parent directories cannot be created (`blocked`: a file stands in the way).
-    #[error("{}", blocked.clone().unwrap_or_else(|| source.to_string()))]
-    Parent {
-        blocked: Option<String>,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Write(#[from] crate::tools::fs_atomic::WriteError),
-}
-
 fn blocked_parent(dir: &Path) -> Option<String> {
     let existing = dir.ancestors().find(|a| std::fs::metadata(a).is_ok())?;
     (!existing.is_dir()).then(|| format!("\"{}\" is a file, not a directory", existing.display()))

@@ -81,7 +81,7 @@ async fn bash(
     ctx: ToolContext,
     args: Map<String, Value>,
 ) -> ToolResult {
-    let a = match format::bash_args(&ctx.workspace, &args) {
+    let a = match format::bash_args(&ctx.env.workspace, &args) {
         Ok(a) => a,
         Err(t) => return failed(&ctx, t.to_string()),
     };
@@ -118,7 +118,7 @@ async fn leased(
     args: &Map<String, Value>,
     tool: &str,
 ) -> Result<CommandLease, ToolResult> {
-    let id = format::command_id(args, tool).map_err(|t| failed(ctx, t))?;
+    let id = format::command_id(args, tool).map_err(|e| failed(ctx, e.to_string()))?;
     commands
         .lease(id)
         .await

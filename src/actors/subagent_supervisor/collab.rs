@@ -56,7 +56,7 @@ pub(crate) async fn target(
     args: &Map<String, Value>,
     tool: &str,
 ) -> Result<Arc<Child>, ToolResult> {
-    let id = args::require_nonblank_str(args, "target", tool).map_err(fail)?;
+    let id = args::require_nonblank_str(args, "target", tool).map_err(|e| fail(e.to_string()))?;
     if id == "parent" {
         return Err(fail(format!(
             "[{tool} error: this session has no parent; target is an agent_id from spawn_agent]"

@@ -14,6 +14,8 @@
 use regex::Regex;
 use serde_json::Value;
 
+use super::error::PlaceholderError;
+
 const OPEN: &str = "{{output:";
 
 /// One piece of an argument string.
@@ -24,7 +26,7 @@ enum Segment<'a> {
 }
 
 /// Splits `text` into literals and placeholders, or says what is wrong with a placeholder.
-fn parse(text: &str) -> Result<Vec<Segment<'_>>, String> {
+fn parse(text: &str) -> Result<Vec<Segment<'_>>, PlaceholderError> {
     let mut segments = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find(OPEN) {
@@ -33,21 +35,20 @@ fn parse(text: &str) -> Result<Vec<Segment<'_>>, String> {
         }
         let body = &rest[start + OPEN.len()..];
         let Some(colon) = body.find(':') else {
-            return Err(format!(
-                "placeholder \"{}\" has no ':' after the tool call index (expected {{{{output:K:REGEX}}}})",
-                clip(&rest[start..])
-            ));
+            return Err(PlaceholderError::NoColon {
+                placeholder: clip(&rest[start..]),
+            });
         };
         let index_text = &body[..colon];
-        let index: i64 = index_text.parse().map_err(|_| {
-            format!("placeholder \"{}\" has an invalid tool call index \"{index_text}\" (expected an integer)", clip(&rest[start..]))
+        let index: i64 = index_text.parse().map_err(|_| PlaceholderError::BadIndex {
+            placeholder: clip(&rest[start..]),
+            index: index_text.to_string(),
         })?;
         let after_index = &body[colon + 1..];
         let Some(close) = after_index.find("}}") else {
-            return Err(format!(
-                "placeholder \"{}\" is not closed by \"}}}}\"",
-                clip(&rest[start..])
-            ));
+            return Err(PlaceholderError::Unclosed {
+                placeholder: clip(&rest[start..]),
+            });
         };
         // The last two braces of the first run of `}` close the placeholder.
         let mut end = close + 2;
@@ -90,23 +91,22 @@ fn regex_reason(e: &regex::Error) -> String {
 }
 
 /// Compiles a placeholder regex and checks it has the capture group the value comes from.
-fn compile(regex: &str) -> Result<Regex, String> {
-    let compiled = Regex::new(regex).map_err(|e| {
-        format!(
-            "placeholder regex \"{regex}\" is invalid: {}",
-            regex_reason(&e)
-        )
+fn compile(regex: &str) -> Result<Regex, PlaceholderError> {
+    let compiled = Regex::new(regex).map_err(|source| PlaceholderError::InvalidRegex {
+        regex: regex.to_string(),
+        reason: regex_reason(&source),
+        source,
     })?;
     if compiled.captures_len() < 2 {
-        return Err(format!(
-            "placeholder regex \"{regex}\" has no capture group (the value is the first group)"
-        ));
+        return Err(PlaceholderError::NoCaptureGroup {
+            regex: regex.to_string(),
+        });
     }
     Ok(compiled)
 }
 
 /// Checks every placeholder of `text` (syntax, index, regex) at load time.
-pub(super) fn validate(text: &str) -> Result<(), String> {
+pub(super) fn validate(text: &str) -> Result<(), PlaceholderError> {
     for segment in parse(text)? {
         if let Segment::Output { regex, .. } = segment {
             compile(regex)?;
@@ -280,6 +280,7 @@ mod tests {
     #[test]
     fn validate_names_the_problem() {
         assert_eq!(validate("ok {{output:-1:a:(b)}}"), Ok(()));
+        let validate = |text: &str| validate(text).map_err(|e| e.to_string());
         assert_eq!(
             validate("{{output:x:(a)}}"),
             Err("placeholder \"{{output:x:(a)}}\" has an invalid tool call index \"x\" (expected an integer)".to_string())

@@ -32,6 +32,26 @@ pub(super) struct LoadedImage {
     pub limit_kb: u64,
 }
 
+/// Why an image cannot be sent: the text after `Cannot read image "<path>": `.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ImageLoadError {
+    /// The file is over [`MAX_IMAGE_FILE`] bytes.
+    #[error("{} exceeds the {} limit.", format_size(*.size), format_size(MAX_IMAGE_FILE))]
+    TooLarge { size: u64 },
+    /// Reading the file or guessing its format failed.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// The content does not decode.
+    #[error("it is not a readable image: {0}")]
+    Unreadable(#[source] image::ImageError),
+    /// A side is over [`MAX_IMAGE_SIDE`] px.
+    #[error("{width}×{height} px exceeds the {MAX_IMAGE_SIDE}×{MAX_IMAGE_SIDE} px limit.")]
+    TooManyPixels { width: u32, height: u32 },
+    /// Re-encoding as JPEG failed.
+    #[error("cannot re-encode it: {0}")]
+    Reencode(#[source] image::ImageError),
+}
+
 /// The image type of an opened file by its first bytes, without moving its position.
 pub(super) fn sniff(opened: &Opened) -> Option<&'static str> {
     let mut head = [0u8; 16];
@@ -39,12 +59,12 @@ pub(super) fn sniff(opened: &Opened) -> Option<&'static str> {
     sniff_mime(&head[..n])
 }
 
-fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, String> {
+fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, ImageLoadError> {
     let mut out = Vec::new();
     let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
     DynamicImage::ImageRgb8(img.to_rgb8())
         .write_with_encoder(encoder)
-        .map_err(|e| format!("cannot re-encode it: {e}"))?;
+        .map_err(ImageLoadError::Reencode)?;
     Ok(out)
 }
 
@@ -53,33 +73,27 @@ pub(super) fn load(
     opened: Opened,
     mime: &'static str,
     limit_kb: u64,
-) -> Result<LoadedImage, String> {
+) -> Result<LoadedImage, ImageLoadError> {
     let size = opened.meta.len();
     if size > MAX_IMAGE_FILE {
-        return Err(format!(
-            "{} exceeds the {} limit.",
-            format_size(size),
-            format_size(MAX_IMAGE_FILE)
-        ));
+        return Err(ImageLoadError::TooLarge { size });
     }
     let mut bytes = Vec::with_capacity(size as usize);
     opened
         .file
         .take(MAX_IMAGE_FILE + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(ImageLoadError::Io)?;
     let reader = || {
         ImageReader::new(Cursor::new(&bytes))
             .with_guessed_format()
-            .map_err(|e| e.to_string())
+            .map_err(ImageLoadError::Io)
     };
     let (width, height) = reader()?
         .into_dimensions()
-        .map_err(|e| format!("it is not a readable image: {e}"))?;
+        .map_err(ImageLoadError::Unreadable)?;
     if width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
-        return Err(format!(
-            "{width}×{height} px exceeds the {MAX_IMAGE_SIDE}×{MAX_IMAGE_SIDE} px limit."
-        ));
+        return Err(ImageLoadError::TooManyPixels { width, height });
     }
     let limit = limit_kb.saturating_mul(1024);
     let size = bytes.len() as u64;
@@ -94,9 +108,7 @@ pub(super) fn load(
             limit_kb,
         });
     }
-    let decoded = reader()?
-        .decode()
-        .map_err(|e| format!("it is not a readable image: {e}"))?;
+    let decoded = reader()?.decode().map_err(ImageLoadError::Unreadable)?;
     let mut side = width.max(height);
     loop {
         let img = if side >= width.max(height) {

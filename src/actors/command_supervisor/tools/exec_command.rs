@@ -93,11 +93,11 @@ pub(super) async fn run(
     };
     let cmd = match require_str(&args, "cmd", &tool) {
         Ok(c) => c.to_string(),
-        Err(text) => return fail(&ctx, text),
+        Err(e) => return fail(&ctx, e.to_string()),
     };
     let cwd = match opt_str(&args, "workdir").filter(|w| !w.is_empty()) {
         Some(w) => ctx.resolve(w),
-        None => ctx.workspace.clone(),
+        None => ctx.env.workspace.clone(),
     };
     let window = yield_window(&args, DEFAULT_YIELD_MS, ctx.definition.timeout_ms);
     let background = flag(&args, "run_in_background");

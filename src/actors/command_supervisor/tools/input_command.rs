@@ -29,7 +29,7 @@ pub(super) async fn run(
     };
     let id = match require_str(&args, "process_id", &tool) {
         Ok(id) => id.to_string(),
-        Err(text) => return fail(&ctx, text),
+        Err(e) => return fail(&ctx, e.to_string()),
     };
     // A non-string `chars` is an empty poll.
     let chars = opt_str(&args, "chars").unwrap_or("");

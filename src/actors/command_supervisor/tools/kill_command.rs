@@ -25,7 +25,7 @@ pub(super) async fn run(
     };
     let id = match require_str(&args, "process_id", &tool) {
         Ok(id) => id.to_string(),
-        Err(text) => return fail(&ctx, text),
+        Err(e) => return fail(&ctx, e.to_string()),
     };
     let Some((lease, known_exit)) = commands.take(&id).await else {
         return fail(

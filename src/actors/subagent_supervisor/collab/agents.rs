@@ -157,8 +157,17 @@ fn entry(n: usize, m: &ModelPayload) -> String {
     format!("#{n} {kind}: {shown}{cut}")
 }
 
+/// A read_session_history argument outside `1..=max` (`got`: the value given, as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[read_session_history error: {key} must be a whole number from 1 to {max} (got {got})]")]
+struct OutOfRange {
+    key: String,
+    max: usize,
+    got: String,
+}
+
 /// A whole number argument in `1..=max`, or `None` when absent.
-fn bounded(args: &Map<String, Value>, key: &str, max: usize) -> Result<Option<usize>, String> {
+fn bounded(args: &Map<String, Value>, key: &str, max: usize) -> Result<Option<usize>, OutOfRange> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v
@@ -166,9 +175,11 @@ fn bounded(args: &Map<String, Value>, key: &str, max: usize) -> Result<Option<us
             .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
         {
             Some(n) if n >= 1 && (n as usize) <= max => Ok(Some(n as usize)),
-            _ => Err(format!(
-                "[read_session_history error: {key} must be a whole number from 1 to {max} (got {v})]"
-            )),
+            _ => Err(OutOfRange {
+                key: key.to_string(),
+                max,
+                got: v.to_string(),
+            }),
         },
     }
 }
@@ -191,7 +202,7 @@ impl ReadSessionHistory {
             };
             let limit = match bounded(&args, "limit", HISTORY_MAX) {
                 Ok(l) => l.unwrap_or(HISTORY_LIMIT),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let _ = child.session.flush_trace().await;
             let path = child.session.trace_path().to_path_buf();

@@ -47,7 +47,7 @@ impl Tool for ChildSendMessage {
         Box::pin(async move {
             let target = match args::require_nonblank_str(&args, "target", "send_message") {
                 Ok(t) => t,
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             if target != "parent" {
                 return fail(format!(
@@ -56,7 +56,7 @@ impl Tool for ChildSendMessage {
             }
             let message = match args::require_nonblank_str(&args, "message", "send_message") {
                 Ok(m) => m.to_string(),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let mode = match args::opt_str(&args, "mode").unwrap_or("normal") {
                 m @ ("normal" | "steer") => m,

@@ -32,7 +32,7 @@ impl SendMessage {
             };
             let message = match args::require_nonblank_str(&args, "message", "send_message") {
                 Ok(m) => m.to_string(),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let mode = args::opt_str(&args, "mode").unwrap_or("normal");
             if mode != "normal" && mode != "steer" {

@@ -49,8 +49,17 @@ pub fn fork_turns(args: &Map<String, Value>) -> Result<ForkTurns, BadForkTurns> 
     }
 }
 
+/// A `reasoning_effort` that is not a short lowercase word (`got`: the value given, as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "[spawn_agent error: reasoning_effort must be a word such as low, medium or high (got {got})]"
+)]
+pub struct BadEffort {
+    pub got: String,
+}
+
 /// A `reasoning_effort` value: a short lowercase word.
-fn effort(args: &Map<String, Value>) -> Result<Option<String>, String> {
+fn effort(args: &Map<String, Value>) -> Result<Option<String>, BadEffort> {
     match args.get("reasoning_effort") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s))
@@ -58,9 +67,7 @@ fn effort(args: &Map<String, Value>) -> Result<Option<String>, String> {
         {
             Ok(Some(s.clone()))
         }
-        Some(v) => Err(format!(
-            "[spawn_agent error: reasoning_effort must be a word such as low, medium or high (got {v})]"
-        )),
+        Some(v) => Err(BadEffort { got: v.to_string() }),
     }
 }
 
@@ -86,11 +93,11 @@ impl SpawnAgent {
             }
             let task_name = match args::require_nonblank_str(&args, "task_name", "spawn_agent") {
                 Ok(t) => t.trim().to_string(),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let message = match args::require_nonblank_str(&args, "message", "spawn_agent") {
                 Ok(m) => m.to_string(),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let turns = match fork_turns(&args) {
                 Ok(t) => t,
@@ -98,7 +105,7 @@ impl SpawnAgent {
             };
             let reasoning_effort = match effort(&args) {
                 Ok(e) => e,
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let subagents = match supervisor(subagents, depth, "spawn_agent") {
                 Ok(s) => s,

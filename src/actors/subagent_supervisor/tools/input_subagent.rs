@@ -26,7 +26,7 @@ impl InputSubagentTool {
         Box::pin(async move {
             let id = match args::require_nonblank_str(&args, "subagent_id", "input_subagent") {
                 Ok(id) => id.to_string(),
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let Some(subagents) = subagents else {
                 return fail("[input_subagent unavailable: no subagent session manager available]");

@@ -1,0 +1,120 @@
+//! The spawned tasks that move bytes between a command's process and its actor: pipe and pty
+//! readers (one output credit per chunk in the mailbox, UTF-8 kept whole across reads) and the
+//! stdin writers. They only read, write and cast to the actor; they hold no command state.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::ChildStdin;
+use tokio::sync::{Semaphore, mpsc};
+
+use super::ring::Utf8Decoder;
+use super::{CommandMsg, READ_BUF};
+
+/// Sends one chunk of output to the actor once it has room for it (waits for a credit, which
+/// the actor returns when the chunk is in its ring). False when the actor is gone.
+async fn send_output(me: &ActorRef<CommandMsg>, credits: &Semaphore, text: String) -> bool {
+    if text.is_empty() {
+        return true;
+    }
+    // Never closed; were it, the chunk would still be delivered.
+    if let Ok(permit) = credits.acquire().await {
+        permit.forget();
+    }
+    me.cast(CommandMsg::Output(text)).is_ok()
+}
+
+pub(super) async fn read_stream<R: AsyncRead + Unpin>(
+    mut stream: R,
+    me: ActorRef<CommandMsg>,
+    credits: Arc<Semaphore>,
+) {
+    let mut buf = vec![0u8; READ_BUF];
+    let mut dec = Utf8Decoder::default();
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => {
+                let text = dec.push(&buf[..n]);
+                if !send_output(&me, &credits, text).await {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::debug!("command output read failed: {e}");
+                break;
+            }
+        }
+    }
+    let rest = dec.finish();
+    send_output(&me, &credits, rest).await;
+    let _ = me.cast(CommandMsg::StreamEnd);
+}
+
+pub(super) async fn read_pty(
+    master: Arc<AsyncFd<OwnedFd>>,
+    me: ActorRef<CommandMsg>,
+    credits: Arc<Semaphore>,
+) {
+    let mut buf = vec![0u8; READ_BUF];
+    let mut dec = Utf8Decoder::default();
+    loop {
+        let Ok(mut guard) = master.readable().await else {
+            break;
+        };
+        let read = guard
+            .try_io(|fd| nix::unistd::read(fd.get_ref(), &mut buf).map_err(std::io::Error::from));
+        drop(guard);
+        match read {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => {
+                let text = dec.push(&buf[..n]);
+                if !send_output(&me, &credits, text).await {
+                    return;
+                }
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // EIO: every slave descriptor is closed, i.e. the end of output.
+            Ok(Err(_)) => break,
+            Err(_would_block) => {}
+        }
+    }
+    let rest = dec.finish();
+    send_output(&me, &credits, rest).await;
+    let _ = me.cast(CommandMsg::StreamEnd);
+}
+
+pub(super) async fn write_pipe(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(bytes) = rx.recv().await {
+        if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+            // A closed stdin: later writes are silently ignored.
+            break;
+        }
+    }
+}
+
+pub(super) async fn write_pty(
+    master: Arc<AsyncFd<OwnedFd>>,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    while let Some(bytes) = rx.recv().await {
+        let mut rest: &[u8] = &bytes;
+        while !rest.is_empty() {
+            let Ok(mut guard) = master.writable().await else {
+                return;
+            };
+            match guard
+                .try_io(|fd| nix::unistd::write(fd.get_ref(), rest).map_err(std::io::Error::from))
+            {
+                Ok(Ok(n)) => rest = &rest[n..],
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(Err(_)) => return,
+                Err(_would_block) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! What a model config falls back on per provider when it names no value: the default endpoint
+//! and the default API-key variable of each provider that has its own.
+//!
+//! It sits below both the config (`model_config.rs`, which fills the defaults in) and the
+//! providers (which re-export their own names), so neither imports the other. It holds names
+//! and constants only: no config type, no client, no I/O.
+
+/// The provider name of Anthropic's Messages API (`anthropic`).
+pub const ANTHROPIC: &str = "anthropic";
+/// Anthropic's `base_url` when the config names none.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+/// The variable Anthropic's key is read from when `api_key_env` is not given.
+pub const ANTHROPIC_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+
+/// The endpoint a provider uses when the config names none (`None`: the config must name one).
+pub fn default_base_url(provider: &str) -> Option<&'static str> {
+    match provider {
+        ANTHROPIC => Some(ANTHROPIC_BASE_URL),
+        _ => None,
+    }
+}
+
+/// The key variable of a provider with its own default (`None`: the OpenAI-compatible default).
+pub fn default_api_key_env(provider: &str) -> Option<&'static str> {
+    match provider {
+        ANTHROPIC => Some(ANTHROPIC_API_KEY_ENV),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_anthropic_has_its_own_defaults() {
+        assert_eq!(default_base_url("anthropic"), Some(ANTHROPIC_BASE_URL));
+        assert_eq!(default_api_key_env("anthropic"), Some("ANTHROPIC_API_KEY"));
+        assert_eq!(default_base_url("openai"), None);
+        assert_eq!(default_api_key_env("deepseek"), None);
+    }
+}

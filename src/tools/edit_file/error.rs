@@ -1,0 +1,88 @@
+//! Why an edit_file call failed (`docs/tools.md#edit_file`). The `Display` texts are the failed
+//! replies the model sees, so they do not change. It must not decide anything about the edit:
+//! `super` finds the failure, this only words it.
+
+use std::io;
+
+use crate::tools::args::MissingArg;
+use crate::tools::file_target::TargetError;
+use crate::tools::fs_atomic::WriteError;
+
+/// The note added when `old_string` is not found in a file with CRLF line endings.
+const CRLF_NOTE: &str = " Note: the file uses CRLF (\\r\\n) line endings — a multi-line old_string must include the \\r characters.";
+
+/// A failed edit_file call, with the error behind it where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum EditFileError {
+    /// A required argument is missing (the text of `args::missing`).
+    #[error("{0}")]
+    Argument(#[from] MissingArg),
+    #[error(
+        "old_string must not be empty — edit_file replaces existing text. To create a file or rewrite it wholesale, use write_file."
+    )]
+    EmptyOldString,
+    #[error(
+        "old_string and new_string are identical — nothing to change. Make new_string the desired replacement text."
+    )]
+    NothingToChange,
+    /// The path is a secret store.
+    #[error(
+        "Refusing to edit \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
+    )]
+    Secret {
+        file_path: String,
+        name: &'static str,
+    },
+    /// Nothing at the path (`hint` is the missing-path diagnostic, possibly empty).
+    #[error(
+        "File not found: \"{file_path}\". edit_file only edits existing files — check the path (absolute paths are supported), or use write_file to create it.{hint}"
+    )]
+    NotFound {
+        file_path: String,
+        hint: String,
+        #[source]
+        source: Option<io::Error>,
+    },
+    /// Opening or reading failed.
+    #[error("Failed to read \"{file_path}\": {source}")]
+    Read {
+        file_path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// The path is a directory.
+    #[error("Cannot edit \"{file_path}\": it is a directory.")]
+    Directory { file_path: String },
+    /// The path is something other than a regular file or a directory.
+    #[error("Cannot edit \"{file_path}\": {source}.")]
+    NotRegular {
+        file_path: String,
+        #[source]
+        source: TargetError,
+    },
+    /// `old_string` does not occur in the file (`crlf`: the file uses CRLF line endings).
+    #[error(
+        "old_string not found in \"{file_path}\". Make sure it matches the file content exactly, including whitespace and indentation.{}",
+        crlf_note(*.crlf)
+    )]
+    NoMatch { file_path: String, crlf: bool },
+    /// `old_string` occurs more than once and `replace_all` is not set.
+    #[error(
+        "old_string occurs {occurrences} times in \"{file_path}\". Add surrounding context to make it unique, or set replace_all to true to replace every occurrence."
+    )]
+    Ambiguous {
+        file_path: String,
+        occurrences: usize,
+    },
+    /// Writing the edited content failed.
+    #[error("Failed to write \"{file_path}\": {source}")]
+    Write {
+        file_path: String,
+        #[source]
+        source: WriteError,
+    },
+}
+
+fn crlf_note(crlf: bool) -> &'static str {
+    if crlf { CRLF_NOTE } else { "" }
+}
