@@ -17,6 +17,7 @@ mod handle;
 pub mod inbox;
 mod mcp_sync;
 mod mode;
+pub mod model_switch;
 mod output;
 mod secrets;
 mod services;
@@ -156,6 +157,13 @@ pub enum SessionMsg {
     },
     /// Wakes `wait_agent` (a message was queued for this session elsewhere).
     Poke(String),
+    /// Switches the model from the next request on, or (`false`) only checks that the choice
+    /// resolves and builds: see `model_switch.rs`.
+    SwitchModel(
+        model_switch::ModelChoice,
+        bool,
+        RpcReplyPort<Result<model_switch::Switched, crate::actors::subagent_supervisor::SpecError>>,
+    ),
     /// Steers the running task (or starts one when idle): see `steer.rs`.
     Steer(
         String,
@@ -329,6 +337,8 @@ pub struct SessionState {
     pub(crate) task_start: usize,
     /// `(start, end)` of every completed task in `history` (`fork_turns`).
     pub(crate) completed_tasks: Vec<(usize, usize)>,
+    /// The `model_switched` record in force (repeated in the files of later rotations).
+    pub(crate) model_switch: Option<Box<OmniMessage>>,
 }
 
 impl Actor for SessionActor {
@@ -343,7 +353,7 @@ impl Actor for SessionActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let SessionArgs {
             id,
-            options,
+            mut options,
             trace,
             trace_path,
             subscribers,
@@ -355,6 +365,7 @@ impl Actor for SessionActor {
         trace_health.on_failure(move |text| {
             let _ = me.cast(SessionMsg::TraceFailed(text.to_string()));
         });
+        let model_switch = model_switch::on_resume(&id, &mut options);
         let model = options.model.open(&ModelSessionContext {
             session_id: id.clone(),
             is_subagent: options.depth > 0,
@@ -444,7 +455,11 @@ impl Actor for SessionActor {
             pending_steers: Vec::new(),
             inbox: Arc::new(tokio::sync::watch::channel(inbox::Inbox::default()).0),
             task_start: 0,
-            completed_tasks: Vec::new(),
+            completed_tasks: resumed
+                .as_ref()
+                .map(|r| r.completed_tasks.clone())
+                .unwrap_or_default(),
+            model_switch,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -565,6 +580,9 @@ async fn handle_msg(
                 turn::on_notice(&myself, state);
             }
             SessionMsg::Poke(what) => inbox::arrived(state, &what),
+            SessionMsg::SwitchModel(choice, apply, reply) => {
+                let _ = reply.send(model_switch::on_switch(state, &choice, apply));
+            }
             SessionMsg::Steer(text, sender, reply) => {
                 steer::on_steer(&myself, state, text, sender, reply)
             }
