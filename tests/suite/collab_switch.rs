@@ -110,14 +110,21 @@ fn child_trace(home: &std::path::Path) -> (String, Vec<OmniMessage>) {
     panic!("no child trace under {}", home.display());
 }
 
-/// The `content` of every message of an OpenAI request body.
+/// The texts of every message of an OpenAI request body (a content string, or each text part).
 fn contents(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_str().map(str::to_string))
-        .collect()
+    let mut out = Vec::new();
+    for m in body["messages"].as_array().unwrap() {
+        match &m["content"] {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(parts) => out.extend(
+                parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str().map(str::to_string)),
+            ),
+            _ => {}
+        }
+    }
+    out
 }
 
 fn position(list: &[String], pred: impl Fn(&str) -> bool) -> usize {
@@ -358,6 +365,112 @@ async fn a_queued_message_with_a_model_runs_its_round_on_it_and_the_current_roun
     assert!(
         position(&c, |t| t == "first round on the script")
             < position(&c, |t| t == "then this on big")
+    );
+    mock.assert_clean();
+    s.close().await.unwrap();
+    host.shutdown().await;
+}
+
+fn sse_text(text: &str) -> Reply {
+    let delta = json!({"id": "c2", "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]});
+    let stop = json!({"id": "c2", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    Reply::Sse(vec![format!(
+        "data: {delta}\n\ndata: {stop}\n\ndata: [DONE]\n\n"
+    )])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_survives_a_compaction_s_rotation_and_the_resume_that_reads_the_new_file() {
+    use rookery::actors::session::model_switch::ModelChoice;
+    let mock = Mock::start(
+        vec![
+            sse_text("on fast"),
+            sse_text("[summary]it said on fast[/summary]"),
+            sse_text("after resume"),
+        ],
+        None,
+    )
+    .await;
+    let (_d, ws, home) = tempdirs();
+    let mut o = options(
+        &ws,
+        scripted(json!({"turns": [{"text": "scripted, wrong"}]})),
+    );
+    o.config = config(&mock.base_url);
+    let host = Host::start(&home).await.unwrap();
+    let s = host.create_session(o).await.unwrap();
+    let id = s.id().to_string();
+    let unknown = s
+        .switch_model(
+            ModelChoice {
+                model: Some("huge".into()),
+                reasoning_effort: None,
+            },
+            true,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        unknown.to_string().starts_with("unknown model \"huge\""),
+        "{unknown}"
+    );
+    let switched = s
+        .switch_model(
+            ModelChoice {
+                model: Some("openai/mini".into()),
+                reasoning_effort: Some("medium".into()),
+            },
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(switched.changed);
+    assert_eq!(switched.info.model_id, "mini");
+    assert_eq!(
+        s.run_task("first").await.unwrap().final_text.as_deref(),
+        Some("on fast")
+    );
+    s.compact().await.unwrap();
+    s.wait_idle().await.unwrap();
+    s.close().await.unwrap();
+    host.shutdown().await;
+    // The second file (after the rotation) repeats the switch after its header.
+    let second =
+        rookery::trace::paths::trace_path(&home, &id).with_file_name(format!("{id}_002.jsonl"));
+    let recs = trace_records(&second);
+    assert!(
+        recs.iter().take(4).any(|r| matches!(r.as_event(), Some(EventPayload::ModelSwitched { model, .. }) if model == "openai/mini")),
+        "{:#?}",
+        kinds(&recs)
+    );
+
+    let host = Host::start(&home).await.unwrap();
+    let mut o = options(
+        &ws,
+        scripted(json!({"turns": [{"text": "scripted, wrong"}]})),
+    );
+    o.config = config(&mock.base_url);
+    let s = host.resume_session(&id, o).await.unwrap();
+    assert_eq!(
+        s.run_task("again").await.unwrap().final_text.as_deref(),
+        Some("after resume")
+    );
+    let bodies = mock.requests();
+    assert_eq!(bodies.len(), 3);
+    for b in &bodies {
+        assert_eq!(
+            (&b["model"], &b["reasoning_effort"]),
+            (&json!("mini"), &json!("medium"))
+        );
+    }
+    let c = contents(&bodies[2]);
+    assert_eq!(
+        c[1..],
+        [
+            "[context_summary]\nit said on fast\n[/context_summary]",
+            "again"
+        ],
+        "the resumed context is the summary, then the prompt"
     );
     mock.assert_clean();
     s.close().await.unwrap();

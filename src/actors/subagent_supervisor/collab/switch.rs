@@ -57,14 +57,21 @@ pub async fn switch(
     apply: bool,
     when: &str,
 ) -> Result<String, String> {
+    let named = choice.model.is_some();
     match session.switch_model(choice, apply).await {
         Ok(s) if s.changed => Ok(format!(
             "model: {}/{} ({when})",
             s.info.provider, s.info.model_id
         )),
         Ok(s) => Ok(format!(
-            "model: {}/{} (unchanged: it already runs on it, and a scripted model takes no reasoning_effort)",
-            s.info.provider, s.info.model_id
+            "model: {}/{} (unchanged: {})",
+            s.info.provider,
+            s.info.model_id,
+            if named {
+                "it already runs on this model"
+            } else {
+                "its model takes no reasoning_effort"
+            }
         )),
         Err(SwitchError::Spec(e)) => Err(format!(
             "[send_message error: {e}; {id} keeps its model and the message was not sent]"
