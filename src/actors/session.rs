@@ -366,13 +366,14 @@ impl Actor for SessionActor {
             let _ = me.cast(SessionMsg::TraceFailed(text.to_string()));
         });
         let model_switch = model_switch::on_resume(&id, &mut options);
-        let model = options.model.open(&ModelSessionContext {
+        let mut model = options.model.open(&ModelSessionContext {
             session_id: id.clone(),
             is_subagent: options.depth > 0,
             first_prompt: options.first_prompt.clone(),
             next_call_index: options.resume.as_ref().map_or(0, |r| r.next_call_index),
             requests_made: options.resume.as_ref().map_or(0, |r| r.requests),
         });
+        model_switch::seed_resumed(model.as_mut(), &options);
         // A resumed session appends to its existing trace, which already starts with its meta.
         match &options.resume {
             None => {

@@ -88,8 +88,9 @@ fn record(resolved: &ResolvedModel) -> OmniMessage {
     })
 }
 
-/// Swaps the session's model; the history and the call ids are kept (a new model session
-/// continues the call counter).
+/// Swaps the session's model; the history and the call ids are kept (the new model session
+/// continues the call counter and knows the ids in use, so a repeated provider id is
+/// disambiguated).
 fn install(state: &mut SessionState, resolved: ResolvedModel) {
     let msg = record(&resolved);
     let ctx = ModelSessionContext {
@@ -99,7 +100,9 @@ fn install(state: &mut SessionState, resolved: ResolvedModel) {
         next_call_index: next_call_index(state),
         requests_made: 0,
     };
-    state.model = resolved.model.open(&ctx);
+    let mut session = resolved.model.open(&ctx);
+    session.known_call_ids(&call_ids(state));
+    state.model = session;
     state.options.model = resolved.model;
     state.options.config.model = Some(resolved.config);
     tracing::info!(session = %state.id, model = %resolved.name, "model switched");
@@ -107,18 +110,24 @@ fn install(state: &mut SessionState, resolved: ResolvedModel) {
     state.model_switch = Some(Box::new(msg));
 }
 
-/// 1 + the highest `call_<n>` the session's context holds (or its resume counted).
-fn next_call_index(state: &SessionState) -> u64 {
-    let seen = state
+/// The ids of the calls in the session's context.
+fn call_ids(state: &SessionState) -> Vec<&str> {
+    state
         .history
         .iter()
         .chain(state.carry_over.iter())
         .filter_map(|m| match m {
-            ModelPayload::ToolCall { tool_call_id, .. } => {
-                crate::trace::resume::call_index(tool_call_id)
-            }
+            ModelPayload::ToolCall { tool_call_id, .. } => Some(tool_call_id.as_str()),
             _ => None,
         })
+        .collect()
+}
+
+/// 1 + the highest `call_<n>` the session's context holds (or its resume counted).
+fn next_call_index(state: &SessionState) -> u64 {
+    let seen = call_ids(state)
+        .into_iter()
+        .filter_map(crate::trace::resume::call_index)
         .max()
         .map_or(0, |n| n.saturating_add(1));
     let resumed = state
@@ -158,6 +167,22 @@ pub(super) fn on_resume(id: &str, options: &mut SessionOptions) -> Option<Box<Om
             );
             None
         }
+    }
+}
+
+/// A resumed session's model session learns the call ids of the resumed context.
+pub(super) fn seed_resumed(model: &mut dyn crate::model::ModelSession, options: &SessionOptions) {
+    if let Some(r) = &options.resume {
+        let ids: Vec<&str> = r
+            .history
+            .iter()
+            .chain(r.carry_over.iter())
+            .filter_map(|m| match m {
+                ModelPayload::ToolCall { tool_call_id, .. } => Some(tool_call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        model.known_call_ids(&ids);
     }
 }
 
