@@ -476,3 +476,63 @@ async fn a_switch_survives_a_compaction_s_rotation_and_the_resume_that_reads_the
     s.close().await.unwrap();
     host.shutdown().await;
 }
+
+fn sse_call(id: &str, name: &str, arguments: &str) -> Reply {
+    let open = json!({"id": "c3", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}]});
+    let args = json!({"id": "c3", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}, "finish_reason": null}]});
+    let stop =
+        json!({"id": "c3", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+    Reply::Sse(vec![format!(
+        "data: {open}\n\ndata: {args}\n\ndata: {stop}\n\ndata: [DONE]\n\n"
+    )])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_id_the_new_model_repeats_stays_unique_in_the_agent_s_history() {
+    let mock = Mock::start(
+        vec![
+            sse_call("call_0", "bash", "{\"command\":\"echo second\"}"),
+            answer(),
+        ],
+        None,
+    )
+    .await;
+    let (_d, ws, home) = tempdirs();
+    let model = Recording::new(scripted(json!({
+        "turns": [
+            {"tool_calls": [call("spawn_agent", json!({"task_name": "i", "message": "child-ids"}))]},
+            {"tool_calls": [call("wait_agent", json!({"timeout_seconds": 30}))]},
+            {"tool_calls": [call("send_message", json!({"target": AGENT, "message": "again on fast", "model": "fast"}))]},
+            {"tool_calls": [call("wait_agent", json!({"timeout_seconds": 30}))]},
+            {"text": "done"}],
+        "children": [{"when_prompt_contains": "child-ids", "turns": [
+            {"tool_calls": [call("bash", json!({"command": "echo first"}))]}, {"text": "round one"}]}]
+    })));
+    let host = Host::start(&home).await.unwrap();
+    let s = run_parent(&host, parent(&ws, model.clone(), &mock.base_url)).await;
+    let all = reports(parent_requests(&model).last().unwrap());
+    assert_eq!(all.len(), 2, "{all:#?}");
+    assert!(all[1].ends_with("child says hi"), "{all:#?}");
+    s.close().await.unwrap();
+    host.shutdown().await;
+    let (_, recs) = child_trace(&home);
+    let calls: Vec<String> = recs
+        .iter()
+        .filter_map(|r| match r.as_model() {
+            Some(ModelPayload::ToolCall { tool_call_id, .. }) => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, ["call_0", "call_0#2"]);
+    for id in &calls {
+        let outs = recs
+            .iter()
+            .filter(|r| matches!(r.as_model(), Some(ModelPayload::ToolCallOutput { tool_call_id, .. }) if tool_call_id == id))
+            .count();
+        assert_eq!(outs, 1, "{id}");
+    }
+    let bodies = mock.requests();
+    assert_eq!(bodies.len(), 2);
+    check_pairing(&bodies[1]).unwrap();
+    mock.assert_clean();
+}
