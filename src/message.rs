@@ -401,6 +401,17 @@ pub enum EventPayload {
     ForkedHistory {
         messages: Vec<ModelPayload>,
     },
+    /// The session's model changed (a parent's `send_message` with `model` /
+    /// `reasoning_effort`): `model` is the `models:` name or `provider/model` it resolved from;
+    /// resume resolves it again, so a resumed session keeps it (Rookery's own).
+    ModelSwitched {
+        model: String,
+        provider: String,
+        model_id: String,
+        context_window: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_effort: Option<String>,
+    },
 }
 
 pub mod build;

@@ -142,6 +142,10 @@ pub trait Model: Send + Sync + 'static {
 /// the returned stream is driven by a spawned task.
 pub trait ModelSession: Send + 'static {
     fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent>;
+
+    /// Tool call ids the session's history already holds (a model switch, a resume): a
+    /// provider that repeats one gets it disambiguated as if this session had seen it.
+    fn known_call_ids(&mut self, _ids: &[&str]) {}
 }
 
 /// Pushes one streamed segment: `start` and `stop` partials with empty content around one

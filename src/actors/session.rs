@@ -19,6 +19,7 @@ pub mod inbox;
 mod machine;
 mod mcp_sync;
 mod mode;
+pub mod model_switch;
 mod options;
 mod output;
 mod secrets;
@@ -93,6 +94,13 @@ pub enum SessionMsg {
     },
     /// Wakes `wait_agent` (a message was queued for this session elsewhere).
     Poke(String),
+    /// Switches the model from the next request on, or (`false`) only checks that the choice
+    /// resolves and builds: see `model_switch.rs`.
+    SwitchModel(
+        model_switch::ModelChoice,
+        bool,
+        RpcReplyPort<Result<model_switch::Switched, crate::actors::subagent_supervisor::SpecError>>,
+    ),
     /// Steers the running task (or starts one when idle): see `steer.rs`.
     Steer(
         String,
@@ -243,6 +251,8 @@ pub struct SessionState {
     pub(crate) task_start: usize,
     /// `(start, end)` of every completed task in `history` (`fork_turns`).
     pub(crate) completed_tasks: Vec<(usize, usize)>,
+    /// The `model_switched` record in force (repeated in the files of later rotations).
+    pub(crate) model_switch: Option<Box<OmniMessage>>,
 }
 
 impl Actor for SessionActor {
@@ -257,7 +267,7 @@ impl Actor for SessionActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let SessionArgs {
             id,
-            options,
+            mut options,
             trace,
             trace_path,
             subscribers,
@@ -269,13 +279,15 @@ impl Actor for SessionActor {
         trace_health.on_failure(move |text| {
             let _ = me.cast(SessionMsg::TraceFailed(text.to_string()));
         });
-        let model = options.model.open(&ModelSessionContext {
+        let model_switch = model_switch::on_resume(&id, &mut options);
+        let mut model = options.model.open(&ModelSessionContext {
             session_id: id.clone(),
             is_subagent: options.depth > 0,
             first_prompt: options.first_prompt.clone(),
             next_call_index: options.resume.as_ref().map_or(0, |r| r.next_call_index),
             requests_made: options.resume.as_ref().map_or(0, |r| r.requests),
         });
+        model_switch::seed_resumed(model.as_mut(), &options);
         // A resumed session appends to its existing trace, which already starts with its meta.
         match &options.resume {
             None => {
@@ -358,7 +370,11 @@ impl Actor for SessionActor {
             pending_steers: Vec::new(),
             inbox: Arc::new(tokio::sync::watch::channel(inbox::Inbox::default()).0),
             task_start: 0,
-            completed_tasks: Vec::new(),
+            completed_tasks: resumed
+                .as_ref()
+                .map(|r| r.completed_tasks.clone())
+                .unwrap_or_default(),
+            model_switch,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         Ok(state)
@@ -440,6 +456,9 @@ async fn handle_msg(
                 turn::on_notice(&myself, state);
             }
             SessionMsg::Poke(what) => inbox::arrived(state, &what),
+            SessionMsg::SwitchModel(choice, apply, reply) => {
+                let _ = reply.send(model_switch::on_switch(state, &choice, apply));
+            }
             SessionMsg::Steer(text, sender, reply) => {
                 steer::on_steer(&myself, state, text, sender, reply)
             }

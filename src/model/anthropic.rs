@@ -210,4 +210,9 @@ impl ModelSession for AnthropicSession {
             )),
         )
     }
+
+    fn known_call_ids(&mut self, ids: &[&str]) {
+        let mut seen = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        seen.extend(ids.iter().map(|id| id.to_string()));
+    }
 }

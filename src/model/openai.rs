@@ -247,4 +247,11 @@ impl ModelSession for OpenAiSession {
         }
         transport::stream(inner.endpoint.clone(), body, self.ids.clone())
     }
+
+    fn known_call_ids(&mut self, ids: &[&str]) {
+        match self.ids.lock() {
+            Ok(mut seen) => seen.seed(ids),
+            Err(p) => p.into_inner().seed(ids),
+        }
+    }
 }

@@ -60,6 +60,11 @@ pub struct ResumeState {
     /// Model requests begun (`request_begin`, compaction requests included): the scripted
     /// model's position in its script.
     pub requests: u64,
+    /// `(start, end)` in `history` of every completed task of the current context (the
+    /// turns `fork_turns` copies), oldest first.
+    pub completed_tasks: Vec<(usize, usize)>,
+    /// The last `model_switched` record (the session continues on that model).
+    pub model_switch: Option<EventPayload>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -152,6 +157,7 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         Some(EventPayload::CompactionEnd { status: StopReason::Completed, mode, .. }) if mode == "discard"
     );
     let (history, carry_over, turns) = if closed {
+        replay.tasks.context_closed();
         (Vec::new(), Vec::new(), 0)
     } else {
         let pending = std::mem::take(&mut replay.pending);
@@ -168,6 +174,8 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         next_call_index: replay.max_call.map_or(0, |n| n.saturating_add(1)),
         approval_mode: replay.approval_mode,
         requests: replay.requests,
+        completed_tasks: replay.tasks.spans,
+        model_switch: replay.model_switch,
     })
 }
 
@@ -192,6 +200,8 @@ struct Replay {
     max_call: Option<u64>,
     approval_mode: Option<String>,
     requests: u64,
+    tasks: tasks::TaskSpans,
+    model_switch: Option<EventPayload>,
 }
 
 impl Replay {
@@ -245,6 +255,7 @@ impl Replay {
             EventPayload::ToolListReady { .. } => self.tools_announced = true,
             EventPayload::ApprovalModeChanged { mode } => self.approval_mode = Some(mode.clone()),
             EventPayload::ForkedHistory { messages } => self.history.extend(messages.clone()),
+            EventPayload::ModelSwitched { .. } => self.model_switch = Some(event.clone()),
             EventPayload::CompactionBegin { .. } => {
                 self.drop_open_request();
                 self.in_compaction = true;
@@ -258,11 +269,13 @@ impl Replay {
                     self.pending.clear();
                     self.unanswered.clear();
                     self.turns = 0;
+                    self.tasks.context_closed();
                 }
             }
             _ if self.in_compaction => {}
             EventPayload::RequestBegin {} => {
                 self.drop_open_request();
+                self.tasks.request_begins(self.history.len());
                 let input = std::mem::take(&mut self.pending);
                 self.open = Some(OpenRequest {
                     input,
@@ -276,7 +289,10 @@ impl Replay {
             EventPayload::RequestEnd { .. } | EventPayload::Abort { .. } => {
                 self.drop_open_request();
             }
-            EventPayload::TaskEnd { .. } => self.drop_open_request(),
+            EventPayload::TaskEnd { status } => {
+                self.drop_open_request();
+                self.tasks.task_ends(*status, self.history.len());
+            }
             _ => {}
         }
     }
@@ -354,7 +370,7 @@ pub fn placeholder(tool_call_id: &str) -> ModelPayload {
 }
 
 /// `n` of an id `call_<n>` or `call_<n>#<k>` (the per-session disambiguation suffix).
-fn call_index(id: &str) -> Option<u64> {
+pub(crate) fn call_index(id: &str) -> Option<u64> {
     let rest = id.strip_prefix("call_")?;
     let digits = rest.split_once('#').map_or(rest, |(n, _)| n);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -362,6 +378,8 @@ fn call_index(id: &str) -> Option<u64> {
     }
     digits.parse().ok()
 }
+
+mod tasks;
 
 #[cfg(test)]
 mod tests;

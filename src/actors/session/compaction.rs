@@ -471,6 +471,7 @@ fn complete(myself: &ActorRef<SessionMsg>, state: &mut SessionState, summary: Op
     );
     state.history = Arc::new(Vec::new());
     state.committed = 0;
+    super::inbox::context_replaced(state);
     state.compaction.turns = 0;
     state.compaction.last_total = 0;
     rotate(state);
@@ -515,10 +516,11 @@ fn rotate(state: &SessionState) {
     if meta.approval_mode.is_none() {
         meta.approval_mode = state.approval_mode.map(|m| m.as_str().to_string());
     }
-    let records = [
+    let mut records = vec![
         OmniMessage::session_meta(meta),
         build::tool_list_ready(state.tool_specs.as_ref().clone()),
     ];
+    records.extend(super::model_switch::header_record(state));
     let header = records
         .iter()
         .filter_map(record_line)

@@ -127,6 +127,18 @@ impl SessionHandle {
         Ok(ractor::call!(self.actor, SessionMsg::Fork, turns)?)
     }
 
+    /// Switches the session's model from its next request on (`apply`), or only checks that
+    /// `choice` resolves against its config and builds. The history is kept.
+    pub async fn switch_model(
+        &self,
+        choice: super::model_switch::ModelChoice,
+        apply: bool,
+    ) -> Result<super::model_switch::Switched, super::model_switch::SwitchError> {
+        let switched = ractor::call!(self.actor, SessionMsg::SwitchModel, choice, apply)
+            .map_err(RookeryError::from)?;
+        Ok(switched?)
+    }
+
     /// Aborts the running task (no-op when idle).
     pub fn abort(&self) -> Result<(), RookeryError> {
         self.actor

@@ -2,8 +2,9 @@
 //! agent reports and messages arriving) and the completed tasks `spawn_agent` may copy into a
 //! child (`fork_turns`).
 //!
-//! It owns the [`Inbox`] watch value and the task boundaries; it never delivers input (the
-//! turn loop does) and never starts a task.
+//! It owns the [`Inbox`] watch value and the task boundaries (rebuilt from the trace on resume,
+//! restarted by a compaction); it never delivers input (the turn loop does) and never starts a
+//! task.
 
 use crate::message::ModelPayload;
 
@@ -65,20 +66,68 @@ pub(super) fn task_completed(state: &mut SessionState) {
     }
 }
 
-/// The history of the chosen completed tasks, oldest first (spans the history no longer
-/// holds, e.g. after a compaction, are skipped).
+/// A completed compaction replaced the context: the turns before it are gone; a running task
+/// continues from the start of the new context (its summary).
+pub(super) fn context_replaced(state: &mut SessionState) {
+    state.completed_tasks.clear();
+    state.task_start = 0;
+}
+
+/// What `fork_turns` copies, oldest first (`docs/collaboration.md#fork_turns`): `all` is the
+/// current context before the running task (after a compaction: the summary and the turns
+/// since); `N` the last N completed tasks in it, or all of it when it holds fewer. A call
+/// whose output is not in the copy (or an output whose call is not) is left out, so the copy
+/// is always paired.
 pub(super) fn fork(state: &SessionState, turns: ForkTurns) -> Vec<ModelPayload> {
-    let spans = &state.completed_tasks;
-    let chosen = match turns {
-        ForkTurns::None => &spans[..0],
-        ForkTurns::All => &spans[..],
-        ForkTurns::Last(n) => &spans[spans.len().saturating_sub(n)..],
+    let end = if state.task.is_some() {
+        state.task_start
+    } else {
+        state.committed
+    }
+    .min(state.history.len());
+    let spans: Vec<(usize, usize)> = state
+        .completed_tasks
+        .iter()
+        .copied()
+        .filter(|(s, e)| s < e && *e <= end)
+        .collect();
+    let chosen: Vec<(usize, usize)> = match turns {
+        ForkTurns::None => Vec::new(),
+        ForkTurns::Last(n) if n <= spans.len() => spans[spans.len() - n..].to_vec(),
+        ForkTurns::All | ForkTurns::Last(_) => vec![(0, end)],
     };
     let mut out = Vec::new();
     for (start, end) in chosen {
-        if let Some(part) = state.history.get(*start..*end) {
+        if let Some(part) = state.history.get(start..end) {
             out.extend(part.iter().cloned());
         }
     }
-    out
+    paired(out)
+}
+
+/// `messages` without the calls that have no output among them and the outputs that have no
+/// call among them.
+fn paired(messages: Vec<ModelPayload>) -> Vec<ModelPayload> {
+    use std::collections::HashSet;
+    let mut calls = HashSet::new();
+    let mut outputs = HashSet::new();
+    for m in &messages {
+        match m {
+            ModelPayload::ToolCall { tool_call_id, .. } => {
+                calls.insert(tool_call_id.clone());
+            }
+            ModelPayload::ToolCallOutput { tool_call_id, .. } => {
+                outputs.insert(tool_call_id.clone());
+            }
+            _ => {}
+        }
+    }
+    messages
+        .into_iter()
+        .filter(|m| match m {
+            ModelPayload::ToolCall { tool_call_id, .. } => outputs.contains(tool_call_id),
+            ModelPayload::ToolCallOutput { tool_call_id, .. } => calls.contains(tool_call_id),
+            _ => true,
+        })
+        .collect()
 }

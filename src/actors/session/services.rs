@@ -74,6 +74,8 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
     if state.subagents.is_none() && state.wants_subagents && kind == Some(ServiceKind::Subagents) {
         // A child session never gets the subagent tools (depth limit 1).
         let mut template = state.options.clone();
+        // A resumed parent's children are new sessions, not resumes of the parent's trace.
+        template.resume = None;
         // A child has no MCP connections of its own: the parent's MCP tools are not offered.
         let mcp_bound: Vec<String> = template
             .config

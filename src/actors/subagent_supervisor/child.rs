@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::background_notice::{self, NoticeKind};
+use crate::actors::session::model_switch::ModelChoice;
 use crate::actors::session::{MessageReceiver, SessionHandle, SessionMsg, Subscribers, broadcast};
 use crate::approval::{ApprovalRequest, Approver};
 use crate::message::{Decision, EventPayload, ModelPayload, OmniMessage, Role, StopReason};
@@ -136,7 +137,9 @@ struct ChildState {
     /// Completed rounds.
     rounds: u64,
     /// `send_message` texts waiting for the current round to end (mode `normal`).
-    queue: std::collections::VecDeque<String>,
+    queue: std::collections::VecDeque<Queued>,
+    /// `provider/model` and context window after a model switch (`model_switched`).
+    model: Option<(String, serde_json::Value)>,
     /// `spawn_agent`'s `task_name` and `agent_name`.
     task_name: String,
     agent_name: Option<String>,
@@ -144,6 +147,13 @@ struct ChildState {
 
 /// Most `send_message` texts queued for one busy agent.
 pub const QUEUE_CAP: usize = 8;
+
+/// A `send_message` text waiting for the agent's next round, and the model switch it brings.
+#[derive(Debug, Clone)]
+pub struct Queued {
+    pub text: String,
+    pub switch: Option<ModelChoice>,
+}
 
 /// What a child's message makes the forwarder send to the parent.
 enum Outgoing {
@@ -233,15 +243,22 @@ impl Child {
         self.with(|s| s.interrupted = true);
     }
 
-    /// Queues a text for the next round; false when [`QUEUE_CAP`] texts already wait.
-    pub fn enqueue(&self, text: String) -> bool {
+    /// Queues a text (and the model switch its round starts with) for the next round; false
+    /// when [`QUEUE_CAP`] texts already wait.
+    pub fn enqueue(&self, text: String, switch: Option<ModelChoice>) -> bool {
         self.with(|s| {
             if s.queue.len() >= QUEUE_CAP {
                 return false;
             }
-            s.queue.push_back(text);
+            s.queue.push_back(Queued { text, switch });
             true
         })
+    }
+
+    /// `(provider/model, context window)` the agent runs on since its last model switch
+    /// (`None`: its spawn's model, in its `session_meta`).
+    pub fn switched_model(&self) -> Option<(String, serde_json::Value)> {
+        self.with(|s| s.model.clone())
     }
 
     /// Texts queued for the next round.
@@ -267,7 +284,7 @@ impl Child {
     }
 
     /// Takes the next queued text and marks a round as started, when idle.
-    fn next_queued(&self) -> Option<String> {
+    fn next_queued(&self) -> Option<Queued> {
         let next = self.with(|s| {
             if s.running {
                 return None;
@@ -368,6 +385,12 @@ impl Child {
                     ..
                 }) => s.turns += 1,
                 Some(EventPayload::TokenUsage { session, .. }) => s.tokens = session.total,
+                Some(EventPayload::ModelSwitched {
+                    provider,
+                    model_id,
+                    context_window,
+                    ..
+                }) => s.model = Some((format!("{provider}/{model_id}"), context_window.clone())),
                 Some(EventPayload::Abort { reason }) => {
                     s.round_abort = Some(reason.clone().unwrap_or_else(|| "aborted".into()));
                 }
@@ -461,15 +484,22 @@ pub fn spawn_forwarder(child: Arc<Child>, mut rx: MessageReceiver, parent: Paren
                 }
                 Some(Outgoing::Report { text, what }) => {
                     let _ = parent.session.cast(SessionMsg::AgentInput { text, what });
-                    // A message queued while the round ran starts the next round.
-                    if let Some(next) = child.next_queued()
-                        && child
+                    // A message queued while the round ran starts the next round (on the
+                    // model it asked for).
+                    if let Some(next) = child.next_queued() {
+                        if let Some(choice) = next.switch
+                            && let Err(e) = child.session.switch_model(choice, true).await
+                        {
+                            tracing::warn!(agent = %child.id, "queued model switch not applied: {e}");
+                        }
+                        if child
                             .session
-                            .start_task_as(next, Some(crate::message::Sender::ParentAgent))
+                            .start_task_as(next.text, Some(crate::message::Sender::ParentAgent))
                             .await
                             .is_err()
-                    {
-                        child.with(|s| s.running = false);
+                        {
+                            child.with(|s| s.running = false);
+                        }
                     }
                 }
                 None => {}

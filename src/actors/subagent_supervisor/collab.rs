@@ -15,6 +15,7 @@ pub mod agents;
 pub mod child_tools;
 pub mod messages;
 pub mod spawn_agent;
+pub mod switch;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,7 @@
 //! What a spawn asks for beyond its prompt ([`ChildRequest`]: a configured agent, a model, a
 //! reasoning effort, forked history) and how it becomes the child's [`SessionOptions`]
-//! ([`apply`]), resolved against the parent's config (`agents:` / `models:`).
+//! ([`apply`]), resolved against the parent's config (`agents:` / `models:`); [`resolve_model`] is
+//! the same resolution for a running session's model switch (`send_message` with `model`).
 //!
 //! Pure resolution: it builds the child's model object (no I/O) but starts nothing and never
 //! decides admission.
@@ -11,6 +12,7 @@ use crate::actors::session::SessionOptions;
 use crate::config::catalog::{CatalogError, with_reasoning_effort};
 use crate::error::ConfigError;
 use crate::message::ModelPayload;
+use crate::model::Model;
 use crate::model::build::build_model;
 use crate::model::model_config::ModelConfig;
 
@@ -51,10 +53,69 @@ pub enum SpecError {
     },
 }
 
-/// `provider/model` of the parent session's model.
-fn parent_pair(options: &SessionOptions) -> String {
+/// `provider/model` of the session's model.
+pub fn current_pair(options: &SessionOptions) -> String {
     let info = options.model.info();
     format!("{}/{}", info.provider, info.model_id)
+}
+
+/// A model a request resolved to: the reference it came from, its config (with the reasoning
+/// effort applied) and the model built from it.
+#[derive(Clone)]
+pub struct ResolvedModel {
+    /// The `models:` name or `provider/model` given (or the session's own pair).
+    pub name: String,
+    pub config: ModelConfig,
+    pub model: Arc<dyn Model>,
+}
+
+impl std::fmt::Debug for ResolvedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedModel")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// The model `model_ref` / `reasoning_effort` name for a session with `options`, resolved
+/// against its `models:` catalog: a name or `provider/model` of an entry; the session's own
+/// `provider/model` (or no name) with an effort keeps its model with that effort. `Ok(None)`:
+/// nothing to change (no name and no effort, or a scripted model, which takes no effort).
+pub fn resolve_model(
+    options: &SessionOptions,
+    model_ref: Option<&str>,
+    reasoning_effort: Option<&str>,
+) -> Result<Option<ResolvedModel>, SpecError> {
+    let catalog = &options.config.catalog;
+    let own = current_pair(options);
+    let chosen: Option<(String, ModelConfig)> = match model_ref {
+        Some(r) if r == own && !catalog.models.contains_key(r) => options
+            .config
+            .model
+            .clone()
+            .filter(|_| reasoning_effort.is_some())
+            .map(|m| (r.to_string(), m)),
+        Some(r) => Some((r.to_string(), catalog.model(r)?.clone())),
+        None => options
+            .config
+            .model
+            .clone()
+            .filter(|m| reasoning_effort.is_some() && !m.is_scripted())
+            .map(|m| (own, m)),
+    };
+    let Some((name, cfg)) = chosen.filter(|(_, cfg)| !cfg.is_scripted()) else {
+        return Ok(None);
+    };
+    let config = with_reasoning_effort(cfg, reasoning_effort);
+    let model = build_model(&config).map_err(|source| SpecError::Build {
+        name: name.clone(),
+        source,
+    })?;
+    Ok(Some(ResolvedModel {
+        name,
+        config,
+        model,
+    }))
 }
 
 /// Applies `req` to `options` (the parent's, minus the subagent tools).
@@ -65,28 +126,13 @@ pub fn apply(options: &mut SessionOptions, req: &ChildRequest) -> Result<(), Spe
         .model
         .clone()
         .or_else(|| agent.and_then(|a| a.model.clone()));
-    // The model config the child uses: a named one, or (for a new effort) the parent's own.
-    let chosen: Option<(String, ModelConfig)> = match model_ref.as_deref() {
-        Some(r) if r == parent_pair(options) && !catalog.models.contains_key(r) => options
-            .config
-            .model
-            .clone()
-            .filter(|_| req.reasoning_effort.is_some())
-            .map(|m| (r.to_string(), m)),
-        Some(r) => Some((r.to_string(), catalog.model(r)?.clone())),
-        None => options
-            .config
-            .model
-            .clone()
-            .filter(|m| req.reasoning_effort.is_some() && !m.is_scripted())
-            .map(|m| ("the session's model".to_string(), m)),
-    };
-    if let Some((name, cfg)) = chosen
-        && !cfg.is_scripted()
-    {
-        let cfg = with_reasoning_effort(cfg, req.reasoning_effort.as_deref());
-        options.model = build_model(&cfg).map_err(|source| SpecError::Build { name, source })?;
-        options.config.model = Some(cfg);
+    if let Some(resolved) = resolve_model(
+        options,
+        model_ref.as_deref(),
+        req.reasoning_effort.as_deref(),
+    )? {
+        options.model = resolved.model;
+        options.config.model = Some(resolved.config);
     }
     if let Some(agent) = agent {
         if let Some(p) = &agent.system_prompt {

@@ -57,8 +57,8 @@ pub fn collaboration_definition(name: &str) -> Option<ToolDefinitionConfig> {
                     "target": target,
                     "message": {"type": "string", "description": "The text to send."},
                     "mode": {"type": "string", "enum": ["normal", "steer"], "description": "normal (default) or steer."},
-                    "model": {"type": "string", "description": "From the next round on, the agent uses this configured model."},
-                    "reasoning_effort": {"type": "string", "description": "From the next round on, the agent's reasoning effort."}
+                    "model": {"type": "string", "description": "Switch the agent to this model (a name from the config's models:, or provider/model of one): the round this message starts runs on it (mode normal), or the running round from its next request (mode steer). The agent keeps its history."},
+                    "reasoning_effort": {"type": "string", "description": "The agent's reasoning effort from then on (low, medium, high, ...), with model or for its current model."}
                 }),
                 &["target", "message"],
             ),

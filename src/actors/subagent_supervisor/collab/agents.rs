@@ -103,15 +103,18 @@ impl ListAgents {
                     "idle"
                 };
                 let meta = c.session.meta();
+                let (model, window) = c.switched_model().unwrap_or_else(|| {
+                    (
+                        format!("{}/{}", meta.provider, meta.model_id),
+                        meta.model_context_window.clone(),
+                    )
+                });
                 lines.push(format!(
-                    "{} status: {status} task: {} agent: {} model: {}/{} rounds: {rounds} tokens: {} context_window: {} queued: {}",
+                    "{} status: {status} task: {} agent: {} model: {model} rounds: {rounds} tokens: {} context_window: {window} queued: {}",
                     l.id,
                     if task.is_empty() { l.label.clone() } else { task },
                     agent.as_deref().unwrap_or("default"),
-                    meta.provider,
-                    meta.model_id,
                     l.tokens,
-                    meta.model_context_window,
                     c.queued(),
                 ));
             }

@@ -1,12 +1,13 @@
 //! `send_message` and `wait_agent` of the parent (`docs/collaboration.md#send_message`): a
 //! message starts a new round of an idle agent, waits in its queue while it is busy (`normal`)
-//! or joins its current round (`steer`); `wait_agent` waits on the parent's inbox.
+//! or joins its current round (`steer`), optionally on another model (`model` /
+//! `reasoning_effort`, see `switch.rs`); `wait_agent` waits on the parent's inbox.
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::super::SubagentSupervisorHandle;
-use super::{fail, supervisor, target, wait_inbox, wait_timeout};
+use super::{fail, supervisor, switch, target, wait_inbox, wait_timeout};
 use crate::actors::session::{SessionMsg, SteerOutcome};
 use crate::actors::subagent_supervisor::child::QUEUE_CAP;
 use crate::message::Sender;
@@ -40,15 +41,43 @@ impl SendMessage {
                     "[send_message error: mode must be normal or steer (got {mode})]"
                 ));
             }
-            if args::opt_str(&args, "model").is_some()
-                || args::opt_str(&args, "reasoning_effort").is_some()
-            {
-                return fail(
-                    "[send_message error: an agent keeps the model it was spawned with; spawn_agent with model / reasoning_effort starts one on another]",
-                );
-            }
+            let switch = match switch::choice(&args) {
+                Ok(c) => c,
+                Err(e) => return fail(e.to_string()),
+            };
             let id = child.id.clone();
+            // The switch is checked first: a name that does not resolve sends nothing. It
+            // applies now when the message starts a round or steers the running one; a queued
+            // message's round applies it when it starts.
+            let mut applied = false;
+            let mut model_line = String::new();
+            if let Some(choice) = &switch {
+                let running = child.is_running();
+                let apply = !running || mode == "steer";
+                let when = match (running, mode) {
+                    (false, _) => "its next round runs on it",
+                    (true, "steer") => "from the next request of its current round",
+                    _ => "the queued message's round runs on it",
+                };
+                match switch::switch(&child.session, &id, choice.clone(), apply, when).await {
+                    Ok(line) => model_line = format!("\n{line}"),
+                    Err(text) => return fail(text),
+                }
+                applied = apply;
+            }
             if !child.is_running() {
+                if let (Some(choice), false) = (&switch, applied)
+                    && let Err(text) = switch::switch(
+                        &child.session,
+                        &id,
+                        choice.clone(),
+                        true,
+                        "its next round runs on it",
+                    )
+                    .await
+                {
+                    return fail(text);
+                }
                 child.begin_round();
                 return match child
                     .session
@@ -56,7 +85,7 @@ impl SendMessage {
                     .await
                 {
                     Ok(()) => ToolResult::completed().with_note(format!(
-                        "{id} was idle: the message started its next round; it reports when the round ends"
+                        "{id} was idle: the message started its next round; it reports when the round ends{model_line}"
                     )),
                     Err(e) => fail(format!("[send_message error: {e}]")),
                 };
@@ -68,18 +97,18 @@ impl SendMessage {
                     .await
                 {
                     Ok(SteerOutcome::Queued) => ToolResult::completed().with_note(format!(
-                        "steered {id}: the message joins its current round before its next request"
+                        "steered {id}: the message joins its current round before its next request{model_line}"
                     )),
                     Ok(SteerOutcome::Started) => {
                         child.begin_round();
                         ToolResult::completed().with_note(format!(
-                            "{id} had just finished: the message started its next round"
+                            "{id} had just finished: the message started its next round{model_line}"
                         ))
                     }
                     Err(e) => fail(format!("[send_message error: {e}]")),
                 };
             }
-            if !child.enqueue(message) {
+            if !child.enqueue(message, switch.filter(|_| !applied)) {
                 return fail(format!(
                     "[send_message error: {id} is busy and already has {QUEUE_CAP} queued messages; wait for its report (wait_agent) or steer it (mode: steer)]"
                 ));
@@ -89,7 +118,7 @@ impl SendMessage {
                 "a message from the parent is queued".into(),
             ));
             ToolResult::completed().with_note(format!(
-                "queued for {id} (position {}): it starts a new round when the current one ends",
+                "queued for {id} (position {}): it starts a new round when the current one ends{model_line}",
                 child.queued()
             ))
         })

@@ -11,24 +11,37 @@ use crate::tools::args;
 /// The levels `thinking_level` takes (sent as `reasoning_effort`).
 const LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
 
-/// `run_subagent`'s request, or the error text of a bad argument.
-pub fn run_subagent_request(args: &Map<String, Value>) -> Result<ChildRequest, String> {
+/// A bad model argument of `run_subagent` (the text is the tool output).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelArgError {
+    /// Only one of `provider` and `model_id`.
+    #[error(
+        "[run_subagent error: `model_id` and `provider` must be given together (a model reference is the pair), or both omitted to inherit the parent session's model]"
+    )]
+    HalfPair,
+    /// A `thinking_level` that is not one of the levels (the value given, as JSON).
+    #[error(
+        "[run_subagent error: invalid `thinking_level` {0}; use one of low / medium / high / xhigh / max, or omit it to inherit the parent session's level]"
+    )]
+    ThinkingLevel(String),
+}
+
+/// `run_subagent`'s request, or the error of a bad argument.
+pub fn run_subagent_request(args: &Map<String, Value>) -> Result<ChildRequest, ModelArgError> {
     let model_id = args::opt_str(args, "model_id").filter(|s| !s.trim().is_empty());
     let provider = args::opt_str(args, "provider").filter(|s| !s.trim().is_empty());
     let model = match (provider, model_id) {
         (Some(p), Some(m)) => Some(format!("{p}/{m}")),
         (None, None) => None,
         _ => {
-            return Err("[run_subagent error: `model_id` and `provider` must be given together (a model reference is the pair), or both omitted to inherit the parent session's model]".to_string());
+            return Err(ModelArgError::HalfPair);
         }
     };
     let reasoning_effort = match args.get("thinking_level") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if LEVELS.contains(&s.as_str()) => Some(s.clone()),
         Some(other) => {
-            return Err(format!(
-                "[run_subagent error: invalid `thinking_level` {other}; use one of low / medium / high / xhigh / max, or omit it to inherit the parent session's level]"
-            ));
+            return Err(ModelArgError::ThinkingLevel(other.to_string()));
         }
     };
     Ok(ChildRequest {
@@ -63,7 +76,7 @@ mod tests {
     use serde_json::json;
 
     fn req(v: Value) -> Result<ChildRequest, String> {
-        run_subagent_request(v.as_object().unwrap())
+        run_subagent_request(v.as_object().unwrap()).map_err(|e| e.to_string())
     }
 
     #[test]

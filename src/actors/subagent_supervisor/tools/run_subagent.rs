@@ -43,7 +43,7 @@ impl RunSubagentTool {
             let window = yield_ms(&args, 300_000, ctx.definition.timeout_ms);
             let request = match super::model_choice::run_subagent_request(&args) {
                 Ok(r) => r,
-                Err(text) => return fail(text),
+                Err(e) => return fail(e.to_string()),
             };
             let child = match subagents.admit(&prompt, request).await {
                 Ok(c) => c,

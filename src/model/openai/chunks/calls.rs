@@ -18,6 +18,27 @@ pub(in crate::model::openai) struct CallIds {
 }
 
 impl CallIds {
+    /// Counts `ids` (trace ids, `<id>#<k>` included) as seen.
+    pub(in crate::model::openai) fn seed(&mut self, ids: &[&str]) {
+        for id in ids {
+            let (base, k) = match id.rsplit_once('#') {
+                Some((b, k)) => match k.parse::<u32>() {
+                    Ok(k) => (b, k),
+                    Err(_) => (*id, 1),
+                },
+                None => (*id, 1),
+            };
+            let n = self.seen.entry(base.to_string()).or_insert(0);
+            *n = (*n).max(k);
+            if let Some(g) = base
+                .strip_prefix("call_rk")
+                .and_then(|g| g.parse::<u64>().ok())
+            {
+                self.generated = self.generated.max(g);
+            }
+        }
+    }
+
     pub(super) fn assign(&mut self, provider_id: Option<&str>) -> String {
         let base = match provider_id.filter(|s| !s.is_empty()) {
             Some(id) => id.to_string(),
@@ -97,6 +118,16 @@ impl Calls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seeded_ids_count_as_seen() {
+        let mut ids = CallIds::default();
+        ids.seed(&["call_0", "get#3", "call_rk4"]);
+        assert_eq!(ids.assign(Some("call_0")), "call_0#2");
+        assert_eq!(ids.assign(Some("get")), "get#4");
+        assert_eq!(ids.assign(None), "call_rk5");
+        assert_eq!(ids.assign(Some("fresh")), "fresh");
+    }
 
     #[test]
     fn a_new_id_with_a_name_at_the_same_index_is_a_new_call() {
