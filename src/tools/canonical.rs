@@ -14,22 +14,36 @@ use std::sync::{Mutex, OnceLock};
 /// Workspaces remembered (cleared when full; a miss only costs one `realpath`).
 const REMEMBERED_MAX: usize = 4096;
 
-/// Whether `workspace` is its own canonical path (asked of the OS once per workspace).
-fn is_canonical_dir(workspace: &Path) -> bool {
+/// Workspaces known to be (or not to be) their own canonical path.
+fn known() -> &'static Mutex<HashMap<PathBuf, bool>> {
     static KNOWN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
-    let known = KNOWN.get_or_init(Mutex::default);
-    if let Ok(map) = known.lock()
-        && let Some(&hit) = map.get(workspace)
-    {
-        return hit;
-    }
-    let canonical = fs::canonicalize(workspace).is_ok_and(|c| c == workspace);
-    if let Ok(mut map) = known.lock() {
+    KNOWN.get_or_init(Mutex::default)
+}
+
+fn remember(workspace: &Path, canonical: bool) {
+    if let Ok(mut map) = known().lock() {
         if map.len() >= REMEMBERED_MAX {
             map.clear();
         }
         map.insert(workspace.to_path_buf(), canonical);
     }
+}
+
+/// Records that `workspace` was just resolved by `realpath` (a session's workspace when it
+/// starts), so its file tools do not resolve it again.
+pub fn remember_canonical(workspace: &Path) {
+    remember(workspace, true);
+}
+
+/// Whether `workspace` is its own canonical path (asked of the OS once per workspace).
+fn is_canonical_dir(workspace: &Path) -> bool {
+    if let Ok(map) = known().lock()
+        && let Some(&hit) = map.get(workspace)
+    {
+        return hit;
+    }
+    let canonical = fs::canonicalize(workspace).is_ok_and(|c| c == workspace);
+    remember(workspace, canonical);
     canonical
 }
 
@@ -78,6 +92,15 @@ fn canonical_under(workspace: &Path, resolved: &Path) -> Option<(PathBuf, fs::Me
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_workspace_is_not_resolved_again() {
+        // realpath would fail on a path that does not exist: the answer comes from memory.
+        let ws = Path::new("/rookery-canonical-test-never-created");
+        assert!(!ws.exists());
+        remember_canonical(ws);
+        assert!(is_canonical_dir(ws));
+    }
 
     #[test]
     fn plain_paths_are_their_own_and_links_are_resolved() {
