@@ -310,7 +310,7 @@ mod tests {
         // Unknown size, or a size the content does not reach (sysfs reports a page): read to
         // the read that returns 0.
         assert_eq!(reads_with(data, None), (2, out.clone()));
-        assert_eq!(reads_with(data, Some(4096)), (2, out.clone()));
+        assert_eq!(reads_with(data, Some(4096)), (2, out));
         // A file that grew past its size is read to its end too.
         let (reads, grown) = reads_with(data, Some(4));
         assert_eq!((reads, grown.total), (1, 3));
