@@ -1,6 +1,7 @@
 //! The `rookery` binary: parses arguments, sets up logging on stderr (`RUST_LOG` respected) and
 //! hands over to `rookery::cli`. Its one exit point is `main`: `run` returns the exit code or a
-//! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2).
+//! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2). It also
+//! sets the process-wide malloc arena count (`one_malloc_arena`), which the library never does.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use rookery::cli::CliError;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    one_malloc_arena();
     match run() {
         Ok(code) => code,
         Err(e) => {
@@ -65,4 +67,18 @@ fn run() -> Result<ExitCode, CliError> {
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     result
+}
+
+/// glibc's malloc gives each thread that allocates its own arena (up to 8 per core), which
+/// grows in `mprotect` steps and keeps its own free memory. The binary's threads share one
+/// (measured: fewer syscalls and a lower peak RSS, no CPU cost we could see). The library
+/// leaves this to its user; `MALLOC_ARENA_MAX` in the environment still decides when set.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets a malloc parameter; it runs before any thread exists.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+        }
+    }
 }

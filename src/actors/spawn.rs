@@ -82,6 +82,7 @@ pub(crate) async fn spawn_session(
         .workspace
         .canonicalize()
         .map_err(|_| ConfigError::Workspace(options.workspace.clone()))?;
+    crate::tools::canonical::remember_canonical(&options.workspace);
     let (trace_path, meta) = match &options.resume {
         Some(r) => (
             paths::locate_trace(&env.home, &id)

@@ -7,6 +7,8 @@
 //! anything and never touches the trace (the session records the denial). A text rule cannot
 //! see commands computed at run time (`$(echo rm) -rf /`): it is a guardrail, not a sandbox.
 
+use std::sync::LazyLock;
+
 use regex::Regex;
 use serde::Deserialize;
 
@@ -140,25 +142,69 @@ pub fn default_rules() -> Vec<(String, String)> {
     rules.into_iter().map(|(n, p)| (n.to_string(), p)).collect()
 }
 
+/// Compiled rules: name and regex.
+type CompiledRules = Vec<(String, Regex)>;
+
+/// The default rules, compiled once per process on their first use (a process whose sessions
+/// never run a shell tool never compiles them).
+static DEFAULT_RULES: LazyLock<CompiledRules> = LazyLock::new(|| compile(default_rules()));
+
+/// Which rules a policy applies.
+#[derive(Debug, Clone)]
+enum Rules {
+    /// The default rules, none disabled: [`DEFAULT_RULES`].
+    Default,
+    /// Rules of a config, compiled when the config was read.
+    Compiled(CompiledRules),
+}
+
 /// The compiled policy of a session.
 #[derive(Debug, Clone)]
 pub struct CommandPolicy {
-    rules: Vec<(String, Regex)>,
+    rules: Rules,
 }
 
 impl Default for CommandPolicy {
-    /// The default rules, enabled.
+    /// The default rules, enabled (compiled on first use, once per process).
     fn default() -> Self {
-        CommandPolicy::from_config(&PolicyConfig::default())
+        CommandPolicy {
+            rules: Rules::Default,
+        }
     }
+}
+
+/// Compiles `wanted`; a rule whose pattern does not compile is skipped with a warning naming it.
+fn compile(wanted: Vec<(String, String)>) -> CompiledRules {
+    wanted
+        .into_iter()
+        .filter_map(|(name, pattern)| match Regex::new(&pattern) {
+            Ok(re) => Some((name, re)),
+            Err(e) => {
+                let e = e.to_string();
+                let e = e
+                    .lines()
+                    .map(str::trim)
+                    .rfind(|l| !l.is_empty())
+                    .unwrap_or("");
+                tracing::warn!("commands.policy: rule \"{name}\" skipped: bad regex: {e}");
+                None
+            }
+        })
+        .collect()
 }
 
 impl CommandPolicy {
     /// Compiles `config`. A rule whose pattern does not compile is skipped with a warning
-    /// naming it; a disabled policy has no rules.
+    /// naming it; a disabled policy has no rules. The default rules with none disabled are
+    /// the process-wide ones, compiled on first use.
     pub fn from_config(config: &PolicyConfig) -> Self {
         if !config.enabled {
-            return CommandPolicy { rules: Vec::new() };
+            return CommandPolicy {
+                rules: Rules::Compiled(Vec::new()),
+            };
+        }
+        if config.rules.is_none() && config.disable.is_empty() {
+            return CommandPolicy::default();
         }
         let wanted: Vec<(String, String)> = match &config.rules {
             Some(rules) => rules
@@ -168,38 +214,36 @@ impl CommandPolicy {
                 .collect(),
             None => default_rules(),
         };
-        let rules = wanted
+        let wanted = wanted
             .into_iter()
             .filter(|(name, _)| !config.disable.iter().any(|d| d == name))
-            .filter_map(|(name, pattern)| match Regex::new(&pattern) {
-                Ok(re) => Some((name, re)),
-                Err(e) => {
-                    let e = e.to_string();
-                    let e = e
-                        .lines()
-                        .map(str::trim)
-                        .rfind(|l| !l.is_empty())
-                        .unwrap_or("");
-                    tracing::warn!("commands.policy: rule \"{name}\" skipped: bad regex: {e}");
-                    None
-                }
-            })
             .collect();
-        CommandPolicy { rules }
+        CommandPolicy {
+            rules: Rules::Compiled(compile(wanted)),
+        }
+    }
+
+    /// The active rules (the default ones compiled here on their first use).
+    fn rules(&self) -> &[(String, Regex)] {
+        match &self.rules {
+            Rules::Default => &DEFAULT_RULES,
+            Rules::Compiled(rules) => rules,
+        }
     }
 
     /// Names of the active rules, in order.
     pub fn rule_names(&self) -> Vec<&str> {
-        self.rules.iter().map(|(n, _)| n.as_str()).collect()
+        self.rules().iter().map(|(n, _)| n.as_str()).collect()
     }
 
     /// The name of the first rule that forbids the shell text `command`.
     pub fn check(&self, command: &str) -> Option<&str> {
-        if self.rules.is_empty() {
+        let rules = self.rules();
+        if rules.is_empty() {
             return None;
         }
         let candidates = shell_words::candidates(command);
-        self.rules
+        rules
             .iter()
             .find(|(_, re)| candidates.iter().any(|c| re.is_match(c)))
             .map(|(name, _)| name.as_str())

@@ -329,3 +329,21 @@ fn both_shell_tools_are_checked_and_a_lone_ctrl_c_is_exempt() {
     assert_eq!(p.check_call("write_file", &other), None);
     assert_eq!(p.check_call("exec_command", "{not json"), None);
 }
+
+#[test]
+fn the_default_rules_are_compiled_once_per_process_and_shared() {
+    let a = CommandPolicy::default();
+    let b = CommandPolicy::from_config(&PolicyConfig::default());
+    // Both read the same process-wide compiled list (one compile, not one per config).
+    assert!(std::ptr::eq(a.rules(), b.rules()));
+    let names: Vec<String> = default_rules().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(a.rule_names(), names);
+    assert_eq!(b.check("rm -rf /"), Some("rm-recursive-force"));
+    // A config that changes the rules gets its own list.
+    let disabled = CommandPolicy::from_config(&PolicyConfig {
+        disable: vec!["mkfs".into()],
+        ..PolicyConfig::default()
+    });
+    assert!(!std::ptr::eq(a.rules(), disabled.rules()));
+    assert_eq!(disabled.rule_names().len(), names.len() - 1);
+}

@@ -14,56 +14,93 @@ use std::sync::{Mutex, OnceLock};
 /// Workspaces remembered (cleared when full; a miss only costs one `realpath`).
 const REMEMBERED_MAX: usize = 4096;
 
-/// Whether `workspace` is its own canonical path (asked of the OS once per workspace).
-fn is_canonical_dir(workspace: &Path) -> bool {
+/// Workspaces known to be (or not to be) their own canonical path.
+fn known() -> &'static Mutex<HashMap<PathBuf, bool>> {
     static KNOWN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
-    let known = KNOWN.get_or_init(Mutex::default);
-    if let Ok(map) = known.lock()
-        && let Some(&hit) = map.get(workspace)
-    {
-        return hit;
-    }
-    let canonical = fs::canonicalize(workspace).is_ok_and(|c| c == workspace);
-    if let Ok(mut map) = known.lock() {
+    KNOWN.get_or_init(Mutex::default)
+}
+
+fn remember(workspace: &Path, canonical: bool) {
+    if let Ok(mut map) = known().lock() {
         if map.len() >= REMEMBERED_MAX {
             map.clear();
         }
         map.insert(workspace.to_path_buf(), canonical);
     }
+}
+
+/// Records that `workspace` was just resolved by `realpath` (a session's workspace when it
+/// starts), so its file tools do not resolve it again.
+pub fn remember_canonical(workspace: &Path) {
+    remember(workspace, true);
+}
+
+/// Whether `workspace` is its own canonical path (asked of the OS once per workspace).
+fn is_canonical_dir(workspace: &Path) -> bool {
+    if let Ok(map) = known().lock()
+        && let Some(&hit) = map.get(workspace)
+    {
+        return hit;
+    }
+    let canonical = fs::canonicalize(workspace).is_ok_and(|c| c == workspace);
+    remember(workspace, canonical);
     canonical
 }
 
 /// The canonical path of `resolved` (absolute and lexically normalized), `None` when it does
 /// not exist (or cannot be resolved).
 pub fn canonical(workspace: &Path, resolved: &Path) -> Option<PathBuf> {
-    if let Some(path) = canonical_under(workspace, resolved) {
-        return Some(path);
-    }
-    fs::canonicalize(resolved).ok()
+    canonical_with_stat(workspace, resolved).0
 }
 
-/// `Some(resolved)` when it exists under a canonical `workspace` through real directories only.
-fn canonical_under(workspace: &Path, resolved: &Path) -> Option<PathBuf> {
+/// [`canonical`], and the `stat` of the target when the cheap proof made one on the way: the
+/// `lstat` of a final component that is not a symlink is the `stat` of the file itself, so a
+/// caller about to `stat` it can take this one instead.
+pub fn canonical_with_stat(
+    workspace: &Path,
+    resolved: &Path,
+) -> (Option<PathBuf>, Option<fs::Metadata>) {
+    if let Some((path, meta)) = canonical_under(workspace, resolved) {
+        return (Some(path), Some(meta));
+    }
+    (fs::canonicalize(resolved).ok(), None)
+}
+
+/// `Some(resolved)` and the `lstat` of its final component when it exists under a canonical
+/// `workspace` through real directories only.
+fn canonical_under(workspace: &Path, resolved: &Path) -> Option<(PathBuf, fs::Metadata)> {
     let rest = resolved.strip_prefix(workspace).ok()?;
     if rest.as_os_str().is_empty() || !is_canonical_dir(workspace) {
         return None;
     }
     let mut at = workspace.to_path_buf();
+    let mut last = None;
     for component in rest.components() {
         let Component::Normal(name) = component else {
             return None;
         };
         at.push(name);
-        if fs::symlink_metadata(&at).ok()?.file_type().is_symlink() {
+        let meta = fs::symlink_metadata(&at).ok()?;
+        if meta.file_type().is_symlink() {
             return None;
         }
+        last = Some(meta);
     }
-    Some(at)
+    Some((at, last?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_workspace_is_not_resolved_again() {
+        // realpath would fail on a path that does not exist: the answer comes from memory.
+        let ws = Path::new("/rookery-canonical-test-never-created");
+        assert!(!ws.exists());
+        remember_canonical(ws);
+        assert!(is_canonical_dir(ws));
+    }
 
     #[test]
     fn plain_paths_are_their_own_and_links_are_resolved() {
@@ -75,18 +112,27 @@ mod tests {
         std::os::unix::fs::symlink("sub/a.txt", ws.join("f")).unwrap();
 
         let plain = ws.join("sub/a.txt");
-        assert_eq!(canonical_under(&ws, &plain), Some(plain.clone()));
+        let (path, meta) = canonical_under(&ws, &plain).unwrap();
+        assert_eq!(path, plain);
+        assert!(meta.is_file() && meta.len() == 1);
+        let (path, meta) = canonical_with_stat(&ws, &plain);
+        assert_eq!(path.as_ref(), Some(&plain));
+        assert!(meta.is_some_and(|m| m.is_file()));
+        // Through a link: resolved by realpath, and no stat to hand on.
+        let (path, meta) = canonical_with_stat(&ws, &ws.join("f"));
+        assert_eq!(path.as_ref(), Some(&plain));
+        assert!(meta.is_none());
         assert_eq!(canonical(&ws, &plain), Some(plain.clone()));
         // A symlinked directory or file is not taken as canonical; realpath resolves it.
-        assert_eq!(canonical_under(&ws, &ws.join("link/a.txt")), None);
+        assert!(canonical_under(&ws, &ws.join("link/a.txt")).is_none());
         assert_eq!(canonical(&ws, &ws.join("link/a.txt")), Some(plain.clone()));
         assert_eq!(canonical(&ws, &ws.join("f")), Some(plain.clone()));
         // Outside the workspace, or missing.
-        assert_eq!(canonical_under(&ws, Path::new("/etc/hostname")), None);
+        assert!(canonical_under(&ws, Path::new("/etc/hostname")).is_none());
         assert_eq!(canonical(&ws, &ws.join("missing")), None);
         // A workspace that is not canonical itself is never trusted.
         let via_link = ws.join("link");
-        assert_eq!(canonical_under(&via_link, &via_link.join("a.txt")), None);
+        assert!(canonical_under(&via_link, &via_link.join("a.txt")).is_none());
         assert_eq!(canonical(&via_link, &via_link.join("a.txt")), Some(plain));
     }
 }

@@ -154,7 +154,16 @@ pub fn follow_symlinks(path: &Path) -> io::Result<(PathBuf, bool)> {
 /// device is refused before any open), then `open(O_RDONLY | O_NONBLOCK | O_NOCTTY)` and an
 /// `fstat` of the descriptor (the file may have been swapped in between).
 pub fn open_regular(path: &Path) -> Result<Opened, TargetError> {
-    let kind = FileKind::of(fs::metadata(path)?.file_type());
+    open_regular_stat(path, None)
+}
+
+/// [`open_regular`] with the `stat` of `path` the caller already made (`None`: made here).
+pub fn open_regular_stat(path: &Path, stat: Option<Metadata>) -> Result<Opened, TargetError> {
+    let stat = match stat {
+        Some(stat) => stat,
+        None => fs::metadata(path)?,
+    };
+    let kind = FileKind::of(stat.file_type());
     if kind != FileKind::Regular {
         return Err(TargetError::NotRegular(kind));
     }

@@ -17,8 +17,8 @@ use serde_json::{Map, Value};
 pub use self::error::ReadFileError;
 use self::render::{Listing, finish};
 use self::scan::ScanLimits;
-use super::canonical::canonical;
-use super::file_target::{FileKind, TargetError, open_regular};
+use super::canonical::canonical_with_stat;
+use super::file_target::{FileKind, TargetError, open_regular_stat};
 use super::path_hint::{normalize_lexically, path_hint};
 use super::secret_guard::{secret_by_identity, secret_by_names};
 use super::{ToolDefinitionConfig, ToolReply, args, resolve_path};
@@ -98,12 +98,13 @@ fn read_file_inner(
     tracing::debug!(path = %resolved.display(), offset, limit, "read_file");
 
     // Resolved once for the whole call (no `realpath` for a plain path in the workspace).
-    let real = canonical(workspace, &resolved);
+    // The proof's `lstat` of a plain target is its `stat`: not made twice.
+    let (real, stat) = canonical_with_stat(workspace, &resolved);
     if let Some(name) = secret_by_names(&resolved, real.as_deref()) {
         return Err(refusal(file_path, name));
     }
 
-    let opened = match open_regular(&resolved) {
+    let opened = match open_regular_stat(&resolved, stat) {
         Ok(opened) => opened,
         Err(TargetError::Io(e))
             if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) =>
@@ -138,8 +139,10 @@ fn read_file_inner(
     if let Some(name) = secret_by_identity(&real, &opened.meta, workspace) {
         return Err(refusal(file_path, name));
     }
-    // The size is not consulted: procfs and sysfs files report 0 and still have content, so
-    // every file is read until EOF (within the scan cap).
+    // The size does not bound the scan: procfs and sysfs files report 0 (or a page) and still
+    // have content, so a file is read until EOF (within the scan cap). It only spares the last
+    // `read` of a file that is not growing: a short read that reaches the size is the end.
+    let size = opened.meta.len();
 
     let budget = usize::try_from(def.max_output_length)
         .ok()
@@ -154,7 +157,10 @@ fn read_file_inner(
         &mut file,
         first,
         last,
-        ScanLimits::default(),
+        ScanLimits {
+            end_at: (size > 0).then_some(size),
+            ..ScanLimits::default()
+        },
         &mut |n, bytes, cut| listing.push(n, bytes, cut),
     );
     let outcome = scanned.map_err(|source| {

@@ -81,22 +81,33 @@ pub(super) struct Gate {
 impl Gate {
     pub(super) fn of(state: &SessionState) -> Gate {
         let options = &state.options;
-        let env_policy = state.env_policy();
+        let hooks = options.config.hooks.clone();
+        // What a hook is told and runs with; without hooks nobody reads it (built per call,
+        // twice: not worth its allocations then).
+        let (ctx, env) = if hooks.is_empty() {
+            no_hooks()
+        } else {
+            let env_policy = state.env_policy();
+            (
+                HookContext {
+                    session_id: state.id.clone(),
+                    transcript_path: state.trace_path.display().to_string(),
+                    cwd: options.workspace.display().to_string(),
+                    permission_mode: options.approver.mode_name().to_string(),
+                },
+                HookEnv {
+                    cwd: options.workspace.clone(),
+                    allow_env: Some(Arc::new(move |k, v| env_policy.allows(k, v))),
+                    extra_env: options.command_env.clone(),
+                },
+            )
+        };
         Gate {
             policy: options.config.command_policy.clone(),
-            hooks: options.config.hooks.clone(),
+            hooks,
             approver: options.approver.clone(),
-            ctx: HookContext {
-                session_id: state.id.clone(),
-                transcript_path: state.trace_path.display().to_string(),
-                cwd: options.workspace.display().to_string(),
-                permission_mode: options.approver.mode_name().to_string(),
-            },
-            env: HookEnv {
-                cwd: options.workspace.clone(),
-                allow_env: Some(Arc::new(move |k, v| env_policy.allows(k, v))),
-                extra_env: options.command_env.clone(),
-            },
+            ctx,
+            env,
         }
     }
 
@@ -238,6 +249,23 @@ impl Gate {
     pub(super) fn has_after(&self, tool: &str, context: &[String]) -> bool {
         !context.is_empty() || !self.hooks.matching(HookEvent::PostToolUse, tool).is_empty()
     }
+}
+
+/// The hook context and environment of a session without hooks (never read; no allocation).
+fn no_hooks() -> (HookContext, HookEnv) {
+    (
+        HookContext {
+            session_id: String::new(),
+            transcript_path: String::new(),
+            cwd: String::new(),
+            permission_mode: String::new(),
+        },
+        HookEnv {
+            cwd: std::path::PathBuf::new(),
+            allow_env: None,
+            extra_env: Vec::new(),
+        },
+    )
 }
 
 fn stop_reason_name(s: StopReason) -> String {

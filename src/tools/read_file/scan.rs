@@ -21,7 +21,7 @@ pub(super) const SCAN_CAP_BYTES: u64 = 8 * 1024 * 1024;
 pub(super) const LINE_BYTE_CAP: usize = 8000;
 
 /// What the scan found.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct ScanOutcome {
     /// Lines in the file (exact when `total_known`, else those seen before the cap).
     pub total: u64,
@@ -38,6 +38,10 @@ pub(super) struct ScanOutcome {
 pub(super) struct ScanLimits {
     pub chunk: usize,
     pub cap: u64,
+    /// The size of a regular file (`fstat`): a read that does not fill the buffer and brings
+    /// the bytes scanned to at least this many is taken as the end (no extra `read` that
+    /// returns 0). `None`: read until a `read` returns 0.
+    pub end_at: Option<u64>,
 }
 
 impl Default for ScanLimits {
@@ -45,6 +49,7 @@ impl Default for ScanLimits {
         ScanLimits {
             chunk: CHUNK_BYTES,
             cap: SCAN_CAP_BYTES,
+            end_at: None,
         }
     }
 }
@@ -120,6 +125,13 @@ pub(super) fn scan<R: Read>(
         }
         state.append(&data[from..]);
         prev_byte = data.last().copied();
+        if n < want && limits.end_at.is_some_and(|size| scanned >= size) {
+            // A short read of a regular file at its size: its end, as the next read would say.
+            state.finish_at_eof(on_line);
+            out.total = state.completed;
+            out.total_known = true;
+            return Ok(out);
+        }
         if filled && buf.len() < chunk {
             let grown = (buf.len() * 2).min(chunk);
             buf.resize(grown, 0);
@@ -256,7 +268,54 @@ mod tests {
     }
 
     fn small(chunk: usize, cap: u64) -> ScanLimits {
-        ScanLimits { chunk, cap }
+        ScanLimits {
+            chunk,
+            cap,
+            end_at: None,
+        }
+    }
+
+    /// A reader that counts its `read` calls.
+    struct Counted {
+        inner: Cursor<Vec<u8>>,
+        reads: usize,
+    }
+
+    impl Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.reads += 1;
+            self.inner.read(buf)
+        }
+    }
+
+    fn reads_with(data: &[u8], end_at: Option<u64>) -> (usize, ScanOutcome) {
+        let mut r = Counted {
+            inner: Cursor::new(data.to_vec()),
+            reads: 0,
+        };
+        let limits = ScanLimits {
+            end_at,
+            ..ScanLimits::default()
+        };
+        let out = scan(&mut r, 1, 10, limits, &mut |_, _, _| true).unwrap();
+        (r.reads, out)
+    }
+
+    #[test]
+    fn a_short_read_at_the_known_size_is_the_end() {
+        let data = b"one\ntwo\nthree";
+        let (reads, out) = reads_with(data, Some(data.len() as u64));
+        assert_eq!(reads, 1);
+        assert_eq!((out.total, out.total_known), (3, true));
+        // Unknown size, or a size the content does not reach (sysfs reports a page): read to
+        // the read that returns 0.
+        assert_eq!(reads_with(data, None), (2, out.clone()));
+        assert_eq!(reads_with(data, Some(4096)), (2, out));
+        // A file that grew past its size is read to its end too.
+        let (reads, grown) = reads_with(data, Some(4));
+        assert_eq!((reads, grown.total), (1, 3));
+        let (reads, empty) = reads_with(b"", Some(1));
+        assert_eq!((reads, empty.total, empty.total_known), (1, 0, true));
     }
 
     #[test]
