@@ -1,12 +1,16 @@
 //! Approval and dispatch of a turn's tool calls, as the executor of the machine's
-//! `AskApproval` and `RunCall` effects: the gate decides one call at a time in its own task;
-//! each approved call runs through the close-out in its own task; both cast back.
+//! `AskApproval` and `RunCall` effects: the gate decides one call at a time (at once when its
+//! answer is ready on the first poll, as for an approval mode without hooks; else in its own task,
+//! which casts back); each approved call runs through the close-out in its own task, which casts
+//! back.
 //!
 //! Which call is asked about next, and what a verdict or an output changes, is decided by
 //! `machine.rs`. Runs inside the session actor's `handle`.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use futures::FutureExt;
 use ractor::ActorRef;
@@ -21,8 +25,10 @@ use crate::approval::ApprovalRequest;
 use crate::message::{OmniMessage, StopReason, build};
 use crate::tools::close_out::{self, ToolCallInfo};
 
-/// Carries out `Effect::AskApproval`: the gate decides call `idx` of `turn` in its own task,
-/// which casts the verdict back.
+/// Carries out `Effect::AskApproval`: the gate decides call `idx` of `turn`. A verdict ready on
+/// the first poll (policy or mode decided, no hook or person to wait on) is returned, for the
+/// executor to apply once the current effects are carried out (as the cast would be, without
+/// the task and the hop); otherwise the decision goes on in its own task, which casts it back.
 pub(super) fn ask_approval(
     myself: &ActorRef<SessionMsg>,
     state: &mut SessionState,
@@ -31,7 +37,7 @@ pub(super) fn ask_approval(
     tool_call_id: String,
     name: String,
     arguments: String,
-) {
+) -> Option<gate::Verdict> {
     let request = ApprovalRequest {
         permission: state.options.config.tools.permission(&name),
         tool_call_id,
@@ -39,16 +45,23 @@ pub(super) fn ask_approval(
         arguments,
         origin: Vec::new(),
     };
-    let me = myself.clone();
     let gate = gate::Gate::of(state);
     // Policy, then PreToolUse hooks, then the approver (see `gate`).
+    let mut decide = Box::pin(gate.decide(request));
+    let mut first_poll = Context::from_waker(Waker::noop());
+    if let Poll::Ready(verdict) = decide.as_mut().poll(&mut first_poll) {
+        return Some(verdict);
+    }
+    let me = myself.clone();
+    // Polled again by the task, the future registers the task's waker.
     let approving = tokio::spawn(async move {
-        let verdict = Box::new(gate.decide(request).await);
+        let verdict = Box::new(decide.await);
         let _ = me.cast(SessionMsg::Approved { turn, idx, verdict });
     });
     if let Some(task) = state.task.as_mut() {
         task.turn.io.approving = Some(approving);
     }
+    None
 }
 
 /// The name of call `idx` of the live turn `turn`.

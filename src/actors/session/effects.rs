@@ -7,6 +7,7 @@
 //! inside the actor's `handle`, and every wait it starts is a spawned task that casts back
 //! tagged with the turn id.
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -14,9 +15,10 @@ use futures::{FutureExt, StreamExt};
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
+use super::gate::Verdict;
 use super::machine::{Effect, Machine};
-use super::{SessionMsg, SessionState, compaction, dispatch, mcp_sync, turn};
-use crate::message::{ModelPayload, StopReason};
+use super::{SessionMsg, SessionState, compaction, dispatch, mcp_sync, services, turn};
+use crate::message::{Decision, ModelPayload, StopReason};
 use crate::model::{ModelEvent, ModelOutcome, ModelRequest};
 
 /// The machine over the session's running task, with what it reads of the session now.
@@ -37,8 +39,32 @@ pub(super) fn machine(state: &mut SessionState) -> Machine<'_> {
     }
 }
 
-/// Carries out `fx` in order.
+/// Carries out `fx` in order. A verdict the gate gave at once is applied after the effects of
+/// the list that asked for it, in the order asked, as a cast-back verdict would be.
 pub(super) fn run(myself: &ActorRef<SessionMsg>, state: &mut SessionState, fx: Vec<Effect>) {
+    let mut ready = VecDeque::new();
+    run_list(myself, state, fx, &mut ready);
+    while let Some((turn, idx, verdict)) = ready.pop_front() {
+        let starts_service = verdict.decision == Decision::Allow
+            && dispatch::live_call_name(state, turn, idx)
+                .is_some_and(|name| services::needs_start(state, &name));
+        if starts_service {
+            // The supervisor is started (async) by the actor's handler of the verdict.
+            let verdict = Box::new(verdict);
+            let _ = myself.cast(SessionMsg::Approved { turn, idx, verdict });
+            continue;
+        }
+        let fx = machine(state).on_approved(turn, idx, verdict);
+        run_list(myself, state, fx, &mut ready);
+    }
+}
+
+fn run_list(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    fx: Vec<Effect>,
+    ready: &mut VecDeque<(u64, usize, Verdict)>,
+) {
     for effect in fx {
         let Some(effect) = apply_local(state, effect) else {
             continue;
@@ -52,7 +78,13 @@ pub(super) fn run(myself: &ActorRef<SessionMsg>, state: &mut SessionState, fx: V
                 tool_call_id,
                 name,
                 arguments,
-            } => dispatch::ask_approval(myself, state, turn, idx, tool_call_id, name, arguments),
+            } => {
+                let verdict =
+                    dispatch::ask_approval(myself, state, turn, idx, tool_call_id, name, arguments);
+                if let Some(verdict) = verdict {
+                    ready.push_back((turn, idx, verdict));
+                }
+            }
             Effect::RunCall {
                 turn,
                 idx,

@@ -38,6 +38,18 @@ pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolS
     }
 }
 
+/// Whether a call of `tool` needs a supervisor [`ensure`] would start first (so its verdict
+/// must go through the actor's async path).
+pub(super) fn needs_start(state: &SessionState, tool: &str) -> bool {
+    match state.options.config.tools.service_of(tool) {
+        Some(ServiceKind::Commands | ServiceKind::OpenVaalaCommands) => {
+            state.commands.is_none() && state.wants_commands
+        }
+        Some(ServiceKind::Subagents) => state.subagents.is_none() && state.wants_subagents,
+        _ => false,
+    }
+}
+
 /// Spawns the supervisor `tool` needs if it is configured and not running yet.
 pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionState, tool: &str) {
     let kind = state.options.config.tools.service_of(tool).cloned();
