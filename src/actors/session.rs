@@ -680,29 +680,3 @@ async fn handle_msg(
         Ok(())
     }
 }
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn probe() {
-        use std::mem::size_of;
-        eprintln!("SessionMsg {}", size_of::<super::SessionMsg>());
-        eprintln!("SessionState {}", size_of::<super::SessionState>());
-        eprintln!("SessionOptions {}", size_of::<super::SessionOptions>());
-        eprintln!("AgentConfig {}", size_of::<crate::config::AgentConfig>());
-        eprintln!("compaction {}", size_of::<super::compaction::Compaction>());
-        eprintln!("budget {}", size_of::<super::budget::ToolBudget>());
-        eprintln!(
-            "scope {}",
-            size_of::<crate::tools::session_scope::SessionScope>()
-        );
-        eprintln!(
-            "pathlocks {}",
-            size_of::<crate::tools::path_locks::PathLocks>()
-        );
-        eprintln!("SupervisionEvent {}", size_of::<ractor::SupervisionEvent>());
-        eprintln!(
-            "meta sys prompt len {}",
-            crate::config::AgentConfig::default().system_prompt.len()
-        );
-    }
-}
