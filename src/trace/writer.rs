@@ -105,11 +105,11 @@ pub struct TraceState {
     pub(super) file: TraceFile,
     pub(super) stats: Arc<TraceStats>,
     redactor: Option<Arc<Redactor>>,
-    health: Arc<TraceHealth>,
+    pub(super) health: Arc<TraceHealth>,
     /// A rotation waiting for the next record (none is made for nothing).
-    pub(super) rotation: Option<super::rotation::Rotation>,
-    /// Whole records gathered for the next write (empty, without capacity, when idle) and how
-    /// many.
+    rotation: Option<super::rotation::Rotation>,
+    /// Whole records gathered for the next write (empty, without capacity, when idle), how
+    /// many (whether a `Commit` is queued is the owner's business).
     batch: Vec<u8>,
     batch_records: u64,
 }
