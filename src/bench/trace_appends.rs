@@ -148,8 +148,14 @@ mod tests {
             let raw = std::fs::read(dir.path().join(format!("raw-{round}.jsonl"))).unwrap();
             let writer =
                 std::fs::read(dir.path().join(format!("writer-{round}_001.jsonl"))).unwrap();
-            assert!(raw == first, "round {round}: the raw loop wrote other bytes");
-            assert!(writer == first, "round {round}: the writer wrote other bytes");
+            assert!(
+                raw == first,
+                "round {round}: the raw loop wrote other bytes"
+            );
+            assert!(
+                writer == first,
+                "round {round}: the writer wrote other bytes"
+            );
         }
         assert!(
             (3..=600).contains(&out.writer_writes),
