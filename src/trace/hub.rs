@@ -22,7 +22,8 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, MessagingErr, RpcRe
 
 use super::file::TraceFile;
 use super::health::TraceHealth;
-use super::writer::{Step, TraceMsg, TraceState, TraceStats};
+use super::rotation::Rotation;
+use super::writer::{Step, TraceMsg, TraceState, TraceStats, record_line};
 use crate::redact::Redactor;
 
 /// Writers a host starts: enough that one slow file stalls only its share of the sessions,
@@ -36,27 +37,91 @@ pub type FileId = u64;
 pub enum WriterMsg {
     /// Takes over an opened (and locked) file under `FileId`.
     Open(FileId, Box<OpenFile>),
-    /// One step for one file (see [`TraceMsg`]); a file the writer does not know (closed)
-    /// ignores records and drops the reply port of an ack, so the caller gets an error.
+    /// One step for one file (see [`TraceMsg`]), after what its handle queued; a file the
+    /// writer does not know (closed) drops the reply port of an ack, so the caller gets an
+    /// error.
     File(FileId, TraceMsg),
+    /// The file's handle queued records (or a rotation) while none was signalled: write them.
+    Drain(FileId),
     /// Writes every file's gathered records (the writer sends it to itself).
     Commit,
 }
 
 /// What a writer needs to take over a file.
 pub struct OpenFile {
-    pub file: TraceFile,
-    /// Scrubs secrets from `Append` records (`AppendLine` records come scrubbed).
-    pub redactor: Option<Arc<Redactor>>,
-    pub health: Arc<TraceHealth>,
+    file: TraceFile,
+    /// Shared with the handle; holds the redactor of `Append` records.
+    queue: Arc<Queue>,
+    health: Arc<TraceHealth>,
 }
 
 /// One writer of many files.
 pub struct TraceWriter;
 
+/// What a file's handle queued for its writer, in sending order: records and rotations go
+/// through this queue (one `Drain` message per batch instead of one message per record);
+/// acks go through the mailbox and first drain the queue.
+struct Queue {
+    /// Scrubs secrets from `Append` records (serialized by the sender, into the queue).
+    redactor: Option<Arc<Redactor>>,
+    pending: std::sync::Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    items: Vec<Item>,
+    /// A `Drain` is on its way (set by the enqueue that sent it, cleared by the drain).
+    signalled: bool,
+    /// The writer closed the file: later records are dropped.
+    closed: bool,
+}
+
+enum Item {
+    /// Whole records (newlines included) and how many.
+    Lines(Vec<u8>, u64),
+    Rotate(Rotation),
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        match self.pending.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+struct Entry {
+    file: TraceState,
+    queue: Arc<Queue>,
+}
+
+impl Entry {
+    /// Gathers everything the handle queued (in order) and writes it: one `write(2)` per run
+    /// of records between rotations.
+    fn drain(&mut self) {
+        let items = {
+            let mut p = self.queue.lock();
+            p.signalled = false;
+            std::mem::take(&mut p.items)
+        };
+        for item in items {
+            match item {
+                Item::Lines(bytes, n) => {
+                    self.file.gather_records(bytes, n);
+                }
+                Item::Rotate(r) => {
+                    self.file.step(TraceMsg::Rotate(r));
+                }
+            }
+        }
+        self.file.commit();
+    }
+}
+
 pub struct WriterState {
     stats: Arc<TraceStats>,
-    files: HashMap<FileId, TraceState>,
+    files: HashMap<FileId, Entry>,
     /// Files with gathered records, committed by the queued `Commit`.
     dirty: Vec<FileId>,
     commit_queued: bool,
@@ -65,18 +130,23 @@ pub struct WriterState {
 impl WriterState {
     fn commit_all(&mut self) {
         for id in std::mem::take(&mut self.dirty) {
-            if let Some(f) = self.files.get_mut(&id) {
-                f.commit();
+            if let Some(e) = self.files.get_mut(&id) {
+                e.file.commit();
             }
         }
     }
 
     fn step(&mut self, myself: &ActorRef<WriterMsg>, id: FileId, message: TraceMsg) {
-        let Some(file) = self.files.get_mut(&id) else {
+        let Some(entry) = self.files.get_mut(&id) else {
             tracing::debug!("[trace] a step for closed trace file {id} is dropped");
             return;
         };
-        match file.step(message) {
+        // What the handle queued before this step was sent goes first.
+        entry.drain();
+        if let TraceMsg::Shutdown(_) = &message {
+            entry.queue.lock().closed = true;
+        }
+        match entry.file.step(message) {
             Step::Done => {}
             Step::FirstOfBatch => {
                 self.dirty.push(id);
@@ -134,13 +204,19 @@ impl Actor for TraceWriter {
             WriterMsg::Open(id, open) => {
                 let OpenFile {
                     file,
-                    redactor,
+                    queue,
                     health,
                 } = *open;
+                let redactor = queue.redactor.clone();
                 let file = TraceState::new(file, state.stats.clone(), redactor, health);
-                state.files.insert(id, file);
+                state.files.insert(id, Entry { file, queue });
             }
             WriterMsg::File(id, message) => state.step(&myself, id, message),
+            WriterMsg::Drain(id) => {
+                if let Some(e) = state.files.get_mut(&id) {
+                    e.drain();
+                }
+            }
             WriterMsg::Commit => {
                 state.commit_queued = false;
                 state.commit_all();
@@ -201,15 +277,23 @@ impl TraceWriters {
     ) -> Result<TraceHandle, WriterGone> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let writer = self.writers[(id % self.writers.len() as u64) as usize].clone();
+        let queue = Arc::new(Queue {
+            redactor,
+            pending: Default::default(),
+        });
         let open = OpenFile {
             file,
-            redactor,
+            queue: queue.clone(),
             health,
         };
         writer
             .cast(WriterMsg::Open(id, Box::new(open)))
             .map_err(|_| WriterGone)?;
-        Ok(TraceHandle { writer, file: id })
+        Ok(TraceHandle {
+            writer,
+            file: id,
+            queue,
+        })
     }
 
     /// Whether `cell` is one of these writers (for a supervisor's failure report).
@@ -231,6 +315,7 @@ impl TraceWriters {
 pub struct TraceHandle {
     writer: ActorRef<WriterMsg>,
     file: FileId,
+    queue: Arc<Queue>,
 }
 
 impl std::fmt::Debug for TraceHandle {
@@ -242,9 +327,47 @@ impl std::fmt::Debug for TraceHandle {
 }
 
 impl TraceHandle {
-    /// Sends one step without waiting.
+    /// Sends one step without waiting. Records (`Append` is serialized and scrubbed here) and
+    /// rotations are queued in order, and only the first of a batch wakes the writer; the
+    /// other steps go through its mailbox.
     pub fn cast(&self, message: TraceMsg) -> Result<(), MessagingErr<WriterMsg>> {
-        self.writer.cast(WriterMsg::File(self.file, message))
+        match message {
+            TraceMsg::AppendLine(line) => self.enqueue(Item::Lines(line, 1)),
+            TraceMsg::Append(msg) => match record_line(&msg) {
+                Some(line) => {
+                    let line = match &self.queue.redactor {
+                        Some(r) => r.redact_bytes(&line).unwrap_or(line),
+                        None => line,
+                    };
+                    self.enqueue(Item::Lines(line, 1))
+                }
+                None => Ok(()),
+            },
+            TraceMsg::Rotate(r) => self.enqueue(Item::Rotate(r)),
+            other => self.writer.cast(WriterMsg::File(self.file, other)),
+        }
+    }
+
+    fn enqueue(&self, item: Item) -> Result<(), MessagingErr<WriterMsg>> {
+        let signal = {
+            let mut p = self.queue.lock();
+            if p.closed {
+                return Ok(());
+            }
+            match (p.items.last_mut(), item) {
+                (Some(Item::Lines(bytes, n)), Item::Lines(line, 1)) => {
+                    bytes.extend_from_slice(&line);
+                    *n += 1;
+                }
+                (_, item) => p.items.push(item),
+            }
+            !std::mem::replace(&mut p.signalled, true)
+        };
+        if signal {
+            self.writer.cast(WriterMsg::Drain(self.file))
+        } else {
+            Ok(())
+        }
     }
 
     /// Sends one step with a reply port and waits for the reply (what `ractor::call!` uses).

@@ -148,6 +148,11 @@ impl TraceState {
     /// Adds one serialized record (newline included) to the batch. Returns whether it is the
     /// first record of a new batch, for which the owner queues a commit.
     pub(super) fn gather(&mut self, line: Vec<u8>) -> bool {
+        self.gather_records(line, 1)
+    }
+
+    /// Like [`Self::gather`] for `records` whole records in one buffer.
+    pub(super) fn gather_records(&mut self, line: Vec<u8>, records: u64) -> bool {
         if let Some(rotation) = self.rotation.take() {
             // Records queued before the rotation belong to the old file.
             self.commit();
@@ -160,7 +165,7 @@ impl TraceState {
         } else {
             self.batch.extend_from_slice(&line);
         }
-        self.batch_records += 1;
+        self.batch_records += records;
         if self.batch.len() >= BATCH_MAX_BYTES {
             self.commit();
             return false;
