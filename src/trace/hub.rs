@@ -2,10 +2,11 @@
 //! every trace file assigned to it (a file goes to writer `file id % pool size`), so a session
 //! costs a file entry in a writer instead of an actor of its own.
 //!
-//! Each file keeps the one-file guarantees of `writer.rs`: records in arrival order, group
-//! commit per file (the first record of a file's batch queues one `Commit` behind every message
-//! already in the writer's mailbox; that `Commit` writes every file's gathered records, each file
-//! with one `write(2)` of whole lines), `Flush`/`Written`/`Shutdown` acks per file, rotation,
+//! Each file keeps the one-file guarantees of `writer.rs`: records in sending order, group
+//! commit per file (the handle queues records and rotations in order; the first of a batch
+//! sends one `Drain`, and the writer writes everything queued at that moment with one
+//! `write(2)` of whole lines), `Flush`/`Written`/`Shutdown` acks per file (each drains the
+//! queue first), rotation,
 //! the owner lock, healing and the shared byte counter. A failed write is reported to that file's
 //! own health only; the other files of the writer go on (ordering across files is free).
 //!
