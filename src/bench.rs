@@ -13,6 +13,7 @@ pub mod http_floor;
 pub mod measure;
 pub mod mock;
 pub mod model;
+pub mod trace_appends;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

@@ -30,6 +30,7 @@ macro_rules! outln {
 
 pub mod approve_prompt;
 pub mod bench;
+pub mod bench_trace;
 pub mod chat;
 pub mod error;
 pub mod model_args;
@@ -252,6 +253,13 @@ pub struct BenchArgs {
         "api_key_env", "floor", "serve_mock",
     ])]
     pub idle_sessions: Option<usize>,
+    /// Append N records in bursts through the trace writer and through a raw `write(2)` loop
+    /// (the floor), 3 interleaved rounds, and print both and their ratio (no workload runs).
+    #[arg(long, value_name = "N", conflicts_with_all = [
+        "workload", "sessions", "turns", "model_latency_ms", "provider", "base_url", "model",
+        "api_key_env", "floor", "serve_mock", "idle_sessions",
+    ])]
+    pub trace_appends: Option<usize>,
     /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios;
     /// with `--provider openai`, the HTTP floor (the run's bodies resent by a bare client), and
     /// the spawn floors only for `--workload exec`.

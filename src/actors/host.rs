@@ -1,8 +1,8 @@
 //! The `Host` actor (one per process): the session directory, session creation and the
-//! supervision of every session and trace actor.
+//! supervision of every session and of the host's trace writers (`trace::hub`).
 //!
-//! Trace actors are the host's children, not the session's: ractor kills an actor's children when
-//! it stops, and a session that panics must still get its `abort` record written. The host never
+//! The trace writers are the host's children, not a session's: ractor kills an actor's children
+//! when it stops, and a session that panics must still get its `abort` record written. The host never
 //! runs a turn and never writes a trace record except that crash report.
 
 use std::collections::HashMap;
@@ -17,6 +17,7 @@ use super::session::{SessionHandle, SessionOptions, Subscribers};
 use super::spawn::{SessionEnv, open_locked, report_crash, spawn_session, stop_trace};
 use crate::error::RookeryError;
 use crate::trace::file::TraceFile;
+use crate::trace::hub::{POOL_SIZE, TraceHandle, TraceWriters};
 use crate::trace::paths;
 use crate::trace::resume::resume_from_file_off_runtime;
 use crate::trace::writer::{TraceMsg, TraceStats};
@@ -39,7 +40,7 @@ pub enum HostMsg {
 
 struct Entry {
     handle: SessionHandle,
-    trace: ActorRef<TraceMsg>,
+    trace: TraceHandle,
     subscribers: Subscribers,
 }
 
@@ -128,11 +129,18 @@ impl Actor for HostActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         (home, trace_stats): (PathBuf, Arc<TraceStats>),
     ) -> Result<Self::State, ActorProcessingErr> {
+        // The writers are the host's children too: they outlive a crashed session.
+        let traces =
+            TraceWriters::start(Some(myself.get_cell()), POOL_SIZE, trace_stats.clone()).await?;
         Ok(HostState {
-            env: SessionEnv { home, trace_stats },
+            env: SessionEnv {
+                home,
+                trace_stats,
+                traces,
+            },
             sessions: HashMap::new(),
             by_actor: HashMap::new(),
         })
@@ -175,7 +183,7 @@ impl Actor for HostActor {
         match event {
             SupervisionEvent::ActorFailed(cell, err) => {
                 let Some(id) = state.by_actor.remove(&cell.get_id()) else {
-                    tracing::error!("trace actor failed: {err}");
+                    tracing::error!("trace writer failed: {err}");
                     return Ok(());
                 };
                 tracing::error!(session = %id, "session actor failed: {err}");

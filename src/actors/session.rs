@@ -3,7 +3,8 @@
 //!
 //! The actor never awaits I/O in `handle`: the model stream, each approval and each tool call run
 //! in spawned tasks that `cast` their results back tagged with the turn id, so stale results of an
-//! aborted or retried attempt are ignored. The trace is written only through the `TraceActor`.
+//! aborted or retried attempt are ignored. The trace is written only through its
+//! `TraceHandle` (the host's trace writer owns the file).
 
 mod budget;
 mod carry;
@@ -44,6 +45,7 @@ use crate::message::{Decision, EventPayload, ModelPayload, OmniMessage, Sender, 
 use crate::model::{ModelEvent, ModelSession, ModelSessionContext};
 use crate::tools::ServiceKind;
 use crate::trace::health::TraceHealth;
+use crate::trace::hub::TraceHandle;
 use crate::trace::writer::TraceMsg;
 
 pub use compaction::CompactStart;
@@ -170,7 +172,7 @@ pub enum SessionMsg {
 pub struct SessionArgs {
     pub id: String,
     pub options: SessionOptions,
-    pub trace: ActorRef<TraceMsg>,
+    pub trace: TraceHandle,
     pub trace_path: PathBuf,
     pub subscribers: Subscribers,
     /// The `session_meta` record, written first.
@@ -187,7 +189,7 @@ pub struct SessionActor;
 pub struct SessionState {
     pub(crate) id: String,
     pub(crate) options: SessionOptions,
-    pub(crate) trace: ActorRef<TraceMsg>,
+    pub(crate) trace: TraceHandle,
     pub(crate) subscribers: Subscribers,
     pub(crate) model: Box<dyn ModelSession>,
     /// The conversation sent with each request: the committed turns, then (while a request is

@@ -1,13 +1,15 @@
-//! Spawning a session with its trace actor under a given supervisor (the host for user
-//! sessions, a subagent supervisor for children), and reporting a crashed session.
+//! Spawning a session under a given supervisor (the host for user sessions, a subagent
+//! supervisor for children), with its trace file handed to one of the host's trace writers, and
+//! reporting a crashed session.
 //!
-//! Owns the order of a session's start: trace actor first, then the session actor, whose first
-//! record is its `session_meta`. It keeps no state of its own.
+//! Owns the order of a session's start: trace file opened, locked and taken over by its writer
+//! first, then the session actor, whose first record is its `session_meta`. It keeps no state
+//! of its own.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use ractor::{Actor, ActorCell, ActorRef};
+use ractor::{Actor, ActorCell};
 
 use super::session::{
     SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers, broadcast,
@@ -16,33 +18,35 @@ use crate::error::{ConfigError, RookeryError, TraceOpenError};
 use crate::message::{OmniMessage, StopReason, build};
 use crate::trace::file::TraceFile;
 use crate::trace::health::TraceHealth;
+use crate::trace::hub::{TraceHandle, TraceWriters};
 use crate::trace::paths;
-use crate::trace::writer::{TraceActor, TraceArgs, TraceMsg, TraceStats};
+use crate::trace::writer::{TraceMsg, TraceStats};
 
-/// What every session of a host shares: where traces go and the byte counter.
+/// What every session of a host shares: where traces go, the writers that own them and the
+/// byte counter.
 #[derive(Clone, Debug)]
 pub struct SessionEnv {
     pub home: PathBuf,
     pub trace_stats: Arc<TraceStats>,
+    pub traces: TraceWriters,
 }
 
 /// A started session and the parts its supervisor keeps.
 pub(crate) struct SpawnedSession {
     pub handle: SessionHandle,
-    pub trace: ActorRef<TraceMsg>,
+    pub trace: TraceHandle,
     pub subscribers: Subscribers,
 }
 
-/// Asks a trace actor to write out and stop, without waiting.
-pub(crate) fn stop_trace(trace: &ActorRef<TraceMsg>) {
-    let (tx, _rx) = ractor::concurrency::oneshot();
-    let _ = trace.cast(TraceMsg::Shutdown(tx.into()));
+/// Asks a session's trace writer to write out and close its file, without waiting.
+pub(crate) fn stop_trace(trace: &TraceHandle) {
+    trace.stop();
 }
 
 /// Ends a crashed session's stream and trace with `abort` and `task_end(failed)`. A session
 /// whose handler panicked has already settled its open tool calls (their outputs are ahead of
 /// these records in the trace's mailbox).
-pub(crate) fn report_crash(trace: &ActorRef<TraceMsg>, subscribers: &Subscribers, err: &str) {
+pub(crate) fn report_crash(trace: &TraceHandle, subscribers: &Subscribers, err: &str) {
     let reason = format!("session actor failed: {err}");
     for msg in [
         build::abort(Some(reason)),
@@ -114,18 +118,11 @@ pub(crate) async fn spawn_session(
         })?,
     };
     let health = Arc::new(TraceHealth::default());
-    let (trace, _) = Actor::spawn_linked(
-        None,
-        TraceActor,
-        TraceArgs {
-            file,
-            stats: env.trace_stats.clone(),
-            redactor: super::session::session_redactor(&options),
-            health: health.clone(),
-        },
-        supervisor.clone(),
-    )
-    .await?;
+    let redactor = super::session::session_redactor(&options);
+    let trace = env
+        .traces
+        .open(file, redactor, health.clone())
+        .map_err(|e| RookeryError::Trace(std::io::Error::other(e)))?;
     let subscribers: Subscribers = Arc::new(Mutex::new(Vec::new()));
     let spawned = Actor::spawn_linked(
         None,

@@ -22,6 +22,7 @@ use super::session::{SessionOptions, Subscribers};
 use super::spawn::{SessionEnv, report_crash, spawn_session, stop_trace};
 use crate::error::RookeryError;
 use crate::message::{EventPayload, OmniMessage};
+use crate::trace::hub::TraceHandle;
 use crate::trace::paths;
 use crate::trace::writer::TraceMsg;
 pub use child::{Child, ChildListing, ParentLink, RoundEnd, exit_note};
@@ -69,7 +70,7 @@ pub enum SubagentMsg {
 
 struct Entry {
     child: Arc<Child>,
-    trace: ActorRef<TraceMsg>,
+    trace: TraceHandle,
     subscribers: Subscribers,
 }
 
@@ -82,7 +83,7 @@ pub struct SubagentArgs {
     pub template: SessionOptions,
     pub parent: ParentLink,
     /// The parent's trace (for the `subagent` pointer events).
-    pub parent_trace: ActorRef<TraceMsg>,
+    pub parent_trace: TraceHandle,
 }
 
 pub struct SubagentState {

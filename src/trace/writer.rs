@@ -76,62 +76,105 @@ pub fn record_line(msg: &OmniMessage) -> Option<Vec<u8>> {
     Some(line)
 }
 
+/// The writer of one file (a process with a single trace; the host uses the shared
+/// [`super::hub::TraceWriter`]).
 pub struct TraceActor;
 
+/// The one-file actor's state: its file and whether a `Commit` is in its mailbox.
+pub struct TraceActorState {
+    file: TraceState,
+    commit_queued: bool,
+}
+
+impl TraceActorState {
+    /// After a gather: the first record of a batch queues the `Commit`.
+    fn gathered(&mut self, myself: &ActorRef<TraceMsg>) {
+        if !self.commit_queued {
+            self.commit_queued = myself.cast(TraceMsg::Commit).is_ok();
+            if !self.commit_queued {
+                // Stopping: nothing would deliver the commit.
+                self.file.commit();
+            }
+        }
+    }
+}
+
+/// One trace file as its writer holds it: the open handle, the records gathered for it, its
+/// pending rotation, its health and counters.
 pub struct TraceState {
     pub(super) file: TraceFile,
     pub(super) stats: Arc<TraceStats>,
     redactor: Option<Arc<Redactor>>,
-    health: Arc<TraceHealth>,
+    pub(super) health: Arc<TraceHealth>,
     /// A rotation waiting for the next record (none is made for nothing).
     rotation: Option<super::rotation::Rotation>,
     /// Whole records gathered for the next write (empty, without capacity, when idle), how
-    /// many, and whether a `Commit` is in the mailbox.
+    /// many (whether a `Commit` is queued is the owner's business).
     batch: Vec<u8>,
     batch_records: u64,
-    commit_queued: bool,
 }
 
 impl TraceState {
-    fn append(&mut self, myself: &ActorRef<TraceMsg>, msg: &OmniMessage) {
-        if let Some(line) = record_line(msg) {
-            let line = match &self.redactor {
-                Some(r) => r.redact_bytes(&line).unwrap_or(line),
-                None => line,
-            };
-            self.gather(myself, line);
+    /// The state of a freshly opened file: nothing gathered, no rotation pending.
+    pub(super) fn new(
+        file: TraceFile,
+        stats: Arc<TraceStats>,
+        redactor: Option<Arc<Redactor>>,
+        health: Arc<TraceHealth>,
+    ) -> TraceState {
+        TraceState {
+            file,
+            stats,
+            redactor,
+            health,
+            rotation: None,
+            batch: Vec::new(),
+            batch_records: 0,
         }
     }
 
-    /// Adds one serialized record (newline included) to the batch; the first one of a batch
-    /// queues its `Commit`.
-    fn gather(&mut self, myself: &ActorRef<TraceMsg>, line: Vec<u8>) {
+    /// Serializes, scrubs and gathers one record; returns what [`Self::gather`] returns.
+    pub(super) fn append(&mut self, msg: &OmniMessage) -> bool {
+        let Some(line) = record_line(msg) else {
+            return false;
+        };
+        let line = match &self.redactor {
+            Some(r) => r.redact_bytes(&line).unwrap_or(line),
+            None => line,
+        };
+        self.gather(line)
+    }
+
+    /// Adds one serialized record (newline included) to the batch. Returns whether it is the
+    /// first record of a new batch, for which the owner queues a commit.
+    pub(super) fn gather(&mut self, line: Vec<u8>) -> bool {
+        self.gather_records(line, 1)
+    }
+
+    /// Like [`Self::gather`] for `records` whole records in one buffer.
+    pub(super) fn gather_records(&mut self, line: Vec<u8>, records: u64) -> bool {
         if let Some(rotation) = self.rotation.take() {
             // Records queued before the rotation belong to the old file.
             self.commit();
             self.rotate(rotation);
         }
-        if self.batch.is_empty() {
+        let first = self.batch.is_empty();
+        if first {
             // The first record's buffer becomes the batch: a lone record is not copied.
             self.batch = line;
         } else {
             self.batch.extend_from_slice(&line);
         }
-        self.batch_records += 1;
+        self.batch_records += records;
         if self.batch.len() >= BATCH_MAX_BYTES {
-            return self.commit();
+            self.commit();
+            return false;
         }
-        if !self.commit_queued {
-            self.commit_queued = myself.cast(TraceMsg::Commit).is_ok();
-            if !self.commit_queued {
-                // Stopping: nothing would deliver the commit.
-                self.commit();
-            }
-        }
+        first
     }
 
     /// Writes the gathered records with one `write(2)`.
-    fn commit(&mut self) {
+    pub(super) fn commit(&mut self) {
         if self.batch.is_empty() {
             return;
         }
@@ -153,7 +196,7 @@ impl TraceState {
         }
     }
 
-    fn sync(&mut self) {
+    pub(super) fn sync(&mut self) {
         if let Err(e) = self.file.sync() {
             self.failed(&e);
         }
@@ -172,7 +215,7 @@ impl TraceState {
 
 impl Actor for TraceActor {
     type Msg = TraceMsg;
-    type State = TraceState;
+    type State = TraceActorState;
     type Arguments = TraceArgs;
 
     async fn pre_start(
@@ -180,14 +223,8 @@ impl Actor for TraceActor {
         _myself: ActorRef<Self::Msg>,
         args: TraceArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(TraceState {
-            file: args.file,
-            stats: args.stats,
-            redactor: args.redactor,
-            health: args.health,
-            rotation: None,
-            batch: Vec::new(),
-            batch_records: 0,
+        Ok(TraceActorState {
+            file: TraceState::new(args.file, args.stats, args.redactor, args.health),
             commit_queued: false,
         })
     }
@@ -198,7 +235,7 @@ impl Actor for TraceActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.commit();
+        state.file.commit();
         Ok(())
     }
 
@@ -208,33 +245,64 @@ impl Actor for TraceActor {
         message: TraceMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            TraceMsg::Append(msg) => state.append(&myself, &msg),
-            TraceMsg::AppendLine(line) => state.gather(&myself, line),
-            TraceMsg::Commit => {
-                state.commit_queued = false;
-                state.commit();
-            }
-            TraceMsg::Flush(reply) => {
-                state.commit();
-                state.sync();
-                let _ = reply.send(());
-            }
-            TraceMsg::Rotate(rotation) => state.rotation = Some(rotation),
-            TraceMsg::Written(reply) => {
-                state.commit();
-                let _ = reply.send(());
-            }
-            TraceMsg::Shutdown(reply) => {
-                state.commit();
-                state.sync();
-                // Released before the reply: a closed session can be reopened at once.
-                state.file.unlock();
-                let _ = reply.send(());
-                myself.stop(None);
-            }
+        if let TraceMsg::Commit = message {
+            state.commit_queued = false;
+        }
+        match state.file.step(message) {
+            Step::Done => {}
+            Step::FirstOfBatch => state.gathered(&myself),
+            Step::Closed => myself.stop(None),
         }
         Ok(())
+    }
+}
+
+/// What one step left for the file's owner to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    Done,
+    /// A record started a new batch: the owner queues a commit behind the mailbox.
+    FirstOfBatch,
+    /// `Shutdown` was answered: the owner forgets the file.
+    Closed,
+}
+
+impl TraceState {
+    /// Handles one message for this file. `Flush`, `Written` and `Shutdown` write what is
+    /// gathered before they reply; `Shutdown` also syncs and releases the owner lock first, so a
+    /// closed session can be reopened at once.
+    pub(super) fn step(&mut self, message: TraceMsg) -> Step {
+        match message {
+            TraceMsg::Append(msg) => return first_step(self.append(&msg)),
+            TraceMsg::AppendLine(line) => return first_step(self.gather(line)),
+            TraceMsg::Commit => self.commit(),
+            TraceMsg::Flush(reply) => {
+                self.commit();
+                self.sync();
+                let _ = reply.send(());
+            }
+            TraceMsg::Written(reply) => {
+                self.commit();
+                let _ = reply.send(());
+            }
+            TraceMsg::Rotate(rotation) => self.rotation = Some(rotation),
+            TraceMsg::Shutdown(reply) => {
+                self.commit();
+                self.sync();
+                self.file.unlock();
+                let _ = reply.send(());
+                return Step::Closed;
+            }
+        }
+        Step::Done
+    }
+}
+
+fn first_step(first: bool) -> Step {
+    if first {
+        Step::FirstOfBatch
+    } else {
+        Step::Done
     }
 }
 

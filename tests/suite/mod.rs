@@ -58,3 +58,4 @@ mod session_owner;
 mod sessions;
 mod steering;
 mod subagents;
+mod trace_writers;

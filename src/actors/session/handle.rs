@@ -13,6 +13,7 @@ use super::{MessageReceiver, SessionMsg, SessionStatus, SteerOutcome, TaskSummar
 use crate::error::RookeryError;
 use crate::message::{OmniMessage, Sender, SessionMeta};
 use crate::trace::health::TraceHealth;
+use crate::trace::hub::TraceHandle;
 use crate::trace::writer::TraceMsg;
 
 /// The public handle on a session.
@@ -24,7 +25,7 @@ pub struct SessionHandle {
     /// The `session_meta` record (its payload is the meta).
     pub(crate) meta_message: Arc<OmniMessage>,
     pub(crate) actor: ActorRef<SessionMsg>,
-    pub(crate) trace: ActorRef<TraceMsg>,
+    pub(crate) trace: TraceHandle,
     pub(crate) trace_path: PathBuf,
     pub(crate) trace_health: Arc<TraceHealth>,
 }

@@ -1,0 +1,167 @@
+//! `rookery bench --trace-appends N`: the trace writer against its floor, in one run. The same N
+//! serialized records (`tool_call_output` lines of a read workload) are appended (a) by a raw
+//! loop of one `write(2)` per record on an `O_APPEND` file (the floor), and (b) by the host's
+//! trace writer (`trace::hub`): N `AppendLine` casts to one session's handle, then `Written`.
+//! Each side runs `rounds` times, interleaved, on a fresh file; the medians are compared.
+//!
+//! It measures only; it prints nothing (the CLI renders the report) and changes no writer.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::error::RookeryError;
+use crate::message::{StopReason, build};
+use crate::trace::file::TraceFile;
+use crate::trace::hub::{POOL_SIZE, TraceWriters};
+use crate::trace::writer::{TraceMsg, TraceStats, record_line};
+
+/// What one run measured (medians over the rounds).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AppendsOutcome {
+    pub records: usize,
+    pub record_bytes: usize,
+    pub rounds: usize,
+    /// The raw loop's median burst time.
+    pub raw: Duration,
+    /// The trace writer's median burst time (first cast to the `Written` ack).
+    pub writer: Duration,
+    /// `write(2)` calls of the trace writer's bursts, summed over the rounds.
+    pub writer_writes: u64,
+}
+
+impl AppendsOutcome {
+    /// Records per second of a burst time.
+    pub fn per_s(&self, d: Duration) -> f64 {
+        self.records as f64 / d.as_secs_f64().max(1e-9)
+    }
+
+    /// The trace writer's records/s over the raw loop's.
+    pub fn ratio(&self) -> f64 {
+        self.raw.as_secs_f64() / self.writer.as_secs_f64().max(1e-9)
+    }
+}
+
+/// The burst's records: `n` distinct `tool_call_output` lines with a line of file text each.
+pub fn records(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .filter_map(|i| {
+            let text = format!("line {i}: the quick brown fox jumps over the lazy dog\n");
+            let msg =
+                build::tool_call_output(format!("call_{i}"), text, vec![], StopReason::Completed);
+            record_line(&msg)
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// One `write(2)` per record on an `O_APPEND` file (short writes retried by `write_all`).
+fn raw_burst(path: &Path, lines: &[Vec<u8>]) -> std::io::Result<Duration> {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(path)?;
+    let t = Instant::now();
+    for line in lines {
+        file.write_all(line)?;
+    }
+    Ok(t.elapsed())
+}
+
+/// The burst through the host's trace writer: casts, then the `Written` ack.
+async fn writer_burst(
+    traces: &TraceWriters,
+    path: &Path,
+    lines: Vec<Vec<u8>>,
+) -> Result<Duration, RookeryError> {
+    let file = TraceFile::open(path)?;
+    let trace = traces
+        .open(file, None, Arc::default())
+        .map_err(|e| RookeryError::Trace(std::io::Error::other(e)))?;
+    let t = Instant::now();
+    for line in lines {
+        trace.cast(TraceMsg::AppendLine(line))?;
+    }
+    ractor::call!(trace, TraceMsg::Written)?;
+    let took = t.elapsed();
+    trace.shutdown().await?;
+    Ok(took)
+}
+
+/// Runs `rounds` interleaved rounds of both sides with `n` records under `dir`.
+pub async fn run(n: usize, rounds: usize, dir: &Path) -> Result<AppendsOutcome, RookeryError> {
+    let lines = records(n);
+    let stats = Arc::new(TraceStats::default());
+    let traces = TraceWriters::start(None, POOL_SIZE, stats.clone()).await?;
+    let (mut raw, mut writer) = (Vec::new(), Vec::new());
+    let mut result = Ok(());
+    for round in 0..rounds.max(1) {
+        match raw_burst(&dir.join(format!("raw-{round}.jsonl")), &lines) {
+            Ok(d) => raw.push(d),
+            Err(e) => {
+                result = Err(e.into());
+                break;
+            }
+        }
+        let path = dir.join(format!("writer-{round}_001.jsonl"));
+        match writer_burst(&traces, &path, lines.clone()).await {
+            Ok(d) => writer.push(d),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    traces.stop();
+    result?;
+    Ok(AppendsOutcome {
+        records: n,
+        record_bytes: lines.iter().map(Vec::len).sum(),
+        rounds: rounds.max(1),
+        raw: median(raw),
+        writer: median(writer),
+        writer_writes: stats.batches.load(Ordering::Relaxed),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both sides write exactly the same bytes, every round.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn both_sides_write_the_same_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(200, 3, dir.path()).await.unwrap();
+        let first = std::fs::read(dir.path().join("raw-0.jsonl")).unwrap();
+        assert_eq!(out.record_bytes, first.len());
+        assert_eq!(first.iter().filter(|&&b| b == b'\n').count(), 200);
+        for round in 0..3 {
+            let raw = std::fs::read(dir.path().join(format!("raw-{round}.jsonl"))).unwrap();
+            let writer =
+                std::fs::read(dir.path().join(format!("writer-{round}_001.jsonl"))).unwrap();
+            assert!(
+                raw == first,
+                "round {round}: the raw loop wrote other bytes"
+            );
+            assert!(
+                writer == first,
+                "round {round}: the writer wrote other bytes"
+            );
+        }
+        assert!(
+            (3..=600).contains(&out.writer_writes),
+            "{}",
+            out.writer_writes
+        );
+        assert!(out.ratio() > 0.0);
+    }
+}

@@ -1,0 +1,129 @@
+//! The host's shared trace writers, through the real binary: many concurrent sessions of one
+//! process write their records through the same few writers, and each trace still holds only
+//! its own session's records, whole and in order; `bench --trace-appends` runs both sides.
+
+use std::path::{Path, PathBuf};
+
+use rookery::message::{ModelPayload, Payload};
+use serde_json::Value;
+
+use crate::common::paired::assert_trace_paired;
+use crate::common::{kinds, trace_records};
+
+fn rookery_bench(args: &[&str], tmp: &Path) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .arg("bench")
+        .args(args)
+        .env("TMPDIR", tmp)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn trace_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for day in std::fs::read_dir(dir.join("traces")).unwrap() {
+        for f in std::fs::read_dir(day.unwrap().path()).unwrap() {
+            out.push(f.unwrap().path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// 24 sessions run at once in one host (6 files per writer): every trace starts with its own
+/// session's meta, holds its 5 reads each paired with one output after its call, and ends
+/// with the task's end; no record of another session is in it.
+#[test]
+fn concurrent_sessions_sharing_the_writers_keep_their_own_traces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let (code, stdout, stderr) = rookery_bench(
+        &[
+            "--workload",
+            "read",
+            "--sessions",
+            "24",
+            "--turns",
+            "5",
+            "--home",
+            home.to_str().unwrap(),
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let files = trace_files(&home);
+    assert_eq!(files.len(), 24);
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let id = name.strip_suffix("_001.jsonl").unwrap();
+        let recs = trace_records(&path);
+        match &recs[0].payload {
+            Payload::SessionMeta(m) => assert_eq!(m.session_id, id, "{name}"),
+            other => panic!("{name} starts with {other:?}"),
+        }
+        // Only this session's meta: no record of another session slipped in.
+        let metas = recs
+            .iter()
+            .filter(|r| matches!(r.payload, Payload::SessionMeta(_)))
+            .count();
+        assert_eq!(metas, 1, "{name}");
+        let outputs = assert_trace_paired(&recs);
+        assert_eq!(outputs.len(), 5, "{name}");
+        let calls: Vec<&str> = recs
+            .iter()
+            .filter_map(|r| match r.as_model() {
+                Some(ModelPayload::ToolCall { tool_call_id, .. }) => Some(tool_call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 5, "{name}");
+        let k = kinds(&recs);
+        assert_eq!(
+            k.last().map(String::as_str),
+            Some("task_end"),
+            "{name}: {k:?}"
+        );
+    }
+}
+
+/// `--trace-appends` prints both sides and their ratio; the writer's burst is far fewer
+/// `write(2)` calls than records.
+#[test]
+fn trace_appends_bench_reports_both_sides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = rookery_bench(&["--trace-appends", "500", "--json"], tmp.path());
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["trace_appends"], 500);
+    assert_eq!(v["rounds"], 3);
+    for k in [
+        "raw_burst_us",
+        "writer_burst_us",
+        "raw_records_per_s",
+        "writer_records_per_s",
+        "ratio_writer_to_raw",
+    ] {
+        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {v}");
+    }
+    let writes = v["writer_writes"].as_u64().unwrap();
+    assert!((3..1500).contains(&writes), "{v}");
+    assert!(v["record_bytes"].as_u64().unwrap() > 500 * 100);
+
+    let (code, _, stderr) = rookery_bench(&["--trace-appends", "0"], tmp.path());
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--trace-appends must be at least 1"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = rookery_bench(
+        &["--trace-appends", "10", "--idle-sessions", "5"],
+        tmp.path(),
+    );
+    assert_eq!(code, 2, "{stderr}");
+}
