@@ -1,6 +1,6 @@
 //! Lazy start of a session's command and subagent supervisors: each is spawned (linked to the
-//! session) on the first approved call of one of its tools, so an idle session costs two actors
-//! (itself and its trace actor). A supervisor that failed is not restarted: its tools then
+//! session) on the first approved call of one of its tools, so an idle session is one actor
+//! (its trace file is an entry of one of the host's trace writers). A supervisor that failed is not restarted: its tools then
 //! answer "unavailable", as before.
 //!
 //! It also binds a service-bound tool's call to the session's own service of its kind
