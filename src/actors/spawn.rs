@@ -113,6 +113,7 @@ pub(crate) async fn spawn_session(
         })?,
     };
     let health = Arc::new(TraceHealth::default());
+    health.set_current(trace_path.clone());
     let (trace, _) = Actor::spawn_linked(
         None,
         TraceActor,

@@ -68,6 +68,7 @@ impl TraceState {
         old.unlock();
         drop(old);
         tracing::debug!("[trace] rotated to {}", next.display());
+        self.health.set_current(next);
         for line in rotation.header {
             self.write_header_line(line);
         }

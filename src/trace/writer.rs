@@ -82,7 +82,7 @@ pub struct TraceState {
     pub(super) file: TraceFile,
     pub(super) stats: Arc<TraceStats>,
     redactor: Option<Arc<Redactor>>,
-    health: Arc<TraceHealth>,
+    pub(super) health: Arc<TraceHealth>,
     /// A rotation waiting for the next record (none is made for nothing).
     rotation: Option<super::rotation::Rotation>,
     /// Whole records gathered for the next write (empty, without capacity, when idle), how

@@ -56,3 +56,4 @@ mod session_owner;
 mod sessions;
 mod steering;
 mod subagents;
+mod trace_path_rotation;
