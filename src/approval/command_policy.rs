@@ -147,9 +147,12 @@ pub struct CommandPolicy {
 }
 
 impl Default for CommandPolicy {
-    /// The default rules, enabled.
+    /// The default rules, enabled (compiled once per process: every session starts with them).
     fn default() -> Self {
-        CommandPolicy::from_config(&PolicyConfig::default())
+        static DEFAULT: std::sync::OnceLock<CommandPolicy> = std::sync::OnceLock::new();
+        DEFAULT
+            .get_or_init(|| CommandPolicy::from_config(&PolicyConfig::default()))
+            .clone()
     }
 }
 

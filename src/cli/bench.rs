@@ -35,6 +35,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.serve_mock {
         return serve_mock(&args).await;
     }
+    if let Some(n) = args.hibernation {
+        return super::bench_hibernation::bench(&args, n).await;
+    }
     if args.sessions == 0 && args.idle_sessions.is_none() {
         return Err(CliError::usage("--sessions must be at least 1"));
     }

@@ -11,12 +11,11 @@ use std::sync::Arc;
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
 use crate::message::launch::Launch;
-use crate::message::{Payload, SessionMeta};
+use crate::message::{OmniMessage, Payload, SessionMeta};
 use crate::model::Model;
 use crate::model::build::build_model;
 use crate::model::model_config::ModelConfig;
 use crate::model::scripted::ScriptedModel;
-use crate::trace::reader::read_trace;
 
 /// A recorded session's model, config and launch details.
 pub struct Recorded {
@@ -26,15 +25,20 @@ pub struct Recorded {
 }
 
 /// The last root `session_meta` of the trace at `path` (a reopen appends one with the values
-/// then in use), if any.
+/// then in use), if any. Only the lines that name `session_meta` are parsed (from the end), so a
+/// long trace costs one read, not one parse per record.
 pub fn last_meta(path: &Path) -> Option<SessionMeta> {
-    let read = read_trace(path).ok()?;
-    read.records
-        .iter()
+    const NEEDLE: &[u8] = b"\"session_meta\"";
+    let bytes = std::fs::read(path).ok()?;
+    bytes
+        .split(|&b| b == b'\n')
         .rev()
+        .filter(|line| line.windows(NEEDLE.len()).any(|w| w == NEEDLE))
+        .filter_map(|line| std::str::from_utf8(line).ok())
+        .filter_map(|text| OmniMessage::from_json(text).ok())
         .filter(|r| !r.has_origin())
-        .find_map(|r| match &r.payload {
-            Payload::SessionMeta(m) => Some(m.clone()),
+        .find_map(|r| match r.payload {
+            Payload::SessionMeta(m) => Some(m),
             _ => None,
         })
 }

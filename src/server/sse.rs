@@ -147,6 +147,17 @@ impl EventLog {
         Subscription { replay, live }
     }
 
+    /// The session hibernates: the replay ring is released (its messages stay in the trace), the
+    /// numbering and the connected clients stay. A client reconnecting later is replayed what
+    /// came after the hibernation.
+    pub fn park(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.ring = VecDeque::new();
+            inner.clients.retain(|c| !c.is_closed());
+            inner.clients.shrink_to_fit();
+        }
+    }
+
     /// The session has ended: live feeds end after what they have buffered.
     pub fn close(&self) {
         if let Ok(mut inner) = self.inner.lock() {
@@ -184,6 +195,21 @@ mod tests {
 
     fn seqs(records: &[Arc<Record>]) -> Vec<u64> {
         records.iter().map(|r| r.seq).collect()
+    }
+
+    #[test]
+    fn a_parked_log_keeps_its_numbering_and_clients_but_not_its_ring() {
+        let log = EventLog::new(8, 8);
+        for i in 0..3 {
+            log.push(&text(i));
+        }
+        let mut live = log.subscribe(None).live.unwrap();
+        log.park();
+        assert_eq!(log.last_seq(), 3);
+        assert!(log.subscribe(Some(0)).replay.is_empty());
+        log.push(&text(3));
+        assert_eq!(live.try_recv().unwrap().seq, 4);
+        assert_eq!(seqs(&log.subscribe(Some(0)).replay), [4]);
     }
 
     #[test]

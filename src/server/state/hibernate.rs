@@ -1,9 +1,13 @@
 //! Hibernation of served sessions: a session idle (no task, no live command or subagent, no
 //! pending approval) for `--idle-hibernate SECS`, or beyond `--max-resident N` resident
 //! sessions (least recently used first), is closed — its actors stop, its trace is flushed
-//! and closed — and only a small directory entry stays: its workspace, approval mode and event
-//! log. The next request naming it (task, approvals, events, …) resumes it from its trace with
-//! that mode; SSE subscribers see `session_hibernated` then `session_resumed` on the same stream.
+//! and closed — and only a small directory entry stays: its workspace, trace file, approval
+//! mode and event log (numbering and live clients; its replay ring is released). The next
+//! request naming it (task, approvals, events, …) resumes it from that trace file with that
+//! mode; SSE subscribers see `session_hibernated` then `session_resumed` on the same stream.
+//!
+//! A create at the cap hibernates the least recently used idle session before it starts the new
+//! one; a resume beyond the cap wakes the sweeper, which hibernates one after the resume.
 //!
 //! This module decides when and keeps the entries; it must not touch a session's trace (the
 //! library's close and resume do) and never hibernates a session that is doing anything.
@@ -45,6 +49,8 @@ impl Default for HibernationConfig {
 /// A hibernated session's directory entry.
 pub(super) struct Hibernated {
     pub workspace: PathBuf,
+    /// The file its trace was written to last (the resume reads only this one).
+    pub trace: PathBuf,
     pub approval_mode: ApprovalMode,
     pub log: Arc<EventLog>,
 }
@@ -89,11 +95,15 @@ impl ServerState {
             .map_or(Duration::from_secs(5), |d| d / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(5));
         let me = Arc::downgrade(self);
+        let rebalance = self.rebalance.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = rebalance.notified() => {}
+                }
                 let Some(state) = me.upgrade() else { return };
                 if state.is_shutting_down() {
                     return;
@@ -110,10 +120,44 @@ impl ServerState {
             && matches!(entry.handle.live_counts().await, Ok((0, 0)))
     }
 
+    /// The resident sessions, least recently used first.
+    fn by_last_use(&self) -> Vec<Arc<SessionEntry>> {
+        let mut list: Vec<(u64, Arc<SessionEntry>)> = self
+            .sessions
+            .lock()
+            .map(|m| {
+                m.values()
+                    .map(|e| (e.last_active.get(), e.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        list.sort_unstable_by_key(|(t, _)| *t);
+        list.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Room for one more resident session: while `--max-resident` are resident, the least
+    /// recently used quiet one hibernates. Busy sessions are skipped (the cap then waits for
+    /// one to become quiet).
+    pub(super) async fn make_room(&self) {
+        let cap = self.cfg.hibernation.max_resident;
+        if self.resident_count() < cap {
+            return;
+        }
+        let list = self.by_last_use();
+        let mut over = (list.len() + 1).saturating_sub(cap);
+        for entry in list {
+            if over == 0 {
+                return;
+            }
+            if Self::is_quiet(&entry).await && self.hibernate(&entry).await {
+                over -= 1;
+            }
+        }
+    }
+
     async fn sweep(&self) {
         let now = now_ms();
-        let mut list = self.list();
-        list.sort_by_key(|e| e.last_active.get());
+        let list = self.by_last_use();
         let mut over = list.len().saturating_sub(self.cfg.hibernation.max_resident);
         for entry in list {
             let idle_for = Duration::from_millis(now.saturating_sub(entry.last_active.get()));
@@ -140,6 +184,7 @@ impl ServerState {
             tracing::warn!(session = %id, "cannot hibernate: {e}");
         }
         entry.approvals.close();
+        entry.log.park();
         entry.log.push(&event(true));
         tracing::info!(session = %id, "hibernated");
         if let Ok(mut h) = self.hibernated.lock() {
@@ -147,6 +192,7 @@ impl ServerState {
                 id,
                 Hibernated {
                     workspace: PathBuf::from(&entry.handle.meta().workspace),
+                    trace: entry.handle.trace_path(),
                     approval_mode: mode,
                     log: entry.log.clone(),
                 },
@@ -171,7 +217,10 @@ impl ServerState {
             // `None`: the resume reads the profile the trace recorded.
             tools_profile: None,
         };
-        match self.resume_locked(id, open, Some(h.log.clone())).await {
+        let resumed = self
+            .resume_locked(id, open, Some(h.log.clone()), Some(h.trace.clone()))
+            .await;
+        match resumed {
             Ok(e) => Ok(Some(e)),
             Err(err) => {
                 // Still hibernated: a later request may succeed (e.g. under --max-sessions).
@@ -181,6 +230,16 @@ impl ServerState {
                 Err(err)
             }
         }
+    }
+
+    /// Sessions resident now.
+    pub fn resident_count(&self) -> usize {
+        self.sessions.lock().map_or(0, |m| m.len())
+    }
+
+    /// Sessions hibernated now.
+    pub fn hibernated_count(&self) -> usize {
+        self.hibernated.lock().map_or(0, |m| m.len())
     }
 
     /// The hibernated sessions: `(id, workspace, approval mode, last event id)`, by id.
