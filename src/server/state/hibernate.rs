@@ -232,6 +232,12 @@ impl ServerState {
         }
     }
 
+    /// Whether `entry` is still its session's served entry (not hibernated or closed since).
+    pub fn is_current(&self, entry: &Arc<SessionEntry>) -> bool {
+        self.in_memory(entry.id())
+            .is_some_and(|e| Arc::ptr_eq(&e, entry))
+    }
+
     /// Sessions resident now.
     pub fn resident_count(&self) -> usize {
         self.sessions.lock().map_or(0, |m| m.len())
