@@ -28,14 +28,16 @@ pub struct Recorded {
 /// then in use), if any. Only the lines that name `session_meta` are parsed (from the end), so a
 /// long trace costs one read, not one parse per record.
 pub fn last_meta(path: &Path) -> Option<SessionMeta> {
-    const NEEDLE: &[u8] = b"\"session_meta\"";
+    const NEEDLE: &str = "\"session_meta\"";
     let bytes = std::fs::read(path).ok()?;
-    bytes
-        .split(|&b| b == b'\n')
-        .rev()
-        .filter(|line| line.windows(NEEDLE.len()).any(|w| w == NEEDLE))
-        .filter_map(|line| std::str::from_utf8(line).ok())
-        .filter_map(|text| OmniMessage::from_json(text).ok())
+    let text = String::from_utf8_lossy(&bytes);
+    text.rmatch_indices(NEEDLE)
+        .map(|(at, _)| {
+            let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+            let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+            &text[start..end]
+        })
+        .filter_map(|line| OmniMessage::from_json(line).ok())
         .filter(|r| !r.has_origin())
         .find_map(|r| match r.payload {
             Payload::SessionMeta(m) => Some(m),
