@@ -66,6 +66,15 @@ impl EventLog {
         }
     }
 
+    /// A log whose first message is numbered `seq + 1` (a hibernated session's next log).
+    pub fn after(seq: u64, capacity: usize, client_buffer: usize) -> Self {
+        let log = EventLog::new(capacity, client_buffer);
+        if let Ok(mut inner) = log.inner.lock() {
+            inner.last_seq = seq;
+        }
+        log
+    }
+
     /// Numbers and stores `msg` and sends it to every client. Returns the number of clients
     /// dropped because their buffer was full.
     pub fn push(&self, msg: &OmniMessage) -> usize {
@@ -210,6 +219,10 @@ mod tests {
         log.push(&text(3));
         assert_eq!(live.try_recv().unwrap().seq, 4);
         assert_eq!(seqs(&log.subscribe(Some(0)).replay), [4]);
+        // A hibernated session's next log goes on with the numbering.
+        let next = EventLog::after(4, 8, 8);
+        next.push(&text(4));
+        assert_eq!(seqs(&next.subscribe(Some(0)).replay), [5]);
     }
 
     #[test]

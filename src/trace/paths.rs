@@ -119,6 +119,13 @@ pub fn locate_trace(home: &Path, session_id: &str) -> Option<PathBuf> {
     best.map(|(_, _, path)| path)
 }
 
+/// Whether `path` is in the date directory of the dated id `session_id`, where
+/// [`locate_trace`] finds it by name.
+pub fn in_own_date_dir(home: &Path, session_id: &str, path: &Path) -> bool {
+    date_of_session_id(session_id).is_some()
+        && path.parent() == trace_path(home, session_id).parent()
+}
+
 /// The latest of `<date of the id>/<id>_001.jsonl`, `_002`, … (consecutive files that exist).
 fn probe_dated(home: &Path, session_id: &str) -> Option<PathBuf> {
     date_of_session_id(session_id)?;
@@ -300,6 +307,18 @@ mod tests {
             locate_trace(dir.path(), id),
             Some(t.join(format!("2026-07-18/{id}_003.jsonl")))
         );
+        let own = t.join(format!("2026-07-18/{id}_003.jsonl"));
+        assert!(in_own_date_dir(dir.path(), id, &own));
+        assert!(!in_own_date_dir(
+            dir.path(),
+            id,
+            &t.join("2026-07-19/x_001.jsonl")
+        ));
+        assert!(!in_own_date_dir(
+            dir.path(),
+            "s",
+            &t.join("2026-07-18/s_001.jsonl")
+        ));
         // Without its `_001` in its own directory, every date directory is listed.
         let other = "session-2026-07-19-03-10-22-abcdef12";
         touch(&t.join(format!("2026-07-20/{other}_002.jsonl")));

@@ -12,7 +12,7 @@
 //! This module decides when and keeps the entries; it must not touch a session's trace (the
 //! library's close and resume do) and never hibernates a session that is doing anything.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,7 +21,8 @@ use super::{ApiError, OpenOptions, ServerState, SessionEntry};
 use crate::actors::session::SessionStatus;
 use crate::approval::ApprovalMode;
 use crate::message::{EventPayload, OmniMessage};
-use crate::server::sse::EventLog;
+use crate::server::sse::{CLIENT_BUFFER, EventLog, RING_CAPACITY};
+use crate::trace::paths;
 
 /// Default of `--idle-hibernate` (seconds).
 pub(super) const DEFAULT_IDLE_HIBERNATE_SECS: u64 = 600;
@@ -48,11 +49,42 @@ impl Default for HibernationConfig {
 
 /// A hibernated session's directory entry.
 pub(super) struct Hibernated {
-    pub workspace: PathBuf,
-    /// The file its trace was written to last (the resume reads only this one).
-    pub trace: PathBuf,
+    pub workspace: Box<Path>,
+    /// The file its trace was written to last, when its id does not say where that is (a
+    /// dated id's file is found by name in its date directory).
+    pub trace: Option<Box<Path>>,
     pub approval_mode: ApprovalMode,
-    pub log: Arc<EventLog>,
+    pub log: Parked,
+}
+
+/// A hibernated session's event log: kept while SSE clients are connected to it, else only
+/// its numbering (the next log continues it).
+pub(super) enum Parked {
+    Streams(Arc<EventLog>),
+    Numbered(u64),
+}
+
+impl Parked {
+    fn last_seq(&self) -> u64 {
+        match self {
+            Parked::Streams(log) => log.last_seq(),
+            Parked::Numbered(n) => *n,
+        }
+    }
+
+    /// The log the woken session goes on with.
+    fn log(&self) -> Arc<EventLog> {
+        match self {
+            Parked::Streams(log) => log.clone(),
+            Parked::Numbered(n) => Arc::new(EventLog::after(*n, RING_CAPACITY, CLIENT_BUFFER)),
+        }
+    }
+
+    fn close(&self) {
+        if let Parked::Streams(log) = self {
+            log.close();
+        }
+    }
 }
 
 /// Last use of a session, in ms since the epoch.
@@ -186,15 +218,23 @@ impl ServerState {
         entry.approvals.close();
         entry.log.park();
         entry.log.push(&event(true));
+        let log = if entry.log.clients() > 0 {
+            Parked::Streams(entry.log.clone())
+        } else {
+            Parked::Numbered(entry.log.last_seq())
+        };
+        let trace = entry.handle.trace_path();
+        let trace =
+            (!paths::in_own_date_dir(&self.cfg.home, &id, &trace)).then(|| trace.into_boxed_path());
         tracing::info!(session = %id, "hibernated");
         if let Ok(mut h) = self.hibernated.lock() {
             h.insert(
                 id,
                 Hibernated {
-                    workspace: PathBuf::from(&entry.handle.meta().workspace),
-                    trace: entry.handle.trace_path(),
+                    workspace: PathBuf::from(&entry.handle.meta().workspace).into_boxed_path(),
+                    trace,
                     approval_mode: mode,
-                    log: entry.log.clone(),
+                    log,
                 },
             );
         }
@@ -211,14 +251,19 @@ impl ServerState {
             return Ok(None);
         };
         let open = OpenOptions {
-            workspace: Some(h.workspace.clone()),
+            workspace: Some(h.workspace.to_path_buf()),
             approval_mode: Some(h.approval_mode),
             config: None,
             // `None`: the resume reads the profile the trace recorded.
             tools_profile: None,
         };
         let resumed = self
-            .resume_locked(id, open, Some(h.log.clone()), Some(h.trace.clone()))
+            .resume_locked(
+                id,
+                open,
+                Some(h.log.log()),
+                h.trace.as_deref().map(Path::to_path_buf),
+            )
             .await;
         match resumed {
             Ok(e) => Ok(Some(e)),
@@ -258,7 +303,7 @@ impl ServerState {
                     .map(|(id, h)| {
                         (
                             id.clone(),
-                            h.workspace.clone(),
+                            h.workspace.to_path_buf(),
                             h.approval_mode,
                             h.log.last_seq(),
                         )
