@@ -1,5 +1,6 @@
 //! `rookery bench`: runs the standard workload (see [`crate::bench`]) and prints its figures as
-//! text or one JSON object; `--idle-sessions N` measures the idle footprint; `--floor` measures
+//! text or one JSON object; `--idle-sessions N` measures the idle footprint; `--hibernation N`
+//! runs the hibernation scenario (`bench_hibernation.rs`); `--floor` measures
 //! the `bash -lc true` spawn floors in the same run; `--serve-mock` serves the workload's model
 //! over loopback HTTP for the `--provider openai --base-url …` measurement.
 //!

@@ -56,7 +56,8 @@ impl EventLog {
     pub fn new(capacity: usize, client_buffer: usize) -> Self {
         EventLog {
             inner: Mutex::new(Inner {
-                ring: VecDeque::with_capacity(capacity.min(RING_CAPACITY)),
+                // Grown as messages come (up to `capacity`): an idle session holds a few.
+                ring: VecDeque::new(),
                 last_seq: 0,
                 clients: Vec::new(),
                 closed: false,
