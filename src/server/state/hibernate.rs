@@ -1,10 +1,11 @@
 //! Hibernation of served sessions: a session idle (no task, no live command or subagent, no
 //! pending approval) for `--idle-hibernate SECS`, or beyond `--max-resident N` resident
 //! sessions (least recently used first), is closed — its actors stop, its trace is flushed
-//! and closed — and only a small directory entry stays: its workspace, trace file, approval
-//! mode and event log (numbering and live clients; its replay ring is released). The next
-//! request naming it (task, approvals, events, …) resumes it from that trace file with that
-//! mode; SSE subscribers see `session_hibernated` then `session_resumed` on the same stream.
+//! and closed — and only a small directory entry stays: its workspace, approval mode, event
+//! numbering (the event log itself, without its replay ring, while SSE clients are connected)
+//! and, for an id that does not date it, its trace file. The next request naming it (task,
+//! approvals, events, …) resumes it from its latest trace file with that mode; SSE subscribers
+//! see `session_hibernated` then `session_resumed` on the same stream.
 //!
 //! A create at the cap hibernates the least recently used idle session before it starts the new
 //! one; a resume beyond the cap wakes the sweeper, which hibernates one after the resume.
