@@ -61,6 +61,8 @@ impl TraceState {
                 return;
             }
         };
+        // Named at once: the new file exists from here on, before the old one's sync.
+        self.health.set_current(next.clone());
         if let Err(e) = self.file.sync() {
             self.failed(&e);
         }
@@ -68,7 +70,6 @@ impl TraceState {
         old.unlock();
         drop(old);
         tracing::debug!("[trace] rotated to {}", next.display());
-        self.health.set_current(next);
         for line in rotation.header {
             self.write_header_line(line);
         }

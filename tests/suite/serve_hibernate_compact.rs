@@ -85,14 +85,20 @@ async fn compacting_a_hibernated_session_wakes_it_and_compacts_it() {
     assert_eq!(ev[1]["status"], "completed");
     // The woken session is resident again (and `b` made room for it).
     wait_status(&server, &b, "hibernated").await;
-    let (s, v) = server.call("GET", &format!("/v1/sessions/{a}"), None).await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    assert!(
-        v["trace_path"]
-            .as_str()
-            .is_some_and(|p| p.ends_with(&format!("{a}_002.jsonl"))),
-        "{v}"
-    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (s, v) = server.call("GET", &format!("/v1/sessions/{a}"), None).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let path = v["trace_path"].as_str().unwrap_or_default().to_string();
+        if path.ends_with(&format!("{a}_002.jsonl")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "trace_path never named _002: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // The next task starts from the summary.
     let after = server.task(&a, "go on").await;
     let events = server.events_until_task_end(&a, after).await;
