@@ -9,6 +9,7 @@
 //! only instrumentation is the [`model::Probed`] model wrapper and the [`model::TimedTool`] tool
 //! wrapper, both outside the runtime.
 
+pub mod hibernation;
 pub mod http_floor;
 pub mod measure;
 pub mod mock;

@@ -30,6 +30,7 @@ macro_rules! outln {
 
 pub mod approve_prompt;
 pub mod bench;
+mod bench_hibernation;
 pub mod bench_trace;
 pub mod chat;
 pub mod error;
@@ -260,6 +261,34 @@ pub struct BenchArgs {
         "api_key_env", "floor", "serve_mock", "idle_sessions",
     ])]
     pub trace_appends: Option<usize>,
+    /// Create N sessions through the server's session directory with at most --resident of
+    /// them resident (the rest hibernate) and report RSS, open descriptors and the next task
+    /// of hibernated sessions (no workload: not with --workload, --sessions, --turns, a model,
+    /// --floor, --idle-sessions or --trace-appends).
+    #[arg(long, value_name = "N", conflicts_with_all = [
+        "workload", "sessions", "turns", "model_latency_ms", "provider", "base_url", "model",
+        "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends",
+    ])]
+    pub hibernation: Option<usize>,
+    /// With --hibernation: the `--max-resident` cap.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1000,
+        requires = "hibernation"
+    )]
+    pub resident: usize,
+    /// With --hibernation: records (at least) in the trace of each woken session.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1000,
+        requires = "hibernation"
+    )]
+    pub trace_records: usize,
+    /// With --hibernation: hibernated sessions woken by a task, one after the other.
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "hibernation")]
+    pub wakes: usize,
     /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios;
     /// with `--provider openai`, the HTTP floor (the run's bodies resent by a bare client), and
     /// the spawn floors only for `--workload exec`.

@@ -118,6 +118,7 @@ pub(crate) async fn spawn_session(
         })?,
     };
     let health = Arc::new(TraceHealth::default());
+    health.set_current(trace_path.clone());
     let redactor = super::session::session_redactor(&options);
     let trace = env
         .traces

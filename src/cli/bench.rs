@@ -1,5 +1,6 @@
 //! `rookery bench`: runs the standard workload (see [`crate::bench`]) and prints its figures as
-//! text or one JSON object; `--idle-sessions N` measures the idle footprint; `--floor` measures
+//! text or one JSON object; `--idle-sessions N` measures the idle footprint; `--hibernation N`
+//! runs the hibernation scenario (`bench_hibernation.rs`); `--floor` measures
 //! the `bash -lc true` spawn floors in the same run; `--serve-mock` serves the workload's model
 //! over loopback HTTP for the `--provider openai --base-url …` measurement.
 //!
@@ -34,6 +35,9 @@ fn r3(x: f64) -> f64 {
 pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.serve_mock {
         return serve_mock(&args).await;
+    }
+    if let Some(n) = args.hibernation {
+        return super::bench_hibernation::bench(&args, n).await;
     }
     if let Some(n) = args.trace_appends {
         return super::bench_trace::trace_appends(&args, n).await;

@@ -118,7 +118,7 @@ async fn recorded_prompt(
     session: &crate::actors::session::SessionHandle,
 ) -> Option<crate::message::OmniMessage> {
     session.flush_trace().await.ok()?;
-    let read = crate::trace::reader::read_trace(session.trace_path()).ok()?;
+    let read = crate::trace::reader::read_trace(&session.trace_path()).ok()?;
     read.records.into_iter().rev().find(|r| {
         !r.has_origin()
             && matches!(

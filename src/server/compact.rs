@@ -2,7 +2,8 @@
 //! sessions"). An idle session compacts at once (202 `{"status":"compacting"}`; its stream
 //! shows `compaction_begin` … `compaction_end`); a running one before its next request (202
 //! `{"status":"scheduled"}`). 409 `nothing_to_compact` for an empty context, 409 `compacting`
-//! while one runs.
+//! while one runs. A hibernated session is woken first (the lookup resumes it), then compacted
+//! like an idle one; one hibernated between the lookup and the request is woken again.
 //!
 //! The handler only translates HTTP to `SessionHandle::compact`.
 
@@ -22,7 +23,17 @@ pub async fn compact(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let entry = state.get(&id).await?;
-    let status = match entry.handle.compact().await? {
+    let (entry, started) = match entry.handle.compact().await {
+        Ok(started) => (entry, started),
+        // Hibernated since the lookup: woken again, asked again.
+        Err(_) if !state.is_current(&entry) => {
+            let entry = state.get(&id).await?;
+            let started = entry.handle.compact().await?;
+            (entry, started)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let status = match started {
         CompactStart::Started => "compacting",
         CompactStart::Scheduled => "scheduled",
     };

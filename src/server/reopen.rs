@@ -11,12 +11,11 @@ use std::sync::Arc;
 use crate::config::AgentConfig;
 use crate::error::ConfigError;
 use crate::message::launch::Launch;
-use crate::message::{Payload, SessionMeta};
+use crate::message::{OmniMessage, Payload, SessionMeta};
 use crate::model::Model;
 use crate::model::build::build_model;
 use crate::model::model_config::ModelConfig;
 use crate::model::scripted::ScriptedModel;
-use crate::trace::reader::read_trace;
 
 /// A recorded session's model, config and launch details.
 pub struct Recorded {
@@ -26,15 +25,22 @@ pub struct Recorded {
 }
 
 /// The last root `session_meta` of the trace at `path` (a reopen appends one with the values
-/// then in use), if any.
+/// then in use), if any. Only the lines that name `session_meta` are parsed (from the end), so a
+/// long trace costs one read, not one parse per record.
 pub fn last_meta(path: &Path) -> Option<SessionMeta> {
-    let read = read_trace(path).ok()?;
-    read.records
-        .iter()
-        .rev()
+    const NEEDLE: &str = "\"session_meta\"";
+    let bytes = std::fs::read(path).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.rmatch_indices(NEEDLE)
+        .map(|(at, _)| {
+            let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+            let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+            &text[start..end]
+        })
+        .filter_map(|line| OmniMessage::from_json(line).ok())
         .filter(|r| !r.has_origin())
-        .find_map(|r| match &r.payload {
-            Payload::SessionMeta(m) => Some(m.clone()),
+        .find_map(|r| match r.payload {
+            Payload::SessionMeta(m) => Some(m),
             _ => None,
         })
 }

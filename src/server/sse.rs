@@ -56,7 +56,8 @@ impl EventLog {
     pub fn new(capacity: usize, client_buffer: usize) -> Self {
         EventLog {
             inner: Mutex::new(Inner {
-                ring: VecDeque::with_capacity(capacity.min(RING_CAPACITY)),
+                // Grown as messages come (up to `capacity`): an idle session holds a few.
+                ring: VecDeque::new(),
                 last_seq: 0,
                 clients: Vec::new(),
                 closed: false,
@@ -64,6 +65,15 @@ impl EventLog {
             capacity: capacity.max(1),
             client_buffer: client_buffer.max(1),
         }
+    }
+
+    /// A log whose first message is numbered `seq + 1` (a hibernated session's next log).
+    pub fn after(seq: u64, capacity: usize, client_buffer: usize) -> Self {
+        let log = EventLog::new(capacity, client_buffer);
+        if let Ok(mut inner) = log.inner.lock() {
+            inner.last_seq = seq;
+        }
+        log
     }
 
     /// Numbers and stores `msg` and sends it to every client. Returns the number of clients
@@ -147,6 +157,17 @@ impl EventLog {
         Subscription { replay, live }
     }
 
+    /// The session hibernates: the replay ring is released (its messages stay in the trace), the
+    /// numbering and the connected clients stay. A client reconnecting later is replayed what
+    /// came after the hibernation.
+    pub fn park(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.ring = VecDeque::new();
+            inner.clients.retain(|c| !c.is_closed());
+            inner.clients.shrink_to_fit();
+        }
+    }
+
     /// The session has ended: live feeds end after what they have buffered.
     pub fn close(&self) {
         if let Ok(mut inner) = self.inner.lock() {
@@ -184,6 +205,25 @@ mod tests {
 
     fn seqs(records: &[Arc<Record>]) -> Vec<u64> {
         records.iter().map(|r| r.seq).collect()
+    }
+
+    #[test]
+    fn a_parked_log_keeps_its_numbering_and_clients_but_not_its_ring() {
+        let log = EventLog::new(8, 8);
+        for i in 0..3 {
+            log.push(&text(i));
+        }
+        let mut live = log.subscribe(None).live.unwrap();
+        log.park();
+        assert_eq!(log.last_seq(), 3);
+        assert!(log.subscribe(Some(0)).replay.is_empty());
+        log.push(&text(3));
+        assert_eq!(live.try_recv().unwrap().seq, 4);
+        assert_eq!(seqs(&log.subscribe(Some(0)).replay), [4]);
+        // A hibernated session's next log goes on with the numbering.
+        let next = EventLog::after(4, 8, 8);
+        next.push(&text(4));
+        assert_eq!(seqs(&next.subscribe(Some(0)).replay), [5]);
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub struct ServerState {
     approval_ids: Arc<AtomicU64>,
     /// Sessions hibernated: the little that brings them back.
     hibernated: Mutex<HashMap<String, hibernate::Hibernated>>,
+    /// Wakes the sweeper when more sessions than `--max-resident` are resident.
+    rebalance: Arc<tokio::sync::Notify>,
     me: Weak<ServerState>,
 }
 
@@ -138,6 +140,7 @@ impl ServerState {
             slots,
             approval_ids: Arc::new(AtomicU64::new(0)),
             hibernated: Mutex::new(HashMap::new()),
+            rebalance: Arc::new(tokio::sync::Notify::new()),
             metrics: Metrics::default(),
             sessions: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
@@ -233,6 +236,8 @@ impl ServerState {
             launch: self.cfg.launch.clone(),
         };
         let (options, policy, approvals) = self.options(workspace, &open, base)?;
+        // Under --max-resident, the least recently used idle session hibernates first.
+        self.make_room().await;
         let slot = self.slot()?;
         let handle = self
             .host
@@ -284,6 +289,9 @@ impl ServerState {
         let id = entry.id().to_string();
         if let Ok(mut map) = self.sessions.lock() {
             map.insert(id.clone(), entry.clone());
+            if map.len() > self.cfg.hibernation.max_resident {
+                self.rebalance.notify_one();
+            }
         }
         if let Ok(mut closed) = self.closed.lock() {
             closed.remove(&id);
@@ -352,27 +360,31 @@ impl ServerState {
     /// Resumes a session from its trace (a session already served is returned as it is).
     pub async fn resume(&self, id: &str, open: OpenOptions) -> Result<Arc<SessionEntry>, ApiError> {
         let _guard = self.resume_lock.lock().await;
-        self.resume_locked(id, open, None).await
+        self.resume_locked(id, open, None, None).await
     }
 
-    /// [`Self::resume`] under the resume lock; `log` is a hibernated session's event log.
+    /// [`Self::resume`] under the resume lock; `log` and `known` are a hibernated session's
+    /// event log and trace file (looked up when it is gone).
     async fn resume_locked(
         &self,
         id: &str,
         open: OpenOptions,
         log: Option<Arc<EventLog>>,
+        known: Option<PathBuf>,
     ) -> Result<Arc<SessionEntry>, ApiError> {
         if let Some(e) = self.in_memory(id) {
             return Ok(e);
         }
         self.check_open()?;
-        let Some(trace) = paths::locate_trace(&self.cfg.home, id) else {
+        let known = known.filter(|p| p.is_file());
+        let Some(trace) = known.or_else(|| paths::locate_trace(&self.cfg.home, id)) else {
             return Err(ApiError::unknown_session(id));
         };
+        let first_meta = read_trace_meta(&trace);
         let workspace = match open.workspace.clone() {
             Some(w) => w,
-            None => match read_trace_meta(&trace) {
-                Some(meta) => PathBuf::from(meta.workspace),
+            None => match &first_meta {
+                Some(meta) => PathBuf::from(&meta.workspace),
                 None => {
                     return Err(ApiError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
@@ -388,8 +400,8 @@ impl ServerState {
         let mut open = open;
         if open.tools_profile.is_none() {
             // The session keeps the tool profile its trace recorded.
-            open.tools_profile = read_trace_meta(&trace)
-                .and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
+            open.tools_profile =
+                first_meta.and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
         }
         let base = self.reopen_base(id, &trace, &open)?;
         let (options, policy, approvals) = self.options(workspace, &open, base)?;

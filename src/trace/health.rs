@@ -1,12 +1,14 @@
-//! `TraceHealth`: whether one session's trace can still be written, shared by its trace actor
-//! (which reports the first failed write or sync) and its session (which stops taking tasks).
+//! `TraceHealth`: whether one session's trace can still be written, and which file it is
+//! written to now, shared by its trace actor (which reports the first failed write or sync, and
+//! the file a rotation switched to) and its session and handle (which stop taking tasks, and
+//! name the current file).
 //!
 //! It holds the first failure text only, `trace write failed: <reason> (<path>)`, and calls
 //! the listener the session registered, once. It must not retry, repair or write anything.
 
 use std::io;
-use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, RwLock};
 
 type Listener = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -15,6 +17,8 @@ type Listener = Box<dyn Fn(&str) + Send + Sync>;
 pub struct TraceHealth {
     failure: OnceLock<String>,
     listener: Mutex<Option<Listener>>,
+    /// The file records go to now (`_001`, then `_002`, … after each rotation).
+    current: RwLock<Option<PathBuf>>,
 }
 
 impl std::fmt::Debug for TraceHealth {
@@ -57,6 +61,18 @@ impl TraceHealth {
     /// The first failure, if any.
     pub fn failure(&self) -> Option<&str> {
         self.failure.get().map(String::as_str)
+    }
+
+    /// Records the file the trace is written to from now on.
+    pub fn set_current(&self, path: PathBuf) {
+        if let Ok(mut current) = self.current.write() {
+            *current = Some(path);
+        }
+    }
+
+    /// The file the trace is written to now, once known.
+    pub fn current(&self) -> Option<PathBuf> {
+        self.current.read().ok().and_then(|c| c.clone())
     }
 
     /// Sets who hears of the first failure (at once, if it already happened).

@@ -78,9 +78,17 @@ pub fn trace_file_name(session_id: &str, index: u32) -> String {
 /// The trace file of `session_id` with the highest `_NNN` index across all date directories
 /// (ties between date directories go to the later date). `None` when the id is invalid, the
 /// traces directory is missing or unreadable, or no file matches.
+///
+/// A standard id's files are written in the date directory of the id (rotation stays there):
+/// they are probed by name (`_001`, `_002`, … while they exist) without listing any directory,
+/// which keeps a lookup cheap among 100,000 traces. Other ids, and a standard id without its
+/// `_001` there, are found by listing every date directory.
 pub fn locate_trace(home: &Path, session_id: &str) -> Option<PathBuf> {
     if !is_valid_session_id(session_id) {
         return None;
+    }
+    if let Some(found) = probe_dated(home, session_id) {
+        return Some(found);
     }
     let traces = home.join(TRACES_DIR_NAME);
     let mut best: Option<(u64, OsString, PathBuf)> = None;
@@ -109,6 +117,29 @@ pub fn locate_trace(home: &Path, session_id: &str) -> Option<PathBuf> {
         }
     }
     best.map(|(_, _, path)| path)
+}
+
+/// Whether `path` is in the date directory of the dated id `session_id`, where
+/// [`locate_trace`] finds it by name.
+pub fn in_own_date_dir(home: &Path, session_id: &str, path: &Path) -> bool {
+    date_of_session_id(session_id).is_some()
+        && path.parent() == trace_path(home, session_id).parent()
+}
+
+/// The latest of `<date of the id>/<id>_001.jsonl`, `_002`, … (consecutive files that exist).
+fn probe_dated(home: &Path, session_id: &str) -> Option<PathBuf> {
+    date_of_session_id(session_id)?;
+    let first = trace_path(home, session_id);
+    let mut found = None;
+    let mut index = 1u32;
+    loop {
+        let path = first.with_file_name(trace_file_name(session_id, index));
+        if !path.is_file() {
+            return found;
+        }
+        found = Some(path);
+        index = index.checked_add(1)?;
+    }
 }
 
 /// True for a non-empty id made only of ASCII letters, digits, `_` and `-` (so it can never
@@ -262,6 +293,39 @@ mod tests {
         assert_eq!(locate_trace(home, "nobody"), None);
         assert_eq!(locate_trace(home, "../traces/2026-01-01/s"), None);
         assert_eq!(locate_trace(&home.join("missing"), "s"), None);
+    }
+
+    #[test]
+    fn a_dated_id_is_found_in_its_date_directory_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("traces");
+        let id = "session-2026-07-18-03-10-22-abcdef12";
+        for n in 1..=3 {
+            touch(&t.join(format!("2026-07-18/{id}_{n:03}.jsonl")));
+        }
+        assert_eq!(
+            locate_trace(dir.path(), id),
+            Some(t.join(format!("2026-07-18/{id}_003.jsonl")))
+        );
+        let own = t.join(format!("2026-07-18/{id}_003.jsonl"));
+        assert!(in_own_date_dir(dir.path(), id, &own));
+        assert!(!in_own_date_dir(
+            dir.path(),
+            id,
+            &t.join("2026-07-19/x_001.jsonl")
+        ));
+        assert!(!in_own_date_dir(
+            dir.path(),
+            "s",
+            &t.join("2026-07-18/s_001.jsonl")
+        ));
+        // Without its `_001` in its own directory, every date directory is listed.
+        let other = "session-2026-07-19-03-10-22-abcdef12";
+        touch(&t.join(format!("2026-07-20/{other}_002.jsonl")));
+        assert_eq!(
+            locate_trace(dir.path(), other),
+            Some(t.join(format!("2026-07-20/{other}_002.jsonl")))
+        );
     }
 
     #[test]

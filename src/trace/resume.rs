@@ -77,7 +77,8 @@ pub enum ResumeError {
 /// skipped with a warning) and resumes from its records. I/O errors are
 /// [`RookeryError::Trace`]; a trace without `session_meta` is `RookeryError::Trace` of kind
 /// `InvalidData` whose text is `trace error: trace has no session_meta; cannot resume`.
-pub fn resume_from_file(path: &Path) -> Result<ResumeState, RookeryError> {
+pub fn resume_from_file(path: impl AsRef<Path>) -> Result<ResumeState, RookeryError> {
+    let path = path.as_ref();
     let read = read_trace(path)?;
     if read.torn_tail {
         tracing::info!(

@@ -61,6 +61,8 @@ impl TraceState {
                 return;
             }
         };
+        // Named at once: the new file exists from here on, before the old one's sync.
+        self.health.set_current(next.clone());
         if let Err(e) = self.file.sync() {
             self.failed(&e);
         }

@@ -148,8 +148,8 @@ pub fn slow_def(name: &str) -> rookery::tools::ToolDefinitionConfig {
 }
 
 /// All records of a trace (panics on an unreadable file).
-pub fn trace_records(path: &Path) -> Vec<OmniMessage> {
-    rookery::trace::reader::read_trace(path)
+pub fn trace_records(path: impl AsRef<Path>) -> Vec<OmniMessage> {
+    rookery::trace::reader::read_trace(path.as_ref())
         .expect("trace readable")
         .records
 }

@@ -107,7 +107,9 @@ async fn thinking_and_tool_results_go_back_on_the_next_request() {
     assert!(trace.contains("\"provider\":\"anthropic\",\"model_id\":\"claude-test\""));
 }
 
-fn request_ends(path: &std::path::Path) -> Vec<(StopReason, Option<String>, Option<u64>)> {
+fn request_ends(
+    path: impl AsRef<std::path::Path>,
+) -> Vec<(StopReason, Option<String>, Option<u64>)> {
     trace_records(path)
         .iter()
         .filter_map(|r| match r.as_event() {

@@ -98,7 +98,7 @@ fn reports(h: &[ModelPayload]) -> Vec<String> {
 fn child_trace(home: &std::path::Path) -> (String, Vec<OmniMessage>) {
     for day in std::fs::read_dir(home.join("traces")).unwrap() {
         for f in std::fs::read_dir(day.unwrap().path()).unwrap() {
-            let recs = trace_records(&f.unwrap().path());
+            let recs = trace_records(f.unwrap().path());
             if let Some(rookery::message::Payload::SessionMeta(m)) =
                 recs.first().map(|r| r.payload.clone())
                 && m.source.as_deref() == Some("subagent")

@@ -98,7 +98,7 @@ async fn usage_over_the_threshold_compacts_before_the_next_request_and_rotates()
     );
     s.close().await.unwrap();
 
-    let old = trace_records(&file(&home, s.id(), 1));
+    let old = trace_records(file(&home, s.id(), 1));
     let ev = events(&old);
     assert_eq!(ev[0]["type"], "compaction_begin");
     assert_eq!(ev[0]["reason"], "context");
@@ -112,7 +112,7 @@ async fn usage_over_the_threshold_compacts_before_the_next_request_and_rotates()
         kinds(&old).last().map(String::as_str),
         Some("compaction_end")
     );
-    let new = trace_records(&file(&home, s.id(), 2));
+    let new = trace_records(file(&home, s.id(), 2));
     let k = kinds(&new);
     assert_eq!(
         &k[..4],
@@ -135,7 +135,7 @@ async fn max_turns_triggers_a_compaction_with_reason_turns() {
     assert_eq!(summary.status, StopReason::Completed);
     assert_eq!(model.requests().len(), 4);
     s.close().await.unwrap();
-    let ev = events(&trace_records(&file(&home, s.id(), 1)));
+    let ev = events(&trace_records(file(&home, s.id(), 1)));
     assert_eq!(ev.len(), 2);
     assert_eq!(ev[0]["reason"], "turns");
     assert_eq!(ev[0]["turns"], 2);
@@ -173,7 +173,7 @@ async fn manual_compaction_of_an_idle_session_and_the_summary_before_the_next_pr
         ["[context_summary]\nsaid hello\n[/context_summary]", "next"]
     );
     s.close().await.unwrap();
-    let ev = events(&trace_records(&file(&home, s.id(), 1)));
+    let ev = events(&trace_records(file(&home, s.id(), 1)));
     assert_eq!(ev[0]["reason"], "manual");
     assert_eq!(ev[1]["status"], "completed");
 }
@@ -248,7 +248,7 @@ async fn failed_summary_attempts_are_retried_with_a_note_and_calls_get_failed_ou
         "[context_summary]\nthird time\n[/context_summary]"
     );
     s.close().await.unwrap();
-    let old = trace_records(&file(&home, s.id(), 1));
+    let old = trace_records(file(&home, s.id(), 1));
     let failed_output = old.iter().any(|r| {
         matches!(r.as_model(), Some(ModelPayload::ToolCallOutput { stop_reason: StopReason::Failed, output, .. })
             if output.contains("not run while the context is summarized"))
@@ -280,7 +280,7 @@ async fn auth_stops_a_compaction_at_once_and_keeps_the_context() {
     let texts: Vec<&str> = requests[2].iter().filter_map(text_of).collect();
     assert_eq!(texts, ["hi", "hello", "next", "third"]);
     s.close().await.unwrap();
-    let ev = events(&trace_records(&file(&home, s.id(), 1)));
+    let ev = events(&trace_records(file(&home, s.id(), 1)));
     assert_eq!(ev[1]["status"], "failed");
     assert_eq!(ev[1]["attempt"], 1);
     assert!(ev[1]["error_message"].as_str().unwrap().contains("auth"));
@@ -313,7 +313,7 @@ async fn discard_drops_the_context_and_keeps_the_pending_input() {
     );
     assert!(requests[1].iter().all(|m| m.role() == Role::User));
     s.close().await.unwrap();
-    let ev = events(&trace_records(&file(&home, s.id(), 1)));
+    let ev = events(&trace_records(file(&home, s.id(), 1)));
     assert_eq!(ev[0]["mode"], "discard");
     assert_eq!(ev[1]["status"], "completed");
     assert!(file(&home, s.id(), 2).exists());
@@ -378,7 +378,7 @@ async fn rotation_to_002_and_003_with_a_resume_from_each() {
     // Call ids never repeat across the files of one history.
     let mut ids = Vec::new();
     for n in 1..=3 {
-        for r in trace_records(&file(&home, &id, n)) {
+        for r in trace_records(file(&home, &id, n)) {
             if let Some(ModelPayload::ToolCall { tool_call_id, .. }) = r.as_model() {
                 ids.push(tool_call_id.clone());
             }

@@ -488,7 +488,7 @@ async fn a_subagents_calls_are_hooked() {
     let mut found = false;
     for day in std::fs::read_dir(home.join("traces")).unwrap() {
         for f in std::fs::read_dir(day.unwrap().path()).unwrap() {
-            let recs = trace_records(&f.unwrap().path());
+            let recs = trace_records(f.unwrap().path());
             let blocked = recs.iter().any(|r| {
                 matches!(r.as_model(), Some(ModelPayload::ToolCallOutput { output, .. })
                     if output == "Tool call blocked by PreToolUse hook: not in children")

@@ -178,7 +178,7 @@ fn host_options(ws: &std::path::Path, model: Arc<dyn Model>) -> SessionOptions {
     o
 }
 
-fn request_ends(path: &std::path::Path) -> Vec<(StopReason, Option<String>)> {
+fn request_ends(path: impl AsRef<std::path::Path>) -> Vec<(StopReason, Option<String>)> {
     trace_records(path)
         .iter()
         .filter_map(|r| match r.as_event() {

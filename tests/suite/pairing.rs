@@ -78,7 +78,8 @@ async fn until_busy(rx: &mut rookery::MessageReceiver) {
 }
 
 /// The trace's records once its last record is `task_end`.
-async fn ended_trace(path: &std::path::Path) -> Vec<OmniMessage> {
+async fn ended_trace(path: impl AsRef<std::path::Path>) -> Vec<OmniMessage> {
+    let path = path.as_ref();
     let deadline = Instant::now() + WAIT;
     loop {
         let recs = trace_records(path);

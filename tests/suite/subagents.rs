@@ -36,7 +36,7 @@ fn child_traces(home: &std::path::Path) -> Vec<Vec<rookery::OmniMessage>> {
     let mut out = Vec::new();
     for day in std::fs::read_dir(home.join("traces")).unwrap() {
         for f in std::fs::read_dir(day.unwrap().path()).unwrap() {
-            let recs = trace_records(&f.unwrap().path());
+            let recs = trace_records(f.unwrap().path());
             let is_child = matches!(&recs.first().map(|r| r.payload.clone()),
                 Some(rookery::message::Payload::SessionMeta(m)) if m.source.as_deref() == Some("subagent"));
             if is_child {

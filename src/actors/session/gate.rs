@@ -91,7 +91,12 @@ impl Gate {
             (
                 HookContext {
                     session_id: state.id.clone(),
-                    transcript_path: state.trace_path.display().to_string(),
+                    transcript_path: state
+                        .trace_health
+                        .current()
+                        .unwrap_or_else(|| state.trace_path.clone())
+                        .display()
+                        .to_string(),
                     cwd: options.workspace.display().to_string(),
                     permission_mode: options.approver.mode_name().to_string(),
                 },

@@ -57,8 +57,12 @@ impl SessionHandle {
         &self.meta_message
     }
 
-    pub fn trace_path(&self) -> &std::path::Path {
-        &self.trace_path
+    /// The trace file records go to now: `<session_id>_001.jsonl`, then `_002`, … once a
+    /// compaction rotated the trace.
+    pub fn trace_path(&self) -> PathBuf {
+        self.trace_health
+            .current()
+            .unwrap_or_else(|| self.trace_path.clone())
     }
 
     /// The first failed write of the session's trace (`trace write failed: <reason> (<path>)`),

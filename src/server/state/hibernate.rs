@@ -1,14 +1,19 @@
 //! Hibernation of served sessions: a session idle (no task, no live command or subagent, no
 //! pending approval) for `--idle-hibernate SECS`, or beyond `--max-resident N` resident
 //! sessions (least recently used first), is closed — its actors stop, its trace is flushed
-//! and closed — and only a small directory entry stays: its workspace, approval mode and event
-//! log. The next request naming it (task, approvals, events, …) resumes it from its trace with
-//! that mode; SSE subscribers see `session_hibernated` then `session_resumed` on the same stream.
+//! and closed — and only a small directory entry stays: its workspace, approval mode, event
+//! numbering (the event log itself, without its replay ring, while SSE clients are connected)
+//! and, for an id that does not date it, its trace file. The next request naming it (task,
+//! approvals, events, …) resumes it from its latest trace file with that mode; SSE subscribers
+//! see `session_hibernated` then `session_resumed` on the same stream.
+//!
+//! A create at the cap hibernates the least recently used idle session before it starts the new
+//! one; a resume beyond the cap wakes the sweeper, which hibernates one after the resume.
 //!
 //! This module decides when and keeps the entries; it must not touch a session's trace (the
 //! library's close and resume do) and never hibernates a session that is doing anything.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,7 +22,8 @@ use super::{ApiError, OpenOptions, ServerState, SessionEntry};
 use crate::actors::session::SessionStatus;
 use crate::approval::ApprovalMode;
 use crate::message::{EventPayload, OmniMessage};
-use crate::server::sse::EventLog;
+use crate::server::sse::{CLIENT_BUFFER, EventLog, RING_CAPACITY};
+use crate::trace::paths;
 
 /// Default of `--idle-hibernate` (seconds).
 pub(super) const DEFAULT_IDLE_HIBERNATE_SECS: u64 = 600;
@@ -44,9 +50,42 @@ impl Default for HibernationConfig {
 
 /// A hibernated session's directory entry.
 pub(super) struct Hibernated {
-    pub workspace: PathBuf,
+    pub workspace: Box<Path>,
+    /// The file its trace was written to last, when its id does not say where that is (a
+    /// dated id's file is found by name in its date directory).
+    pub trace: Option<Box<Path>>,
     pub approval_mode: ApprovalMode,
-    pub log: Arc<EventLog>,
+    pub log: Parked,
+}
+
+/// A hibernated session's event log: kept while SSE clients are connected to it, else only
+/// its numbering (the next log continues it).
+pub(super) enum Parked {
+    Streams(Arc<EventLog>),
+    Numbered(u64),
+}
+
+impl Parked {
+    fn last_seq(&self) -> u64 {
+        match self {
+            Parked::Streams(log) => log.last_seq(),
+            Parked::Numbered(n) => *n,
+        }
+    }
+
+    /// The log the woken session goes on with.
+    fn log(&self) -> Arc<EventLog> {
+        match self {
+            Parked::Streams(log) => log.clone(),
+            Parked::Numbered(n) => Arc::new(EventLog::after(*n, RING_CAPACITY, CLIENT_BUFFER)),
+        }
+    }
+
+    fn close(&self) {
+        if let Parked::Streams(log) = self {
+            log.close();
+        }
+    }
 }
 
 /// Last use of a session, in ms since the epoch.
@@ -89,11 +128,15 @@ impl ServerState {
             .map_or(Duration::from_secs(5), |d| d / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(5));
         let me = Arc::downgrade(self);
+        let rebalance = self.rebalance.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = rebalance.notified() => {}
+                }
                 let Some(state) = me.upgrade() else { return };
                 if state.is_shutting_down() {
                     return;
@@ -110,10 +153,44 @@ impl ServerState {
             && matches!(entry.handle.live_counts().await, Ok((0, 0)))
     }
 
+    /// The resident sessions, least recently used first.
+    fn by_last_use(&self) -> Vec<Arc<SessionEntry>> {
+        let mut list: Vec<(u64, Arc<SessionEntry>)> = self
+            .sessions
+            .lock()
+            .map(|m| {
+                m.values()
+                    .map(|e| (e.last_active.get(), e.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        list.sort_unstable_by_key(|(t, _)| *t);
+        list.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Room for one more resident session: while `--max-resident` are resident, the least
+    /// recently used quiet one hibernates. Busy sessions are skipped (the cap then waits for
+    /// one to become quiet).
+    pub(super) async fn make_room(&self) {
+        let cap = self.cfg.hibernation.max_resident;
+        if self.resident_count() < cap {
+            return;
+        }
+        let list = self.by_last_use();
+        let mut over = (list.len() + 1).saturating_sub(cap);
+        for entry in list {
+            if over == 0 {
+                return;
+            }
+            if Self::is_quiet(&entry).await && self.hibernate(&entry).await {
+                over -= 1;
+            }
+        }
+    }
+
     async fn sweep(&self) {
         let now = now_ms();
-        let mut list = self.list();
-        list.sort_by_key(|e| e.last_active.get());
+        let list = self.by_last_use();
         let mut over = list.len().saturating_sub(self.cfg.hibernation.max_resident);
         for entry in list {
             let idle_for = Duration::from_millis(now.saturating_sub(entry.last_active.get()));
@@ -140,15 +217,25 @@ impl ServerState {
             tracing::warn!(session = %id, "cannot hibernate: {e}");
         }
         entry.approvals.close();
+        entry.log.park();
         entry.log.push(&event(true));
+        let log = if entry.log.clients() > 0 {
+            Parked::Streams(entry.log.clone())
+        } else {
+            Parked::Numbered(entry.log.last_seq())
+        };
+        let trace = entry.handle.trace_path();
+        let trace =
+            (!paths::in_own_date_dir(&self.cfg.home, &id, &trace)).then(|| trace.into_boxed_path());
         tracing::info!(session = %id, "hibernated");
         if let Ok(mut h) = self.hibernated.lock() {
             h.insert(
                 id,
                 Hibernated {
-                    workspace: PathBuf::from(&entry.handle.meta().workspace),
+                    workspace: PathBuf::from(&entry.handle.meta().workspace).into_boxed_path(),
+                    trace,
                     approval_mode: mode,
-                    log: entry.log.clone(),
+                    log,
                 },
             );
         }
@@ -165,13 +252,21 @@ impl ServerState {
             return Ok(None);
         };
         let open = OpenOptions {
-            workspace: Some(h.workspace.clone()),
+            workspace: Some(h.workspace.to_path_buf()),
             approval_mode: Some(h.approval_mode),
             config: None,
             // `None`: the resume reads the profile the trace recorded.
             tools_profile: None,
         };
-        match self.resume_locked(id, open, Some(h.log.clone())).await {
+        let resumed = self
+            .resume_locked(
+                id,
+                open,
+                Some(h.log.log()),
+                h.trace.as_deref().map(Path::to_path_buf),
+            )
+            .await;
+        match resumed {
             Ok(e) => Ok(Some(e)),
             Err(err) => {
                 // Still hibernated: a later request may succeed (e.g. under --max-sessions).
@@ -181,6 +276,22 @@ impl ServerState {
                 Err(err)
             }
         }
+    }
+
+    /// Whether `entry` is still its session's served entry (not hibernated or closed since).
+    pub fn is_current(&self, entry: &Arc<SessionEntry>) -> bool {
+        self.in_memory(entry.id())
+            .is_some_and(|e| Arc::ptr_eq(&e, entry))
+    }
+
+    /// Sessions resident now.
+    pub fn resident_count(&self) -> usize {
+        self.sessions.lock().map_or(0, |m| m.len())
+    }
+
+    /// Sessions hibernated now.
+    pub fn hibernated_count(&self) -> usize {
+        self.hibernated.lock().map_or(0, |m| m.len())
     }
 
     /// The hibernated sessions: `(id, workspace, approval mode, last event id)`, by id.
@@ -193,7 +304,7 @@ impl ServerState {
                     .map(|(id, h)| {
                         (
                             id.clone(),
-                            h.workspace.clone(),
+                            h.workspace.to_path_buf(),
                             h.approval_mode,
                             h.log.last_seq(),
                         )

@@ -557,7 +557,7 @@ fn torn_last_line_via_file() {
     assert_eq!(ids(&state.carry_over), ["out:call_0:A"]);
     assert_eq!(state.turns, 1);
 
-    let missing = resume_from_file(&dir.path().join("none.jsonl")).unwrap_err();
+    let missing = resume_from_file(dir.path().join("none.jsonl")).unwrap_err();
     assert!(
         matches!(&missing, RookeryError::Trace(e) if e.kind() == std::io::ErrorKind::NotFound),
         "{missing}"

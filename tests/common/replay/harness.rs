@@ -67,7 +67,7 @@ pub struct Seen {
 pub const WORKSPACE_FILES: [(&str, &str); 2] =
     [("a.txt", "alpha-file\n"), ("b.txt", "beta-file\n")];
 
-fn read_seen(trace: &Path) -> Seen {
+fn read_seen(trace: impl AsRef<Path>) -> Seen {
     let text = std::fs::read_to_string(trace).unwrap();
     let mut seen = Seen::default();
     let mut requests = 0;

@@ -208,7 +208,7 @@ impl ReadSessionHistory {
                 Err(e) => return fail(e.to_string()),
             };
             let _ = child.session.flush_trace().await;
-            let path = child.session.trace_path().to_path_buf();
+            let path = child.session.trace_path();
             let read =
                 tokio::task::spawn_blocking(move || crate::trace::reader::read_trace(&path)).await;
             let records = match read {
