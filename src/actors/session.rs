@@ -247,6 +247,8 @@ pub struct SessionState {
     pub(crate) compaction: compaction::Compaction,
     /// Steers received while a task runs, waiting for the next input-assembly point.
     pub(crate) pending_steers: Vec<ModelPayload>,
+    /// Verdicts the gate gave on its first poll, applied once the current message is handled.
+    pub(crate) ready_verdicts: std::collections::VecDeque<(u64, usize, gate::Verdict)>,
     /// What arrived for the model (steers, notices, reports, messages): wakes `wait_agent`.
     pub(crate) inbox: Arc<tokio::sync::watch::Sender<inbox::Inbox>>,
     /// Where the running task's input begins in `history`.
@@ -370,6 +372,7 @@ impl Actor for SessionActor {
             mcp_synced: None,
             compaction: compaction::Compaction::resumed(resumed.as_ref().map_or(0, |r| r.turns)),
             pending_steers: Vec::new(),
+            ready_verdicts: std::collections::VecDeque::new(),
             inbox: Arc::new(tokio::sync::watch::channel(inbox::Inbox::default()).0),
             task_start: 0,
             completed_tasks: resumed
@@ -400,9 +403,15 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         // Boxed: the actor's loop future (allocated for the session's whole life) then holds a
         // pointer instead of the largest handler state.
-        let handled = AssertUnwindSafe(Box::pin(handle_msg(myself, message, state)))
-            .catch_unwind()
-            .await;
+        let handled = AssertUnwindSafe(Box::pin(async {
+            let handled = handle_msg(myself.clone(), message, state).await;
+            // Verdicts the gate gave at once are applied after the whole message, where a
+            // cast-back verdict would be at the earliest.
+            effects::apply_ready_verdicts(&myself, state);
+            handled
+        }))
+        .catch_unwind()
+        .await;
         handled.unwrap_or_else(|panic| {
             // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
             // are settled first, so every call of the trace keeps exactly one output.

@@ -7,7 +7,6 @@
 //! inside the actor's `handle`, and every wait it starts is a spawned task that casts back
 //! tagged with the turn id.
 
-use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -15,7 +14,6 @@ use futures::{FutureExt, StreamExt};
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
-use super::gate::Verdict;
 use super::machine::{Effect, Machine};
 use super::{SessionMsg, SessionState, compaction, dispatch, mcp_sync, services, turn};
 use crate::message::{Decision, ModelPayload, StopReason};
@@ -39,32 +37,9 @@ pub(super) fn machine(state: &mut SessionState) -> Machine<'_> {
     }
 }
 
-/// Carries out `fx` in order. A verdict the gate gave at once is applied after the effects of
-/// the list that asked for it, in the order asked, as a cast-back verdict would be.
+/// Carries out `fx` in order. A verdict the gate gives at once is queued in
+/// `state.ready_verdicts`, for [`apply_ready_verdicts`] after the current message.
 pub(super) fn run(myself: &ActorRef<SessionMsg>, state: &mut SessionState, fx: Vec<Effect>) {
-    let mut ready = VecDeque::new();
-    run_list(myself, state, fx, &mut ready);
-    while let Some((turn, idx, verdict)) = ready.pop_front() {
-        let starts_service = verdict.decision == Decision::Allow
-            && dispatch::live_call_name(state, turn, idx)
-                .is_some_and(|name| services::needs_start(state, &name));
-        if starts_service {
-            // The supervisor is started (async) by the actor's handler of the verdict.
-            let verdict = Box::new(verdict);
-            let _ = myself.cast(SessionMsg::Approved { turn, idx, verdict });
-            continue;
-        }
-        let fx = machine(state).on_approved(turn, idx, verdict);
-        run_list(myself, state, fx, &mut ready);
-    }
-}
-
-fn run_list(
-    myself: &ActorRef<SessionMsg>,
-    state: &mut SessionState,
-    fx: Vec<Effect>,
-    ready: &mut VecDeque<(u64, usize, Verdict)>,
-) {
     for effect in fx {
         let Some(effect) = apply_local(state, effect) else {
             continue;
@@ -82,7 +57,7 @@ fn run_list(
                 let verdict =
                     dispatch::ask_approval(myself, state, turn, idx, tool_call_id, name, arguments);
                 if let Some(verdict) = verdict {
-                    ready.push_back((turn, idx, verdict));
+                    state.ready_verdicts.push_back((turn, idx, verdict));
                 }
             }
             Effect::RunCall {
@@ -105,6 +80,24 @@ fn run_list(
             // `apply_local` carried out the others.
             _ => {}
         }
+    }
+}
+
+/// Applies the verdicts the gate gave at once, in the order asked, as cast-back verdicts would
+/// be (the ones they lead to included). A call whose supervisor is not started yet goes through
+/// the actor's async handler of the verdict instead.
+pub(super) fn apply_ready_verdicts(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+    while let Some((turn, idx, verdict)) = state.ready_verdicts.pop_front() {
+        let starts_service = verdict.decision == Decision::Allow
+            && dispatch::live_call_name(state, turn, idx)
+                .is_some_and(|name| services::needs_start(state, &name));
+        if starts_service {
+            let verdict = Box::new(verdict);
+            let _ = myself.cast(SessionMsg::Approved { turn, idx, verdict });
+            continue;
+        }
+        let fx = machine(state).on_approved(turn, idx, verdict);
+        run(myself, state, fx);
     }
 }
 
