@@ -61,13 +61,13 @@ impl SendMessage {
                 };
                 match switch::switch(&child.session, &id, choice.clone(), apply, when).await {
                     Ok(line) => model_line = format!("\n{line}"),
-                    Err(text) => return fail(text),
+                    Err(refused) => return fail(refused.to_string()),
                 }
                 applied = apply;
             }
             if !child.is_running() {
                 if let (Some(choice), false) = (&switch, applied)
-                    && let Err(text) = switch::switch(
+                    && let Err(refused) = switch::switch(
                         &child.session,
                         &id,
                         choice.clone(),
@@ -76,7 +76,7 @@ impl SendMessage {
                     )
                     .await
                 {
-                    return fail(text);
+                    return fail(refused.to_string());
                 }
                 child.begin_round();
                 return match child

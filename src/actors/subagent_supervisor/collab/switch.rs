@@ -48,15 +48,29 @@ pub fn choice(args: &Map<String, Value>) -> Result<Option<ModelChoice>, BadSwitc
     )
 }
 
+/// Why a switch was refused (the text is the tool output; the agent keeps its model).
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchRefused {
+    /// The name is unknown or its model cannot be built.
+    #[error("[send_message error: {source}; {id} keeps its model and the message was not sent]")]
+    Spec {
+        id: String,
+        source: crate::actors::subagent_supervisor::spec::SpecError,
+    },
+    /// The agent's session is gone.
+    #[error("[send_message error: {0}]")]
+    Session(crate::error::RookeryError),
+}
+
 /// Checks `choice` on the agent's session (`apply`: switches it from its next request on);
-/// the line the tool output ends with, or the tool's error text (the agent keeps its model).
+/// the line the tool output ends with, or why the switch was refused.
 pub async fn switch(
     session: &SessionHandle,
     id: &str,
     choice: ModelChoice,
     apply: bool,
     when: &str,
-) -> Result<String, String> {
+) -> Result<String, SwitchRefused> {
     let named = choice.model.is_some();
     match session.switch_model(choice, apply).await {
         Ok(s) if s.changed => Ok(format!(
@@ -73,10 +87,11 @@ pub async fn switch(
                 "its model takes no reasoning_effort"
             }
         )),
-        Err(SwitchError::Spec(e)) => Err(format!(
-            "[send_message error: {e}; {id} keeps its model and the message was not sent]"
-        )),
-        Err(SwitchError::Session(e)) => Err(format!("[send_message error: {e}]")),
+        Err(SwitchError::Spec(source)) => Err(SwitchRefused::Spec {
+            id: id.to_string(),
+            source,
+        }),
+        Err(SwitchError::Session(e)) => Err(SwitchRefused::Session(e)),
     }
 }
 
