@@ -394,10 +394,10 @@ enum StringMapError {
     NotObject { key: String },
 }
 
-fn string_map(
-    obj: &Map<String, Value>,
-    key: &str,
-) -> Result<BTreeMap<String, String>, StringMapError> {
+/// A configured map of names to texts (`env`, `headers`).
+type StringMap = BTreeMap<String, String>;
+
+fn string_map(obj: &Map<String, Value>, key: &str) -> Result<StringMap, StringMapError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(m)) => m
@@ -418,7 +418,7 @@ fn string_map(
     }
 }
 
-fn expand_map(map: BTreeMap<String, String>) -> Result<Vec<(String, String)>, ExpandError> {
+fn expand_map(map: StringMap) -> Result<Vec<(String, String)>, ExpandError> {
     map.into_iter()
         .map(|(k, v)| expand(&v).map(|v| (k, v)))
         .collect()

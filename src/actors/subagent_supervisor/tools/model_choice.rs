@@ -75,8 +75,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn req(v: Value) -> Result<ChildRequest, String> {
-        run_subagent_request(v.as_object().unwrap()).map_err(|e| e.to_string())
+    fn req(v: Value) -> Result<ChildRequest, ModelArgError> {
+        run_subagent_request(v.as_object().unwrap())
     }
 
     #[test]
@@ -88,11 +88,13 @@ mod tests {
         assert!(
             req(json!({"provider": "openai"}))
                 .unwrap_err()
+                .to_string()
                 .contains("must be given together")
         );
         assert!(
             req(json!({"thinking_level": "huge"}))
                 .unwrap_err()
+                .to_string()
                 .contains("invalid `thinking_level` \"huge\"")
         );
         assert!(
