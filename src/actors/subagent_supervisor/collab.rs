@@ -51,12 +51,15 @@ pub(crate) fn supervisor(
     })
 }
 
-/// The child `target` names, or the tool's error.
+/// The child `target` names (of the session's supervisor, see [`supervisor`]), or the tool's
+/// error.
 pub(crate) async fn target(
-    subagents: &SubagentSupervisorHandle,
+    subagents: Option<SubagentSupervisorHandle>,
+    depth: u32,
     args: &Map<String, Value>,
     tool: &str,
 ) -> Result<Arc<Child>, ToolResult> {
+    let subagents = supervisor(subagents, depth, tool)?;
     let id = args::require_nonblank_str(args, "target", tool).map_err(|e| fail(e.to_string()))?;
     if id == "parent" {
         return Err(fail(format!(

@@ -30,11 +30,7 @@ impl InterruptAgent {
         args: Map<String, Value>,
     ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let subagents = match supervisor(subagents, depth, "interrupt_agent") {
-                Ok(s) => s,
-                Err(r) => return r,
-            };
-            let child = match target(&subagents, &args, "interrupt_agent").await {
+            let child = match target(subagents, depth, &args, "interrupt_agent").await {
                 Ok(c) => c,
                 Err(r) => return r,
             };
@@ -195,11 +191,7 @@ impl ReadSessionHistory {
         args: Map<String, Value>,
     ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let subagents = match supervisor(subagents, depth, "read_session_history") {
-                Ok(s) => s,
-                Err(r) => return r,
-            };
-            let child = match target(&subagents, &args, "read_session_history").await {
+            let child = match target(subagents, depth, &args, "read_session_history").await {
                 Ok(c) => c,
                 Err(r) => return r,
             };

@@ -23,11 +23,7 @@ impl SendMessage {
         args: Map<String, Value>,
     ) -> BoxFuture<'static, ToolResult> {
         Box::pin(async move {
-            let subagents = match supervisor(subagents, depth, "send_message") {
-                Ok(s) => s,
-                Err(r) => return r,
-            };
-            let child = match target(&subagents, &args, "send_message").await {
+            let child = match target(subagents, depth, &args, "send_message").await {
                 Ok(c) => c,
                 Err(r) => return r,
             };
