@@ -52,12 +52,14 @@ pub(super) fn needs_start(state: &SessionState, tool: &str) -> bool {
 
 /// Spawns the supervisor `tool` needs if it is configured and not running yet.
 pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionState, tool: &str) {
+    if !needs_start(state, tool) {
+        return;
+    }
     let kind = state.options.config.tools.service_of(tool).cloned();
-    let command_kind = matches!(
+    if matches!(
         kind,
         Some(ServiceKind::Commands | ServiceKind::OpenVaalaCommands)
-    );
-    if state.commands.is_none() && state.wants_commands && command_kind {
+    ) {
         let me = myself.clone();
         let sink: CommandEventSink = Arc::new(move |ev| {
             let _ = me.cast(SessionMsg::Command(ev));
@@ -83,7 +85,7 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
             }
         }
     }
-    if state.subagents.is_none() && state.wants_subagents && kind == Some(ServiceKind::Subagents) {
+    if kind == Some(ServiceKind::Subagents) {
         // A child session never gets the subagent tools (depth limit 1).
         let mut template = state.options.clone();
         // A resumed parent's children are new sessions, not resumes of the parent's trace.
