@@ -254,35 +254,17 @@ pub type WriteKeysFn = fn(&Path, &Map<String, Value>) -> Vec<PathKey>;
 /// A blocking file tool: `fn(workspace, args, definition) -> ToolReply`.
 pub type BlockingFn = fn(&Path, &Map<String, Value>, &ToolDefinitionConfig) -> ToolReply;
 
-/// Whether a call of a blocking tool is quick enough to run in place: `fn(workspace, args)`.
-pub type QuickCheck = fn(&Path, &Map<String, Value>) -> bool;
-
 /// Adapts a blocking `fn(workspace, args, definition) -> ToolReply` (the file tools) to [`Tool`]:
-/// runs it on the blocking pool (or, when its `quick` check says the call is small, on the
-/// calling task: a hop to the blocking pool costs more than reading a small local file) and
-/// streams its text as one delta.
+/// runs it on the blocking pool and streams its text as one delta. (read_file, which knows from
+/// the `stat` it takes anyway whether a call is small, has its own adapter: `read_file::ReadFile`.)
 pub struct BlockingTool {
     run: BlockingFn,
-    quick: Option<QuickCheck>,
     writes: Option<WriteKeysFn>,
 }
 
 impl BlockingTool {
     pub fn new(run: BlockingFn) -> Self {
-        BlockingTool {
-            run,
-            quick: None,
-            writes: None,
-        }
-    }
-
-    /// Like [`Self::new`]; calls for which `quick(workspace, args)` holds run in place.
-    pub fn with_quick(run: BlockingFn, quick: QuickCheck) -> Self {
-        BlockingTool {
-            run,
-            quick: Some(quick),
-            writes: None,
-        }
+        BlockingTool { run, writes: None }
     }
 
     /// Declares what a call writes (its calls on one file are serialized in call order).
@@ -295,46 +277,10 @@ impl BlockingTool {
 impl Tool for BlockingTool {
     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
         let run = self.run;
-        let quick = self.quick;
         Box::pin(async move {
             let workspace = ctx.env.workspace.clone();
             let def = ctx.definition.clone();
-            let in_place = quick.is_some_and(|q| q(&workspace, &args));
-            let outcome = if in_place {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(&workspace, &args, &def)
-                }))
-                .map_err(panic_message)
-            } else {
-                // The write lock lives as long as the blocking work, even if this task is
-                // aborted meanwhile.
-                let guard = ctx.path_guard.clone();
-                tokio::task::spawn_blocking(move || {
-                    let _guard = guard;
-                    run(&workspace, &args, &def)
-                })
-                .await
-                .map_err(|e| {
-                    if e.is_panic() {
-                        panic_message(e.into_panic())
-                    } else {
-                        e.to_string()
-                    }
-                })
-            };
-            match outcome {
-                Ok(reply) => {
-                    ctx.emit(reply.text);
-                    ToolResult {
-                        stop_reason: Some(reply.stop_reason),
-                        ..ToolResult::default()
-                    }
-                }
-                Err(error) => ToolResult {
-                    error: Some(error),
-                    ..ToolResult::default()
-                },
-            }
+            run_file_work(&ctx, Placement::Pool, move || run(&workspace, &args, &def)).await
         })
     }
 
@@ -351,5 +297,58 @@ pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
         format!("tool panicked: {s}")
     } else {
         "tool panicked".to_string()
+    }
+}
+
+/// Where a file tool's blocking work runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// On the calling task: a hop to the blocking pool costs more than reading a small local
+    /// file.
+    InPlace,
+    /// On tokio's blocking pool.
+    Pool,
+}
+
+/// Runs a file tool's blocking `work` where `placement` says (a panic becomes a failed output)
+/// and streams its text as one delta. The call's write lock lives as long as the work, even if
+/// the calling task is aborted meanwhile.
+pub async fn run_file_work(
+    ctx: &ToolContext,
+    placement: Placement,
+    work: impl FnOnce() -> ToolReply + Send + 'static,
+) -> ToolResult {
+    let outcome = match placement {
+        Placement::InPlace => {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(panic_message)
+        }
+        Placement::Pool => {
+            let guard = ctx.path_guard.clone();
+            tokio::task::spawn_blocking(move || {
+                let _guard = guard;
+                work()
+            })
+            .await
+            .map_err(|e| {
+                if e.is_panic() {
+                    panic_message(e.into_panic())
+                } else {
+                    e.to_string()
+                }
+            })
+        }
+    };
+    match outcome {
+        Ok(reply) => {
+            ctx.emit(reply.text);
+            ToolResult {
+                stop_reason: Some(reply.stop_reason),
+                ..ToolResult::default()
+            }
+        }
+        Err(error) => ToolResult {
+            error: Some(error),
+            ..ToolResult::default()
+        },
     }
 }

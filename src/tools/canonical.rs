@@ -67,8 +67,9 @@ pub fn canonical_with_stat(
 }
 
 /// `Some(resolved)` and the `lstat` of its final component when it exists under a canonical
-/// `workspace` through real directories only.
-fn canonical_under(workspace: &Path, resolved: &Path) -> Option<(PathBuf, fs::Metadata)> {
+/// `workspace` through real directories only (the cheap proof alone: `None` says nothing about
+/// the path, which [`canonical_with_stat`] would then resolve with `realpath`).
+pub fn canonical_under(workspace: &Path, resolved: &Path) -> Option<(PathBuf, fs::Metadata)> {
     let rest = resolved.strip_prefix(workspace).ok()?;
     if rest.as_os_str().is_empty() || !is_canonical_dir(workspace) {
         return None;

@@ -9,19 +9,24 @@ mod error;
 mod render;
 mod scan;
 
+use std::fs::Metadata;
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 pub use self::error::ReadFileError;
 use self::render::{Listing, finish};
 use self::scan::ScanLimits;
-use super::canonical::canonical_with_stat;
+use super::canonical::canonical_under;
 use super::file_target::{FileKind, TargetError, open_regular_stat};
 use super::path_hint::{normalize_lexically, path_hint};
 use super::secret_guard::{secret_by_identity, secret_by_names};
-use super::{ToolDefinitionConfig, ToolReply, args, resolve_path};
+use super::{
+    Placement, Tool, ToolContext, ToolDefinitionConfig, ToolReply, ToolResult, args, resolve_path,
+    run_file_work,
+};
 
 const TOOL: &str = "read_file";
 
@@ -37,17 +42,37 @@ const NOTE_RESERVE: usize = 256;
 /// Most bytes of a file read in place by the calling task instead of on the blocking pool.
 const QUICK_READ_BYTES: u64 = 64 * 1024;
 
-/// True when `file_path` names a regular file of at most 64 KiB (one `stat`): reading it costs
-/// less than handing the call to the blocking pool. Any doubt answers false.
-pub fn is_small_file(workspace: &Path, args: &Map<String, Value>) -> bool {
-    let Some(file_path) = args.get("file_path").and_then(Value::as_str) else {
-        return false;
-    };
-    if file_path.is_empty() {
-        return false;
+/// The read_file tool: a call whose target is a regular file of at most 64 KiB is read on the
+/// calling task (a hop to the blocking pool costs more than the read); the others on the pool.
+/// Which one it is comes from the `lstat` that resolving the path makes anyway.
+pub struct ReadFile;
+
+impl Tool for ReadFile {
+    fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+        Box::pin(async move {
+            let workspace = ctx.env.workspace.clone();
+            let def = ctx.definition.clone();
+            match prepare(&workspace, &args) {
+                Ok(call) => {
+                    let placement = if call.is_small() {
+                        Placement::InPlace
+                    } else {
+                        Placement::Pool
+                    };
+                    run_file_work(&ctx, placement, move || {
+                        reply_of(read_prepared(&workspace, call, &def))
+                    })
+                    .await
+                }
+                Err(e) => {
+                    run_file_work(&ctx, Placement::InPlace, move || {
+                        ToolReply::fail(e.to_string())
+                    })
+                    .await
+                }
+            }
+        })
     }
-    let resolved = normalize_lexically(&resolve_path(workspace, file_path));
-    std::fs::metadata(resolved).is_ok_and(|m| m.is_file() && m.len() <= QUICK_READ_BYTES)
 }
 
 /// Runs one read_file call: `file_path` (required), `offset` (1-based, default 1), `limit`
@@ -57,17 +82,39 @@ pub fn read_file(
     args: &Map<String, Value>,
     def: &ToolDefinitionConfig,
 ) -> ToolReply {
-    match read_file_inner(workspace, args, def) {
+    reply_of(prepare(workspace, args).and_then(|call| read_prepared(workspace, call, def)))
+}
+
+fn reply_of(result: Result<String, ReadFileError>) -> ToolReply {
+    match result {
         Ok(text) => ToolReply::ok(text),
         Err(e) => ToolReply::fail(e.to_string()),
     }
 }
 
-fn read_file_inner(
-    workspace: &Path,
-    args: &Map<String, Value>,
-    def: &ToolDefinitionConfig,
-) -> Result<String, ReadFileError> {
+/// A call whose arguments are checked, with its path and (when the path is plain under the
+/// workspace) its canonical form and the `stat` of the target the proof made on the way.
+struct Prepared {
+    file_path: String,
+    offset: i64,
+    limit: i64,
+    resolved: PathBuf,
+    real: Option<PathBuf>,
+    stat: Option<Metadata>,
+}
+
+impl Prepared {
+    /// A regular file of at most 64 KiB, by the `stat` already made (any doubt answers false).
+    fn is_small(&self) -> bool {
+        self.stat
+            .as_ref()
+            .is_some_and(|m| m.is_file() && m.len() <= QUICK_READ_BYTES)
+    }
+}
+
+/// Checks the arguments and resolves the path, without `realpath` (and without blocking on
+/// more than the `lstat` of the target) for a plain path in the workspace.
+fn prepare(workspace: &Path, args: &Map<String, Value>) -> Result<Prepared, ReadFileError> {
     let file_path =
         match args::require_str(args, "file_path", TOOL).map_err(ReadFileError::Argument)? {
             "" => {
@@ -97,13 +144,40 @@ fn read_file_inner(
     let resolved = normalize_lexically(&resolve_path(workspace, file_path));
     tracing::debug!(path = %resolved.display(), offset, limit, "read_file");
 
-    // Resolved once for the whole call (no `realpath` for a plain path in the workspace).
-    // The proof's `lstat` of a plain target is its `stat`: not made twice.
-    let (real, stat) = canonical_with_stat(workspace, &resolved);
+    // The cheap proof that a path plain under the workspace is canonical: one `lstat` per
+    // component below it, the last of which is the target's `stat` (not made again to decide
+    // where the call runs, nor before opening it).
+    let (real, stat) = canonical_under(workspace, &resolved).unzip();
+    Ok(Prepared {
+        file_path: file_path.to_string(),
+        offset,
+        limit,
+        resolved,
+        real,
+        stat,
+    })
+}
+
+/// Opens and reads a prepared call.
+fn read_prepared(
+    workspace: &Path,
+    call: Prepared,
+    def: &ToolDefinitionConfig,
+) -> Result<String, ReadFileError> {
+    let Prepared {
+        file_path,
+        offset,
+        limit,
+        resolved,
+        real,
+        stat,
+    } = call;
+    let file_path = file_path.as_str();
+    // Any other path is resolved here, where blocking is fine (`realpath`).
+    let real = real.or_else(|| std::fs::canonicalize(&resolved).ok());
     if let Some(name) = secret_by_names(&resolved, real.as_deref()) {
         return Err(refusal(file_path, name));
     }
-
     let opened = match open_regular_stat(&resolved, stat) {
         Ok(opened) => opened,
         Err(TargetError::Io(e))

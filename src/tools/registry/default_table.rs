@@ -261,10 +261,7 @@ pub const BUILTIN_NAMES: [&str; 14] = [
 pub fn builtin_binding(name: &str) -> Option<ToolBinding> {
     let local = |tool: Arc<dyn Tool>| Some(ToolBinding::Local(tool));
     match name {
-        "read_file" => local(Arc::new(BlockingTool::with_quick(
-            crate::tools::read_file::read_file,
-            crate::tools::read_file::is_small_file,
-        ))),
+        "read_file" => local(Arc::new(crate::tools::read_file::ReadFile)),
         "edit_file" => local(Arc::new(
             BlockingTool::new(crate::tools::edit_file::edit_file)
                 .writing(crate::tools::path_locks::file_path_keys),
