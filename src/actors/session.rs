@@ -250,7 +250,7 @@ pub struct SessionState {
     /// Verdicts the gate gave on its first poll, applied once the current message is handled.
     pub(crate) ready_verdicts: std::collections::VecDeque<(u64, usize, gate::Verdict)>,
     /// What arrived for the model (steers, notices, reports, messages): wakes `wait_agent`.
-    pub(crate) inbox: Arc<tokio::sync::watch::Sender<inbox::Inbox>>,
+    pub(crate) inbox: inbox::InboxSignal,
     /// Where the running task's input begins in `history`.
     pub(crate) task_start: usize,
     /// `(start, end)` of every completed task in `history` (`fork_turns`).
@@ -373,7 +373,7 @@ impl Actor for SessionActor {
             compaction: compaction::Compaction::resumed(resumed.as_ref().map_or(0, |r| r.turns)),
             pending_steers: Vec::new(),
             ready_verdicts: std::collections::VecDeque::new(),
-            inbox: Arc::new(tokio::sync::watch::channel(inbox::Inbox::default()).0),
+            inbox: inbox::InboxSignal::default(),
             task_start: 0,
             completed_tasks: resumed
                 .as_ref()

@@ -6,6 +6,8 @@
 //! restarted by a compaction); it never delivers input (the turn loop does) and never starts a
 //! task.
 
+use tokio::sync::watch;
+
 use crate::message::ModelPayload;
 
 use super::SessionState;
@@ -28,6 +30,46 @@ impl Inbox {
     }
 }
 
+/// The session's [`Inbox`], watched once someone asked for a receiver: until then (an idle
+/// session nobody waits on) it is the bare value, not a watch channel.
+#[derive(Debug)]
+pub(crate) enum InboxSignal {
+    Unwatched(Inbox),
+    Watched(watch::Sender<Inbox>),
+}
+
+impl Default for InboxSignal {
+    fn default() -> Self {
+        InboxSignal::Unwatched(Inbox::default())
+    }
+}
+
+impl InboxSignal {
+    /// A receiver that sees the value as it is now, then every change.
+    pub(crate) fn subscribe(&mut self) -> watch::Receiver<Inbox> {
+        match self {
+            InboxSignal::Watched(tx) => tx.subscribe(),
+            InboxSignal::Unwatched(value) => {
+                let (tx, rx) = watch::channel(std::mem::take(value));
+                *self = InboxSignal::Watched(tx);
+                rx
+            }
+        }
+    }
+
+    /// Changes the value; receivers are woken when `change` says it changed.
+    fn modify(&mut self, change: impl FnOnce(&mut Inbox) -> bool) {
+        match self {
+            InboxSignal::Watched(tx) => {
+                tx.send_if_modified(change);
+            }
+            InboxSignal::Unwatched(value) => {
+                change(value);
+            }
+        }
+    }
+}
+
 /// Which of the parent's completed tasks a spawned agent starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForkTurns {
@@ -37,16 +79,17 @@ pub enum ForkTurns {
 }
 
 /// Records an arrival and wakes the waiters.
-pub(super) fn arrived(state: &SessionState, what: &str) {
-    state.inbox.send_modify(|i| {
+pub(super) fn arrived(state: &mut SessionState, what: &str) {
+    state.inbox.modify(|i| {
         i.arrived += 1;
         i.last = what.to_string();
+        true
     });
 }
 
 /// Marks every arrival so far as given to the model (an input-assembly point).
-pub(super) fn delivered(state: &SessionState) {
-    state.inbox.send_if_modified(|i| {
+pub(super) fn delivered(state: &mut SessionState) {
+    state.inbox.modify(|i| {
         let changed = i.delivered != i.arrived;
         i.delivered = i.arrived;
         changed
