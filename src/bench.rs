@@ -9,6 +9,7 @@
 //! only instrumentation is the [`model::Probed`] model wrapper and the [`model::TimedTool`] tool
 //! wrapper, both outside the runtime.
 
+pub mod actor_floor;
 pub mod hibernation;
 pub mod http_floor;
 pub mod measure;
@@ -351,10 +352,14 @@ pub struct IdleOutcome {
     /// RSS before and after creating the sessions (trace headers written), kB.
     pub rss_before_kb: u64,
     pub rss_after_kb: u64,
+    /// kB one empty supervised ractor actor adds, measured right after (the sessions still
+    /// open): the floor of an idle session, which is one such actor.
+    pub actor_floor_kb: f64,
 }
 
-/// Creates `n` idle sessions (trace header written, no task), measures the RSS they add, then
-/// closes them.
+/// Creates `n` idle sessions (trace header written, no task), measures the RSS they add, then,
+/// with the sessions still open, the RSS `n` empty supervised actors add (the floor); then
+/// closes everything.
 pub async fn idle(
     n: usize,
     home: &Path,
@@ -389,14 +394,24 @@ pub async fn idle(
     }
     let create = t.elapsed();
     let rss_after_kb = measure::current_rss_kb().unwrap_or(0);
+    let floor = match failed {
+        None => Some(actor_floor::EmptyActors::spawn(n).await),
+        Some(_) => None,
+    };
     host.shutdown().await;
     if let Some(e) = failed {
         return Err(e);
+    }
+    let floor = floor.transpose()?;
+    let actor_floor_kb = floor.as_ref().map_or(0.0, |f| f.per_actor_kb());
+    if let Some(f) = floor {
+        f.stop().await;
     }
     Ok(IdleOutcome {
         create,
         rss_before_kb,
         rss_after_kb,
+        actor_floor_kb,
     })
 }
 

@@ -396,6 +396,8 @@ async fn idle(
         "rss_before_kb": out.rss_before_kb,
         "rss_after_kb": out.rss_after_kb,
         "rss_per_session_kb": r3(per_session_kb),
+        "actor_floor_kb": r3(out.actor_floor_kb),
+        "ratio_to_actor_floor": r3(if out.actor_floor_kb > 0.0 { per_session_kb / out.actor_floor_kb } else { 0.0 }),
         "peak_rss_kb": measure::self_usage().max_rss_kb,
         "trace_files": trace_files,
         "trace_bytes": trace_bytes,
@@ -404,10 +406,11 @@ async fn idle(
         outln!("{v}");
     } else {
         outln!(
-            "{n} idle sessions: created in {:.1} ms; rss {} kB -> {} kB ({per_session_kb:.1} kB per session); peak rss {} kB; {trace_files} trace files, {trace_bytes} bytes",
+            "{n} idle sessions: created in {:.1} ms; rss {} kB -> {} kB ({per_session_kb:.1} kB per session; an empty supervised actor: {:.1} kB); peak rss {} kB; {trace_files} trace files, {trace_bytes} bytes",
             ms(out.create),
             out.rss_before_kb,
             out.rss_after_kb,
+            out.actor_floor_kb,
             measure::self_usage().max_rss_kb,
         );
     }
