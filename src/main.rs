@@ -1,7 +1,8 @@
 //! The `rookery` binary: parses arguments, sets up logging on stderr (`RUST_LOG` respected) and
 //! hands over to `rookery::cli`. Its one exit point is `main`: `run` returns the exit code or a
 //! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2). It also
-//! sets the process-wide malloc arena count (`one_malloc_arena`), which the library never does.
+//! chooses the process's allocator (mimalloc, tuned by `tune_allocator`), which the library never
+//! does.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -11,8 +12,14 @@ use clap::error::ErrorKind;
 use rookery::cli::CliError;
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of glibc's malloc: measured on the standard workloads (`rookery bench`, read
+/// N = 100 over loopback HTTP and with the built-in model), 19–32 % less CPU; glibc's single
+/// arena serialized the runtime's threads on its lock, and one arena per thread grew by
+/// `mprotect` steps (README "Performance").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
-    one_malloc_arena();
     match run() {
         Ok(code) => code,
         Err(e) => {
@@ -69,16 +76,33 @@ fn run() -> Result<ExitCode, CliError> {
     result
 }
 
-/// glibc's malloc gives each thread that allocates its own arena (up to 8 per core), which
-/// grows in `mprotect` steps and keeps its own free memory. The binary's threads share one
-/// (measured: fewer syscalls and a lower peak RSS, no CPU cost we could see). The library
-/// leaves this to its user; `MALLOC_ARENA_MAX` in the environment still decides when set.
-fn one_malloc_arena() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only sets a malloc parameter; it runs before any thread exists.
+/// Returns freed memory to the OS at once and commits arena memory on demand: with mimalloc's
+/// defaults (a 10 ms purge delay, eagerly committed arenas) a `yes` flood through a command
+/// peaked at 55 MiB, with these at 30 MiB (glibc: 27 MiB). A `MIMALLOC_*` variable in the
+/// environment still decides its option.
+///
+/// It runs from `.init_array`, before `main` and before the first allocation: the first arena
+/// is reserved by the first `malloc`, and its commit mode is fixed then. It allocates nothing.
+#[cfg(target_os = "linux")]
+extern "C" fn tune_allocator() {
+    // Option numbers of mimalloc v2's `mi_option_e` (the sys crate names only some of them).
+    const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+    const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+    for (var, option, value) in [
+        (c"MIMALLOC_ARENA_EAGER_COMMIT", ARENA_EAGER_COMMIT, 0),
+        (c"MIMALLOC_PURGE_DELAY", PURGE_DELAY, 0),
+    ] {
+        // SAFETY: `getenv` reads the environment the loader set up (no thread exists yet);
+        // `mi_option_set` sets one option and is called before any thread exists, as it must.
         unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
+            if libc::getenv(var.as_ptr()).is_null() {
+                libmimalloc_sys::mi_option_set(option, value);
+            }
         }
     }
 }
+
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static TUNE_ALLOCATOR: extern "C" fn() = tune_allocator;
