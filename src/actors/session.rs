@@ -401,6 +401,12 @@ impl Actor for SessionActor {
         message: SessionMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // The records of one message go out together (one `write(2)`), except for messages
+        // whose handling may wait on something slow (starting MCP servers, closing).
+        let hold = holds_trace(&message);
+        if hold {
+            state.trace.hold();
+        }
         // Boxed: the actor's loop future (allocated for the session's whole life) then holds a
         // pointer instead of the largest handler state.
         let handled = AssertUnwindSafe(Box::pin(async {
@@ -412,6 +418,9 @@ impl Actor for SessionActor {
         }))
         .catch_unwind()
         .await;
+        if hold {
+            let _ = state.trace.release();
+        }
         handled.unwrap_or_else(|panic| {
             // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
             // are settled first, so every call of the trace keeps exactly one output.
@@ -419,6 +428,24 @@ impl Actor for SessionActor {
             Err(supervision::panic_text(panic).into())
         })
     }
+}
+
+/// Whether the session holds its trace writer back while it handles `message` (see
+/// [`TraceHandle::hold`]): the messages of a running turn, which never wait on anything slow.
+fn holds_trace(message: &SessionMsg) -> bool {
+    matches!(
+        message,
+        SessionMsg::Model { .. }
+            | SessionMsg::ModelEvents { .. }
+            | SessionMsg::Approved { .. }
+            | SessionMsg::HookRecords { .. }
+            | SessionMsg::ToolPartial { .. }
+            | SessionMsg::ToolDone { .. }
+            | SessionMsg::RetryNow { .. }
+            | SessionMsg::McpRecord(_)
+            | SessionMsg::Command(_)
+            | SessionMsg::Notice(_)
+    )
 }
 
 async fn handle_msg(

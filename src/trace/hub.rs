@@ -73,6 +73,9 @@ struct Pending {
     items: Vec<Item>,
     /// A `Drain` is on its way (set by the enqueue that sent it, cleared by the drain).
     signalled: bool,
+    /// Holds taken by the producer ([`TraceHandle::hold`]): while any is held, records queue
+    /// without waking the writer; the last release wakes it for all of them.
+    held: u32,
     /// The writer closed the file: later records are dropped.
     closed: bool,
 }
@@ -362,7 +365,29 @@ impl TraceHandle {
                 }
                 (_, item) => p.items.push(item),
             }
-            !std::mem::replace(&mut p.signalled, true)
+            p.held == 0 && !std::mem::replace(&mut p.signalled, true)
+        };
+        if signal {
+            self.writer.cast(WriterMsg::Drain(self.file))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Holds the writer back: the records queued until the matching [`Self::release`] go out
+    /// together, with one `write(2)`, instead of the first waking the writer while the others
+    /// are still being made. A session holds its trace while it handles one message. Acks
+    /// (`Flush`, `Written`, `Shutdown`) are not held back: they drain the queue first.
+    pub fn hold(&self) {
+        self.queue.lock().held += 1;
+    }
+
+    /// Releases one [`Self::hold`]; the last wakes the writer if records are waiting.
+    pub fn release(&self) -> Result<(), MessagingErr<WriterMsg>> {
+        let signal = {
+            let mut p = self.queue.lock();
+            p.held = p.held.saturating_sub(1);
+            p.held == 0 && !p.items.is_empty() && !std::mem::replace(&mut p.signalled, true)
         };
         if signal {
             self.writer.cast(WriterMsg::Drain(self.file))
