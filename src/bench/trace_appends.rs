@@ -1,8 +1,11 @@
 //! `rookery bench --trace-appends N`: the trace writer against its floor, in one run. The same N
 //! serialized records (`tool_call_output` lines of a read workload) are appended (a) by a raw
 //! loop of one `write(2)` per record on an `O_APPEND` file (the floor), and (b) by the host's
-//! trace writer (`trace::hub`): N `AppendLine` casts to one session's handle, then `Written`.
-//! Each side runs `rounds` times, interleaved, on a fresh file; the medians are compared.
+//! trace writer (`trace::hub`): N `AppendLine` casts to one session's handle, then `Written`,
+//! with the handle held as a session holds it while it handles one message (the burst is
+//! written when released), and (c) the same without the hold (each cast may wake the writer,
+//! which then races the producer). Each side runs `rounds` times, interleaved, on a fresh
+//! file; the medians are compared.
 //!
 //! It measures only; it prints nothing (the CLI renders the report) and changes no writer.
 
@@ -27,10 +30,14 @@ pub struct AppendsOutcome {
     pub rounds: usize,
     /// The raw loop's median burst time.
     pub raw: Duration,
-    /// The trace writer's median burst time (first cast to the `Written` ack).
+    /// The trace writer's median burst time (first cast to the `Written` ack), handle held.
     pub writer: Duration,
-    /// `write(2)` calls of the trace writer's bursts, summed over the rounds.
+    /// The same without the hold.
+    pub unheld: Duration,
+    /// `write(2)` calls of the trace writer's held bursts, summed over the rounds.
     pub writer_writes: u64,
+    /// `write(2)` calls of the unheld bursts, summed over the rounds.
+    pub unheld_writes: u64,
 }
 
 impl AppendsOutcome {
@@ -39,9 +46,14 @@ impl AppendsOutcome {
         self.records as f64 / d.as_secs_f64().max(1e-9)
     }
 
-    /// The trace writer's records/s over the raw loop's.
+    /// The trace writer's records/s over the raw loop's (handle held).
     pub fn ratio(&self) -> f64 {
         self.raw.as_secs_f64() / self.writer.as_secs_f64().max(1e-9)
+    }
+
+    /// The same without the hold.
+    pub fn unheld_ratio(&self) -> f64 {
+        self.raw.as_secs_f64() / self.unheld.as_secs_f64().max(1e-9)
     }
 }
 
@@ -76,19 +88,27 @@ fn raw_burst(path: &Path, lines: &[Vec<u8>]) -> std::io::Result<Duration> {
     Ok(t.elapsed())
 }
 
-/// The burst through the host's trace writer: casts, then the `Written` ack.
+/// The burst through the host's trace writer: casts (within a hold when `held`), then the
+/// `Written` ack.
 async fn writer_burst(
     traces: &TraceWriters,
     path: &Path,
     lines: Vec<Vec<u8>>,
+    held: bool,
 ) -> Result<Duration, RookeryError> {
     let file = TraceFile::open(path)?;
     let trace = traces
         .open(file, None, Arc::default())
         .map_err(|e| RookeryError::Trace(std::io::Error::other(e)))?;
     let t = Instant::now();
+    if held {
+        trace.hold();
+    }
     for line in lines {
         trace.cast(TraceMsg::AppendLine(line))?;
+    }
+    if held {
+        trace.release()?;
     }
     ractor::call!(trace, TraceMsg::Written)?;
     let took = t.elapsed();
@@ -101,7 +121,8 @@ pub async fn run(n: usize, rounds: usize, dir: &Path) -> Result<AppendsOutcome, 
     let lines = records(n);
     let stats = Arc::new(TraceStats::default());
     let traces = TraceWriters::start(None, POOL_SIZE, stats.clone()).await?;
-    let (mut raw, mut writer) = (Vec::new(), Vec::new());
+    let (mut raw, mut writer, mut unheld) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut writer_writes, mut unheld_writes) = (0, 0);
     let mut result = Ok(());
     for round in 0..rounds.max(1) {
         match raw_burst(&dir.join(format!("raw-{round}.jsonl")), &lines) {
@@ -111,14 +132,26 @@ pub async fn run(n: usize, rounds: usize, dir: &Path) -> Result<AppendsOutcome, 
                 break;
             }
         }
+        let before = stats.batches.load(Ordering::Relaxed);
         let path = dir.join(format!("writer-{round}_001.jsonl"));
-        match writer_burst(&traces, &path, lines.clone()).await {
+        match writer_burst(&traces, &path, lines.clone(), true).await {
             Ok(d) => writer.push(d),
             Err(e) => {
                 result = Err(e);
                 break;
             }
         }
+        let between = stats.batches.load(Ordering::Relaxed);
+        writer_writes += between - before;
+        let path = dir.join(format!("unheld-{round}_001.jsonl"));
+        match writer_burst(&traces, &path, lines.clone(), false).await {
+            Ok(d) => unheld.push(d),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+        unheld_writes += stats.batches.load(Ordering::Relaxed) - between;
     }
     traces.stop();
     result?;
@@ -128,7 +161,9 @@ pub async fn run(n: usize, rounds: usize, dir: &Path) -> Result<AppendsOutcome, 
         rounds: rounds.max(1),
         raw: median(raw),
         writer: median(writer),
-        writer_writes: stats.batches.load(Ordering::Relaxed),
+        unheld: median(unheld),
+        writer_writes,
+        unheld_writes,
     })
 }
 
@@ -156,11 +191,19 @@ mod tests {
                 writer == first,
                 "round {round}: the writer wrote other bytes"
             );
+            let unheld =
+                std::fs::read(dir.path().join(format!("unheld-{round}_001.jsonl"))).unwrap();
+            assert!(
+                unheld == first,
+                "round {round}: the unheld writer wrote other bytes"
+            );
         }
+        // Held, each burst of 200 records (46 KB, below the writer's batch cap) is one write.
+        assert_eq!(out.writer_writes, 3, "one write(2) per held burst");
         assert!(
-            (3..=600).contains(&out.writer_writes),
+            (3..=600).contains(&out.unheld_writes),
             "{}",
-            out.writer_writes
+            out.unheld_writes
         );
         assert!(out.ratio() > 0.0);
     }

@@ -108,10 +108,15 @@ fn trace_appends_bench_reports_both_sides() {
         "raw_records_per_s",
         "writer_records_per_s",
         "ratio_writer_to_raw",
+        "unheld_burst_us",
+        "unheld_records_per_s",
+        "ratio_unheld_to_raw",
     ] {
         assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {v}");
     }
-    let writes = v["writer_writes"].as_u64().unwrap();
+    // Held (as a session holds it for one message), each burst is one write(2).
+    assert_eq!(v["writer_writes"], 3, "{v}");
+    let writes = v["unheld_writes"].as_u64().unwrap();
     assert!((3..1500).contains(&writes), "{v}");
     assert!(v["record_bytes"].as_u64().unwrap() > 500 * 100);
 
