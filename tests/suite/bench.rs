@@ -95,6 +95,9 @@ fn idle_sessions_report_their_footprint() {
     assert_eq!(v["ok"], true);
     assert_eq!(v["trace_files"], 50);
     assert!(v["rss_per_session_kb"].as_f64().is_some());
+    // The floor beside it: one empty supervised actor, measured in the same run.
+    assert!(v["actor_floor_kb"].as_f64().is_some(), "{v}");
+    assert!(v["ratio_to_actor_floor"].as_f64().is_some(), "{v}");
 }
 
 #[test]
