@@ -12,9 +12,9 @@ use clap::error::ErrorKind;
 use rookery::cli::CliError;
 use tracing_subscriber::EnvFilter;
 
-/// mimalloc instead of glibc's malloc: measured on the standard workloads (`rookery bench`, read
-/// N = 100 over loopback HTTP and with the built-in model), 19–32 % less CPU; glibc's single
-/// arena serialized the runtime's threads on its lock, and one arena per thread grew by
+/// mimalloc instead of glibc's malloc: on the standard workloads (`rookery bench`, read N = 100
+/// with the built-in model and over loopback HTTP) it measured 30–40 % less CPU; glibc with one
+/// arena serialized the runtime's threads on its lock, with one arena per thread it grew by
 /// `mprotect` steps (README "Performance").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -76,28 +76,23 @@ fn run() -> Result<ExitCode, CliError> {
     result
 }
 
-/// Returns freed memory to the OS at once and commits arena memory on demand: with mimalloc's
-/// defaults (a 10 ms purge delay, eagerly committed arenas) a `yes` flood through a command
-/// peaked at 55 MiB, with these at 30 MiB (glibc: 27 MiB). A `MIMALLOC_*` variable in the
-/// environment still decides its option.
+/// Commits arena memory on demand instead of eagerly: with mimalloc's default a `yes` flood
+/// through a command peaked at 55 MiB (release build; the memory tests bound it at 64 MiB), with
+/// this at 47 MiB (glibc: 27 MiB). `MIMALLOC_ARENA_EAGER_COMMIT` in the environment still
+/// decides. (`MIMALLOC_PURGE_DELAY=0`, which returns freed memory at once, brought the flood to
+/// 31 MiB but cost 19 % more CPU over HTTP in page faults: not the default.)
 ///
 /// It runs from `.init_array`, before `main` and before the first allocation: the first arena
 /// is reserved by the first `malloc`, and its commit mode is fixed then. It allocates nothing.
 #[cfg(target_os = "linux")]
 extern "C" fn tune_allocator() {
-    // Option numbers of mimalloc v2's `mi_option_e` (the sys crate names only some of them).
+    // The option's number in mimalloc v2's `mi_option_e` (the sys crate does not name it).
     const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
-    const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-    for (var, option, value) in [
-        (c"MIMALLOC_ARENA_EAGER_COMMIT", ARENA_EAGER_COMMIT, 0),
-        (c"MIMALLOC_PURGE_DELAY", PURGE_DELAY, 0),
-    ] {
-        // SAFETY: `getenv` reads the environment the loader set up (no thread exists yet);
-        // `mi_option_set` sets one option and is called before any thread exists, as it must.
-        unsafe {
-            if libc::getenv(var.as_ptr()).is_null() {
-                libmimalloc_sys::mi_option_set(option, value);
-            }
+    // SAFETY: `getenv` reads the environment the loader set up (no thread exists yet);
+    // `mi_option_set` sets one option and is called before any thread exists, as it must.
+    unsafe {
+        if libc::getenv(c"MIMALLOC_ARENA_EAGER_COMMIT".as_ptr()).is_null() {
+            libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
         }
     }
 }
