@@ -232,13 +232,9 @@ impl ModelSession for OpenAiSession {
             }
         };
         let inner = &self.inner;
-        let body = Bytes::from(self.cache.encode(
-            &inner.model,
-            &request,
-            inner.vision,
-            &inner.extra,
-            &tools,
-        ));
+        let body = self
+            .cache
+            .encode(&inner.model, &request, inner.vision, &inner.extra, &tools);
         if let Some(log) = &self.log {
             match log.lock() {
                 Ok(mut l) => l.push(body.clone()),

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use bytes::{Bytes, BytesMut};
+
 use super::request::{self, RESERVED_BODY_KEYS};
 use crate::message::ModelPayload;
 use crate::model::ModelRequest;
@@ -32,6 +34,9 @@ pub(super) struct BodyCache {
     count: usize,
     /// A fresh build resumes at this payload; `history[..=restart]` must be unchanged.
     restart: usize,
+    /// Where bodies are assembled: once the last body was sent and dropped, its memory is
+    /// taken back for the next (no fresh pages to fault in per request).
+    buffer: BytesMut,
 }
 
 impl BodyCache {
@@ -43,7 +48,7 @@ impl BodyCache {
         vision: bool,
         extra: &Map<String, Value>,
         tools_json: &str,
-    ) -> Vec<u8> {
+    ) -> Bytes {
         if self.head.is_empty() {
             self.head = format!("{{\"model\":{},\"messages\":[", json_text(&model)).into_bytes();
         }
@@ -74,16 +79,21 @@ impl BodyCache {
         }
         self.history = request.history.clone();
 
-        let mut body =
-            Vec::with_capacity(self.head.len() + self.messages.len() + self.tail.len() + 1024);
-        body.extend_from_slice(&self.head);
-        body.extend_from_slice(&self.messages);
+        let mut open = Vec::new();
         let mut count = self.count;
         for message in fresh {
-            push_message(&mut body, &mut count, &message);
+            push_message(&mut open, &mut count, &message);
         }
-        body.extend_from_slice(&self.tail);
-        body
+        let len = self.head.len() + self.messages.len() + open.len() + self.tail.len();
+        // Half as much again: bodies grow turn by turn, and a buffer that is too small is
+        // replaced instead of reused.
+        self.buffer.clear();
+        self.buffer.reserve(len + len / 2);
+        self.buffer.extend_from_slice(&self.head);
+        self.buffer.extend_from_slice(&self.messages);
+        self.buffer.extend_from_slice(&open);
+        self.buffer.extend_from_slice(&self.tail);
+        self.buffer.split().freeze()
     }
 
     /// The cached messages still describe the start of `request`.
