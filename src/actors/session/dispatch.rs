@@ -80,8 +80,10 @@ pub(crate) fn on_approved(
     run(myself, state, fx);
 }
 
-/// Carries out `Effect::RunCall`: the call runs through the close-out in its own task (after
-/// its slot of the session's budget), which casts its output back.
+/// Carries out `Effect::RunCall`: the call runs through the close-out (after its slot of the
+/// session's budget) and casts its output back. A call that is over on its first poll (a small
+/// file read in place, a refusal) ends right here, in the session's own task: no task to spawn,
+/// schedule and wake. Any other goes on in its own task, which polls it again.
 pub(super) fn spawn_tool(
     myself: &ActorRef<SessionMsg>,
     state: &SessionState,
@@ -115,7 +117,7 @@ pub(super) fn spawn_tool(
     // Entered here, in call order; waited for in the task.
     let admission = state.budget.enter();
     let max_parallel = state.budget.max();
-    tokio::spawn(async move {
+    let mut call = Box::pin(async move {
         let call_id = info.tool_call_id.clone();
         let admitted = match budget::admit(admission, &cancel, &call_id, max_parallel, emit).await {
             Ok(admitted) => admitted,
@@ -159,6 +161,11 @@ pub(super) fn spawn_tool(
         let output = admitted.finish(output);
         let _ = me.cast(SessionMsg::ToolDone { turn, idx, output });
     });
+    let mut first_poll = Context::from_waker(Waker::noop());
+    if call.as_mut().poll(&mut first_poll).is_pending() {
+        // Polled again by the task, the call registers the task's waker.
+        tokio::spawn(call);
+    }
 }
 
 pub(crate) fn on_tool_done(
