@@ -30,7 +30,6 @@ mod supervision;
 mod task;
 mod turn;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use std::panic::AssertUnwindSafe;
@@ -173,7 +172,6 @@ pub struct SessionArgs {
     pub id: String,
     pub options: SessionOptions,
     pub trace: TraceHandle,
-    pub trace_path: PathBuf,
     pub subscribers: Subscribers,
     /// The `session_meta` record, written first.
     pub meta: Arc<OmniMessage>,
@@ -237,8 +235,6 @@ pub struct SessionState {
     pub(crate) trace_health: Arc<TraceHealth>,
     /// At most `tools.max_parallel` tool calls run at once; the others wait in call order.
     pub(crate) budget: budget::ToolBudget,
-    /// The session's trace file (hooks get it as `transcript_path`).
-    pub(crate) trace_path: PathBuf,
     /// The session's MCP servers (`None`: none configured, or a subagent).
     pub(crate) mcp: Option<Box<crate::mcp::McpSet>>,
     /// The request (turn id, attempt) whose MCP tool lists are in the registry.
@@ -273,7 +269,6 @@ impl Actor for SessionActor {
             id,
             mut options,
             trace,
-            trace_path,
             subscribers,
             meta,
             env,
@@ -367,7 +362,6 @@ impl Actor for SessionActor {
             trace_failure: None,
             trace_health,
             budget,
-            trace_path,
             mcp,
             mcp_synced: None,
             compaction: compaction::Compaction::resumed(resumed.as_ref().map_or(0, |r| r.turns)),

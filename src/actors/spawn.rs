@@ -118,7 +118,7 @@ pub(crate) async fn spawn_session(
         })?,
     };
     let health = Arc::new(TraceHealth::default());
-    health.set_current(trace_path.clone());
+    health.set_current(trace_path);
     let redactor = super::session::session_redactor(&options);
     let trace = env
         .traces
@@ -132,7 +132,6 @@ pub(crate) async fn spawn_session(
             id: id.clone(),
             options,
             trace: trace.clone(),
-            trace_path: trace_path.clone(),
             subscribers: subscribers.clone(),
             meta: meta_message.clone(),
             env: env.clone(),
@@ -155,7 +154,6 @@ pub(crate) async fn spawn_session(
             meta_message,
             actor,
             trace: trace.clone(),
-            trace_path,
             trace_health: health,
         },
         trace,

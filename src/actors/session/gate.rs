@@ -94,7 +94,7 @@ impl Gate {
                     transcript_path: state
                         .trace_health
                         .current()
-                        .unwrap_or_else(|| state.trace_path.clone())
+                        .unwrap_or_default()
                         .display()
                         .to_string(),
                     cwd: options.workspace.display().to_string(),

@@ -26,7 +26,7 @@ pub struct SessionHandle {
     pub(crate) meta_message: Arc<OmniMessage>,
     pub(crate) actor: ActorRef<SessionMsg>,
     pub(crate) trace: TraceHandle,
-    pub(crate) trace_path: PathBuf,
+    /// Also names the file records go to now (the session's path is not kept twice).
     pub(crate) trace_health: Arc<TraceHealth>,
 }
 
@@ -60,9 +60,8 @@ impl SessionHandle {
     /// The trace file records go to now: `<session_id>_001.jsonl`, then `_002`, … once a
     /// compaction rotated the trace.
     pub fn trace_path(&self) -> PathBuf {
-        self.trace_health
-            .current()
-            .unwrap_or_else(|| self.trace_path.clone())
+        // Set before the session starts, so never empty.
+        self.trace_health.current().unwrap_or_default()
     }
 
     /// The first failed write of the session's trace (`trace write failed: <reason> (<path>)`),
