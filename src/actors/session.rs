@@ -162,6 +162,9 @@ pub enum SessionMsg {
         attempt: u32,
         replies: Vec<crate::mcp::connection::SyncReply>,
     },
+    /// Releases the trace writer held since a message of a turn (see `holds_trace`): sent to
+    /// itself at the end of that message, it comes after every message queued meanwhile.
+    ReleaseTrace,
     /// Test hook: makes `handle` panic.
     #[doc(hidden)]
     InjectPanic,
@@ -253,6 +256,8 @@ pub struct SessionState {
     pub(crate) completed_tasks: Vec<(usize, usize)>,
     /// The `model_switched` record in force (repeated in the files of later rotations).
     pub(crate) model_switch: Option<Box<OmniMessage>>,
+    /// The trace writer is held until a `ReleaseTrace` the session sent itself.
+    pub(crate) trace_held: bool,
 }
 
 impl Actor for SessionActor {
@@ -359,6 +364,7 @@ impl Actor for SessionActor {
             approval_mode: None,
             redactor,
             _mode_watch: None,
+            trace_held: false,
             trace_failure: None,
             trace_health,
             budget,
@@ -395,11 +401,14 @@ impl Actor for SessionActor {
         message: SessionMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // The records of one message go out together (one `write(2)`), except for messages
-        // whose handling may wait on something slow (starting MCP servers, closing).
-        let hold = holds_trace(&message);
+        // The records of a message of a turn, and of the messages queued while it is handled
+        // (e.g. the output of a call that was over at once), go out together: one `write(2)`.
+        // Not for messages whose handling may wait on something slow (starting MCP servers,
+        // closing).
+        let hold = holds_trace(&message) && !state.trace_held;
         if hold {
             state.trace.hold();
+            state.trace_held = true;
         }
         // Boxed: the actor's loop future (allocated for the session's whole life) then holds a
         // pointer instead of the largest handler state.
@@ -412,8 +421,8 @@ impl Actor for SessionActor {
         }))
         .catch_unwind()
         .await;
-        if hold {
-            let _ = state.trace.release();
+        if hold && myself.cast(SessionMsg::ReleaseTrace).is_err() {
+            release_trace(state);
         }
         handled.unwrap_or_else(|panic| {
             // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
@@ -424,8 +433,18 @@ impl Actor for SessionActor {
     }
 }
 
+/// Releases the hold of `holds_trace` (the writer then writes what was queued meanwhile).
+fn release_trace(state: &mut SessionState) {
+    if std::mem::take(&mut state.trace_held) {
+        let _ = state.trace.release();
+    }
+}
+
 /// Whether the session holds its trace writer back while it handles `message` (see
 /// [`TraceHandle::hold`]): the messages of a running turn, which never wait on anything slow.
+/// The hold lasts until the `ReleaseTrace` the session then sends itself, so the messages
+/// already queued behind this one join its batch. (If the session stops before that, its
+/// trace's `Shutdown` writes what was queued: acks are never held back.)
 fn holds_trace(message: &SessionMsg) -> bool {
     matches!(
         message,
@@ -599,6 +618,7 @@ async fn handle_msg(
                 attempt,
                 replies,
             } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
+            SessionMsg::ReleaseTrace => release_trace(state),
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())
