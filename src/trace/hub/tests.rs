@@ -237,3 +237,37 @@ async fn files_spread_over_the_pool_and_a_stopped_pool_refuses() {
     let err = traces.open(file, None, Arc::default()).unwrap_err();
     assert_eq!(err.to_string(), "the trace writer has stopped");
 }
+
+/// While the producer holds the handle, records queue without waking the writer: acks of
+/// another file of the same writer, which come after them in its mailbox, leave them unwritten.
+/// The release wakes the writer once for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_made_while_held_are_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (traces, stats) = pool(1).await;
+    let path = dir.path().join("h_001.jsonl");
+    let (h, _) = open(&traces, &path, false);
+    let (other, _) = open(&traces, &dir.path().join("o_001.jsonl"), false);
+    h.hold();
+    for i in 0..200 {
+        h.cast(TraceMsg::AppendLine(line("h", i))).unwrap();
+    }
+    // Two round trips through the writer: anything it had been sent for `h` is done by now.
+    ractor::call!(other, TraceMsg::Written).unwrap();
+    ractor::call!(other, TraceMsg::Written).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"", "written while held");
+    assert_eq!(stats.batches.load(Ordering::Relaxed), 0);
+    h.release().unwrap();
+    ractor::call!(h, TraceMsg::Written).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), lines("h", 200));
+    assert_eq!(stats.batches.load(Ordering::Relaxed), 1);
+    // Acks are not held back: a `Written` while held writes what is queued.
+    h.hold();
+    h.cast(TraceMsg::AppendLine(line("h", 200))).unwrap();
+    ractor::call!(h, TraceMsg::Written).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), lines("h", 201));
+    h.release().unwrap();
+    h.shutdown().await.unwrap();
+    other.shutdown().await.unwrap();
+    traces.stop();
+}
