@@ -236,7 +236,10 @@ pub fn resolve_path(workspace: &Path, path: &str) -> PathBuf {
 }
 
 /// A tool the model can call. Implementations must not panic on any input; if one does, the
-/// close-out turns the panic into a failed output.
+/// close-out turns the panic into a failed output. Nor may the returned future block its
+/// thread (blocking work belongs on the blocking pool, as [`BlockingTool`] does it): its first
+/// poll runs in the calling session's own task, and a call that is over then (a small file read
+/// in place, a refused argument) is never spawned; the timeout only watches a call that goes on.
 pub trait Tool: Send + Sync + 'static {
     /// Runs one call with already-parsed object arguments.
     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult>;

@@ -7,8 +7,11 @@
 //! It must not know any particular tool, never panics and never returns an error: every failure
 //! becomes a failed output. It does not write traces or archives (no recovery archive here).
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -172,8 +175,12 @@ impl OutputStream {
     }
 }
 
-/// How the tool's task ended.
+/// How the tool's call ended.
 enum Ending {
+    /// The call was over on its first poll, made in place (no task was spawned).
+    Ready(ToolResult),
+    /// The first poll, made in place, panicked.
+    PanickedInPlace(String),
     /// The task ran to its end (or panicked, or was cancelled by the runtime).
     Joined(Result<ToolResult, JoinError>),
     /// It did not return within the grace period after a cancel and was aborted.
@@ -208,8 +215,8 @@ async fn run_tool(
     let imp = tool.tool;
     let ticket = ctx.env.path_ticket.take();
     let workspace = ctx.env.workspace.clone();
-    // Calling the tool inside the task puts a panic of `call` itself under the JoinHandle too.
-    let mut handle = tokio::spawn(async move {
+    // Calling the tool inside the future puts a panic of `call` itself under the catch too.
+    let mut call = Box::pin(async move {
         let mut ctx = ctx;
         if let Some(ticket) = ticket {
             // Calls writing one file run in call order; the wait counts against the timeout
@@ -223,12 +230,6 @@ async fn run_tool(
         imp.call(ctx, args).await
     });
 
-    let mut timer: Option<Pin<Box<Sleep>>> = (timeout_ms > 0).then(|| {
-        let ms = u64::try_from(timeout_ms).unwrap_or(u64::MAX);
-        Box::pin(tokio::time::sleep(Duration::from_millis(ms)))
-    });
-    let mut grace: Option<Pin<Box<Sleep>>> = None;
-    let mut timed_out = false;
     let mut out = OutputStream {
         id: id.clone(),
         emit: emit.clone(),
@@ -238,25 +239,20 @@ async fn run_tool(
         produced_chars: 0,
     };
 
-    let ending = loop {
-        tokio::select! {
-            biased;
-            res = &mut handle => break Ending::Joined(res),
-            _ = wait_opt(&mut timer) => {
-                timer = None;
-                timed_out = true;
-                tracing::debug!(tool = %name, tool_call_id = %id, timeout_ms, "tool timed out");
-                cancel.cancel();
-            }
-            _ = cancel.cancelled(), if grace.is_none() => {
-                grace = Some(Box::pin(tokio::time::sleep(CANCEL_GRACE)));
-            }
-            _ = wait_opt(&mut grace) => {
-                tracing::warn!(tool = %name, tool_call_id = %id, "tool ignored cancel; task aborted");
-                handle.abort();
-                break Ending::Abandoned;
-            }
-            Some(text) = rx.recv() => out.push(&text),
+    // A call that is over on its first poll (a small file read in place, a bad argument) needs
+    // no task of its own, nor a timer; any other goes on in its own task, which polls it again
+    // (registering the task's waker) under the timeout and the cancel.
+    let early = {
+        let mut first_poll = Context::from_waker(Waker::noop());
+        std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut first_poll)))
+            .map_err(panic_message)
+    };
+    let (ending, timed_out) = match early {
+        Ok(Poll::Ready(result)) => (Ending::Ready(result), false),
+        Err(msg) => (Ending::PanickedInPlace(msg), false),
+        Ok(Poll::Pending) => {
+            let handle = tokio::spawn(call);
+            supervise(name, &id, handle, timeout_ms, &cancel, &mut rx, &mut out).await
         }
     };
     // What the tool sent before it ended is still queued; later sends (leaked clones of the
@@ -267,9 +263,13 @@ async fn run_tool(
     drop(rx);
 
     let (result, thrown) = match ending {
-        Ending::Joined(Ok(result)) => {
+        Ending::Ready(result) | Ending::Joined(Ok(result)) => {
             let thrown = result.error.clone();
             (result, thrown)
+        }
+        Ending::PanickedInPlace(msg) => {
+            tracing::warn!(tool = %name, tool_call_id = %id, "{msg}");
+            (ToolResult::default(), Some(msg))
         }
         Ending::Joined(Err(e)) if e.is_panic() => {
             let msg = panic_message(e.into_panic());
@@ -294,6 +294,48 @@ async fn run_tool(
         timed_out,
         timeout_ms,
     )
+}
+
+/// Waits for the tool's task under its timeout and the cancel (with the grace period after
+/// which a task that ignores the cancel is aborted), streaming what it sends meanwhile.
+/// Returns how it ended and whether the timeout fired.
+async fn supervise(
+    name: &str,
+    id: &str,
+    mut handle: tokio::task::JoinHandle<ToolResult>,
+    timeout_ms: i64,
+    cancel: &CancellationToken,
+    rx: &mut mpsc::UnboundedReceiver<String>,
+    out: &mut OutputStream,
+) -> (Ending, bool) {
+    let mut timer: Option<Pin<Box<Sleep>>> = (timeout_ms > 0).then(|| {
+        let ms = u64::try_from(timeout_ms).unwrap_or(u64::MAX);
+        Box::pin(tokio::time::sleep(Duration::from_millis(ms)))
+    });
+    let mut grace: Option<Pin<Box<Sleep>>> = None;
+    let mut timed_out = false;
+    let ending = loop {
+        tokio::select! {
+            biased;
+            res = &mut handle => break Ending::Joined(res),
+            _ = wait_opt(&mut timer) => {
+                timer = None;
+                timed_out = true;
+                tracing::debug!(tool = %name, tool_call_id = %id, timeout_ms, "tool timed out");
+                cancel.cancel();
+            }
+            _ = cancel.cancelled(), if grace.is_none() => {
+                grace = Some(Box::pin(tokio::time::sleep(CANCEL_GRACE)));
+            }
+            _ = wait_opt(&mut grace) => {
+                tracing::warn!(tool = %name, tool_call_id = %id, "tool ignored cancel; task aborted");
+                handle.abort();
+                break Ending::Abandoned;
+            }
+            Some(text) = rx.recv() => out.push(&text),
+        }
+    };
+    (ending, timed_out)
 }
 
 /// Notes, stop_reason and the closing messages (`docs/close-out.md#notes`, `#stop-reason-precedence`).
