@@ -13,9 +13,9 @@ use rookery::cli::CliError;
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: on the standard workloads (`rookery bench`, read N = 100
-/// with the built-in model and over loopback HTTP) it measured 30–40 % less CPU; glibc with one
+/// with the built-in model and over loopback HTTP) it measured 19–46 % less CPU; glibc with one
 /// arena serialized the runtime's threads on its lock, with one arena per thread it grew by
-/// `mprotect` steps (README "Performance").
+/// `mprotect` steps. It costs peak RSS (README "Performance").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -76,11 +76,11 @@ fn run() -> Result<ExitCode, CliError> {
     result
 }
 
-/// Commits arena memory on demand instead of eagerly: with mimalloc's default a `yes` flood
-/// through a command peaked at 55 MiB (release build; the memory tests bound it at 64 MiB), with
-/// this at 47 MiB (glibc: 27 MiB). `MIMALLOC_ARENA_EAGER_COMMIT` in the environment still
+/// Commits arena memory on demand instead of eagerly: with mimalloc's default a 6 s `yes` flood
+/// through a command peaked at 55.6 MB (release build; the memory tests bound it at 64 MiB),
+/// with this at 45.8 MB (glibc: 27.8 MB). `MIMALLOC_ARENA_EAGER_COMMIT` in the environment still
 /// decides. (`MIMALLOC_PURGE_DELAY=0`, which returns freed memory at once, brought the flood to
-/// 31 MiB but cost 19 % more CPU over HTTP in page faults: not the default.)
+/// 31.2 MB but cost about 20 % more CPU over HTTP in page faults: not the default.)
 ///
 /// It runs from `.init_array`, before `main` and before the first allocation: the first arena
 /// is reserved by the first `malloc`, and its commit mode is fixed then. It allocates nothing.
