@@ -28,6 +28,7 @@ mod services;
 mod steer;
 mod supervision;
 mod task;
+mod trace_hold;
 mod turn;
 
 use std::sync::{Arc, Mutex};
@@ -162,7 +163,7 @@ pub enum SessionMsg {
         attempt: u32,
         replies: Vec<crate::mcp::connection::SyncReply>,
     },
-    /// Releases the trace writer held since a message of a turn (see `holds_trace`): sent to
+    /// Releases the trace writer held since a message of a turn (see `trace_hold.rs`): sent to
     /// itself at the end of that message, it comes after every message queued meanwhile.
     ReleaseTrace,
     /// Test hook: makes `handle` panic.
@@ -401,15 +402,9 @@ impl Actor for SessionActor {
         message: SessionMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // The records of a message of a turn, and of the messages queued while it is handled
-        // (e.g. the output of a call that was over at once), go out together: one `write(2)`.
-        // Not for messages whose handling may wait on something slow (starting MCP servers,
-        // closing).
-        let hold = holds_trace(&message) && !state.trace_held;
-        if hold {
-            state.trace.hold();
-            state.trace_held = true;
-        }
+        // The records of a message of a turn, and of the messages queued while it is handled,
+        // go out together (see `trace_hold.rs`).
+        let hold = trace_hold::take(state, &message);
         // Boxed: the actor's loop future (allocated for the session's whole life) then holds a
         // pointer instead of the largest handler state.
         let handled = AssertUnwindSafe(Box::pin(async {
@@ -421,8 +416,8 @@ impl Actor for SessionActor {
         }))
         .catch_unwind()
         .await;
-        if hold && myself.cast(SessionMsg::ReleaseTrace).is_err() {
-            release_trace(state);
+        if hold {
+            trace_hold::release_later(&myself, state);
         }
         handled.unwrap_or_else(|panic| {
             // The actor fails; its supervisor writes `abort` and `task_end`. The open calls
@@ -431,34 +426,6 @@ impl Actor for SessionActor {
             Err(supervision::panic_text(panic).into())
         })
     }
-}
-
-/// Releases the hold of `holds_trace` (the writer then writes what was queued meanwhile).
-fn release_trace(state: &mut SessionState) {
-    if std::mem::take(&mut state.trace_held) {
-        let _ = state.trace.release();
-    }
-}
-
-/// Whether the session holds its trace writer back while it handles `message` (see
-/// [`TraceHandle::hold`]): the messages of a running turn, which never wait on anything slow.
-/// The hold lasts until the `ReleaseTrace` the session then sends itself, so the messages
-/// already queued behind this one join its batch. (If the session stops before that, its
-/// trace's `Shutdown` writes what was queued: acks are never held back.)
-fn holds_trace(message: &SessionMsg) -> bool {
-    matches!(
-        message,
-        SessionMsg::Model { .. }
-            | SessionMsg::ModelEvents { .. }
-            | SessionMsg::Approved { .. }
-            | SessionMsg::HookRecords { .. }
-            | SessionMsg::ToolPartial { .. }
-            | SessionMsg::ToolDone { .. }
-            | SessionMsg::RetryNow { .. }
-            | SessionMsg::McpRecord(_)
-            | SessionMsg::Command(_)
-            | SessionMsg::Notice(_)
-    )
 }
 
 async fn handle_msg(
@@ -618,7 +585,7 @@ async fn handle_msg(
                 attempt,
                 replies,
             } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
-            SessionMsg::ReleaseTrace => release_trace(state),
+            SessionMsg::ReleaseTrace => trace_hold::release(state),
             SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
         }
         Ok(())
