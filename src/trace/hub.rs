@@ -376,8 +376,9 @@ impl TraceHandle {
 
     /// Holds the writer back: the records queued until the matching [`Self::release`] go out
     /// together, with one `write(2)`, instead of the first waking the writer while the others
-    /// are still being made. A session holds its trace while it handles one message. Acks
-    /// (`Flush`, `Written`, `Shutdown`) are not held back: they drain the queue first.
+    /// are still being made. A session holds its trace from a message of a turn until the
+    /// messages queued meanwhile are handled too. Acks (`Flush`, `Written`, `Shutdown`) are not
+    /// held back: they drain the queue first.
     pub fn hold(&self) {
         self.queue.lock().held += 1;
     }
