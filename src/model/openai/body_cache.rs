@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::request::{self, RESERVED_BODY_KEYS};
 use crate::message::ModelPayload;
@@ -79,19 +79,17 @@ impl BodyCache {
         }
         self.history = request.history.clone();
 
-        let mut open = Vec::new();
-        let mut count = self.count;
-        for message in fresh {
-            push_message(&mut open, &mut count, &message);
-        }
-        let len = self.head.len() + self.messages.len() + open.len() + self.tail.len();
-        // Half as much again: bodies grow turn by turn, and a buffer that is too small is
-        // replaced instead of reused.
+        let len = self.head.len() + self.messages.len() + self.tail.len();
+        // Half as much again: bodies grow turn by turn (the open messages are not counted yet),
+        // and a buffer that is too small is replaced instead of reused.
         self.buffer.clear();
-        self.buffer.reserve(len + len / 2);
+        self.buffer.reserve(len + len / 2 + 1024);
         self.buffer.extend_from_slice(&self.head);
         self.buffer.extend_from_slice(&self.messages);
-        self.buffer.extend_from_slice(&open);
+        let mut count = self.count;
+        for message in fresh {
+            push_message(&mut self.buffer, &mut count, &message);
+        }
         self.buffer.extend_from_slice(&self.tail);
         self.buffer.split().freeze()
     }
@@ -128,12 +126,12 @@ impl BodyCache {
 }
 
 /// Appends one message to a comma-separated list of `count` messages.
-fn push_message(out: &mut Vec<u8>, count: &mut usize, message: &Value) {
+fn push_message(out: &mut impl BufMut, count: &mut usize, message: &Value) {
     if *count > 0 {
-        out.push(b',');
+        out.put_u8(b',');
     }
-    if serde_json::to_writer(&mut *out, message).is_err() {
-        out.extend_from_slice(b"null");
+    if serde_json::to_writer((&mut *out).writer(), message).is_err() {
+        out.put_slice(b"null");
     }
     *count += 1;
 }
