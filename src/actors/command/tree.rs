@@ -372,16 +372,23 @@ mod tests {
             .env(COOKIE_VAR, &cookie)
             .spawn()
             .unwrap();
-        assert!(wait_until_found(&cookie));
+        // Found as `sleep` itself: `setsid` forks before it execs, and a process in the middle
+        // of its exec cannot be read (a sweep then would find nothing and leave the sleep).
+        assert!(wait_until_found(&cookie, "sleep"));
         assert!(sweep(&cookie, Duration::from_secs(1), false));
         let _ = child.wait();
         assert!(members(&cookie).is_empty());
     }
 
-    fn wait_until_found(cookie: &str) -> bool {
+    /// Waits until a process named `comm` carries `cookie`.
+    fn wait_until_found(cookie: &str, comm: &str) -> bool {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if !members(cookie).is_empty() {
+            let named = members(cookie).into_iter().any(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim_end() == comm)
+            });
+            if named {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(10));
