@@ -19,6 +19,7 @@ use futures::stream::BoxStream;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
+use super::http_client::endpoint_client;
 use super::model_config::ModelConfig;
 use super::openai::{Endpoint, Secret, stream_with};
 use super::provider_defaults;
@@ -136,12 +137,9 @@ impl AnthropicModel {
             HeaderValue::from_static(API_VERSION),
         );
         let idle = Duration::from_millis(cfg.idle_timeout_ms());
-        let http = reqwest::Client::builder()
-            .connect_timeout(idle.min(Duration::from_secs(30)))
-            .default_headers(headers)
-            .build()
-            .map_err(ConfigError::HttpClient)?;
         let url = format!("{}/messages", base_url.trim().trim_end_matches('/'));
+        let http = endpoint_client(&url, idle.min(Duration::from_secs(30)), headers)
+            .map_err(ConfigError::HttpClient)?;
         Ok(AnthropicModel {
             inner: Arc::new(Inner {
                 endpoint: Arc::new(Endpoint {

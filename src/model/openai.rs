@@ -9,6 +9,7 @@
 
 mod body_cache;
 mod chunks;
+mod drain;
 pub mod request;
 mod sse;
 mod transport;
@@ -25,6 +26,7 @@ use self::body_cache::BodyCache;
 use self::chunks::CallIds;
 // Also the transport other providers stream through (with their own parser and key header).
 pub(crate) use self::transport::{Endpoint, Fed, Secret, StreamParser, clip, stream_with};
+use super::http_client::endpoint_client;
 use super::model_config::ModelConfig;
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
 use crate::error::ConfigError;
@@ -118,11 +120,13 @@ impl OpenAiModel {
             }
         };
         let idle = Duration::from_millis(cfg.idle_timeout_ms());
-        let http = reqwest::Client::builder()
-            .connect_timeout(idle.min(Duration::from_secs(30)))
-            .build()
-            .map_err(ConfigError::HttpClient)?;
         let url = format!("{}/chat/completions", base_url.trim().trim_end_matches('/'));
+        let http = endpoint_client(
+            &url,
+            idle.min(Duration::from_secs(30)),
+            reqwest::header::HeaderMap::new(),
+        )
+        .map_err(ConfigError::HttpClient)?;
         // Parsed once here, not per request (a URL that does not parse fails each request
         // with the client's own error, as before).
         let parsed = reqwest::Url::parse(&url).ok();

@@ -27,6 +27,8 @@ pub enum Reply {
     Stall(Vec<String>),
     /// Status, JSON body, optional `Retry-After` value.
     Status(u16, String, Option<&'static str>),
+    /// `308 Permanent Redirect` to this location.
+    Redirect(String),
 }
 
 #[derive(Default)]
@@ -150,6 +152,11 @@ async fn completions(
             }
             response.body(Body::from(text)).unwrap()
         }
+        Some(Reply::Redirect(location)) => Response::builder()
+            .status(StatusCode::PERMANENT_REDIRECT)
+            .header("location", location)
+            .body(Body::empty())
+            .unwrap(),
         Some(Reply::Sse(pieces)) => sse(pieces, false),
         Some(Reply::Stall(pieces)) => sse(pieces, true),
     }

@@ -324,6 +324,22 @@ async fn bad_request_is_permanent_with_the_server_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_http_endpoint_redirecting_to_https_fails_once_saying_what_to_change() {
+    let to = "https://127.0.0.1:9/v1/chat/completions";
+    let (summary, mock, _trace) = run_failing(Reply::Redirect(to.into()), "REDIRECT").await;
+    assert_eq!(summary.status, StopReason::Failed);
+    // Permanent: asking again would be redirected again.
+    assert_eq!(mock.requests().len(), 1);
+    let reason = summary.abort_reason.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("the endpoint redirected to {to}"))
+            && reason.contains("set base_url to the https URL"),
+        "{reason}"
+    );
+    mock.assert_clean();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_stream_times_out_and_is_retried() {
     let (_d, ws, home) = tempdirs();
     let stalled = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"par\"},\"finish_reason\":null}]}\n\n";

@@ -2,7 +2,8 @@
 //! per request, SSE framing (`openai/sse.rs`), the idle timer (reset by every byte, comment lines
 //! included) and the request timeout, ending a finished answer that the server keeps open, and
 //! the classification of every failure into a [`ModelOutcome`] (auth, permanent or retryable
-//! failed, timeout, malformed).
+//! failed, timeout, malformed). A body whose answer ended goes to `openai/drain.rs`, which hands
+//! its connection back to the pool.
 //!
 //! It does not retry (the turn loop does) and never puts the API key into a message: error texts
 //! from the server are scrubbed of it.
@@ -21,6 +22,7 @@ use tokio::time::Instant;
 
 use super::chunks::{CallIds, ChunkParser};
 pub(crate) use super::chunks::{Fed, clip};
+use super::drain::drain;
 use super::sse::SseFramer;
 use crate::message::StopReason;
 use crate::model::{ModelEvent, ModelOutcome};
@@ -79,7 +81,7 @@ impl Endpoint {
     }
 }
 
-type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+pub(super) type ByteStream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 /// A 200 response being read.
 struct Body {
@@ -283,7 +285,7 @@ impl Driver {
                     body.head.extend_from_slice(&bytes[..take]);
                 }
                 let any = match self.frame(&mut body.framer, Some(&bytes)) {
-                    Ok((true, _)) => return,
+                    Ok((true, _)) => return drain(body.bytes),
                     Ok((false, any)) => any,
                     Err(e) => {
                         let message = format!(
@@ -294,7 +296,8 @@ impl Driver {
                     }
                 };
                 if self.parser.settled() {
-                    return self.complete();
+                    self.complete();
+                    return drain(body.bytes);
                 }
                 if any && self.parser.finished() {
                     body.grace_until = Some(Instant::now() + USAGE_GRACE.min(self.endpoint.idle));
@@ -367,7 +370,11 @@ impl Driver {
                     StopReason::Failed
                 };
                 let message = endpoint.scrub(&format!("connection error: {}", error_chain(&e)));
-                return self.end(ModelOutcome::error(status, message));
+                let mut outcome = ModelOutcome::error(status, message);
+                // A refused redirect (to https from a plain http endpoint, or a loop) is the
+                // configuration's: asking again gets the same answer.
+                outcome.permanent = e.is_redirect();
+                return self.end(outcome);
             }
             Ok(Ok(r)) => r,
         };
