@@ -38,6 +38,7 @@ mod openai_provider;
 mod openvaala_serve;
 mod openvaala_tools;
 mod pairing;
+mod provider_connections;
 mod provider_hostile;
 mod provider_replay;
 mod readme;

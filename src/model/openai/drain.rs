@@ -2,10 +2,10 @@
 //! finish reason): read to its end so that the connection goes back to the client's pool.
 //!
 //! A body dropped before its end closes its connection, and the next request of the session
-//! pays for a new one (a socket, a handshake, half a dozen socket options). Under load the
-//! chunked body's terminator often arrives just after `[DONE]`, so dropping at `[DONE]` lost
-//! about one connection in six. This module must never hold the answer back: the transport
-//! has already ended the request when it hands the body over.
+//! pays for a new one (a socket, half a dozen socket options, a TLS handshake for https). A
+//! server that flushes each event sends the chunked body's terminator after `[DONE]`, so
+//! dropping at `[DONE]` closed every connection of such a server. This module must never hold
+//! the answer back: the transport has already ended the request when it hands the body over.
 
 use std::time::Duration;
 

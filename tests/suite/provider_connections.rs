@@ -1,0 +1,119 @@
+//! The OpenAI-compatible client's connections against a raw keep-alive HTTP/1.1 server on
+//! 127.0.0.1:0 that sends each answer's chunked terminator a while after `data: [DONE]` (as a
+//! server that flushes every event does): the answer ends at `[DONE]`, and the connection is
+//! still used again for the next request rather than closed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use rookery::message::{ModelPayload, Role, StopReason};
+use rookery::model::model_config::ModelConfig;
+use rookery::model::openai::OpenAiModel;
+use rookery::model::{Model, ModelEvent, ModelRequest, ModelSessionContext};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+const ANSWER: &str = concat!(
+    "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"done\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+/// How long after `[DONE]` the terminator comes.
+const TERMINATOR_AFTER: Duration = Duration::from_millis(30);
+
+/// Reads one request (headers, then `Content-Length` bytes); false on a closed connection.
+async fn read_request(socket: &mut TcpStream) -> bool {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..at]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if got.len() >= at + 4 + length {
+                return true;
+            }
+        }
+        match socket.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Serves every request on every connection with [`ANSWER`], its terminator sent
+/// [`TERMINATOR_AFTER`] later; counts the connections and reports each terminator written.
+async fn serve(accepts: Arc<AtomicUsize>, written: mpsc::UnboundedSender<()>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            accepts.fetch_add(1, Ordering::SeqCst);
+            let written = written.clone();
+            tokio::spawn(async move {
+                let _ = socket.set_nodelay(true);
+                while read_request(&mut socket).await {
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                                transfer-encoding: chunked\r\n\r\n";
+                    let chunk = format!("{head}{:x}\r\n{ANSWER}\r\n", ANSWER.len());
+                    if socket.write_all(chunk.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(TERMINATOR_AFTER).await;
+                    if socket.write_all(b"0\r\n\r\n").await.is_err() {
+                        return;
+                    }
+                    let _ = written.send(());
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+fn request() -> ModelRequest {
+    ModelRequest {
+        system_prompt: Arc::from("be brief"),
+        history: Arc::new(vec![ModelPayload::Text {
+            role: Role::User,
+            text: "hi".to_string(),
+            sender: None,
+            stop_reason: StopReason::Completed,
+            fidelity: None,
+        }]),
+        tools: Arc::new(Vec::new()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminator_after_done_keeps_the_connection_for_the_next_request() {
+    let accepts = Arc::new(AtomicUsize::new(0));
+    let (tx, mut written) = mpsc::unbounded_channel();
+    let base_url = serve(accepts.clone(), tx).await;
+    let model = OpenAiModel::new(ModelConfig::openai(base_url, "m")).unwrap();
+    const REQUESTS: usize = 4;
+    for _ in 0..REQUESTS {
+        let mut session = model.open(&ModelSessionContext::default());
+        let events: Vec<ModelEvent> =
+            tokio::time::timeout(Duration::from_secs(30), session.stream(request()).collect())
+                .await
+                .expect("the answer ends at [DONE], not at the terminator");
+        match events.last() {
+            Some(ModelEvent::End(outcome)) => assert_eq!(outcome.status, StopReason::Completed),
+            other => panic!("no end: {other:?}"),
+        }
+        // The server has written the terminator; the client's connection task needs a moment
+        // to read it and hand the connection back to the pool (generous: a loaded machine).
+        written.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // A body dropped at `[DONE]` would have closed each connection: one per request.
+    assert_eq!(accepts.load(Ordering::SeqCst), 1);
+}
