@@ -33,15 +33,28 @@ impl TraceFile {
     /// When the existing file is non-empty and does not end with `\n` (a torn tail left by a
     /// crash), the next record is prefixed with `\n` so it starts on its own line.
     pub fn open(path: &Path) -> io::Result<TraceFile> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o644)
-            .open(path)?;
+        let open = || {
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .mode(0o644)
+                .open(path)
+        };
+        // The directory usually exists (a day's directory holds many traces): it is created
+        // only when the first open says it is missing, not probed before every open.
+        let file = match open() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    Some(parent) => {
+                        std::fs::create_dir_all(parent)?;
+                        open()?
+                    }
+                    None => return Err(e),
+                }
+            }
+            opened => opened?,
+        };
         let len = file.metadata()?.len();
         let torn = if len > 0 {
             let mut last = [0u8; 1];
