@@ -11,6 +11,7 @@ mod body_cache;
 mod chunks;
 mod drain;
 pub mod request;
+mod shared_tails;
 mod sse;
 mod transport;
 
@@ -24,6 +25,7 @@ use serde_json::{Map, Value};
 
 use self::body_cache::BodyCache;
 use self::chunks::CallIds;
+use self::shared_tails::SharedTails;
 // Also the transport other providers stream through (with their own parser and key header).
 pub(crate) use self::transport::{Endpoint, Fed, Secret, StreamParser, clip, stream_with};
 use super::http_client::endpoint_client;
@@ -46,6 +48,8 @@ struct Inner {
     vision_model: Option<String>,
     context_window: u64,
     extra: Map<String, Value>,
+    /// The bodies' serialized tails (tools included), one per tool list for all sessions.
+    tails: Arc<SharedTails>,
     /// Keeps every request body sent (`rookery bench --floor` replays them).
     log: Option<BodyLog>,
 }
@@ -146,6 +150,7 @@ impl OpenAiModel {
                 vision: cfg.vision,
                 vision_model: cfg.vision_model.clone(),
                 context_window: cfg.context_window(),
+                tails: Arc::new(SharedTails::new(cfg.extra.clone())),
                 extra: cfg.extra,
                 log: None,
             }),
@@ -207,7 +212,6 @@ impl Model for OpenAiModel {
         Box::new(OpenAiSession {
             inner: self.inner.clone(),
             ids: Arc::new(Mutex::new(CallIds::default())),
-            tools: None,
             cache: BodyCache::default(),
             log: self.inner.log.as_ref().map(BodyLog::open),
         })
@@ -218,8 +222,6 @@ impl Model for OpenAiModel {
 struct OpenAiSession {
     inner: Arc<Inner>,
     ids: Arc<Mutex<CallIds>>,
-    /// The last tool list and its `tools` JSON (requests of a session share one list).
-    tools: Option<(Arc<Vec<Value>>, Arc<str>)>,
     /// The serialized pieces of earlier bodies.
     cache: BodyCache,
     log: Option<SessionLog>,
@@ -227,18 +229,10 @@ struct OpenAiSession {
 
 impl ModelSession for OpenAiSession {
     fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent> {
-        let tools = match &self.tools {
-            Some((list, json)) if Arc::ptr_eq(list, &request.tools) => json.clone(),
-            _ => {
-                let json: Arc<str> = Arc::from(request::tools_json(&request.tools));
-                self.tools = Some((request.tools.clone(), json.clone()));
-                json
-            }
-        };
         let inner = &self.inner;
         let body = self
             .cache
-            .encode(&inner.model, &request, inner.vision, &inner.extra, &tools);
+            .encode(&inner.model, &request, inner.vision, &inner.tails);
         if let Some(log) = &self.log {
             match log.lock() {
                 Ok(mut l) => l.push(body.clone()),

@@ -1,7 +1,7 @@
 //! The request body of one session assembled from cached serialized pieces: the head
-//! (`{"model":…,"messages":[`) and the tail (stream options, extra fields, the tool list) once
-//! per tool list, and each history message serialized once, when the history first holds the
-//! payloads that decide it. A request then serializes only the messages that are new since the
+//! (`{"model":…,"messages":[`) once, the tail (stream options, extra fields, the tool list)
+//! from the model's [`SharedTails`], and each history message serialized once, when the
+//! history first holds the payloads that decide it. A request then serializes only the messages that are new since the
 //! last one (the last assistant turn and its tool outputs), instead of the whole conversation.
 //!
 //! The bytes are exactly those of [`request::encode_body`] (tested below). The cache trusts
@@ -10,11 +10,12 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::request::{self, RESERVED_BODY_KEYS};
+use super::request;
+use super::shared_tails::SharedTails;
 use crate::message::ModelPayload;
 use crate::model::ModelRequest;
 
@@ -23,8 +24,9 @@ use crate::model::ModelRequest;
 pub(super) struct BodyCache {
     /// `{"model":<name>,"messages":[` (the model name never changes in a session).
     head: Vec<u8>,
-    /// `],"stream":true,…,"tools":…}` for the tool list `tail_tools`.
-    tail: Vec<u8>,
+    /// `],"stream":true,…,"tools":…}` for the tool list `tail_tools` (shared by the sessions
+    /// of the model, see `shared_tails.rs`).
+    tail: Bytes,
     tail_tools: Option<Arc<Vec<Value>>>,
     /// The system prompt and history the messages below came from.
     system: Option<Arc<str>>,
@@ -34,20 +36,22 @@ pub(super) struct BodyCache {
     count: usize,
     /// A fresh build resumes at this payload; `history[..=restart]` must be unchanged.
     restart: usize,
-    /// Where bodies are assembled: once the last body was sent and dropped, its memory is
-    /// taken back for the next (no fresh pages to fault in per request).
-    buffer: BytesMut,
+    /// The messages after the final ones, serialized for the body being built (reused).
+    open: Vec<u8>,
 }
 
 impl BodyCache {
     /// The serialized body of `request`; the pieces it adds are kept for the next one.
+    ///
+    /// The body is one allocation of exactly its length, which the session does not keep: it
+    /// is freed once the request has been written, so a session waiting for its answer holds
+    /// no body (a kept, growing buffer cost more than the body itself per idle session).
     pub(super) fn encode(
         &mut self,
         model: &str,
         request: &ModelRequest,
         vision: bool,
-        extra: &Map<String, Value>,
-        tools_json: &str,
+        tails: &SharedTails,
     ) -> Bytes {
         if self.head.is_empty() {
             self.head = format!("{{\"model\":{},\"messages\":[", json_text(&model)).into_bytes();
@@ -57,7 +61,7 @@ impl BodyCache {
             .as_ref()
             .is_some_and(|t| Arc::ptr_eq(t, &request.tools));
         if !tools_same {
-            self.tail = tail(extra, (!request.tools.is_empty()).then_some(tools_json));
+            self.tail = tails.get(&request.tools);
             self.tail_tools = Some(request.tools.clone());
         }
         if !self.still_valid(request) {
@@ -79,19 +83,17 @@ impl BodyCache {
         }
         self.history = request.history.clone();
 
-        let len = self.head.len() + self.messages.len() + self.tail.len();
-        // Half as much again: bodies grow turn by turn (the open messages are not counted yet),
-        // and a buffer that is too small is replaced instead of reused.
-        self.buffer.clear();
-        self.buffer.reserve(len + len / 2 + 1024);
-        self.buffer.extend_from_slice(&self.head);
-        self.buffer.extend_from_slice(&self.messages);
+        self.open.clear();
         let mut count = self.count;
         for message in fresh {
-            push_message(&mut self.buffer, &mut count, &message);
+            push_message(&mut self.open, &mut count, &message);
         }
-        self.buffer.extend_from_slice(&self.tail);
-        self.buffer.split().freeze()
+        let pieces = [self.head.as_slice(), &self.messages, &self.open, &self.tail];
+        let mut body = BytesMut::with_capacity(pieces.iter().map(|p| p.len()).sum());
+        for piece in pieces {
+            body.extend_from_slice(piece);
+        }
+        body.freeze()
     }
 
     /// The cached messages still describe the start of `request`.
@@ -140,29 +142,9 @@ fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
 }
 
-/// Everything after the messages, in the order `encode_body` writes it.
-fn tail(extra: &Map<String, Value>, tools_json: Option<&str>) -> Vec<u8> {
-    let mut out = br#"],"stream":true,"stream_options":{"include_usage":true}"#.to_vec();
-    for (key, value) in extra {
-        if RESERVED_BODY_KEYS.contains(&key.as_str()) {
-            continue;
-        }
-        out.push(b',');
-        out.extend_from_slice(json_text(key).as_bytes());
-        out.push(b':');
-        out.extend_from_slice(json_text(value).as_bytes());
-    }
-    if let Some(tools) = tools_json {
-        out.extend_from_slice(b",\"tools\":");
-        out.extend_from_slice(tools.as_bytes());
-    }
-    out.push(b'}');
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Map, json};
 
     use super::*;
     use crate::message::{Role, StopReason};
@@ -240,6 +222,7 @@ mod tests {
             call("e"),
             text(Role::Assistant, "done"),
         ];
+        let tails = SharedTails::new(extra.clone());
         for vision in [false, true] {
             for system in ["", "sys \"prompt\""] {
                 let mut cache = BodyCache::default();
@@ -255,7 +238,7 @@ mod tests {
                         };
                         let json = if tools.is_empty() { "[]" } else { &tools_json };
                         let want = request::encode_body("m\u{e9}", &request, vision, &extra, json);
-                        let got = cache.encode("m\u{e9}", &request, vision, &extra, json);
+                        let got = cache.encode("m\u{e9}", &request, vision, &tails);
                         assert_eq!(
                             String::from_utf8_lossy(&got),
                             String::from_utf8_lossy(&want),
@@ -276,7 +259,7 @@ mod tests {
                     tools: tools.clone(),
                 };
                 let want = request::encode_body("m\u{e9}", &request, vision, &extra, &tools_json);
-                let got = cache.encode("m\u{e9}", &request, vision, &extra, &tools_json);
+                let got = cache.encode("m\u{e9}", &request, vision, &tails);
                 assert_eq!(got, want);
                 // Another system prompt too.
                 let request = ModelRequest {
@@ -284,20 +267,14 @@ mod tests {
                     ..request
                 };
                 let want = request::encode_body("m\u{e9}", &request, vision, &extra, &tools_json);
-                assert_eq!(
-                    cache.encode("m\u{e9}", &request, vision, &extra, &tools_json),
-                    want
-                );
+                assert_eq!(cache.encode("m\u{e9}", &request, vision, &tails), want);
                 // A shorter history than the cached one.
                 let request = ModelRequest {
                     history: Arc::new(history[..2].to_vec()),
                     ..request
                 };
                 let want = request::encode_body("m\u{e9}", &request, vision, &extra, &tools_json);
-                assert_eq!(
-                    cache.encode("m\u{e9}", &request, vision, &extra, &tools_json),
-                    want
-                );
+                assert_eq!(cache.encode("m\u{e9}", &request, vision, &tails), want);
             }
         }
     }
@@ -306,6 +283,7 @@ mod tests {
     #[test]
     fn a_tool_loop_keeps_all_but_the_last_turn() {
         let mut cache = BodyCache::default();
+        let tails = SharedTails::new(Map::new());
         let mut history = vec![text(Role::User, "Run the benchmark task.")];
         let tools = Arc::new(Vec::new());
         for t in 0..10 {
@@ -315,7 +293,7 @@ mod tests {
                 tools: tools.clone(),
             };
             let want = request::encode_body("m", &request, false, &Map::new(), "[]");
-            assert_eq!(cache.encode("m", &request, false, &Map::new(), "[]"), want);
+            assert_eq!(cache.encode("m", &request, false, &tails), want);
             // system + user + the finished turns; the open turn is not kept yet.
             assert_eq!(cache.count, if t == 0 { 1 } else { 2 * t });
             history.push(call(&format!("call_{t}")));
