@@ -3,7 +3,8 @@
 //! commands), which every descendant inherits whether it leaves the process group (`setsid`,
 //! double fork) or not (`&`, `nohup`). Killing a command sweeps `/proc/*/environ` for its cookie
 //! (as Jenkins' process-tree killer does): SIGTERM, SIGKILL after the grace, again until no
-//! process carries it. Signals go through pidfds opened before the cookie is re-checked, so a
+//! process carries it. A process read in the middle of an `exec` shows an empty environment;
+//! it is read again after short pauses rather than taken for one without a cookie. Signals go through pidfds opened before the cookie is re-checked, so a
 //! pid reused after the scan is never hit.
 //!
 //! Sweeps run on their own threads (a shared one batches the common case of a command that left
@@ -40,17 +41,61 @@ pub fn new_cookie() -> String {
     )
 }
 
-/// The value of [`COOKIE_VAR`] in process `pid`'s environment (`None` for zombies, processes
-/// of other users and processes without it).
-fn cookie_of(pid: i32, buf: &mut Vec<u8>) -> Option<String> {
+/// What a process's environment says of the cookie it carries.
+#[derive(Debug, PartialEq, Eq)]
+enum Mark {
+    Cookie(String),
+    /// No cookie: none in its environment, or the process is gone, a zombie, or another user's.
+    Unmarked,
+    /// A live process whose environment reads empty: in the middle of an `exec` (the kernel
+    /// shows no environment while the new image is set up), or started with none at all.
+    Unsure,
+}
+
+/// Pauses before each new read of an [`Mark::Unsure`] environment: an `exec` is over in well
+/// under a millisecond (more on a loaded machine), so a process still unsure after these (76 ms
+/// in all) had no environment to begin with.
+const EXEC_REREADS: [Duration; 4] = [
+    Duration::from_millis(1),
+    Duration::from_millis(5),
+    Duration::from_millis(20),
+    Duration::from_millis(50),
+];
+
+fn read_mark(pid: i32, buf: &mut Vec<u8>) -> Mark {
     buf.clear();
-    let mut f = std::fs::File::open(format!("/proc/{pid}/environ")).ok()?;
-    f.read_to_end(buf).ok()?;
+    let Ok(mut f) = std::fs::File::open(format!("/proc/{pid}/environ")) else {
+        return Mark::Unmarked;
+    };
+    if f.read_to_end(buf).is_err() {
+        return Mark::Unmarked;
+    }
+    if buf.is_empty() {
+        return if state_of(pid).is_none_or(|s| s == 'Z' || s == 'X') {
+            Mark::Unmarked
+        } else {
+            Mark::Unsure
+        };
+    }
     let prefix = format!("{COOKIE_VAR}=");
     buf.split(|b| *b == 0)
         .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
         .and_then(|v| std::str::from_utf8(v).ok())
-        .map(str::to_string)
+        .map_or(Mark::Unmarked, |v| Mark::Cookie(v.to_string()))
+}
+
+/// The value of [`COOKIE_VAR`] in process `pid`'s environment (`None` for zombies, processes
+/// of other users and processes without it). A process caught in the middle of an `exec` is
+/// read again (see [`EXEC_REREADS`]) instead of being taken for one without a cookie.
+fn cookie_of(pid: i32, buf: &mut Vec<u8>) -> Option<String> {
+    let mut pauses = EXEC_REREADS.iter();
+    loop {
+        match read_mark(pid, buf) {
+            Mark::Cookie(c) => return Some(c),
+            Mark::Unmarked => return None,
+            Mark::Unsure => std::thread::sleep(*pauses.next()?),
+        }
+    }
 }
 
 /// Where a command's processes can be once its process group is gone, when rookery is a
@@ -100,6 +145,12 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     Some(out)
 }
 
+/// The state letter of `pid` (`R`, `S`, `Z`, …), `None` when it is gone.
+fn state_of(pid: i32) -> Option<char> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..].trim_start().chars().next()
+}
+
 fn session_of(pid: i32) -> Option<i32> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     text[text.rfind(')')? + 1..]
@@ -126,11 +177,23 @@ fn scan(cookies: &[&str], within: Option<Vec<i32>>) -> HashMap<String, Vec<i32>>
     };
     let me = std::process::id() as i32;
     let mut buf = Vec::with_capacity(4096);
+    let mut unsure = Vec::new();
+    let mut keep = |pid: i32, mark: Mark, unsure: &mut Vec<i32>| match mark {
+        Mark::Cookie(c) if cookies.contains(&c.as_str()) => found.entry(c).or_default().push(pid),
+        Mark::Unsure => unsure.push(pid),
+        Mark::Cookie(_) | Mark::Unmarked => {}
+    };
     for pid in pids.into_iter().filter(|pid| *pid != me) {
-        if let Some(c) = cookie_of(pid, &mut buf)
-            && cookies.contains(&c.as_str())
-        {
-            found.entry(c).or_default().push(pid);
+        keep(pid, read_mark(pid, &mut buf), &mut unsure);
+    }
+    // Processes caught in an `exec` are read again, together, after short pauses.
+    for pause in EXEC_REREADS {
+        if unsure.is_empty() {
+            break;
+        }
+        std::thread::sleep(pause);
+        for pid in std::mem::take(&mut unsure) {
+            keep(pid, read_mark(pid, &mut buf), &mut unsure);
         }
     }
     found
@@ -381,6 +444,59 @@ mod tests {
     }
 
     /// Waits until a process named `comm` carries `cookie`.
+    #[test]
+    fn a_process_caught_in_an_exec_is_still_swept() {
+        // Each round: a chain of ten `exec`s ending in `sleep`, swept at once. A read in the
+        // middle of an exec sees an empty environment; taken for "no cookie", the sweep often
+        // found nothing in the very first round and left the sleep behind.
+        let chain =
+            r#"if [ "$N" -gt 0 ]; then export N=$((N-1)); exec sh -c "$S"; fi; exec sleep 300"#;
+        for round in 0..20 {
+            let cookie = new_cookie();
+            let mut child = std::process::Command::new("sh")
+                .args(["-c", chain])
+                .env(COOKIE_VAR, &cookie)
+                .env("S", chain)
+                .env("N", "10")
+                .spawn()
+                .unwrap();
+            assert!(sweep(&cookie, Duration::from_secs(1), false));
+            // Killed by a signal: reaped within the generous wait below, not left sleeping.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            let status = status.unwrap_or_else(|| panic!("round {round}: the chain survived"));
+            assert!(!status.success(), "round {round}: {status:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_environment_is_read_again_then_taken_as_unmarked() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("300")
+            .env_clear()
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // Exec'd (spawn returns after the exec): its environment is empty for good.
+        let mut buf = Vec::new();
+        assert_eq!(read_mark(pid, &mut buf), Mark::Unsure);
+        assert_eq!(cookie_of(pid, &mut buf), None);
+        let _ = child.kill();
+        let _ = child.wait();
+        // A zombie or a gone process is unmarked at once.
+        assert_eq!(read_mark(pid, &mut buf), Mark::Unmarked);
+    }
+
     fn wait_until_found(cookie: &str, comm: &str) -> bool {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
