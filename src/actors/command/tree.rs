@@ -45,7 +45,8 @@ pub fn new_cookie() -> String {
 #[derive(Debug, PartialEq, Eq)]
 enum Mark {
     Cookie(String),
-    /// No cookie: none in its environment, or the process is gone, a zombie, or another user's.
+    /// No cookie: none in its environment, or the process is gone, a zombie, a kernel thread
+    /// or another user's.
     Unmarked,
     /// A live process whose environment reads empty: in the middle of an `exec` (the kernel
     /// shows no environment while the new image is set up), or started with none at all.
@@ -71,10 +72,10 @@ fn read_mark(pid: i32, buf: &mut Vec<u8>) -> Mark {
         return Mark::Unmarked;
     }
     if buf.is_empty() {
-        return if state_of(pid).is_none_or(|s| s == 'Z' || s == 'X') {
-            Mark::Unmarked
-        } else {
+        return if is_user_process(pid) {
             Mark::Unsure
+        } else {
+            Mark::Unmarked
         };
     }
     let prefix = format!("{COOKIE_VAR}=");
@@ -145,10 +146,22 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     Some(out)
 }
 
-/// The state letter of `pid` (`R`, `S`, `Z`, …), `None` when it is gone.
-fn state_of(pid: i32) -> Option<char> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    text[text.rfind(')')? + 1..].trim_start().chars().next()
+/// `pid` is alive, not a zombie and not a kernel thread (which has no environment, ever):
+/// a process that can be in the middle of an `exec`.
+fn is_user_process(pid: i32) -> bool {
+    /// `PF_KTHREAD` in the flags of `/proc/<pid>/stat`.
+    const KERNEL_THREAD: u64 = 0x0020_0000;
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(at) = text.rfind(')') else {
+        return false;
+    };
+    // After the name: state, ppid, pgrp, session, tty_nr, tpgid, flags, …
+    let mut fields = text[at + 1..].split_whitespace();
+    let state = fields.next().unwrap_or("Z");
+    let flags: u64 = fields.nth(5).and_then(|f| f.parse().ok()).unwrap_or(0);
+    !matches!(state, "Z" | "X" | "x") && flags & KERNEL_THREAD == 0
 }
 
 fn session_of(pid: i32) -> Option<i32> {
@@ -495,6 +508,8 @@ mod tests {
         let _ = child.wait();
         // A zombie or a gone process is unmarked at once.
         assert_eq!(read_mark(pid, &mut buf), Mark::Unmarked);
+        assert!(!is_user_process(pid));
+        assert!(is_user_process(std::process::id() as i32));
     }
 
     fn wait_until_found(cookie: &str, comm: &str) -> bool {
