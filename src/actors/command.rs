@@ -5,7 +5,9 @@
 //! exit once to whoever spawned it.
 //!
 //! `handle` never awaits a process, a pipe or a timer: readers, the waiter, the stdin writer and
-//! every timer are spawned tasks that cast back. The group is killed (SIGTERM, SIGKILL after
+//! every timer are spawned tasks that cast back. The timers are kept in the state and aborted
+//! with the actor, so a stopped command's mailboxes are freed at once, not when its last read
+//! window or time limit would have ended. The group is killed (SIGTERM, SIGKILL after
 //! 1 s) in `post_stop` and by the [`process::KillOnDrop`] guard in the state, so a killed or
 //! panicked actor leaves no process behind. It knows nothing of the registry or of tools.
 //!
@@ -167,6 +169,10 @@ pub struct CommandState {
     group: KillOnDrop,
     on_finish: Option<FinishFn>,
     tasks: Vec<AbortOnDrop>,
+    /// The pending timers (the time limit, read windows, the drain): each holds a reference to
+    /// this actor until it fires, so they are aborted with the actor rather than keeping its
+    /// mailboxes alive for the rest of a long time limit.
+    timers: Vec<AbortOnDrop>,
     /// Returned to the readers as their chunks reach the ring (backpressure).
     credits: Arc<Semaphore>,
     outputs: Arc<std::sync::atomic::AtomicU64>,
@@ -205,15 +211,19 @@ impl Actor for CommandActor {
             let _ = me.cast(CommandMsg::Exited { exit, others_alive });
         });
 
-        if let Some(limit) = args.timeout {
-            send_later(
-                &myself,
-                limit,
-                CommandMsg::Kill {
-                    reason: format!("timed out after {} s", limit.as_secs()),
-                },
-            );
-        }
+        let timers: Vec<AbortOnDrop> = args
+            .timeout
+            .map(|limit| {
+                send_later(
+                    &myself,
+                    limit,
+                    CommandMsg::Kill {
+                        reason: format!("timed out after {} s", limit.as_secs()),
+                    },
+                )
+            })
+            .into_iter()
+            .collect();
         let tty = matches!(io, ProcessIo::Pty { .. });
         let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
         let credits = Arc::new(Semaphore::new(OUTPUT_CREDITS));
@@ -266,6 +276,7 @@ impl Actor for CommandActor {
             group,
             on_finish: Some(args.on_finish),
             tasks,
+            timers,
             credits,
             outputs: args.outputs,
         })
@@ -285,7 +296,7 @@ impl Actor for CommandActor {
                     let n = state.next_waiter;
                     state.next_waiter += 1;
                     state.waiters.push_back((n, reply));
-                    send_later(&myself, wait, CommandMsg::ReadTimeout(n));
+                    state.later(&myself, wait, CommandMsg::ReadTimeout(n));
                 }
             }
             CommandMsg::Drain(reply) => {
@@ -316,7 +327,7 @@ impl Actor for CommandActor {
                         until_exit,
                         port: reply,
                     });
-                    send_later(&myself, wait, CommandMsg::ReadAtTimeout(n));
+                    state.later(&myself, wait, CommandMsg::ReadAtTimeout(n));
                 }
             }
             CommandMsg::Kill { reason } => {
@@ -403,6 +414,7 @@ impl Actor for CommandActor {
     ) -> Result<(), ActorProcessingErr> {
         state.group.0.kill();
         state.tasks.clear();
+        state.timers.clear();
         Ok(())
     }
 }
@@ -462,6 +474,13 @@ impl CommandState {
         }
     }
 
+    /// Casts `msg` to this actor after `delay`; the timer goes with the actor. Timers that
+    /// already fired are forgotten here, so the list holds only pending ones.
+    fn later(&mut self, myself: &ActorRef<CommandMsg>, delay: Duration, msg: CommandMsg) {
+        self.timers.retain(|t| !t.0.is_finished());
+        self.timers.push(send_later(myself, delay, msg));
+    }
+
     /// (Re)starts the post-exit drain timer: `quiet` from now, never past the cap after exit.
     fn arm_drain_timer(&mut self, myself: &ActorRef<CommandMsg>, quiet: Duration) {
         let cap = if self.others_alive {
@@ -476,11 +495,8 @@ impl CommandState {
             return;
         }
         self.drain_gen += 1;
-        send_later(
-            myself,
-            quiet.min(left),
-            CommandMsg::DrainTimer(self.drain_gen),
-        );
+        let generation = self.drain_gen;
+        self.later(myself, quiet.min(left), CommandMsg::DrainTimer(generation));
     }
 
     /// The command is over: answer every reader and report the exit once.
@@ -505,11 +521,11 @@ impl CommandState {
     }
 }
 
-/// Casts `msg` to `actor` after `delay` (from a spawned task).
-fn send_later(actor: &ActorRef<CommandMsg>, delay: Duration, msg: CommandMsg) {
+/// Casts `msg` to `actor` after `delay` (from a spawned task, aborted when dropped).
+fn send_later(actor: &ActorRef<CommandMsg>, delay: Duration, msg: CommandMsg) -> AbortOnDrop {
     let actor = actor.clone();
-    tokio::spawn(async move {
+    AbortOnDrop(tokio::spawn(async move {
         tokio::time::sleep(delay).await;
         let _ = actor.cast(msg);
-    });
+    }))
 }

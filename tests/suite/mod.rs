@@ -25,6 +25,7 @@ mod collab_switch;
 mod command_reap;
 mod commands;
 mod commands_budget;
+mod commands_lifetime;
 mod commands_memory;
 mod commands_session;
 mod commands_tree;
