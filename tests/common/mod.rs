@@ -168,6 +168,21 @@ pub fn kinds(records: &[OmniMessage]) -> Vec<String> {
         .collect()
 }
 
+/// One request: system prompt "be brief", a user `text`, no tools.
+pub fn user_text_request(text: &str) -> ModelRequest {
+    ModelRequest {
+        system_prompt: Arc::from("be brief"),
+        history: Arc::new(vec![ModelPayload::Text {
+            role: rookery::message::Role::User,
+            text: text.to_string(),
+            sender: None,
+            stop_reason: StopReason::Completed,
+            fidelity: None,
+        }]),
+        tools: Arc::new(Vec::new()),
+    }
+}
+
 pub fn tempdirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");

@@ -4,17 +4,17 @@
 //! names, inputs), usage and the request's status must be what the bytes say.
 
 use crate::common::anthropic_mock;
+use crate::common::user_text_request;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anthropic_mock::{Reply, Server, Writes, check_segments, fixture};
 use futures::StreamExt;
-use rookery::message::{ModelPayload, Role, StopReason, Usage};
+use rookery::message::{ModelPayload, StopReason, Usage};
 use rookery::model::anthropic::AnthropicModel;
 use rookery::model::anthropic::request::REDACTED_THINKING_MIME;
 use rookery::model::model_config::ModelConfig;
-use rookery::model::{Model, ModelEvent, ModelOutcome, ModelRequest, ModelSessionContext};
+use rookery::model::{Model, ModelEvent, ModelOutcome, ModelSessionContext};
 use serde_json::{Value, json};
 
 /// What one replayed stream produced.
@@ -41,28 +41,16 @@ fn config(base_url: &str) -> ModelConfig {
     }
 }
 
-fn request() -> ModelRequest {
-    ModelRequest {
-        system_prompt: Arc::from("be brief"),
-        history: Arc::new(vec![ModelPayload::Text {
-            role: Role::User,
-            text: "hello".into(),
-            sender: None,
-            stop_reason: StopReason::Completed,
-            fidelity: None,
-        }]),
-        tools: Arc::new(Vec::new()),
-    }
-}
-
 async fn replay(name: &str, writes: Writes) -> Replayed {
     let server = Server::start(vec![Reply::Sse(fixture(name), writes)]).await;
     let model = AnthropicModel::new(config(&server.base_url)).unwrap();
     let mut session = model.open(&ModelSessionContext::default());
-    let events: Vec<ModelEvent> =
-        tokio::time::timeout(Duration::from_secs(60), session.stream(request()).collect())
-            .await
-            .unwrap_or_else(|_| panic!("{name}: the stream did not end"));
+    let events: Vec<ModelEvent> = tokio::time::timeout(
+        Duration::from_secs(60),
+        session.stream(user_text_request("hello")).collect(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{name}: the stream did not end"));
     assert_eq!(server.requests().len(), 1, "{name}");
     check_segments(&events).unwrap_or_else(|e| panic!("{name} ({writes:?}): {e}"));
     let ends = events

@@ -3,17 +3,20 @@
 //! server that flushes every event does): the answer ends at `[DONE]`, and the connection is
 //! still used again for the next request rather than closed.
 
+use crate::common::replay::server::read_request;
+use crate::common::user_text_request;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use rookery::message::{ModelPayload, Role, StopReason};
+use rookery::message::StopReason;
 use rookery::model::model_config::ModelConfig;
 use rookery::model::openai::OpenAiModel;
-use rookery::model::{Model, ModelEvent, ModelRequest, ModelSessionContext};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use rookery::model::{Model, ModelEvent, ModelSessionContext};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 const ANSWER: &str = concat!(
@@ -24,29 +27,6 @@ const ANSWER: &str = concat!(
 
 /// How long after `[DONE]` the terminator comes.
 const TERMINATOR_AFTER: Duration = Duration::from_millis(30);
-
-/// Reads one request (headers, then `Content-Length` bytes); false on a closed connection.
-async fn read_request(socket: &mut TcpStream) -> bool {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&got[..at]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if got.len() >= at + 4 + length {
-                return true;
-            }
-        }
-        match socket.read(&mut buf).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-}
 
 /// Serves every request on every connection with [`ANSWER`], its terminator sent
 /// [`TERMINATOR_AFTER`] later; counts the connections and reports each terminator written.
@@ -59,7 +39,7 @@ async fn serve(accepts: Arc<AtomicUsize>, written: mpsc::UnboundedSender<()>) ->
             let written = written.clone();
             tokio::spawn(async move {
                 let _ = socket.set_nodelay(true);
-                while read_request(&mut socket).await {
+                while read_request(&mut socket).await.is_some() {
                     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
                                 transfer-encoding: chunked\r\n\r\n";
                     let chunk = format!("{head}{:x}\r\n{ANSWER}\r\n", ANSWER.len());
@@ -78,20 +58,6 @@ async fn serve(accepts: Arc<AtomicUsize>, written: mpsc::UnboundedSender<()>) ->
     format!("http://{addr}/v1")
 }
 
-fn request() -> ModelRequest {
-    ModelRequest {
-        system_prompt: Arc::from("be brief"),
-        history: Arc::new(vec![ModelPayload::Text {
-            role: Role::User,
-            text: "hi".to_string(),
-            sender: None,
-            stop_reason: StopReason::Completed,
-            fidelity: None,
-        }]),
-        tools: Arc::new(Vec::new()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminator_after_done_keeps_the_connection_for_the_next_request() {
     let accepts = Arc::new(AtomicUsize::new(0));
@@ -101,10 +67,12 @@ async fn a_terminator_after_done_keeps_the_connection_for_the_next_request() {
     const REQUESTS: usize = 3;
     for _ in 0..REQUESTS {
         let mut session = model.open(&ModelSessionContext::default());
-        let events: Vec<ModelEvent> =
-            tokio::time::timeout(Duration::from_secs(30), session.stream(request()).collect())
-                .await
-                .expect("the answer ends at [DONE], not at the terminator");
+        let events: Vec<ModelEvent> = tokio::time::timeout(
+            Duration::from_secs(30),
+            session.stream(user_text_request("hi")).collect(),
+        )
+        .await
+        .expect("the answer ends at [DONE], not at the terminator");
         match events.last() {
             Some(ModelEvent::End(outcome)) => assert_eq!(outcome.status, StopReason::Completed),
             other => panic!("no end: {other:?}"),

@@ -94,7 +94,7 @@ impl Replay {
 }
 
 /// Reads one request (headers, then `Content-Length` bytes); `None` on a closed connection.
-async fn read_request(socket: &mut TcpStream) -> Option<Vec<u8>> {
+pub async fn read_request(socket: &mut TcpStream) -> Option<Vec<u8>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let header_end = loop {
