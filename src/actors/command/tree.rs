@@ -4,8 +4,9 @@
 //! double fork) or not (`&`, `nohup`). Killing a command sweeps `/proc/*/environ` for its cookie
 //! (as Jenkins' process-tree killer does): SIGTERM, SIGKILL after the grace, again until no
 //! process carries it. A process read in the middle of an `exec` shows an empty environment;
-//! it is read again after short pauses rather than taken for one without a cookie. Signals go through pidfds opened before the cookie is re-checked, so a
-//! pid reused after the scan is never hit.
+//! it is read again after short pauses rather than taken for one without a cookie. Signals go
+//! through pidfds opened before the cookie is re-checked, so a pid reused after the scan is
+//! never hit.
 //!
 //! Sweeps run on their own threads (a shared one batches the common case of a command that left
 //! nothing behind into one scan), never on an actor or a runtime worker. A process that clears
@@ -151,26 +152,29 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
 fn is_user_process(pid: i32) -> bool {
     /// `PF_KTHREAD` in the flags of `/proc/<pid>/stat`.
     const KERNEL_THREAD: u64 = 0x0020_0000;
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Some(fields) = stat_fields(pid) else {
         return false;
     };
-    let Some(at) = text.rfind(')') else {
-        return false;
-    };
-    // After the name: state, ppid, pgrp, session, tty_nr, tpgid, flags, …
-    let mut fields = text[at + 1..].split_whitespace();
-    let state = fields.next().unwrap_or("Z");
-    let flags: u64 = fields.nth(5).and_then(|f| f.parse().ok()).unwrap_or(0);
+    let state = fields.first().map_or("Z", String::as_str);
+    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
     !matches!(state, "Z" | "X" | "x") && flags & KERNEL_THREAD == 0
 }
 
 fn session_of(pid: i32) -> Option<i32> {
+    stat_fields(pid)?.get(3)?.parse().ok()
+}
+
+/// The fields of `/proc/<pid>/stat` after the process name: state, ppid, pgrp, session,
+/// tty_nr, tpgid, flags, … (`None` when the process is gone).
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    text[text.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(3)?
-        .parse()
-        .ok()
+    let rest = &text[text.rfind(')')? + 1..];
+    Some(
+        rest.split_whitespace()
+            .take(7)
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// Every live process (but this one) whose cookie is one of `cookies`, by cookie, looking at
@@ -456,7 +460,6 @@ mod tests {
         assert!(members(&cookie).is_empty());
     }
 
-    /// Waits until a process named `comm` carries `cookie`.
     #[test]
     fn a_process_caught_in_an_exec_is_still_swept() {
         // Each round: a chain of ten `exec`s ending in `sleep`, swept at once. A read in the
@@ -512,6 +515,7 @@ mod tests {
         assert!(is_user_process(std::process::id() as i32));
     }
 
+    /// Waits until a process named `comm` carries `cookie`.
     fn wait_until_found(cookie: &str, comm: &str) -> bool {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
