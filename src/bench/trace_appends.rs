@@ -123,38 +123,24 @@ pub async fn run(n: usize, rounds: usize, dir: &Path) -> Result<AppendsOutcome, 
     let traces = TraceWriters::start(None, POOL_SIZE, stats.clone()).await?;
     let (mut raw, mut writer, mut unheld) = (Vec::new(), Vec::new(), Vec::new());
     let (mut writer_writes, mut unheld_writes) = (0, 0);
-    let mut result = Ok(());
-    for round in 0..rounds.max(1) {
-        match raw_burst(&dir.join(format!("raw-{round}.jsonl")), &lines) {
-            Ok(d) => raw.push(d),
-            Err(e) => {
-                result = Err(e.into());
-                break;
-            }
+    let measured = async {
+        for round in 0..rounds.max(1) {
+            raw.push(raw_burst(&dir.join(format!("raw-{round}.jsonl")), &lines)?);
+            let before = stats.batches.load(Ordering::Relaxed);
+            let path = dir.join(format!("writer-{round}_001.jsonl"));
+            writer.push(writer_burst(&traces, &path, lines.clone(), true).await?);
+            let between = stats.batches.load(Ordering::Relaxed);
+            writer_writes += between - before;
+            let path = dir.join(format!("unheld-{round}_001.jsonl"));
+            unheld.push(writer_burst(&traces, &path, lines.clone(), false).await?);
+            unheld_writes += stats.batches.load(Ordering::Relaxed) - between;
         }
-        let before = stats.batches.load(Ordering::Relaxed);
-        let path = dir.join(format!("writer-{round}_001.jsonl"));
-        match writer_burst(&traces, &path, lines.clone(), true).await {
-            Ok(d) => writer.push(d),
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-        let between = stats.batches.load(Ordering::Relaxed);
-        writer_writes += between - before;
-        let path = dir.join(format!("unheld-{round}_001.jsonl"));
-        match writer_burst(&traces, &path, lines.clone(), false).await {
-            Ok(d) => unheld.push(d),
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-        unheld_writes += stats.batches.load(Ordering::Relaxed) - between;
+        Ok::<(), RookeryError>(())
     }
+    .await;
+    // Stopped whether the rounds ran to their end or not.
     traces.stop();
-    result?;
+    measured?;
     Ok(AppendsOutcome {
         records: n,
         record_bytes: lines.iter().map(Vec::len).sum(),
