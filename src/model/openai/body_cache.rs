@@ -1,8 +1,9 @@
 //! The request body of one session assembled from cached serialized pieces: the head
 //! (`{"model":…,"messages":[`) once, the tail (stream options, extra fields, the tool list)
 //! from the model's [`SharedTails`], and each history message serialized once, when the
-//! history first holds the payloads that decide it. A request then serializes only the messages that are new since the
-//! last one (the last assistant turn and its tool outputs), instead of the whole conversation.
+//! history first holds the payloads that decide it. A request then serializes only the
+//! messages that are new since the last one (the last assistant turn and its tool outputs),
+//! instead of the whole conversation.
 //!
 //! The bytes are exactly those of [`request::encode_body`] (tested below). The cache trusts
 //! nothing: a history that does not start with the payloads its pieces came from (or another
