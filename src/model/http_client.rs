@@ -1,12 +1,14 @@
 //! The HTTP client a provider endpoint is reached with, built once per model.
 //!
-//! Owns the one rule that depends on the endpoint's scheme. An `https://` endpoint gets the
+//! Owns the rules that depend on the endpoint's scheme and host. An `https://` endpoint gets the
 //! platform's certificate verifier, which loads the system's certificate store when the client
 //! is built (on Linux: every file of `/etc/ssl/certs`, about a thousand syscalls and tens of
 //! milliseconds). A plain `http://` endpoint (a local server, a proxy on loopback) never needs
 //! it, so its client is built without any root: nothing is read from disk. Such a client
 //! refuses a redirect to `https://` with an error that says what to change, instead of failing
-//! later on an unknown certificate issuer.
+//! later on an unknown certificate issuer. A connection to this machine's loopback (and no
+//! proxy in the environment) is made without TCP keepalive probes and user timeout, which only
+//! ever detect a peer lost on a network.
 //!
 //! It must not send anything: requests are the transport's job.
 
@@ -41,6 +43,18 @@ pub(crate) fn endpoint_client(
     let builder = reqwest::Client::builder()
         .connect_timeout(connect_timeout)
         .default_headers(headers);
+    let builder = if is_loopback(url) && !proxy_in_environment() {
+        // Keepalive probes and the user timeout find a peer that vanished without a word (a
+        // dropped route, a NAT that forgot the flow); on loopback the kernel answers for the
+        // peer at once, so they would only cost five `setsockopt` calls per connection.
+        builder
+            .tcp_keepalive(None)
+            .tcp_keepalive_interval(None)
+            .tcp_keepalive_retries(None)
+            .tcp_user_timeout(None)
+    } else {
+        builder
+    };
     let builder = if is_plain_http(url) {
         builder
             .tls_certs_only(std::iter::empty())
@@ -56,6 +70,33 @@ fn is_plain_http(url: &str) -> bool {
     let url = url.trim_start();
     url.get(..7)
         .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+}
+
+/// Whether the endpoint's host is this machine: a loopback address (`127.0.0.0/8`, `::1`) or
+/// `localhost` (which RFC 6761 reserves for it).
+fn is_loopback(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url.trim()) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    match literal.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
+/// Whether a proxy may be configured for plain HTTP (reqwest reads these variables): the
+/// connection then goes to the proxy, which may be anywhere.
+fn proxy_in_environment() -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
 }
 
 fn plain_http_redirect(attempt: Attempt<'_>) -> reqwest::redirect::Action {
@@ -84,6 +125,127 @@ mod tests {
             source = s.source();
         }
         text
+    }
+
+    #[test]
+    fn loopback_hosts_are_told_apart() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.3.4.5/v1",
+            "http://[::1]:11434/v1",
+            "http://localhost:11434/v1",
+            " HTTP://LocalHost./v1",
+            "http://ollama.localhost/v1",
+            "https://localhost/v1",
+        ] {
+            assert!(is_loopback(url), "{url}");
+        }
+        for url in [
+            "http://10.0.0.1/v1",
+            "https://api.openai.com/v1",
+            "http://localhost.example.com/v1",
+            "http://[2001:db8::1]/v1",
+            "not a url",
+            "",
+        ] {
+            assert!(!is_loopback(url), "{url}");
+        }
+    }
+
+    /// `SO_KEEPALIVE` of this process's socket connected from `client` (found by its local
+    /// address among our descriptors).
+    fn keepalive_of_socket_from(client: std::net::SocketAddr) -> Option<bool> {
+        use std::os::fd::FromRawFd;
+        for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
+            let Some(fd) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            // SAFETY: the descriptor stays open during the loop (the client the test still
+            // holds keeps its pooled connection) and is never closed here (`ManuallyDrop`).
+            let stream =
+                std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+            if stream.local_addr().ok() != Some(client) {
+                continue;
+            }
+            let mut on: libc::c_int = -1;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: reads one int option of an open socket into `on`.
+            let r = unsafe {
+                libc::getsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_KEEPALIVE,
+                    (&raw mut on).cast(),
+                    &mut len,
+                )
+            };
+            return (r == 0).then_some(on != 0);
+        }
+        None
+    }
+
+    /// A server on `ip` that records the address of each connection and answers `200 ok`,
+    /// keeping the connection open.
+    async fn recording(
+        ip: std::net::IpAddr,
+    ) -> (
+        String,
+        tokio::sync::mpsc::UnboundedReceiver<std::net::SocketAddr>,
+    ) {
+        let listener = TcpListener::bind((ip, 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut socket, peer)) = listener.accept().await {
+                let _ = tx.send(peer);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let _ = socket.read(&mut buf).await;
+                    let reply = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    let _ = socket.write_all(reply.as_bytes()).await;
+                    let _ = socket.read(&mut buf).await;
+                });
+            }
+        });
+        (format!("http://{addr}/v1"), rx)
+    }
+
+    /// On loopback the client's socket has no keepalive; to another address of this machine
+    /// (when it has one) it keeps reqwest's.
+    #[tokio::test]
+    async fn only_a_loopback_connection_goes_without_keepalive() {
+        if proxy_in_environment() {
+            return; // the rule does not apply (and requests would go to the proxy)
+        }
+        let (url, mut peers) = recording([127, 0, 0, 1].into()).await;
+        let client = endpoint_client(&url, Duration::from_secs(5), HeaderMap::new()).unwrap();
+        let reply = client.get(&url).send().await.unwrap();
+        assert_eq!(reply.text().await.unwrap(), "ok");
+        let peer = peers.recv().await.unwrap();
+        assert_eq!(keepalive_of_socket_from(peer), Some(false));
+
+        // The address this machine would route from (nothing is sent by a UDP `connect`).
+        let probe = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        let routed = probe
+            .connect("10.255.255.254:9")
+            .and_then(|()| probe.local_addr())
+            .map(|a| a.ip());
+        let Some(ip) = routed
+            .ok()
+            .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+        else {
+            return; // no other address to compare with
+        };
+        let (url, mut peers) = recording(ip).await;
+        let client = endpoint_client(&url, Duration::from_secs(5), HeaderMap::new()).unwrap();
+        let reply = client.get(&url).send().await.unwrap();
+        assert_eq!(reply.text().await.unwrap(), "ok");
+        let peer = peers.recv().await.unwrap();
+        assert_eq!(keepalive_of_socket_from(peer), Some(true));
     }
 
     #[test]
