@@ -1,13 +1,12 @@
 //! `TraceFile`: the one open handle on one trace file, and the append mechanics of the JSONL
-//! format (one `write(2)`, or one `writev(2)` of the records' own buffers, per batch of whole
-//! records on an `O_APPEND` file, torn-tail healing).
+//! format (one `write(2)` per batch of whole records on an `O_APPEND` file, torn-tail healing).
 //!
 //! This module owns bytes on disk only. It must not serialize messages, decide what is
 //! recorded, or be used by anyone but the `TraceActor` (which serializes all appends of a
 //! session); it never panics on I/O failures, it returns them.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, IoSlice, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -111,22 +110,6 @@ impl TraceFile {
         self.finish(done, result)
     }
 
-    /// Appends whole records (each ends with its newline) in order with one `writev(2)` of
-    /// their own buffers: nothing is copied to gather them (a heal `\n` goes in front when
-    /// the tail is torn). More records than the kernel takes in one call (`IOV_MAX`), or a
-    /// short write, continue where the last call stopped; a failure after partial progress cuts
-    /// the whole batch off again, as [`Self::append_line`] does.
-    pub fn append_lines(&mut self, records: &[Vec<u8>]) -> io::Result<()> {
-        let heal: &[u8] = if self.torn { b"\n" } else { b"" };
-        let mut slices: Vec<IoSlice<'_>> = std::iter::once(heal)
-            .chain(records.iter().map(Vec::as_slice))
-            .filter(|s| !s.is_empty())
-            .map(IoSlice::new)
-            .collect();
-        let (done, result) = write_fully_vectored(&mut self.file, &mut slices);
-        self.finish(done, result)
-    }
-
     /// Books the outcome of one record write: `done` bytes reached the file. Success clears a
     /// torn tail. A failure after partial progress cuts the partial record off again (the file
     /// is as it was before the write); only if that fails too is the tail left torn.
@@ -198,32 +181,6 @@ fn write_fully<W: Write>(w: &mut W, buf: &[u8]) -> (usize, io::Result<()>) {
                 return (done, Err(io::Error::new(io::ErrorKind::WriteZero, message)));
             }
             Ok(n) => done += n.min(total - done),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return (done, Err(e)),
-        }
-    }
-    (done, Ok(()))
-}
-
-/// `write_fully` over several buffers: `writev(2)` until every slice is written (`slices` is
-/// consumed as it goes).
-fn write_fully_vectored<W: Write>(
-    w: &mut W,
-    mut slices: &mut [IoSlice<'_>],
-) -> (usize, io::Result<()>) {
-    let total: usize = slices.iter().map(|s| s.len()).sum();
-    let mut done = 0;
-    while !slices.is_empty() {
-        match w.write_vectored(slices) {
-            Ok(0) => {
-                let message = format!("Trace append made no progress at byte {done} of {total}");
-                return (done, Err(io::Error::new(io::ErrorKind::WriteZero, message)));
-            }
-            Ok(n) => {
-                let n = n.min(total - done);
-                done += n;
-                IoSlice::advance_slices(&mut slices, n);
-            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return (done, Err(e)),
         }
@@ -327,84 +284,9 @@ mod tests {
             self.out.extend_from_slice(&buf[..n]);
             Ok(n)
         }
-        /// Like the kernel: takes up to the step's bytes across the buffers, in order.
-        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-            self.calls += 1;
-            let total: usize = bufs.iter().map(|b| b.len()).sum();
-            let n = self.steps.pop_front().unwrap_or(Ok(total))?.min(total);
-            let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
-            self.out.extend_from_slice(&joined[..n]);
-            Ok(n)
-        }
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
-    }
-
-    #[test]
-    fn vectored_writes_continue_across_buffers_after_short_writes() {
-        let eintr = io::Error::from(io::ErrorKind::Interrupted);
-        // 2 bytes (inside the first buffer), EINTR, 4 (across the first two), then the rest.
-        let mut w = Scripted::new(vec![Ok(2), Err(eintr), Ok(4)]);
-        let (a, b, c) = (b"abc\n", b"de\n", b"fgh\n");
-        let mut slices = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
-        let (done, r) = write_fully_vectored(&mut w, &mut slices);
-        assert!(r.is_ok());
-        assert_eq!(
-            (done, w.calls, w.out.as_slice()),
-            (11, 4, &b"abc\nde\nfgh\n"[..])
-        );
-
-        let mut w = Scripted::new(vec![Ok(5), Ok(0)]);
-        let mut slices = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
-        let (done, r) = write_fully_vectored(&mut w, &mut slices);
-        assert_eq!(done, 5);
-        assert_eq!(
-            r.unwrap_err().to_string(),
-            "Trace append made no progress at byte 5 of 11"
-        );
-    }
-
-    /// More records than one `writev(2)` takes (`IOV_MAX` is 1024 on Linux) still land whole
-    /// and in order, after the heal `\n` of a torn tail.
-    #[test]
-    fn append_lines_writes_every_record_in_order_and_heals_a_torn_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        std::fs::write(&path, b"{\"torn\"").unwrap();
-        let mut f = TraceFile::open(&path).unwrap();
-        assert!(f.torn);
-        let records: Vec<Vec<u8>> = (0..3000)
-            .map(|i| format!("{{\"n\":{i}}}\n").into_bytes())
-            .collect();
-        f.append_lines(&records).unwrap();
-        assert!(!f.torn);
-        let mut want = b"{\"torn\"\n".to_vec();
-        want.extend(records.iter().flatten());
-        assert_eq!(std::fs::read(&path).unwrap(), want);
-        assert_eq!(f.bytes_written(), want.len() as u64 - 7);
-        f.append_lines(&[]).unwrap();
-        assert_eq!(
-            std::fs::read(&path).unwrap(),
-            want,
-            "nothing to write, nothing written"
-        );
-    }
-
-    #[test]
-    fn append_lines_on_a_full_device_writes_nothing_and_says_so() {
-        let Ok(full) = OpenOptions::new().append(true).open("/dev/full") else {
-            return; // not Linux
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let mut f = TraceFile::open(&dir.path().join("t.jsonl")).unwrap();
-        f.file = full;
-        let err = f
-            .append_lines(&[b"a\n".to_vec(), b"b\n".to_vec()])
-            .unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
-        assert!(!f.torn);
-        assert_eq!(f.bytes_written(), 0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Each file keeps the one-file guarantees of `writer.rs`: records in sending order, group
 //! commit per file (the handle queues records and rotations in order; the first of a batch
 //! sends one `Drain`, and the writer writes everything queued at that moment with one
-//! `writev(2)` of whole lines, each record in the buffer its session serialized it into), `Flush`/`Written`/`Shutdown` acks per file (each drains the
+//! `write(2)` of whole lines), `Flush`/`Written`/`Shutdown` acks per file (each drains the
 //! queue first), rotation,
 //! the owner lock, healing and the shared byte counter. A failed write is reported to that file's
 //! own health only; the other files of the writer go on (ordering across files is free).
@@ -81,8 +81,8 @@ struct Pending {
 }
 
 enum Item {
-    /// Whole records (each with its newline), in order.
-    Lines(Vec<Vec<u8>>),
+    /// Whole records (newlines included) and how many.
+    Lines(Vec<u8>, u64),
     Rotate(Rotation),
 }
 
@@ -101,7 +101,7 @@ struct Entry {
 }
 
 impl Entry {
-    /// Gathers everything the handle queued (in order) and writes it: one `writev(2)` per run
+    /// Gathers everything the handle queued (in order) and writes it: one `write(2)` per run
     /// of records between rotations.
     fn drain(&mut self) {
         let items = {
@@ -111,8 +111,8 @@ impl Entry {
         };
         for item in items {
             match item {
-                Item::Lines(lines) => {
-                    self.file.gather_records(lines);
+                Item::Lines(bytes, n) => {
+                    self.file.gather_records(bytes, n);
                 }
                 Item::Rotate(r) => {
                     self.file.step(TraceMsg::Rotate(r));
@@ -336,39 +336,35 @@ impl TraceHandle {
     /// other steps go through its mailbox.
     pub fn cast(&self, message: TraceMsg) -> Result<(), MessagingErr<WriterMsg>> {
         match message {
-            TraceMsg::AppendLine(line) => self.enqueue_line(line),
+            TraceMsg::AppendLine(line) => self.enqueue(Item::Lines(line, 1)),
             TraceMsg::Append(msg) => match record_line(&msg) {
                 Some(line) => {
                     let line = match &self.queue.redactor {
                         Some(r) => r.redact_bytes(&line).unwrap_or(line),
                         None => line,
                     };
-                    self.enqueue_line(line)
+                    self.enqueue(Item::Lines(line, 1))
                 }
                 None => Ok(()),
             },
-            TraceMsg::Rotate(r) => self.enqueue(|items| items.push(Item::Rotate(r))),
+            TraceMsg::Rotate(r) => self.enqueue(Item::Rotate(r)),
             other => self.writer.cast(WriterMsg::File(self.file, other)),
         }
     }
 
-    /// Queues one record: into the run of records at the end of the queue, if there is one.
-    fn enqueue_line(&self, line: Vec<u8>) -> Result<(), MessagingErr<WriterMsg>> {
-        self.enqueue(|items| match items.last_mut() {
-            Some(Item::Lines(lines)) => lines.push(line),
-            _ => items.push(Item::Lines(vec![line])),
-        })
-    }
-
-    /// Adds to the queue (unless the file is closed) and wakes the writer if this starts a
-    /// batch and nothing holds it back.
-    fn enqueue(&self, add: impl FnOnce(&mut Vec<Item>)) -> Result<(), MessagingErr<WriterMsg>> {
+    fn enqueue(&self, item: Item) -> Result<(), MessagingErr<WriterMsg>> {
         let signal = {
             let mut p = self.queue.lock();
             if p.closed {
                 return Ok(());
             }
-            add(&mut p.items);
+            match (p.items.last_mut(), item) {
+                (Some(Item::Lines(bytes, n)), Item::Lines(line, 1)) => {
+                    bytes.extend_from_slice(&line);
+                    *n += 1;
+                }
+                (_, item) => p.items.push(item),
+            }
             p.held == 0 && !std::mem::replace(&mut p.signalled, true)
         };
         if signal {
@@ -379,7 +375,7 @@ impl TraceHandle {
     }
 
     /// Holds the writer back: the records queued until the matching [`Self::release`] go out
-    /// together, with one `writev(2)`, instead of the first waking the writer while the others
+    /// together, with one `write(2)`, instead of the first waking the writer while the others
     /// are still being made. A session holds its trace from a message of a turn until the
     /// messages queued meanwhile are handled too. Acks (`Flush`, `Written`, `Shutdown`) are not
     /// held back: they drain the queue first.

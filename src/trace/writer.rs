@@ -3,9 +3,8 @@
 //! Records arrive as messages and are written in arrival order on a file held open for the
 //! actor's life, with group commit: the first record of a batch queues a `Commit` behind every
 //! message already in the mailbox, the records before it are gathered, and the `Commit` writes
-//! them all (whole lines only) with one `writev(2)` of the buffers they were serialized into
-//! (nothing is copied to gather them). A lone record is one call; a burst of N records is one
-//! (one per `IOV_MAX` = 1024 records). `Flush`, `Written` and `Shutdown` first write what is gathered,
+//! them all (whole lines only) with one `write(2)`. A lone record is one `write(2)` as before;
+//! a burst of N records is one. `Flush`, `Written` and `Shutdown` first write what is gathered,
 //! then reply, so a caller that awaits them loses nothing. A failed write or sync is logged and
 //! reported once through the trace's [`TraceHealth`] (the session then stops taking tasks); it
 //! never stops the actor, which still tries every later record. It must not decide what is
@@ -109,11 +108,10 @@ pub struct TraceState {
     pub(super) health: Arc<TraceHealth>,
     /// A rotation waiting for the next record (none is made for nothing).
     rotation: Option<super::rotation::Rotation>,
-    /// Whole records gathered for the next write, each in its own buffer (empty, without
-    /// capacity, when idle), and their bytes (whether a `Commit` is queued is the owner's
-    /// business).
-    batch: Vec<Vec<u8>>,
-    batch_bytes: usize,
+    /// Whole records gathered for the next write (empty, without capacity, when idle), how
+    /// many (whether a `Commit` is queued is the owner's business).
+    batch: Vec<u8>,
+    batch_records: u64,
 }
 
 impl TraceState {
@@ -131,7 +129,7 @@ impl TraceState {
             health,
             rotation: None,
             batch: Vec::new(),
-            batch_bytes: 0,
+            batch_records: 0,
         }
     }
 
@@ -150,42 +148,41 @@ impl TraceState {
     /// Adds one serialized record (newline included) to the batch. Returns whether it is the
     /// first record of a new batch, for which the owner queues a commit.
     pub(super) fn gather(&mut self, line: Vec<u8>) -> bool {
-        self.gather_records(vec![line])
+        self.gather_records(line, 1)
     }
 
-    /// Like [`Self::gather`] for several whole records, in order. No record is copied: the
-    /// batch keeps their buffers, and the commit writes them with one `writev(2)`.
-    pub(super) fn gather_records(&mut self, lines: Vec<Vec<u8>>) -> bool {
+    /// Like [`Self::gather`] for `records` whole records in one buffer.
+    pub(super) fn gather_records(&mut self, line: Vec<u8>, records: u64) -> bool {
         if let Some(rotation) = self.rotation.take() {
             // Records queued before the rotation belong to the old file.
             self.commit();
             self.rotate(rotation);
         }
         let first = self.batch.is_empty();
-        self.batch_bytes += lines.iter().map(Vec::len).sum::<usize>();
         if first {
-            self.batch = lines;
+            // The first record's buffer becomes the batch: a lone record is not copied.
+            self.batch = line;
         } else {
-            self.batch.extend(lines);
+            self.batch.extend_from_slice(&line);
         }
-        if self.batch_bytes >= BATCH_MAX_BYTES {
+        self.batch_records += records;
+        if self.batch.len() >= BATCH_MAX_BYTES {
             self.commit();
             return false;
         }
         first
     }
 
-    /// Writes the gathered records with one `writev(2)` (more only past `IOV_MAX` records or
-    /// after a short write).
+    /// Writes the gathered records with one `write(2)`.
     pub(super) fn commit(&mut self) {
         if self.batch.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.batch);
-        let len = std::mem::take(&mut self.batch_bytes) as u64;
-        let records = batch.len() as u64;
+        let mut batch = std::mem::take(&mut self.batch);
+        let records = std::mem::take(&mut self.batch_records);
+        let len = batch.len() as u64;
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        match self.file.append_lines(&batch) {
+        match self.file.append_line(&mut batch) {
             Ok(()) => {
                 self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);
                 self.stats.records.fetch_add(records, Ordering::Relaxed);

@@ -34,7 +34,7 @@ fn open(traces: &TraceWriters, path: &Path, lock: bool) -> (TraceHandle, Arc<Tra
 }
 
 /// On a current-thread runtime nothing runs between the casts: two files' interleaved bursts
-/// are each one `writev(2)`, each file gets only its own records, in order.
+/// are each one `write(2)`, each file gets only its own records, in order.
 #[tokio::test(flavor = "current_thread")]
 async fn interleaved_bursts_are_one_write_per_file() {
     let dir = tempfile::tempdir().unwrap();
