@@ -271,3 +271,40 @@ async fn records_made_while_held_are_one_write() {
     other.shutdown().await.unwrap();
     traces.stop();
 }
+
+/// A hold does not hold back more than `HOLD_MAX_BYTES`: past it the writer is woken while the
+/// producer still holds, and writes what is queued; every record still lands once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_burst_past_the_cap_is_written_while_still_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let (traces, stats) = pool(1).await;
+    let path = dir.path().join("big_001.jsonl");
+    let (h, _) = open(&traces, &path, false);
+    let (other, _) = open(&traces, &dir.path().join("o_001.jsonl"), false);
+    let record =
+        |i: usize| format!("{{\"n\":{i},\"pad\":\"{}\"}}\n", "x".repeat(1000)).into_bytes();
+    h.hold();
+    let mut sent = 0;
+    while sent * 1000 < super::HOLD_MAX_BYTES + 10_000 {
+        h.cast(TraceMsg::AppendLine(record(sent))).unwrap();
+        sent += 1;
+    }
+    // The cap's `Drain` is ahead of these round trips in the writer's mailbox.
+    ractor::call!(other, TraceMsg::Written).unwrap();
+    ractor::call!(other, TraceMsg::Written).unwrap();
+    let written = std::fs::read(&path).unwrap();
+    assert!(
+        written.len() >= super::HOLD_MAX_BYTES,
+        "only {} bytes written while held",
+        written.len()
+    );
+    assert!(stats.batches.load(Ordering::Relaxed) >= 1);
+    h.cast(TraceMsg::AppendLine(record(sent))).unwrap();
+    h.release().unwrap();
+    ractor::call!(h, TraceMsg::Written).unwrap();
+    let want: Vec<u8> = (0..=sent).flat_map(record).collect();
+    assert_eq!(std::fs::read(&path).unwrap(), want);
+    h.shutdown().await.unwrap();
+    other.shutdown().await.unwrap();
+    traces.stop();
+}
