@@ -2,9 +2,9 @@
 //! serialized records (`tool_call_output` lines of a read workload) are appended (a) by a raw
 //! loop of one `write(2)` per record on an `O_APPEND` file (the floor), and (b) by the host's
 //! trace writer (`trace::hub`): N `AppendLine` casts to one session's handle, then `Written`,
-//! with the handle held as a session holds it while it handles one message (a burst up to the
-//! hold's 64 KiB cap is written when released, a larger one in pieces as it is made), and (c)
-//! the same without the hold (each cast may wake the writer, which then races the producer). Each side runs `rounds` times, interleaved, on a fresh
+//! with the handle held as a session holds it while it handles one message (the burst is
+//! written when released), and (c) the same without the hold (each cast may wake the writer,
+//! which then races the producer). Each side runs `rounds` times, interleaved, on a fresh
 //! file; the medians are compared.
 //!
 //! It measures only; it prints nothing (the CLI renders the report) and changes no writer.

@@ -31,12 +31,6 @@ use crate::redact::Redactor;
 /// few enough to cost nothing per session.
 pub const POOL_SIZE: usize = 4;
 
-/// Queued bytes past which a hold no longer holds the writer back: a large burst made under a
-/// hold (a compaction's records, a flood of outputs) is written while the rest is still being
-/// made, in pieces of about this size, instead of all of it after the release. A turn's
-/// records are far fewer, so a hold still makes them one `write(2)`.
-pub const HOLD_MAX_BYTES: usize = 64 * 1024;
-
 /// A trace file's number within its host (never reused).
 pub type FileId = u64;
 
@@ -80,11 +74,8 @@ struct Pending {
     /// A `Drain` is on its way (set by the enqueue that sent it, cleared by the drain).
     signalled: bool,
     /// Holds taken by the producer ([`TraceHandle::hold`]): while any is held, records queue
-    /// without waking the writer (up to [`HOLD_MAX_BYTES`]); the last release wakes it for all
-    /// of them.
+    /// without waking the writer; the last release wakes it for all of them.
     held: u32,
-    /// Bytes of the records in `items`.
-    bytes: usize,
     /// The writer closed the file: later records are dropped.
     closed: bool,
 }
@@ -116,7 +107,6 @@ impl Entry {
         let items = {
             let mut p = self.queue.lock();
             p.signalled = false;
-            p.bytes = 0;
             std::mem::take(&mut p.items)
         };
         for item in items {
@@ -372,16 +362,10 @@ impl TraceHandle {
                 (Some(Item::Lines(bytes, n)), Item::Lines(line, 1)) => {
                     bytes.extend_from_slice(&line);
                     *n += 1;
-                    p.bytes += line.len();
                 }
-                (_, item) => {
-                    if let Item::Lines(bytes, _) = &item {
-                        p.bytes += bytes.len();
-                    }
-                    p.items.push(item);
-                }
+                (_, item) => p.items.push(item),
             }
-            (p.held == 0 || p.bytes >= HOLD_MAX_BYTES) && !std::mem::replace(&mut p.signalled, true)
+            p.held == 0 && !std::mem::replace(&mut p.signalled, true)
         };
         if signal {
             self.writer.cast(WriterMsg::Drain(self.file))
@@ -394,8 +378,7 @@ impl TraceHandle {
     /// together, with one `write(2)`, instead of the first waking the writer while the others
     /// are still being made. A session holds its trace from a message of a turn until the
     /// messages queued meanwhile are handled too. Acks (`Flush`, `Written`, `Shutdown`) are not
-    /// held back: they drain the queue first. Nor is a burst past [`HOLD_MAX_BYTES`]: it wakes
-    /// the writer as if no hold were taken.
+    /// held back: they drain the queue first.
     pub fn hold(&self) {
         self.queue.lock().held += 1;
     }
