@@ -152,29 +152,37 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
 fn is_user_process(pid: i32) -> bool {
     /// `PF_KTHREAD` in the flags of `/proc/<pid>/stat`.
     const KERNEL_THREAD: u64 = 0x0020_0000;
-    let Some(fields) = stat_fields(pid) else {
-        return false;
-    };
-    let state = fields.first().map_or("Z", String::as_str);
-    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
-    !matches!(state, "Z" | "X" | "x") && flags & KERNEL_THREAD == 0
+    ProcStat::read(pid)
+        .is_some_and(|st| !matches!(st.state, 'Z' | 'X' | 'x') && st.flags & KERNEL_THREAD == 0)
 }
 
 fn session_of(pid: i32) -> Option<i32> {
-    stat_fields(pid)?.get(3)?.parse().ok()
+    ProcStat::read(pid).map(|st| st.session)
 }
 
-/// The fields of `/proc/<pid>/stat` after the process name: state, ppid, pgrp, session,
-/// tty_nr, tpgid, flags, … (`None` when the process is gone).
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    Some(
-        rest.split_whitespace()
-            .take(7)
-            .map(str::to_string)
-            .collect(),
-    )
+/// The fields of `/proc/<pid>/stat` the sweeps look at.
+struct ProcStat {
+    state: char,
+    session: i32,
+    flags: u64,
+}
+
+impl ProcStat {
+    /// `None` when the process is gone (or the line does not parse).
+    fn read(pid: i32) -> Option<ProcStat> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the name (which may hold spaces and parentheses): state, ppid, pgrp, session,
+        // tty_nr, tpgid, flags, …
+        let mut fields = text[text.rfind(')')? + 1..].split_whitespace();
+        let state = fields.next()?.chars().next()?;
+        let session = fields.nth(2)?.parse().ok()?;
+        let flags = fields.nth(2)?.parse().ok()?;
+        Some(ProcStat {
+            state,
+            session,
+            flags,
+        })
+    }
 }
 
 /// Every live process (but this one) whose cookie is one of `cookies`, by cookie, looking at
