@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use reqwest::Url;
 use reqwest::header::HeaderMap;
 use reqwest::redirect::{Attempt, Policy};
 
@@ -43,7 +44,8 @@ pub(crate) fn endpoint_client(
     let builder = reqwest::Client::builder()
         .connect_timeout(connect_timeout)
         .default_headers(headers);
-    let builder = if is_loopback(url) && !proxy_in_environment() {
+    let parsed = parse_endpoint(url);
+    let builder = if parsed.as_ref().is_some_and(is_loopback) && !proxy_in_environment() {
         // Keepalive probes and the user timeout find a peer that vanished without a word (a
         // dropped route, a NAT that forgot the flow); on loopback the kernel answers for the
         // peer at once, so they would only cost five `setsockopt` calls per connection.
@@ -55,7 +57,7 @@ pub(crate) fn endpoint_client(
     } else {
         builder
     };
-    let builder = if is_plain_http(url) {
+    let builder = if parsed.as_ref().is_some_and(is_plain_http) {
         builder
             .tls_certs_only(std::iter::empty())
             .redirect(Policy::custom(plain_http_redirect))
@@ -65,19 +67,20 @@ pub(crate) fn endpoint_client(
     builder.build()
 }
 
-/// `http://…`, in any case, as reqwest reads schemes.
-fn is_plain_http(url: &str) -> bool {
-    let url = url.trim_start();
-    url.get(..7)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+/// The endpoint's URL, which both rules read (one that does not parse gets neither, and fails
+/// on the request with the client's own error).
+fn parse_endpoint(url: &str) -> Option<Url> {
+    Url::parse(url.trim()).ok()
+}
+
+/// `http://…` (the parsed scheme is lower case).
+fn is_plain_http(url: &Url) -> bool {
+    url.scheme() == "http"
 }
 
 /// Whether the endpoint's host is this machine: a loopback address (`127.0.0.0/8`, `::1`) or
 /// `localhost` (which RFC 6761 reserves for it).
-fn is_loopback(url: &str) -> bool {
-    let Ok(url) = reqwest::Url::parse(url.trim()) else {
-        return false;
-    };
+fn is_loopback(url: &Url) -> bool {
     let Some(host) = url.host_str() else {
         return false;
     };
@@ -127,6 +130,10 @@ mod tests {
         text
     }
 
+    fn plain(url: &str) -> bool {
+        parse_endpoint(url).is_some_and(|u| is_plain_http(&u))
+    }
+
     #[test]
     fn loopback_hosts_are_told_apart() {
         for url in [
@@ -138,7 +145,10 @@ mod tests {
             "http://ollama.localhost/v1",
             "https://localhost/v1",
         ] {
-            assert!(is_loopback(url), "{url}");
+            assert!(
+                parse_endpoint(url).is_some_and(|u| is_loopback(&u)),
+                "{url}"
+            );
         }
         for url in [
             "http://10.0.0.1/v1",
@@ -148,7 +158,10 @@ mod tests {
             "not a url",
             "",
         ] {
-            assert!(!is_loopback(url), "{url}");
+            assert!(
+                !parse_endpoint(url).is_some_and(|u| is_loopback(&u)),
+                "{url}"
+            );
         }
     }
 
@@ -250,11 +263,11 @@ mod tests {
 
     #[test]
     fn the_scheme_decides() {
-        assert!(is_plain_http("http://127.0.0.1:8080/v1"));
-        assert!(is_plain_http("  HTTP://localhost/v1"));
-        assert!(!is_plain_http("https://api.openai.com/v1"));
-        assert!(!is_plain_http("http:/"));
-        assert!(!is_plain_http(""));
+        assert!(plain("http://127.0.0.1:8080/v1"));
+        assert!(plain("  HTTP://localhost/v1"));
+        assert!(!plain("https://api.openai.com/v1"));
+        assert!(!plain("http:/"));
+        assert!(!plain(""));
     }
 
     /// A real server on 127.0.0.1 that answers every request with `status` and `headers`.
