@@ -198,7 +198,7 @@ async fn ctrl_c_reaches_commands_even_when_rookery_ignores_sigint() {
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
     }
-    let (_d, ws, home) = tempdirs();
+    let (dir, ws, home) = tempdirs();
     let id = "{{output:0:process_id (proc-[0-9a-f]+)}}";
     let model = Recording::new(scripted(json!({"turns": [
         {"tool_calls": [{"name": "exec_command", "arguments": {"description": "wait", "cmd": "sleep 30", "yield_time_ms": 300}}]},
@@ -206,10 +206,13 @@ async fn ctrl_c_reaches_commands_even_when_rookery_ignores_sigint() {
         {"text": "stopped"}
     ]})));
     let host = Host::start(&home).await.unwrap();
-    let s = host
-        .create_session(options(&ws, model.clone()))
-        .await
-        .unwrap();
+    // An empty HOME for the shells: a Ctrl-C that lands while `bash -l` still runs slow login
+    // files (a `$(…)` of .bashrc on a loaded machine) is taken by them, not by the `sleep`.
+    let shell_home = dir.path().join("shell-home");
+    std::fs::create_dir(&shell_home).unwrap();
+    let mut o = options(&ws, model.clone());
+    o.command_env = vec![("HOME".into(), shell_home.display().to_string())];
+    let s = host.create_session(o).await.unwrap();
     s.run_task("go").await.unwrap();
     let reqs = model.requests();
     let last = reqs.last().unwrap();
