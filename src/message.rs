@@ -44,7 +44,7 @@ impl std::fmt::Display for StopReason {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     User,
@@ -52,7 +52,7 @@ pub enum Role {
 }
 
 /// Who, other than the human, wrote a user-role text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sender {
     ParentAgent,
@@ -61,7 +61,7 @@ pub enum Sender {
 }
 
 /// Phase of a streaming partial: every segment is `start → delta* → stop`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
     Start,
@@ -97,7 +97,7 @@ pub struct SessionMeta {
 }
 
 /// `model_msg` payloads: seven complete kinds and four streaming partials.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ModelPayload {
     Text {

@@ -7,8 +7,13 @@
 //!
 //! The bytes are exactly those of [`request::encode_body`] (tested below). The cache trusts
 //! nothing: a history that does not start with the payloads its pieces came from (or another
-//! system prompt) rebuilds it. It never sends anything and never sees the API key.
+//! system prompt) rebuilds it. It keeps no reference to the history, only a keyed hash of the
+//! payloads its kept messages came from, so the session appends to its history in place
+//! instead of copying all of it while a cache still holds the previous request's. It never
+//! sends anything and never sees the API key.
 
+use std::collections::hash_map::{DefaultHasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -17,7 +22,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::request;
 use super::shared_tails::SharedTails;
-use crate::message::ModelPayload;
 use crate::model::ModelRequest;
 
 /// The cached pieces of one session's bodies.
@@ -29,12 +33,15 @@ pub(super) struct BodyCache {
     /// of the model, see `shared_tails.rs`).
     tail: Bytes,
     tail_tools: Option<Arc<Vec<Value>>>,
-    /// The system prompt and history the messages below came from.
+    /// The system prompt the messages below came from.
     system: Option<Arc<str>>,
-    history: Arc<Vec<ModelPayload>>,
-    /// Serialized final messages, comma-separated, and how many.
-    messages: Vec<u8>,
-    count: usize,
+    /// What `history[..=restart]` of the last request hashed to (`None` when that history was
+    /// shorter), with `keys`: the check that a new request still starts with those payloads.
+    prefix: Option<u64>,
+    keys: RandomState,
+    /// The serialized final messages, one allocation of exactly its size each (a growing
+    /// buffer would hold up to twice the conversation).
+    messages: Vec<Box<[u8]>>,
     /// A fresh build resumes at this payload; `history[..=restart]` must be unchanged.
     restart: usize,
     /// The messages after the final ones, serialized for the body being built (reused).
@@ -65,8 +72,14 @@ impl BodyCache {
             self.tail = tails.get(&request.tools);
             self.tail_tools = Some(request.tools.clone());
         }
-        if !self.still_valid(request) {
+        // `hasher` is fed with `history[..hashed]` by the check, and then up to the new
+        // restart point, so each request hashes its history's kept prefix once.
+        let mut hasher = self.keys.build_hasher();
+        let mut hashed = 0;
+        if !self.still_valid(request, &mut hasher, &mut hashed) {
             self.reset(request);
+            hasher = self.keys.build_hasher();
+            hashed = 0;
         }
         let history = request.history.as_slice();
         let (fresh, restart) = request::messages_from(history, self.restart, vision);
@@ -80,63 +93,99 @@ impl BodyCache {
         };
         let mut fresh = fresh.into_iter();
         for message in fresh.by_ref().take(keep) {
-            push_message(&mut self.messages, &mut self.count, &message);
+            self.messages.push(serialized(&message));
         }
-        self.history = request.history.clone();
+        let checked = self.restart + 1;
+        self.prefix = (history.len() >= checked).then(|| {
+            for payload in &history[hashed.min(checked)..checked] {
+                payload.hash(&mut hasher);
+            }
+            hasher.finish()
+        });
 
         self.open.clear();
-        let mut count = self.count;
         for message in fresh {
-            push_message(&mut self.open, &mut count, &message);
+            if !self.messages.is_empty() || !self.open.is_empty() {
+                self.open.push(b',');
+            }
+            write_message(&mut self.open, &message);
         }
-        let pieces = [self.head.as_slice(), &self.messages, &self.open, &self.tail];
-        let mut body = BytesMut::with_capacity(pieces.iter().map(|p| p.len()).sum());
-        for piece in pieces {
-            body.extend_from_slice(piece);
+        let commas = self.messages.len().saturating_sub(1);
+        let len = self.head.len()
+            + self.messages.iter().map(|m| m.len()).sum::<usize>()
+            + commas
+            + self.open.len()
+            + self.tail.len();
+        let mut body = BytesMut::with_capacity(len);
+        body.extend_from_slice(&self.head);
+        for (i, message) in self.messages.iter().enumerate() {
+            if i > 0 {
+                body.put_u8(b',');
+            }
+            body.extend_from_slice(message);
         }
+        body.extend_from_slice(&self.open);
+        body.extend_from_slice(&self.tail);
         body.freeze()
     }
 
-    /// The cached messages still describe the start of `request`.
-    fn still_valid(&self, request: &ModelRequest) -> bool {
+    /// The cached messages still describe the start of `request`. Feeds `hasher` with the
+    /// payloads it checked and says how many in `hashed`.
+    fn still_valid(
+        &self,
+        request: &ModelRequest,
+        hasher: &mut DefaultHasher,
+        hashed: &mut usize,
+    ) -> bool {
         let Some(system) = &self.system else {
             return false;
         };
         if system.as_ref() != request.system_prompt.as_ref() {
             return false;
         }
-        if self.count == 0 && self.restart == 0 {
+        if self.messages.is_empty() && self.restart == 0 {
             return true;
         }
         let checked = self.restart + 1;
         let new = request.history.as_slice();
-        Arc::ptr_eq(&self.history, &request.history)
-            || (new.len() >= checked
-                && self.history.len() >= checked
-                && new[..checked] == self.history[..checked])
+        let Some(prefix) = self.prefix else {
+            return false;
+        };
+        if new.len() < checked {
+            return false;
+        }
+        for payload in &new[..checked] {
+            payload.hash(hasher);
+        }
+        *hashed = checked;
+        hasher.finish() == prefix
     }
 
     fn reset(&mut self, request: &ModelRequest) {
         self.messages.clear();
-        self.count = 0;
         self.restart = 0;
+        self.prefix = None;
         self.system = Some(request.system_prompt.clone());
         if !request.system_prompt.is_empty() {
             let system = request::system_message(&request.system_prompt);
-            push_message(&mut self.messages, &mut self.count, &system);
+            self.messages.push(serialized(&system));
         }
     }
 }
 
-/// Appends one message to a comma-separated list of `count` messages.
-fn push_message(out: &mut impl BufMut, count: &mut usize, message: &Value) {
-    if *count > 0 {
-        out.put_u8(b',');
+/// One message's JSON in an allocation of exactly its size.
+fn serialized(message: &Value) -> Box<[u8]> {
+    let mut out = Vec::new();
+    write_message(&mut out, message);
+    out.into_boxed_slice()
+}
+
+fn write_message(out: &mut Vec<u8>, message: &Value) {
+    let start = out.len();
+    if serde_json::to_writer(&mut *out, message).is_err() {
+        out.truncate(start);
+        out.extend_from_slice(b"null");
     }
-    if serde_json::to_writer((&mut *out).writer(), message).is_err() {
-        out.put_slice(b"null");
-    }
-    *count += 1;
 }
 
 fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
@@ -148,7 +197,7 @@ mod tests {
     use serde_json::{Map, json};
 
     use super::*;
-    use crate::message::{Role, StopReason};
+    use crate::message::{ModelPayload, Role, StopReason};
 
     fn text(role: Role, t: &str) -> ModelPayload {
         ModelPayload::Text {
@@ -249,7 +298,7 @@ mod tests {
                     }
                 }
                 // The pieces were kept: most messages are cached at the end.
-                assert!(cache.count > 5, "{}", cache.count);
+                assert!(cache.messages.len() > 5, "{}", cache.messages.len());
                 // A rewritten history (e.g. compacted) is rebuilt, not patched.
                 let mut rewritten = history.clone();
                 rewritten[0] = text(Role::User, "changed");
@@ -280,6 +329,43 @@ mod tests {
         }
     }
 
+    /// The cache holds no reference to the history, so the session's next append does not
+    /// copy it; a history changed in place (the same allocation) is still seen.
+    #[test]
+    fn the_history_is_not_held_and_an_in_place_change_is_seen() {
+        let mut cache = BodyCache::default();
+        let tails = SharedTails::new(Map::new());
+        let tools = Arc::new(Vec::new());
+        let mut request = ModelRequest {
+            system_prompt: Arc::from("s"),
+            history: Arc::new(vec![
+                text(Role::User, "go"),
+                call("a"),
+                output("a", "A"),
+                call("b"),
+                output("b", "B"),
+            ]),
+            tools,
+        };
+        let want = request::encode_body("m", &request, false, &Map::new(), "[]");
+        assert_eq!(cache.encode("m", &request, false, &tails), want);
+        assert_eq!(Arc::strong_count(&request.history), 1);
+        assert!(cache.messages.len() > 1, "{}", cache.messages.len());
+        let before = Arc::as_ptr(&request.history);
+        // A rewrite of a kept payload, in place.
+        Arc::make_mut(&mut request.history)[2] = output("a", "rewritten");
+        assert_eq!(Arc::as_ptr(&request.history), before);
+        let want = request::encode_body("m", &request, false, &Map::new(), "[]");
+        assert_eq!(
+            String::from_utf8_lossy(&cache.encode("m", &request, false, &tails)),
+            String::from_utf8_lossy(&want)
+        );
+        // An append, in place.
+        Arc::make_mut(&mut request.history).push(text(Role::User, "more"));
+        let want = request::encode_body("m", &request, false, &Map::new(), "[]");
+        assert_eq!(cache.encode("m", &request, false, &tails), want);
+    }
+
     /// The standard bench conversation serializes each message once.
     #[test]
     fn a_tool_loop_keeps_all_but_the_last_turn() {
@@ -296,7 +382,7 @@ mod tests {
             let want = request::encode_body("m", &request, false, &Map::new(), "[]");
             assert_eq!(cache.encode("m", &request, false, &tails), want);
             // system + user + the finished turns; the open turn is not kept yet.
-            assert_eq!(cache.count, if t == 0 { 1 } else { 2 * t });
+            assert_eq!(cache.messages.len(), if t == 0 { 1 } else { 2 * t });
             history.push(call(&format!("call_{t}")));
             history.push(output(&format!("call_{t}"), "out"));
         }
