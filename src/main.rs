@@ -70,7 +70,19 @@ fn run() -> Result<ExitCode, CliError> {
         if let Err(e) = rookery::actors::command::reaper::become_subreaper() {
             tracing::warn!("cannot become a child subreaper: {e}");
         }
-        rookery::cli::dispatch(cli).await
+        // The command runs on a worker thread, as a served request does: the sessions, the
+        // host and the command talk to each other without waking the main thread on every
+        // event. The main thread only waits for the end.
+        match tokio::spawn(rookery::cli::dispatch(cli)).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: only a runtime shutting down does that, and it waits for this.
+            Err(e) => Err(CliError::Io {
+                what: "the command's task ended without a result".to_string(),
+                source: std::io::Error::other(e),
+                code: 1,
+            }),
+        }
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     result

@@ -278,7 +278,9 @@ impl Host {
         if let Ok(list) = self.sessions().await {
             // A bounded number of closes in flight: closing many sessions stays cheap in memory.
             use futures::StreamExt;
-            futures::stream::iter(list.iter().map(|s| s.close()))
+            // Each close owns its handle: a future borrowing from the list through a closure
+            // is not `Send` (the CLI's commands run on a worker, see `main.rs`).
+            futures::stream::iter(list.into_iter().map(|s| async move { s.close().await }))
                 .buffer_unordered(256)
                 .for_each(|_| async {})
                 .await;

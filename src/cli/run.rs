@@ -166,7 +166,7 @@ async fn run_in_host(
         .await
         .map_err(CliError::Failed)?;
     let mut status = StopReason::Failed;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = std::io::stdout();
     if args.json {
         let _ = writeln!(stdout, "{}", session.meta_message().to_json());
     }
