@@ -17,6 +17,7 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::HeaderMap;
 use reqwest::redirect::{Attempt, Policy};
+use url::Host;
 
 /// As many redirects as reqwest's default policy follows.
 const MAX_REDIRECTS: usize = 10;
@@ -79,18 +80,16 @@ fn is_plain_http(url: &Url) -> bool {
 }
 
 /// Whether the endpoint's host is this machine: a loopback address (`127.0.0.0/8`, `::1`) or
-/// `localhost` (which RFC 6761 reserves for it).
+/// `localhost` (which RFC 6761 reserves for it; the parser has lower-cased the name).
 fn is_loopback(url: &Url) -> bool {
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let literal = host.trim_start_matches('[').trim_end_matches(']');
-    match literal.parse::<std::net::IpAddr>() {
-        Ok(ip) => ip.is_loopback(),
-        Err(_) => {
-            let name = host.trim_end_matches('.').to_ascii_lowercase();
+    match url.host() {
+        Some(Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(Host::Domain(name)) => {
+            let name = name.trim_end_matches('.');
             name == "localhost" || name.ends_with(".localhost")
         }
+        None => false,
     }
 }
 
