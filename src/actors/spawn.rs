@@ -79,14 +79,8 @@ pub(crate) async fn spawn_session(
     mut options: SessionOptions,
     file: Option<TraceFile>,
 ) -> Result<SpawnedSession, RookeryError> {
-    if !options.workspace.is_dir() {
-        return Err(ConfigError::Workspace(options.workspace.clone()).into());
-    }
-    options.workspace = options
-        .workspace
-        .canonicalize()
-        .map_err(|_| ConfigError::Workspace(options.workspace.clone()))?;
-    crate::tools::canonical::remember_canonical(&options.workspace);
+    options.workspace = crate::tools::canonical::canonical_workspace(&options.workspace)
+        .ok_or_else(|| ConfigError::Workspace(options.workspace.clone()))?;
     let (trace_path, meta) = match &options.resume {
         Some(r) => (
             paths::locate_trace(&env.home, &id)

@@ -4,6 +4,12 @@
 //! canonical one, proven with one `lstat` per component below the workspace instead of the
 //! `readlink` of every component of the whole path that `realpath(3)` makes.
 //!
+//! A session's workspace is resolved the same way when the session starts: a workspace in a
+//! directory already known to be canonical (the parent of an earlier workspace) is proven by
+//! one `lstat` of its own name instead of `realpath`'s `stat` and `readlink` of every component.
+//! What is remembered is what `realpath` answered earlier in this process: a directory on the
+//! way replaced by a symlink afterwards is not noticed (the same holds for the workspaces).
+//!
 //! It only looks (`lstat`, and `realpath` as the fallback); it never opens or changes a file.
 
 use std::collections::HashMap;
@@ -33,6 +39,61 @@ fn remember(workspace: &Path, canonical: bool) {
 /// starts), so its file tools do not resolve it again.
 pub fn remember_canonical(workspace: &Path) {
     remember(workspace, true);
+}
+
+/// Whether `dir` is remembered as its own canonical path (memory only: a miss is `false`).
+fn is_remembered_canonical(dir: &Path) -> bool {
+    known()
+        .lock()
+        .is_ok_and(|map| map.get(dir).copied().unwrap_or(false))
+}
+
+/// The canonical path of a session's workspace, `None` when it is not a directory (or cannot
+/// be resolved). An absolute path without `.` or `..` in a remembered canonical directory is
+/// its own canonical form when its last component is a real directory (one `lstat`); any
+/// other is resolved by `realpath`. Either way the answer and its parent are remembered, so
+/// the session's file tools and the next workspace beside it are not resolved again.
+pub fn canonical_workspace(workspace: &Path) -> Option<PathBuf> {
+    let canonical = match plain_in_remembered_dir(workspace) {
+        Some(plain) => match fs::symlink_metadata(&plain) {
+            Ok(meta) if meta.is_dir() => plain,
+            // A symlink (to a directory or not) is resolved below.
+            Ok(meta) if meta.file_type().is_symlink() => resolve_dir(workspace)?,
+            _ => return None,
+        },
+        None => resolve_dir(workspace)?,
+    };
+    if let Some(parent) = canonical.parent() {
+        remember(parent, true);
+    }
+    remember(&canonical, true);
+    Some(canonical)
+}
+
+/// `workspace` rebuilt from its components when it is absolute, has no `.` or `..` and its
+/// parent is remembered canonical.
+fn plain_in_remembered_dir(workspace: &Path) -> Option<PathBuf> {
+    let mut components = workspace.components();
+    if components.next() != Some(Component::RootDir) {
+        return None;
+    }
+    let mut plain = PathBuf::from("/");
+    for component in components {
+        let Component::Normal(name) = component else {
+            return None;
+        };
+        plain.push(name);
+    }
+    plain
+        .parent()
+        .filter(|parent| is_remembered_canonical(parent))?;
+    Some(plain)
+}
+
+/// `realpath` of a directory (`None` when it fails or names something else).
+fn resolve_dir(path: &Path) -> Option<PathBuf> {
+    let real = fs::canonicalize(path).ok()?;
+    fs::metadata(&real).ok()?.is_dir().then_some(real)
 }
 
 /// Whether `workspace` is its own canonical path (asked of the OS once per workspace).
@@ -101,6 +162,45 @@ mod tests {
         assert!(!ws.exists());
         remember_canonical(ws);
         assert!(is_canonical_dir(ws));
+    }
+
+    #[test]
+    fn a_workspace_beside_a_resolved_one_is_proven_by_its_own_lstat() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir(real.join("ws-0")).unwrap();
+        fs::create_dir(real.join("ws-1")).unwrap();
+        fs::write(real.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(real.join("ws-1"), real.join("link")).unwrap();
+        // The first is resolved by realpath, through any spelling; its parent is remembered.
+        let spelled = real.join("ws-1/../ws-0/.");
+        assert_eq!(canonical_workspace(&spelled), Some(real.join("ws-0")));
+        assert!(is_remembered_canonical(&real));
+        assert_eq!(
+            canonical_workspace(&real.join("ws-1/")),
+            Some(real.join("ws-1"))
+        );
+        // A symlink is still resolved, and what is not a directory is refused.
+        assert_eq!(
+            canonical_workspace(&real.join("link")),
+            Some(real.join("ws-1"))
+        );
+        assert_eq!(canonical_workspace(&real.join("file")), None);
+        assert_eq!(canonical_workspace(&real.join("missing")), None);
+        assert_eq!(canonical_workspace(&real.join("file/..")), None);
+
+        // The memory is what is trusted: told (wrongly) that a symlinked directory is
+        // canonical, the lexical path comes back, where realpath would give the target. That
+        // shows the answer came from the lstat alone.
+        let other = tempfile::tempdir().unwrap();
+        let alias = real.join("alias");
+        std::os::unix::fs::symlink(other.path(), &alias).unwrap();
+        fs::create_dir(other.path().join("ws")).unwrap();
+        remember_canonical(&alias);
+        assert_eq!(
+            canonical_workspace(&alias.join("ws")),
+            Some(alias.join("ws"))
+        );
     }
 
     #[test]
