@@ -64,7 +64,16 @@ pub(crate) fn report_crash(trace: &TraceHandle, subscribers: &Subscribers, err: 
 
 /// Opens the trace at `path` for appending and takes the session's owner lock on it.
 pub(crate) fn open_locked(id: &str, path: &std::path::Path) -> Result<TraceFile, RookeryError> {
-    let file = TraceFile::open(path)?;
+    lock_opened(id, TraceFile::open(path)?)
+}
+
+/// [`open_locked`] for a new session's trace, which is not there yet (see
+/// [`TraceFile::create`]).
+fn create_locked(id: &str, path: &std::path::Path) -> Result<TraceFile, RookeryError> {
+    lock_opened(id, TraceFile::create(path)?)
+}
+
+fn lock_opened(id: &str, file: TraceFile) -> Result<TraceFile, RookeryError> {
     file.lock().map_err(|e| RookeryError::from_lock(id, e))?;
     Ok(file)
 }
@@ -96,7 +105,12 @@ pub(crate) async fn spawn_session(
     // Opened here, not in the actor: a failure is then a plain error naming the place.
     let file = match file {
         Some(f) => f,
-        None => open_locked(&id, &trace_path).map_err(|e| match e {
+        None => if options.resume.is_some() {
+            open_locked(&id, &trace_path)
+        } else {
+            create_locked(&id, &trace_path)
+        }
+        .map_err(|e| match e {
             RookeryError::Trace(source) => RookeryError::TraceOpen(if options.resume.is_some() {
                 TraceOpenError::Open {
                     path: trace_path.clone(),

@@ -33,13 +33,30 @@ impl TraceFile {
     /// When the existing file is non-empty and does not end with `\n` (a torn tail left by a
     /// crash), the next record is prefixed with `\n` so it starts on its own line.
     pub fn open(path: &Path) -> io::Result<TraceFile> {
+        Self::open_as(path, false)
+    }
+
+    /// [`TraceFile::open`] for a trace that should not exist yet (a new session's): made with
+    /// `O_EXCL`, so it is known to be empty without a `stat`. A file that exists after all is
+    /// opened, and healed, as by [`TraceFile::open`].
+    pub fn create(path: &Path) -> io::Result<TraceFile> {
+        match Self::open_as(path, true) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Self::open(path),
+            opened => opened,
+        }
+    }
+
+    /// Opens `path` for appending; `new`: only if it does not exist yet.
+    fn open_as(path: &Path, new: bool) -> io::Result<TraceFile> {
         let open = || {
-            OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(true)
-                .mode(0o644)
-                .open(path)
+            let mut options = OpenOptions::new();
+            options.read(true).append(true).mode(0o644);
+            if new {
+                options.create_new(true);
+            } else {
+                options.create(true);
+            }
+            options.open(path)
         };
         // The directory usually exists (a day's directory holds many traces): it is created
         // only when the first open says it is missing, not probed before every open.
@@ -55,6 +72,9 @@ impl TraceFile {
             }
             opened => opened?,
         };
+        if new {
+            return Ok(Self::of(file, path, false));
+        }
         let len = file.metadata()?.len();
         let torn = if len > 0 {
             let mut last = [0u8; 1];
@@ -69,13 +89,17 @@ impl TraceFile {
                 path.display()
             );
         }
-        Ok(TraceFile {
+        Ok(Self::of(file, path, torn))
+    }
+
+    fn of(file: File, path: &Path, torn: bool) -> TraceFile {
+        TraceFile {
             file,
             path: path.to_path_buf(),
             torn,
             buf: Vec::new(),
             bytes_written: 0,
-        })
+        }
     }
 
     /// Appends one record. `line` is the serialized record without its newline; the file gets
@@ -221,6 +245,22 @@ mod tests {
         f.append(b"two").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
         assert_eq!(f.bytes_written(), 4);
+    }
+
+    #[test]
+    fn create_makes_a_new_file_and_opens_an_existing_one_as_open_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("day/t.jsonl");
+        let mut f = TraceFile::create(&path).unwrap();
+        f.append(b"one").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\n");
+        // There after all, with a torn tail: appended to and healed, never truncated.
+        std::fs::write(&path, "one\ntw").unwrap();
+        let mut f = TraceFile::create(&path).unwrap();
+        f.append(b"three").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntw\nthree\n");
+        assert_eq!(f.bytes_written(), 7);
     }
 
     #[test]
