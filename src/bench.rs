@@ -154,6 +154,8 @@ pub struct Outcome {
     /// CPU seconds of this process and of its children during the run.
     pub cpu_s: f64,
     pub children_cpu_s: f64,
+    /// `write(2)` calls the host's trace writers made (all sessions, through their close).
+    pub trace_writes: u64,
 }
 
 /// What one session's watcher counted.
@@ -203,7 +205,10 @@ pub async fn run(spec: &Spec) -> Result<Outcome, RookeryError> {
     let host = Host::start(spec.home.clone()).await?;
     let result = run_in(&host, spec).await;
     host.shutdown().await;
-    result
+    result.map(|outcome| Outcome {
+        trace_writes: host.trace_writes(),
+        ..outcome
+    })
 }
 
 async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
@@ -314,6 +319,7 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
         overheads_us,
         cpu_s,
         children_cpu_s,
+        trace_writes: 0,
     })
 }
 

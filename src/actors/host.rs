@@ -262,6 +262,13 @@ impl Host {
         )?)
     }
 
+    /// `write(2)` calls (batches of whole records) made to all traces of this host so far.
+    pub fn trace_writes(&self) -> u64 {
+        self.trace_stats
+            .batches
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Bytes written to all traces of this host so far.
     pub fn trace_bytes(&self) -> u64 {
         self.trace_stats

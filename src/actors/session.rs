@@ -453,7 +453,13 @@ async fn handle_msg(
                 } else {
                     let _ = reply.send(Ok(()));
                     Box::pin(mcp_sync::start(&myself, state)).await;
+                    // The task's first records (its prompt, the tool list, the request's
+                    // start) go out together, as a turn's do.
+                    let hold = trace_hold::take_now(state);
                     turn::start_task(&myself, state, text, sender);
+                    if hold {
+                        trace_hold::release_later(&myself, state);
+                    }
                 }
             }
             SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),

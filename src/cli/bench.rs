@@ -274,6 +274,7 @@ fn report(
         "peak_rss_kb": measure::self_usage().max_rss_kb,
         "trace_files": trace_files,
         "trace_bytes": trace_bytes,
+        "trace_writes": o.trace_writes,
     });
     if let (Some(f), Some(obj)) = (floor, v.as_object_mut()) {
         let fc = ms(f.concurrent);
@@ -332,9 +333,10 @@ fn print_report(args: &BenchArgs, v: &Value) {
         ),
         format!("peak rss             {} kB", g("peak_rss_kb")),
         format!(
-            "traces               {} files, {} bytes",
+            "traces               {} files, {} bytes, {} writes",
             g("trace_files"),
-            g("trace_bytes")
+            g("trace_bytes"),
+            g("trace_writes")
         ),
     ];
     for l in lines {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 15] = [
     "workload",
     "sessions",
     "turns",
@@ -18,6 +18,7 @@ const KEYS: [&str; 14] = [
     "peak_rss_kb",
     "trace_files",
     "trace_bytes",
+    "trace_writes",
 ];
 
 fn bench(args: &[&str]) -> (i32, String, String) {
@@ -65,6 +66,27 @@ fn read_workload_reports_every_key() {
     assert!(v["trace_bytes"].as_u64().unwrap() > 0);
     assert!(v["wall_ms"].as_f64().unwrap() > 0.0);
     assert!(v["peak_rss_kb"].as_u64().unwrap() > 0);
+}
+
+/// A session's trace is written with one `write(2)` for its header, one for its task's start
+/// (the prompt, the tool list and the first request's start together), one per tool turn and
+/// one for the answer and the task's end: never more (fewer when batches meet).
+#[test]
+fn a_tasks_records_go_out_in_one_write_per_turn() {
+    let (code, stdout, stderr) = bench(&[
+        "--workload",
+        "read",
+        "--sessions",
+        "2",
+        "--turns",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v = json_of(&stdout);
+    assert_eq!(v["ok"], true, "{v}");
+    let writes = v["trace_writes"].as_u64().unwrap();
+    assert!((2..=2 * (3 + 3)).contains(&writes), "{writes} writes: {v}");
 }
 
 #[test]

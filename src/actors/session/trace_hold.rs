@@ -13,7 +13,13 @@ use super::{SessionMsg, SessionState};
 /// Takes the hold for `message` when it is a message of a running turn (those never wait on
 /// anything slow) and none is held yet. True when this message took it.
 pub(super) fn take(state: &mut SessionState, message: &SessionMsg) -> bool {
-    if state.trace_held || !holds_trace(message) {
+    holds_trace(message) && take_now(state)
+}
+
+/// Takes the hold, when none is held, for a part of a message's handling that never waits
+/// (a task's start, once its MCP servers are up). True when this call took it.
+pub(super) fn take_now(state: &mut SessionState) -> bool {
+    if state.trace_held {
         return false;
     }
     state.trace.hold();
