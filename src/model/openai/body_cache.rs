@@ -9,11 +9,15 @@
 //! nothing: a history that does not start with the payloads its pieces came from (or another
 //! system prompt) rebuilds it. It keeps no reference to the history, only a keyed hash of the
 //! payloads its kept messages came from, so the session appends to its history in place
-//! instead of copying all of it while a cache still holds the previous request's. It never
+//! instead of copying all of it while a cache still holds the previous request's. The hash is
+//! foldhash's, seeded at random per cache (no input collides for every seed, and the value
+//! never leaves the process); it runs over the kept prefix once per request, several times
+//! faster than SipHash, which cost 8 % of the HTTP path's instructions. It never
 //! sends anything and never sees the API key.
 
-use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::hash::{BuildHasher, Hash, Hasher};
+
+use foldhash::quality::{FoldHasher, RandomState};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -134,7 +138,7 @@ impl BodyCache {
     fn still_valid(
         &self,
         request: &ModelRequest,
-        hasher: &mut DefaultHasher,
+        hasher: &mut FoldHasher<'static>,
         hashed: &mut usize,
     ) -> bool {
         let Some(system) = &self.system else {
