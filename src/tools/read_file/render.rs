@@ -93,11 +93,14 @@ impl Listing {
 
     /// Adds one row if it fits (the first row is hard-cut instead); `false` once full.
     pub(super) fn push(&mut self, line_no: u64, bytes: Vec<u8>, cut: bool) -> bool {
-        let row = numbered_line(line_no, &decode_line(bytes, cut), cut);
-        let cost = row.chars().count() + usize::from(self.shown > 0);
+        let content = decode_line(bytes, cut);
+        let row = Row::of(line_no, &content, cut);
+        let cost = row.chars() + usize::from(self.shown > 0);
         if self.used + cost > self.budget {
             if self.shown == 0 {
-                self.text = row.chars().take(self.budget).collect();
+                let mut whole = String::new();
+                row.write_to(&mut whole);
+                self.text = whole.chars().take(self.budget).collect();
                 self.used = self.budget;
                 self.shown = 1;
             }
@@ -107,20 +110,74 @@ impl Listing {
         if self.shown > 0 {
             self.text.push('\n');
         }
-        self.text.push_str(&row);
+        row.write_to(&mut self.text);
         self.used += cost;
         self.shown += 1;
         true
     }
 }
 
-/// `cat -n` row: the number right-aligned in 6 columns, a TAB, the content (over 2000
+/// Marks a displayed line cut short.
+const TRUNCATED: &str = "… [line truncated]";
+
+/// Columns the line number is right-aligned in.
+const NUMBER_WIDTH: usize = 6;
+
+/// One `cat -n` row: the number right-aligned in 6 columns, a TAB, the content (over 2000
 /// characters, or cut by the byte cap: the first 2000 characters and `… [line truncated]`).
-fn numbered_line(line_no: u64, content: &str, cut: bool) -> String {
-    match content.char_indices().nth(MAX_LINE_CHARS) {
-        Some((end, _)) => format!("{line_no:>6}\t{}… [line truncated]", &content[..end]),
-        None if cut => format!("{line_no:>6}\t{content}… [line truncated]"),
-        None => format!("{line_no:>6}\t{content}"),
+/// Written straight into the listing, without formatting machinery or a buffer of its own.
+struct Row<'a> {
+    number: itoa::Buffer,
+    line_no: u64,
+    shown: &'a str,
+    shown_chars: usize,
+    marked: bool,
+}
+
+impl<'a> Row<'a> {
+    fn of(line_no: u64, content: &'a str, cut: bool) -> Self {
+        let chars = content.chars().count();
+        let (shown, shown_chars, marked) = if chars > MAX_LINE_CHARS {
+            let end = content
+                .char_indices()
+                .nth(MAX_LINE_CHARS)
+                .map_or(content.len(), |(end, _)| end);
+            (&content[..end], MAX_LINE_CHARS, true)
+        } else {
+            (content, chars, cut)
+        };
+        Row {
+            number: itoa::Buffer::new(),
+            line_no,
+            shown,
+            shown_chars,
+            marked,
+        }
+    }
+
+    /// Characters of the row.
+    fn chars(&self) -> usize {
+        let digits = self.line_no.checked_ilog10().unwrap_or(0) as usize + 1;
+        let marker = if self.marked {
+            TRUNCATED.chars().count()
+        } else {
+            0
+        };
+        digits.max(NUMBER_WIDTH) + 1 + self.shown_chars + marker
+    }
+
+    fn write_to(mut self, out: &mut String) {
+        let digits = self.number.format(self.line_no);
+        out.extend(std::iter::repeat_n(
+            ' ',
+            NUMBER_WIDTH.saturating_sub(digits.len()),
+        ));
+        out.push_str(digits);
+        out.push('\t');
+        out.push_str(self.shown);
+        if self.marked {
+            out.push_str(TRUNCATED);
+        }
     }
 }
 
@@ -130,5 +187,38 @@ fn count_lines(n: u64) -> String {
         "1 line".to_string()
     } else {
         format!("{n} lines")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row as `format!` spells the rule, beside the row written in place.
+    fn formatted(line_no: u64, content: &str, cut: bool) -> String {
+        match content.char_indices().nth(MAX_LINE_CHARS) {
+            Some((end, _)) => format!("{line_no:>6}\t{}{TRUNCATED}", &content[..end]),
+            None if cut => format!("{line_no:>6}\t{content}{TRUNCATED}"),
+            None => format!("{line_no:>6}\t{content}"),
+        }
+    }
+
+    #[test]
+    fn a_row_is_what_the_format_rule_gives_and_counts_its_characters() {
+        let long = "é".repeat(MAX_LINE_CHARS + 1);
+        let exact = "x".repeat(MAX_LINE_CHARS);
+        for line_no in [1, 9, 10, 99_999, 999_999, 1_000_000, 12_345_678, u64::MAX] {
+            for content in ["", "plain", "tab\there", "ünïcödé ☃", &exact, &long] {
+                for cut in [false, true] {
+                    let row = Row::of(line_no, content, cut);
+                    let chars = row.chars();
+                    let mut written = String::from("kept");
+                    row.write_to(&mut written);
+                    let want = formatted(line_no, content, cut);
+                    assert_eq!(written, format!("kept{want}"), "{line_no} {cut}");
+                    assert_eq!(chars, want.chars().count(), "{line_no} {cut}");
+                }
+            }
+        }
     }
 }
