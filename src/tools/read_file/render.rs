@@ -127,7 +127,6 @@ const NUMBER_WIDTH: usize = 6;
 /// characters, or cut by the byte cap: the first 2000 characters and `… [line truncated]`).
 /// Written straight into the listing, without formatting machinery or a buffer of its own.
 struct Row<'a> {
-    number: itoa::Buffer,
     line_no: u64,
     shown: &'a str,
     shown_chars: usize,
@@ -147,7 +146,6 @@ impl<'a> Row<'a> {
             (content, chars, cut)
         };
         Row {
-            number: itoa::Buffer::new(),
             line_no,
             shown,
             shown_chars,
@@ -166,8 +164,9 @@ impl<'a> Row<'a> {
         digits.max(NUMBER_WIDTH) + 1 + self.shown_chars + marker
     }
 
-    fn write_to(mut self, out: &mut String) {
-        let digits = self.number.format(self.line_no);
+    fn write_to(&self, out: &mut String) {
+        let mut number = itoa::Buffer::new();
+        let digits = number.format(self.line_no);
         out.extend(std::iter::repeat_n(
             ' ',
             NUMBER_WIDTH.saturating_sub(digits.len()),
