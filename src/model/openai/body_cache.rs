@@ -12,17 +12,16 @@
 //! instead of copying all of it while a cache still holds the previous request's. The hash is
 //! foldhash's, seeded at random per cache (no input collides for every seed, and the value
 //! never leaves the process); it runs over the kept prefix once per request, several times
-//! faster than SipHash, which cost 8 % of the HTTP path's instructions. It never
-//! sends anything and never sees the API key.
+//! faster than SipHash, which cost 8 % of the HTTP path's instructions.
+//!
+//! It never sends anything and never sees the API key.
 
 use std::hash::{BuildHasher, Hash, Hasher};
-
-use foldhash::quality::{FoldHasher, RandomState};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use bytes::{BufMut, Bytes, BytesMut};
+use foldhash::quality::{FoldHasher, RandomState};
+use serde_json::Value;
 
 use super::request;
 use super::shared_tails::SharedTails;
