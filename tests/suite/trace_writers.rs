@@ -1,14 +1,23 @@
 //! The host's shared trace writers, through the real binary: many concurrent sessions of one
 //! process write their records through the same few writers, and each trace still holds only
-//! its own session's records, whole and in order; `bench --trace-appends` runs both sides.
+//! its own session's records, whole and in order; `bench --trace-appends` runs both sides. Through
+//! the library: a task's start is one write.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-use rookery::message::{ModelPayload, Payload};
-use serde_json::Value;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use rookery::Host;
+use rookery::message::{EventPayload, ModelPayload, Payload};
+use rookery::model::{
+    Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext,
+};
+use serde_json::{Value, json};
 
 use crate::common::paired::assert_trace_paired;
-use crate::common::{kinds, trace_records};
+use crate::common::{kinds, options, scripted, tempdirs, trace_records};
 
 fn rookery_bench(args: &[&str], tmp: &Path) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
@@ -131,4 +140,78 @@ fn trace_appends_bench_reports_both_sides() {
         tmp.path(),
     );
     assert_eq!(code, 2, "{stderr}");
+}
+
+/// Answers nothing: a request's stream stays open, so nothing is traced after its start.
+struct Silent(Arc<dyn Model>);
+
+struct SilentSession;
+
+impl ModelSession for SilentSession {
+    fn stream(&mut self, _request: ModelRequest) -> BoxStream<'static, ModelEvent> {
+        futures::stream::pending().boxed()
+    }
+}
+
+impl Model for Silent {
+    fn info(&self) -> ModelInfo {
+        self.0.info()
+    }
+    fn open(&self, _ctx: &ModelSessionContext) -> Box<dyn ModelSession> {
+        Box::new(SilentSession)
+    }
+}
+
+/// The start of a task is one write: its prompt, the tool list and the first `request_begin`
+/// go out together, after the header's own write (the writer is not woken for the prompt
+/// alone). Twenty sessions start at once, so a writer busy with one is quick to take another's
+/// first record if the session did not hold it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_start_is_one_write_after_the_header() {
+    const SESSIONS: u64 = 20;
+    let (_d, ws, home) = tempdirs();
+    let host = Host::start(&home).await.unwrap();
+    let model = Arc::new(Silent(scripted(json!({"turns": [{"text": "unused"}]}))));
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        let s = host
+            .create_session(options(&ws, model.clone()))
+            .await
+            .unwrap();
+        s.flush_trace().await.unwrap();
+        let rx = s.subscribe().await.unwrap();
+        sessions.push((s, rx));
+    }
+    assert_eq!(host.trace_writes(), SESSIONS, "one header each");
+    for (s, _) in &sessions {
+        s.start_task("go").await.unwrap();
+    }
+    for (s, rx) in &mut sessions {
+        // The request's start is the last of the three records queued; then every record
+        // sent so far is written.
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(msg) = rx.recv().await {
+                if matches!(msg.as_event(), Some(EventPayload::RequestBegin {})) {
+                    break;
+                }
+            }
+        })
+        .await
+        .unwrap();
+        s.flush_trace().await.unwrap();
+    }
+    assert_eq!(
+        host.trace_writes(),
+        2 * SESSIONS,
+        "each: the header, then the task's start"
+    );
+    for (s, _) in &sessions {
+        let kinds = kinds(&trace_records(s.trace_path()));
+        assert_eq!(
+            kinds,
+            ["session_meta", "text", "tool_list_ready", "request_begin"],
+            "{kinds:?}"
+        );
+    }
+    host.shutdown().await;
 }
