@@ -247,8 +247,9 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     let child0 = measure::children_usage();
     let created_at = Instant::now();
     let mut sessions = Vec::with_capacity(spec.sessions);
+    // Each session's meta goes out with its task's start, as in `rookery run`.
     for o in options {
-        sessions.push(host.create_session(o).await?);
+        sessions.push(host.create_session_for_task(o).await?);
     }
     let session_create = created_at.elapsed();
 

@@ -14,7 +14,7 @@ use ractor::{
 };
 
 use super::session::{SessionHandle, SessionOptions, Subscribers};
-use super::spawn::{SessionEnv, open_locked, report_crash, spawn_session, stop_trace};
+use super::spawn::{MetaWrite, SessionEnv, open_locked, report_crash, spawn_session, stop_trace};
 use crate::error::RookeryError;
 use crate::trace::file::TraceFile;
 use crate::trace::hub::{POOL_SIZE, TraceHandle, TraceWriters};
@@ -26,6 +26,7 @@ use crate::trace::writer::{TraceMsg, TraceStats};
 pub enum HostMsg {
     CreateSession(
         Box<SessionOptions>,
+        MetaWrite,
         RpcReplyPort<Result<SessionHandle, RookeryError>>,
     ),
     /// Rebuilds a session from its trace under its old id, appending to the same file.
@@ -57,12 +58,13 @@ impl HostActor {
         myself: &ActorRef<HostMsg>,
         state: &mut HostState,
         options: SessionOptions,
+        meta_write: MetaWrite,
     ) -> Result<SessionHandle, RookeryError> {
         let mut id = paths::new_session_id();
         while state.sessions.contains_key(&id) {
             id = paths::new_session_id();
         }
-        Self::register(myself, state, id, options, None).await
+        Self::register(myself, state, id, options, None, meta_write).await
     }
 
     async fn resume(
@@ -96,7 +98,7 @@ impl HostActor {
         options.source = resumed.meta.source.clone();
         super::session::restore_mode(options.approver.as_ref(), &resumed);
         options.resume = Some(Arc::new(resumed));
-        Self::register(myself, state, id, options, Some(file)).await
+        Self::register(myself, state, id, options, Some(file), MetaWrite::AtOnce).await
     }
 
     async fn register(
@@ -105,9 +107,17 @@ impl HostActor {
         id: String,
         options: SessionOptions,
         file: Option<TraceFile>,
+        meta_write: MetaWrite,
     ) -> Result<SessionHandle, RookeryError> {
-        let spawned =
-            spawn_session(myself.get_cell(), &state.env, id.clone(), options, file).await?;
+        let spawned = spawn_session(
+            myself.get_cell(),
+            &state.env,
+            id.clone(),
+            options,
+            file,
+            meta_write,
+        )
+        .await?;
         let handle = spawned.handle.clone();
         state.by_actor.insert(handle.actor.get_id(), id.clone());
         state.sessions.insert(
@@ -153,8 +163,8 @@ impl Actor for HostActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            HostMsg::CreateSession(options, reply) => {
-                let result = Self::create(&myself, state, *options).await;
+            HostMsg::CreateSession(options, meta_write, reply) => {
+                let result = Self::create(&myself, state, *options, meta_write).await;
                 let _ = reply.send(result);
             }
             HostMsg::ResumeSession(id, options, reply) => {
@@ -229,12 +239,35 @@ impl Host {
         &self.home
     }
 
-    /// Creates a session; its trace starts with `session_meta`.
+    /// Creates a session; its trace starts with `session_meta`, written at once.
     pub async fn create_session(
         &self,
         options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
-        ractor::call!(self.actor, HostMsg::CreateSession, Box::new(options))?
+        ractor::call!(
+            self.actor,
+            HostMsg::CreateSession,
+            Box::new(options),
+            MetaWrite::AtOnce
+        )?
+    }
+
+    /// Creates a session whose first task its caller starts next (after subscribing, if it
+    /// wants the events): the `session_meta` goes out with that task's first records, one
+    /// trace write instead of two. Until the session handles a message other than
+    /// `subscribe` (the task's start, a close) or its trace is flushed, the meta is queued,
+    /// not written, so a crash in between leaves an empty trace file; use
+    /// [`Self::create_session`] for a session that may wait for its first task.
+    pub async fn create_session_for_task(
+        &self,
+        options: SessionOptions,
+    ) -> Result<SessionHandle, RookeryError> {
+        ractor::call!(
+            self.actor,
+            HostMsg::CreateSession,
+            Box::new(options),
+            MetaWrite::WithFirstTask
+        )?
     }
 
     /// Resumes a session from its trace (`docs/protocol.md#resume`: committed turns, pairing intact,

@@ -183,6 +183,8 @@ pub struct SessionArgs {
     pub env: crate::actors::spawn::SessionEnv,
     /// Reports the first failed trace write.
     pub trace_health: Arc<TraceHealth>,
+    /// When a new session's `session_meta` is written.
+    pub meta_write: crate::actors::spawn::MetaWrite,
 }
 
 pub struct SessionActor;
@@ -257,8 +259,8 @@ pub struct SessionState {
     pub(crate) completed_tasks: Vec<(usize, usize)>,
     /// The `model_switched` record in force (repeated in the files of later rotations).
     pub(crate) model_switch: Option<Box<OmniMessage>>,
-    /// The trace writer is held until a `ReleaseTrace` the session sent itself.
-    pub(crate) trace_held: bool,
+    /// Whether the session holds its trace writer back (`trace_hold.rs`).
+    pub(crate) trace_held: trace_hold::Held,
 }
 
 impl Actor for SessionActor {
@@ -279,6 +281,7 @@ impl Actor for SessionActor {
             meta,
             env,
             trace_health,
+            meta_write,
         } = args;
         let me = myself.clone();
         trace_health.on_failure(move |text| {
@@ -293,6 +296,7 @@ impl Actor for SessionActor {
             requests_made: options.resume.as_ref().map_or(0, |r| r.requests),
         });
         model_switch::seed_resumed(model.as_mut(), &options);
+        let trace_held = trace_hold::at_start(&trace, meta_write, options.resume.is_some());
         // A resumed session appends to its existing trace, which already starts with its meta.
         match &options.resume {
             None => {
@@ -365,7 +369,7 @@ impl Actor for SessionActor {
             approval_mode: None,
             redactor,
             _mode_watch: None,
-            trace_held: false,
+            trace_held,
             trace_failure: None,
             trace_health,
             budget,

@@ -31,6 +31,17 @@ pub struct SessionEnv {
     pub traces: TraceWriters,
 }
 
+/// When a new session's `session_meta` goes to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaWrite {
+    /// At once: the trace is readable from the session's start.
+    AtOnce,
+    /// With the first records of the task its creator starts next (one write instead of two).
+    /// Until the session handles its first message other than a `Subscribe`, its meta is
+    /// queued: a crash in between leaves an empty trace file.
+    WithFirstTask,
+}
+
 /// A started session and the parts its supervisor keeps.
 pub(crate) struct SpawnedSession {
     pub handle: SessionHandle,
@@ -87,6 +98,7 @@ pub(crate) async fn spawn_session(
     id: String,
     mut options: SessionOptions,
     file: Option<TraceFile>,
+    meta_write: MetaWrite,
 ) -> Result<SpawnedSession, RookeryError> {
     options.workspace = crate::tools::canonical::canonical_workspace(&options.workspace)
         .ok_or_else(|| ConfigError::Workspace(options.workspace.clone()))?;
@@ -144,6 +156,7 @@ pub(crate) async fn spawn_session(
             meta: meta_message.clone(),
             env: env.clone(),
             trace_health: health.clone(),
+            meta_write,
         },
         supervisor,
     )

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
 use super::session::{SessionOptions, Subscribers};
-use super::spawn::{SessionEnv, report_crash, spawn_session, stop_trace};
+use super::spawn::{MetaWrite, SessionEnv, report_crash, spawn_session, stop_trace};
 use crate::error::RookeryError;
 use crate::message::{EventPayload, OmniMessage};
 use crate::trace::hub::TraceHandle;
@@ -161,6 +161,7 @@ impl SubagentSupervisor {
             session_id.clone(),
             options,
             None,
+            MetaWrite::AtOnce,
         )
         .await
         .map_err(AdmitError::Start)?;

@@ -157,7 +157,7 @@ async fn run_in_host(
     mut interrupts: Interrupts,
 ) -> Result<ExitCode, CliError> {
     let session = host
-        .create_session(options)
+        .create_session_for_task(options)
         .await
         .map_err(CliError::Start)?;
     let mut rx = session.subscribe().await.map_err(CliError::Failed)?;

@@ -1,7 +1,8 @@
 //! The host's shared trace writers, through the real binary: many concurrent sessions of one
 //! process write their records through the same few writers, and each trace still holds only
 //! its own session's records, whole and in order; `bench --trace-appends` runs both sides. Through
-//! the library: a task's start is one write.
+//! the library: a task's start is one write, and a session created for its task writes its meta
+//! with it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -186,9 +187,19 @@ async fn a_tasks_start_is_one_write_after_the_header() {
     for (s, _) in &sessions {
         s.start_task("go").await.unwrap();
     }
-    for (s, rx) in &mut sessions {
-        // The request's start is the last of the three records queued; then every record
-        // sent so far is written.
+    await_task_starts(&mut sessions).await;
+    assert_eq!(
+        host.trace_writes(),
+        2 * SESSIONS,
+        "each: the header, then the task's start"
+    );
+    host.shutdown().await;
+}
+
+/// Waits until each session's request has started (the last of its task's first records),
+/// flushes its trace, and checks the trace holds exactly the meta and that start.
+async fn await_task_starts(sessions: &mut [(rookery::SessionHandle, rookery::MessageReceiver)]) {
+    for (s, rx) in sessions.iter_mut() {
         tokio::time::timeout(Duration::from_secs(30), async {
             while let Some(msg) = rx.recv().await {
                 if matches!(msg.as_event(), Some(EventPayload::RequestBegin {})) {
@@ -200,12 +211,7 @@ async fn a_tasks_start_is_one_write_after_the_header() {
         .unwrap();
         s.flush_trace().await.unwrap();
     }
-    assert_eq!(
-        host.trace_writes(),
-        2 * SESSIONS,
-        "each: the header, then the task's start"
-    );
-    for (s, _) in &sessions {
+    for (s, _) in sessions.iter() {
         let kinds = kinds(&trace_records(s.trace_path()));
         assert_eq!(
             kinds,
@@ -213,5 +219,80 @@ async fn a_tasks_start_is_one_write_after_the_header() {
             "{kinds:?}"
         );
     }
+}
+
+/// A session created for its task writes its meta with the task's start: one write per trace,
+/// none before the task starts (subscribing does not count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_created_for_a_task_writes_its_meta_with_the_tasks_start() {
+    const SESSIONS: u64 = 20;
+    let (_d, ws, home) = tempdirs();
+    let host = Host::start(&home).await.unwrap();
+    let model = Arc::new(Silent(scripted(json!({"turns": [{"text": "unused"}]}))));
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        let s = host
+            .create_session_for_task(options(&ws, model.clone()))
+            .await
+            .unwrap();
+        let rx = s.subscribe().await.unwrap();
+        sessions.push((s, rx));
+    }
+    assert_eq!(host.trace_writes(), 0, "every meta waits for its task");
+    for (s, _) in &sessions {
+        s.start_task("go").await.unwrap();
+    }
+    await_task_starts(&mut sessions).await;
+    assert_eq!(
+        host.trace_writes(),
+        SESSIONS,
+        "each: the meta with the task's start"
+    );
     host.shutdown().await;
+}
+
+/// A session created for a task that does not come still gets its meta written: by a flush,
+/// by its first other message (here an abort) and by its close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_created_for_a_task_that_does_not_come_writes_its_meta() {
+    let (_d, ws, home) = tempdirs();
+    let host = Host::start(&home).await.unwrap();
+    let model = Arc::new(Silent(scripted(json!({"turns": [{"text": "unused"}]}))));
+    let flushed = host
+        .create_session_for_task(options(&ws, model.clone()))
+        .await
+        .unwrap();
+    let aborted = host
+        .create_session_for_task(options(&ws, model.clone()))
+        .await
+        .unwrap();
+    let closed = host
+        .create_session_for_task(options(&ws, model.clone()))
+        .await
+        .unwrap();
+    assert_eq!(host.trace_writes(), 0);
+
+    flushed.flush_trace().await.unwrap();
+    assert_eq!(
+        kinds(&trace_records(flushed.trace_path())),
+        ["session_meta"]
+    );
+
+    aborted.abort().unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while host.trace_writes() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the abort released the meta");
+    assert_eq!(
+        kinds(&trace_records(aborted.trace_path())),
+        ["session_meta"]
+    );
+
+    let path = closed.trace_path();
+    closed.close().await.unwrap();
+    host.shutdown().await;
+    assert_eq!(kinds(&trace_records(path))[0], "session_meta");
 }

@@ -2,6 +2,10 @@
 //! the messages queued while it is handled (e.g. the output of a tool call that was over on its
 //! first poll), go out together, with one `write(2)` (see `TraceHandle::hold`).
 //!
+//! A session created for a task that follows at once (`Host::create_session_for_task`) holds
+//! its trace from its start, so its `session_meta` goes out with that task's first records: the
+//! first message it handles other than a `Subscribe` takes that hold over and releases it.
+//!
 //! It owns when the hold is taken and released; it never writes, orders or drops a record.
 //! Acks (`Flush`, `Written`, `Shutdown`) are never held back, so a session that stops while it
 //! holds its trace still gets every record written by its `Shutdown`.
@@ -9,21 +13,49 @@
 use ractor::ActorRef;
 
 use super::{SessionMsg, SessionState};
+use crate::actors::spawn::MetaWrite;
+use crate::trace::hub::TraceHandle;
+
+/// Whether, and until when, the session holds its trace writer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Held {
+    #[default]
+    No,
+    /// Until the `ReleaseTrace` the session sent itself.
+    UntilRelease,
+    /// Since the session's start, until its first message other than a `Subscribe` is handled.
+    UntilFirstMessage,
+}
+
+/// At the start of a session, before its first record: holds the trace when a new session's
+/// meta is to go out with its first task.
+pub(super) fn at_start(trace: &TraceHandle, meta_write: MetaWrite, resumed: bool) -> Held {
+    if resumed || meta_write == MetaWrite::AtOnce {
+        return Held::No;
+    }
+    trace.hold();
+    Held::UntilFirstMessage
+}
 
 /// Takes the hold for `message` when it is a message of a running turn (those never wait on
 /// anything slow) and none is held yet. True when this message took it.
+/// The session's first message (other than a `Subscribe`) takes over the hold of its start.
 pub(super) fn take(state: &mut SessionState, message: &SessionMsg) -> bool {
+    if state.trace_held == Held::UntilFirstMessage && !matches!(message, SessionMsg::Subscribe(_)) {
+        state.trace_held = Held::UntilRelease;
+        return true;
+    }
     holds_trace(message) && take_now(state)
 }
 
 /// Takes the hold, when none is held, for a part of a message's handling that never waits
 /// (a task's start, once its MCP servers are up). True when this call took it.
 pub(super) fn take_now(state: &mut SessionState) -> bool {
-    if state.trace_held {
+    if state.trace_held != Held::No {
         return false;
     }
     state.trace.hold();
-    state.trace_held = true;
+    state.trace_held = Held::UntilRelease;
     true
 }
 
@@ -37,7 +69,7 @@ pub(super) fn release_later(myself: &ActorRef<SessionMsg>, state: &mut SessionSt
 
 /// Releases the hold (the writer then writes what was queued meanwhile).
 pub(super) fn release(state: &mut SessionState) {
-    if std::mem::take(&mut state.trace_held) {
+    if std::mem::take(&mut state.trace_held) != Held::No {
         let _ = state.trace.release();
     }
 }
