@@ -244,12 +244,7 @@ impl Host {
         &self,
         options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
-        ractor::call!(
-            self.actor,
-            HostMsg::CreateSession,
-            Box::new(options),
-            MetaWrite::AtOnce
-        )?
+        self.create(options, MetaWrite::AtOnce).await
     }
 
     /// Creates a session whose first task its caller starts next (after subscribing, if it
@@ -262,11 +257,19 @@ impl Host {
         &self,
         options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
+        self.create(options, MetaWrite::WithFirstTask).await
+    }
+
+    async fn create(
+        &self,
+        options: SessionOptions,
+        meta_write: MetaWrite,
+    ) -> Result<SessionHandle, RookeryError> {
         ractor::call!(
             self.actor,
             HostMsg::CreateSession,
             Box::new(options),
-            MetaWrite::WithFirstTask
+            meta_write
         )?
     }
 

@@ -172,17 +172,7 @@ async fn a_tasks_start_is_one_write_after_the_header() {
     const SESSIONS: u64 = 20;
     let (_d, ws, home) = tempdirs();
     let host = Host::start(&home).await.unwrap();
-    let model = Arc::new(Silent(scripted(json!({"turns": [{"text": "unused"}]}))));
-    let mut sessions = Vec::new();
-    for _ in 0..SESSIONS {
-        let s = host
-            .create_session(options(&ws, model.clone()))
-            .await
-            .unwrap();
-        s.flush_trace().await.unwrap();
-        let rx = s.subscribe().await.unwrap();
-        sessions.push((s, rx));
-    }
+    let mut sessions = subscribed_sessions(&host, &ws, SESSIONS, false).await;
     assert_eq!(host.trace_writes(), SESSIONS, "one header each");
     for (s, _) in &sessions {
         s.start_task("go").await.unwrap();
@@ -194,6 +184,31 @@ async fn a_tasks_start_is_one_write_after_the_header() {
         "each: the header, then the task's start"
     );
     host.shutdown().await;
+}
+
+/// `n` sessions on a silent model, each subscribed: made with `create_session` (each trace then
+/// flushed, so its header is written) or, `for_task`, with `create_session_for_task`.
+async fn subscribed_sessions(
+    host: &Host,
+    ws: &Path,
+    n: u64,
+    for_task: bool,
+) -> Vec<(rookery::SessionHandle, rookery::MessageReceiver)> {
+    let model = Arc::new(Silent(scripted(json!({"turns": [{"text": "unused"}]}))));
+    let mut sessions = Vec::new();
+    for _ in 0..n {
+        let o = options(ws, model.clone());
+        let s = if for_task {
+            host.create_session_for_task(o).await.unwrap()
+        } else {
+            let s = host.create_session(o).await.unwrap();
+            s.flush_trace().await.unwrap();
+            s
+        };
+        let rx = s.subscribe().await.unwrap();
+        sessions.push((s, rx));
+    }
+    sessions
 }
 
 /// Waits until each session's request has started (the last of its task's first records),
@@ -228,16 +243,7 @@ async fn a_session_created_for_a_task_writes_its_meta_with_the_tasks_start() {
     const SESSIONS: u64 = 20;
     let (_d, ws, home) = tempdirs();
     let host = Host::start(&home).await.unwrap();
-    let model = Arc::new(Silent(scripted(json!({"turns": [{"text": "unused"}]}))));
-    let mut sessions = Vec::new();
-    for _ in 0..SESSIONS {
-        let s = host
-            .create_session_for_task(options(&ws, model.clone()))
-            .await
-            .unwrap();
-        let rx = s.subscribe().await.unwrap();
-        sessions.push((s, rx));
-    }
+    let mut sessions = subscribed_sessions(&host, &ws, SESSIONS, true).await;
     assert_eq!(host.trace_writes(), 0, "every meta waits for its task");
     for (s, _) in &sessions {
         s.start_task("go").await.unwrap();
