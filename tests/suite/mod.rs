@@ -32,6 +32,7 @@ mod commands_tree;
 mod compaction;
 mod file_tools;
 mod guardrails;
+mod link_order;
 mod mcp_everything;
 mod mcp_rust_server;
 mod message_golden;
