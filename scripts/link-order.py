@@ -12,7 +12,7 @@ Usage: scripts/link-order.py [--binary target/release/rookery] [--out link/rooke
 It runs each workload once under `valgrind --tool=callgrind`, which lists every function a run
 executed with its instruction count: with the built-in model `bench` read and exec and the
 README's scripted `run`; over loopback HTTP `bench` read and exec against `--serve-mock`, whose
-own run (the server side, as `serve` has it) is counted too. Needs valgrind and nm.
+own run (the mock server's side) is counted too. Needs valgrind and nm.
 """
 
 import argparse
