@@ -373,3 +373,52 @@ async fn eviction_kills_the_detached_processes_of_a_command() {
     .await;
     h.handle.shutdown().await;
 }
+
+/// A double-forked daemon is re-parented to rookery (a subreaper): when the end of its
+/// foreground command has it killed, rookery reaps it too, so not even a zombie is left while
+/// rookery runs on (it finds such orphans among its main thread's children).
+#[test]
+fn a_killed_orphan_is_reaped_while_rookery_runs() {
+    let sb = Sandbox::new();
+    let (pid_file, release) = (sb.path("orphan.pid"), sb.path("release"));
+    let cmd = format!(
+        "(setsid bash -c 'echo $$ > {}.tmp && mv {0}.tmp {0}; exec sleep 300' \
+         </dev/null >/dev/null 2>&1 &); \
+         while [ ! -e {0} ]; do sleep 0.05; done; echo started",
+        pid_file.display()
+    );
+    let script = sb.script(&json!({"turns": [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"description": "orphan",
+            "cmd": cmd, "yield_time_ms": 60000}}]},
+        {"tool_calls": [wait_for_file(&release)]},
+        {"text": "done"}
+    ]}));
+    let mut run = Running::spawn(sb.run_command(&["--script", s(&script), "go"]));
+    let deadline = Instant::now() + WAIT;
+    let pid: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the orphan never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Gone from /proc altogether: killed by the sweep and reaped by rookery, its new parent.
+    let deadline = Instant::now() + WAIT;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        if Instant::now() >= deadline {
+            let state = if zombie(pid) { "a zombie" } else { "alive" };
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("the orphan {pid} is still {state}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!run.exited(), "rookery is still running the task");
+    std::fs::write(&release, "").expect("release");
+    run.wait(Duration::from_secs(60)).expect_code(0);
+}

@@ -76,17 +76,43 @@ fn stat_of(pid: i32) -> Option<(char, i32, i32)> {
     Some((state, ppid, session))
 }
 
+/// The children orphans can be among: the kernel re-parents an orphan to its subreaper's first
+/// live thread, which is the main thread unless that one has exited (an embedding program's
+/// `pthread_exit`), so only the main thread's children are read (one file, instead of one per
+/// thread); the children other threads spawn are the spawner's own (owned) or the runtime's.
+/// `None` when they cannot be read that way (no `task/<tid>/children` in the kernel, or the main
+/// thread is gone): the caller then looks at every thread or all of `/proc`.
+pub fn orphan_candidates() -> Option<Vec<i32>> {
+    let me = std::process::id() as i32;
+    if stat_of(me).is_none_or(|(state, _, _)| matches!(state, 'Z' | 'X' | 'x')) {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).ok()?;
+    Some(
+        text.split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .collect(),
+    )
+}
+
 /// Reaps every zombie child that is neither owned nor in our session; returns how many.
 pub fn reap_orphans() -> usize {
     let me = std::process::id() as i32;
     // SAFETY: getsid(0) has no preconditions.
     let my_session = unsafe { libc::getsid(0) };
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
+    let pids: Vec<i32> = match orphan_candidates() {
+        Some(children) => children,
+        None => {
+            let Ok(dir) = std::fs::read_dir("/proc") else {
+                return 0;
+            };
+            dir.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .collect()
+        }
     };
-    let zombies: Vec<i32> = dir
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    let zombies: Vec<i32> = pids
+        .into_iter()
         .filter(|pid| {
             matches!(stat_of(*pid), Some((state, ppid, sid))
                 if state == 'Z' && ppid == me && sid != my_session)

@@ -103,8 +103,10 @@ fn cookie_of(pid: i32, buf: &mut Vec<u8>) -> Option<String> {
 /// Where a command's processes can be once its process group is gone, when rookery is a
 /// subreaper: every process it left has been re-parented into rookery's subtree, below a child
 /// that rookery did not spawn itself (not in the owned set) and that is outside rookery's own
-/// session. So only those subtrees are read, not all of `/proc`. `None` = read all of `/proc`
-/// (no subreaper, the group may still have members, or the kernel lacks `task/*/children`).
+/// session. So only those subtrees are read, not all of `/proc`; rookery's own children are
+/// read from the main thread, where the kernel puts orphans ([`super::reaper::orphan_candidates`];
+/// from every thread when that cannot be). `None` = read all of `/proc` (no subreaper, the group
+/// may still have members, or the kernel lacks `task/*/children`).
 fn candidates(group_gone: bool) -> Option<Vec<i32>> {
     if !group_gone || !super::reaper::is_subreaper() {
         return None;
@@ -113,7 +115,11 @@ fn candidates(group_gone: bool) -> Option<Vec<i32>> {
     // SAFETY: getsid(0) has no preconditions.
     let my_session = unsafe { libc::getsid(0) };
     let owned = super::reaper::owned().clone();
-    let mut out: Vec<i32> = children_of(me)?
+    let children = match super::reaper::orphan_candidates() {
+        Some(children) => children,
+        None => children_of(me)?,
+    };
+    let mut out: Vec<i32> = children
         .into_iter()
         .filter(|p| !owned.contains(p) && session_of(*p).is_some_and(|s| s != my_session))
         .collect();
