@@ -257,3 +257,23 @@ async fn a_config_that_is_neither_object_nor_name_says_what_config_is() {
         "{message}"
     );
 }
+
+/// A created session survives a `kill -9` of the server right after the `201`: its
+/// `session_meta` is in the trace file before the answer, so the next server resumes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_killed_with_its_server_right_after_creation_resumes() {
+    let server = Server::start(&json!({"turns": [{"text": "after the crash"}]}));
+    let ids = [
+        server.create(None).await,
+        server.create(None).await,
+        server.create(None).await,
+    ];
+    let dir = server.kill9();
+    let server = Server::start_in(dir, None);
+    for id in &ids {
+        assert_eq!(server.status_of(id).await, "idle", "{id}");
+    }
+    let after = server.task(&ids[0], "go on").await;
+    let events = server.events_until_task_end(&ids[0], after).await;
+    assert_eq!(assistant_texts(&events), ["after the crash"]);
+}
