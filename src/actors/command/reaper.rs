@@ -87,12 +87,18 @@ pub fn orphan_candidates() -> Option<Vec<i32>> {
     if stat_of(me).is_none_or(|(state, _, _)| matches!(state, 'Z' | 'X' | 'x')) {
         return None;
     }
-    let text = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).ok()?;
-    Some(
-        text.split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-            .collect(),
-    )
+    listed_children(std::path::Path::new(&format!(
+        "/proc/{me}/task/{me}/children"
+    )))
+    .ok()
+}
+
+/// The pids a `/proc/<pid>/task/<tid>/children` file lists.
+pub fn listed_children(file: &std::path::Path) -> std::io::Result<Vec<i32>> {
+    Ok(std::fs::read_to_string(file)?
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .collect())
 }
 
 /// Reaps every zombie child that is neither owned nor in our session; returns how many.

@@ -137,11 +137,8 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     let mut out = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let Ok(task) = task else { continue };
-        match std::fs::read_to_string(task.path().join("children")) {
-            Ok(text) => out.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            ),
+        match super::reaper::listed_children(&task.path().join("children")) {
+            Ok(children) => out.extend(children),
             Err(e)
                 if e.kind() == std::io::ErrorKind::NotFound && pid == std::process::id() as i32 =>
             {
