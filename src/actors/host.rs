@@ -239,12 +239,16 @@ impl Host {
         &self.home
     }
 
-    /// Creates a session; its trace starts with `session_meta`, written at once.
+    /// Creates a session; its trace starts with `session_meta`, which is in the file (written,
+    /// not synced) when this returns, so a crash of the process right after leaves a session
+    /// that can be resumed.
     pub async fn create_session(
         &self,
         options: SessionOptions,
     ) -> Result<SessionHandle, RookeryError> {
-        self.create(options, MetaWrite::AtOnce).await
+        let handle = self.create(options, MetaWrite::AtOnce).await?;
+        handle.flush_trace().await?;
+        Ok(handle)
     }
 
     /// Creates a session whose first task its caller starts next (after subscribing, if it

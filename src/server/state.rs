@@ -244,12 +244,6 @@ impl ServerState {
             .create_session(options)
             .await
             .map_err(ApiError::session_start)?;
-        // The answer names a session that outlives a crash of the server right after it: its
-        // `session_meta` is in its trace file (written, not synced), so it can be resumed.
-        handle
-            .flush_trace()
-            .await
-            .map_err(ApiError::session_start)?;
         self.register(handle, policy, approvals, slot, None).await
     }
 
