@@ -149,14 +149,25 @@ pub struct AgentConfig {
     pub catalog: std::sync::Arc<catalog::Catalog>,
 }
 
+/// The default tool set (the builtins and the scripted model's image tool), built once per
+/// process: every [`AgentConfig::default`] (one per `SessionOptions::new`, so one per session)
+/// shares its definitions and its tool JSON instead of rebuilding the table, which cost a
+/// session about as many instructions as two of its tool calls.
+fn default_tools() -> ToolRegistry {
+    static DEFAULT: std::sync::LazyLock<ToolRegistry> = std::sync::LazyLock::new(|| {
+        ToolRegistry::assemble(None, image_tools(&ModelConfig::scripted()))
+            .unwrap_or_else(|_| ToolRegistry::builtin())
+    });
+    DEFAULT.clone()
+}
+
 impl Default for AgentConfig {
     fn default() -> Self {
         AgentConfig {
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
             max_turns: -1,
             retry: RetryPolicy::default(),
-            tools: ToolRegistry::assemble(None, image_tools(&ModelConfig::scripted()))
-                .unwrap_or_else(|_| ToolRegistry::builtin()),
+            tools: default_tools(),
             max_parallel: DEFAULT_MAX_PARALLEL,
             model: None,
             commands: CommandsConfig::default(),
