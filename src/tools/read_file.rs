@@ -222,7 +222,7 @@ fn read_prepared(
         .ok()
         .filter(|b| *b > 0)
         .unwrap_or(DEFAULT_OUTPUT_BUDGET);
-    let mut listing = Listing::new(budget.saturating_sub(NOTE_RESERVE).max(1));
+    let mut listing = Listing::new(budget.saturating_sub(NOTE_RESERVE).max(1), size);
     // Both are >= 1 here, so the conversions and the sum cannot fail.
     let first = u64::try_from(offset).unwrap_or(1);
     let last = first.saturating_add(u64::try_from(limit - 1).unwrap_or(0));

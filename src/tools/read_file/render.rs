@@ -81,10 +81,16 @@ pub(super) struct Listing {
 }
 
 impl Listing {
-    pub(super) fn new(budget: usize) -> Self {
+    /// A listing of at most `budget` characters, its text sized for a file of `size_hint`
+    /// bytes (rows add a number and a tab to each line; a file that reports no size, or more
+    /// than the budget, grows the text as it goes).
+    pub(super) fn new(budget: usize, size_hint: u64) -> Self {
+        let hint = usize::try_from(size_hint).unwrap_or(usize::MAX);
         Listing {
             budget,
-            text: String::new(),
+            text: String::with_capacity(
+                hint.saturating_add(hint / 2).saturating_add(64).min(budget),
+            ),
             used: 0,
             shown: 0,
             trimmed: false,
@@ -92,7 +98,7 @@ impl Listing {
     }
 
     /// Adds one row if it fits (the first row is hard-cut instead); `false` once full.
-    pub(super) fn push(&mut self, line_no: u64, bytes: Vec<u8>, cut: bool) -> bool {
+    pub(super) fn push(&mut self, line_no: u64, bytes: &[u8], cut: bool) -> bool {
         let content = decode_line(bytes, cut);
         let row = Row::of(line_no, &content, cut);
         let cost = row.chars() + usize::from(self.shown > 0);

@@ -6,6 +6,7 @@
 //! It never loads a whole file and never renders output: numbering, budgets and texts belong
 //! to `read_file`.
 
+use std::borrow::Cow;
 use std::io::{self, Read};
 
 /// Bytes read per read call.
@@ -62,7 +63,7 @@ pub(super) fn scan<R: Read>(
     first: u64,
     last: u64,
     limits: ScanLimits,
-    on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool,
+    on_line: &mut dyn FnMut(u64, &[u8], bool) -> bool,
 ) -> io::Result<ScanOutcome> {
     let mut state = LineState {
         first,
@@ -75,9 +76,14 @@ pub(super) fn scan<R: Read>(
     };
     let mut out = ScanOutcome::default();
     // Starts small and doubles while reads fill it (up to `limits.chunk`): a small file costs a
-    // small buffer, not a fresh zeroed chunk mapping.
+    // small buffer, not a fresh zeroed chunk mapping. A file of a known size smaller than that
+    // gets one byte more than its size, so its one read ends short at the size.
     let chunk = limits.chunk.max(1);
-    let mut buf = vec![0u8; chunk.min(INITIAL_BUF_BYTES)];
+    let first_buf = match limits.end_at.and_then(|size| usize::try_from(size).ok()) {
+        Some(size) => size.saturating_add(1).min(INITIAL_BUF_BYTES),
+        None => INITIAL_BUF_BYTES,
+    };
+    let mut buf = vec![0u8; chunk.min(first_buf)];
     let mut scanned: u64 = 0;
     let mut prev_byte: Option<u8> = None;
     loop {
@@ -111,16 +117,12 @@ pub(super) fn scan<R: Read>(
         }
         scanned += n as u64;
         let mut from = 0;
-        for (i, &byte) in data.iter().enumerate() {
-            if byte != b'\n' {
-                continue;
-            }
+        for i in memchr::memchr_iter(b'\n', data) {
             let before = if i > 0 { Some(data[i - 1]) } else { prev_byte };
             if before == Some(b'\r') {
                 out.saw_crlf = true;
             }
-            state.append(&data[from..i]);
-            state.finish_line(on_line);
+            state.complete(&data[from..i], on_line);
             from = i + 1;
         }
         state.append(&data[from..]);
@@ -171,10 +173,23 @@ impl LineState {
         self.current.extend_from_slice(&run[..run.len().min(room)]);
     }
 
-    fn finish_line(&mut self, on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool) {
+    /// Ends the line in progress with `run`, its last bytes: a line that lies whole in one
+    /// read is handed over from the read buffer, without a copy.
+    fn complete(&mut self, run: &[u8], on_line: &mut dyn FnMut(u64, &[u8], bool) -> bool) {
+        if self.current.is_empty() && !self.cut && self.in_window() {
+            let kept = run.len().min(LINE_BYTE_CAP);
+            self.wanting = on_line(self.completed + 1, &run[..kept], kept < run.len());
+            self.completed += 1;
+            self.has_bytes = false;
+            return;
+        }
+        self.append(run);
+        self.finish_line(on_line);
+    }
+
+    fn finish_line(&mut self, on_line: &mut dyn FnMut(u64, &[u8], bool) -> bool) {
         if self.in_window() {
-            let bytes = std::mem::take(&mut self.current);
-            self.wanting = on_line(self.completed + 1, bytes, self.cut);
+            self.wanting = on_line(self.completed + 1, &self.current, self.cut);
         }
         self.completed += 1;
         self.current.clear();
@@ -184,15 +199,14 @@ impl LineState {
 
     /// Hands the line in progress over as cut when it is in the window (the scan stops inside
     /// it); the line still counts as unfinished.
-    fn hand_over_partial(&mut self, on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool) {
+    fn hand_over_partial(&mut self, on_line: &mut dyn FnMut(u64, &[u8], bool) -> bool) {
         if self.has_bytes && self.in_window() {
-            let bytes = std::mem::take(&mut self.current);
-            self.wanting = on_line(self.completed + 1, bytes, true);
+            self.wanting = on_line(self.completed + 1, &self.current, true);
         }
     }
 
     /// A final line without a trailing newline still counts.
-    fn finish_at_eof(&mut self, on_line: &mut dyn FnMut(u64, Vec<u8>, bool) -> bool) {
+    fn finish_at_eof(&mut self, on_line: &mut dyn FnMut(u64, &[u8], bool) -> bool) {
         if self.has_bytes {
             self.finish_line(on_line);
         }
@@ -210,21 +224,20 @@ fn read_some<R: Read>(reader: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// The text of a kept line: a cut line loses its trailing incomplete UTF-8 sequence (never half
-/// a character), an uncut line its trailing `\r`; invalid UTF-8 becomes U+FFFD.
-pub(super) fn decode_line(mut bytes: Vec<u8>, cut: bool) -> String {
-    if cut {
-        trim_partial_char(&mut bytes);
-    } else if bytes.last() == Some(&b'\r') {
-        bytes.pop();
-    }
-    match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    }
+/// a character), an uncut line its trailing `\r`; invalid UTF-8 becomes U+FFFD. Valid text is
+/// borrowed, not copied.
+pub(super) fn decode_line(bytes: &[u8], cut: bool) -> Cow<'_, str> {
+    let bytes = if cut {
+        &bytes[..bytes.len() - partial_char_len(bytes)]
+    } else {
+        bytes.strip_suffix(b"\r").unwrap_or(bytes)
+    };
+    String::from_utf8_lossy(bytes)
 }
 
-/// Drops a multi-byte sequence that the byte cap cut short at the end of `bytes`.
-fn trim_partial_char(bytes: &mut Vec<u8>) {
+/// The length of the multi-byte sequence that the byte cap cut short at the end of `bytes`
+/// (0 when the last character is whole).
+fn partial_char_len(bytes: &[u8]) -> usize {
     let len = bytes.len();
     for back in 1..=len.min(4) {
         let byte = bytes[len - back];
@@ -237,11 +250,9 @@ fn trim_partial_char(bytes: &mut Vec<u8>) {
             0xC0..=0xDF => 2,
             _ => 1,
         };
-        if needed > back {
-            bytes.truncate(len - back);
-        }
-        return;
+        return if needed > back { back } else { 0 };
     }
+    0
 }
 
 #[cfg(test)]
@@ -259,7 +270,7 @@ mod tests {
             last,
             limits,
             &mut |n, b, cut| {
-                lines.push((n, b, cut));
+                lines.push((n, b.to_vec(), cut));
                 true
             },
         )
@@ -311,9 +322,10 @@ mod tests {
         // the read that returns 0.
         assert_eq!(reads_with(data, None), (2, out.clone()));
         assert_eq!(reads_with(data, Some(4096)), (2, out));
-        // A file that grew past its size is read to its end too.
+        // A file that grew past its size is read to its end too: the buffer sized for 4 bytes
+        // comes back full, so the scan reads on (into a doubled buffer).
         let (reads, grown) = reads_with(data, Some(4));
-        assert_eq!((reads, grown.total), (1, 3));
+        assert_eq!((reads, grown.total, grown.total_known), (2, 3, true));
         let (reads, empty) = reads_with(b"", Some(1));
         assert_eq!((reads, empty.total, empty.total_known), (1, 0, true));
     }
@@ -338,7 +350,7 @@ mod tests {
         let (out, lines) = run(b"a\r\nb", 1, 10, small(2, 1 << 20));
         assert!(out.saw_crlf);
         assert_eq!(out.total, 2);
-        assert_eq!(decode_line(lines[0].1.clone(), lines[0].2), "a");
+        assert_eq!(decode_line(&lines[0].1, lines[0].2), "a");
         let (lone_cr, _) = run(b"a\rb\n", 1, 10, small(2, 1 << 20));
         assert!(!lone_cr.saw_crlf);
     }
@@ -404,13 +416,35 @@ mod tests {
         assert_eq!((lines[1].1.len(), lines[1].2), (LINE_BYTE_CAP, false));
     }
 
+    /// Lines that lie whole in one read are handed over from the buffer; the cap and the cut
+    /// mark are the same as for lines assembled across reads.
+    #[test]
+    fn a_long_line_within_one_read_is_cut_like_one_across_reads() {
+        let mut data = vec![b'x'; LINE_BYTE_CAP + 10];
+        data.extend_from_slice(b"\nshort\r\n\nlast");
+        let whole = run(&data, 1, 4, ScanLimits::default());
+        let pieces = run(&data, 1, 4, small(7, 1 << 20));
+        assert_eq!(whole, pieces);
+        let (out, lines) = whole;
+        assert_eq!((out.total, out.saw_crlf), (4, true));
+        assert_eq!((lines[0].1.len(), lines[0].2), (LINE_BYTE_CAP, true));
+        assert_eq!(
+            lines[1..],
+            [
+                (2, b"short\r".to_vec(), false),
+                (3, vec![], false),
+                (4, b"last".to_vec(), false)
+            ]
+        );
+    }
+
     #[test]
     fn decode_never_splits_a_character() {
         let mut bytes = "a".as_bytes().to_vec();
         bytes.extend_from_slice(&"😀".as_bytes()[..3]);
-        assert_eq!(decode_line(bytes.clone(), true), "a");
+        assert_eq!(decode_line(&bytes, true), "a");
         // Uncut: invalid bytes are replaced, trailing \r stripped.
-        assert_eq!(decode_line(b"a\xffb\r".to_vec(), false), "a\u{FFFD}b");
-        assert_eq!(decode_line("é😀".as_bytes().to_vec(), true), "é😀");
+        assert_eq!(decode_line(b"a\xffb\r", false), "a\u{FFFD}b");
+        assert_eq!(decode_line("é😀".as_bytes(), true), "é😀");
     }
 }
