@@ -324,7 +324,7 @@ pub enum EventPayload {
         session_id: String,
     },
     ToolListReady {
-        tools: Vec<Value>,
+        tools: ToolList,
     },
     /// PenguinHarness writes one pair for all servers (`servers`, `results`); Rookery writes
     /// one pair per server (`server`, and `tools`, `ms`, `error` on the end).
@@ -416,3 +416,5 @@ pub enum EventPayload {
 
 pub mod build;
 pub mod launch;
+mod tool_list;
+pub use tool_list::ToolList;

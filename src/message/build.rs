@@ -146,6 +146,8 @@ pub fn task_end(status: StopReason) -> OmniMessage {
     OmniMessage::event(EventPayload::TaskEnd { status })
 }
 
-pub fn tool_list_ready(tools: Vec<Value>) -> OmniMessage {
-    OmniMessage::event(EventPayload::ToolListReady { tools })
+pub fn tool_list_ready(tools: impl Into<ToolList>) -> OmniMessage {
+    OmniMessage::event(EventPayload::ToolListReady {
+        tools: tools.into(),
+    })
 }

@@ -78,7 +78,7 @@ pub(super) fn on_synced(
     if applied.changed || !state.tools_announced {
         state.tools_announced = true;
         state.emit(
-            build::tool_list_ready(state.tool_specs.as_ref().clone()),
+            build::tool_list_ready(crate::message::ToolList::shared(state.tool_specs.clone())),
             true,
         );
     }

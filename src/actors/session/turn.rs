@@ -44,7 +44,7 @@ pub(crate) fn start_task(
     if !state.tools_announced && state.mcp.is_none() {
         state.tools_announced = true;
         state.emit(
-            build::tool_list_ready(state.tool_specs.as_ref().clone()),
+            build::tool_list_ready(crate::message::ToolList::shared(state.tool_specs.clone())),
             true,
         );
     }
