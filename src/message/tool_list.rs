@@ -13,6 +13,9 @@ use serde_json::value::RawValue;
 /// Lists whose JSON is kept; the least recently used goes first.
 const KEPT: usize = 8;
 
+/// A kept list (held, so its address is not reused) and its JSON.
+type KeptJson = (Arc<Vec<Value>>, Arc<RawValue>);
+
 /// The tool specs (`{name, description, parameters}`) a `tool_list_ready` announces.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolList(Arc<Vec<Value>>);
@@ -52,7 +55,7 @@ impl<'de> Deserialize<'de> for ToolList {
 /// The JSON of `tools`: kept for the list itself (by pointer: the cache holds the list, so
 /// its address is not reused while it is kept), else serialized now and kept.
 fn json_of(tools: &Arc<Vec<Value>>) -> Option<Arc<RawValue>> {
-    static KEPT_JSON: Mutex<Vec<(Arc<Vec<Value>>, Arc<RawValue>)>> = Mutex::new(Vec::new());
+    static KEPT_JSON: Mutex<Vec<KeptJson>> = Mutex::new(Vec::new());
     let mut kept = match KEPT_JSON.lock() {
         Ok(k) => k,
         Err(poisoned) => poisoned.into_inner(),
