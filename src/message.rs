@@ -416,5 +416,5 @@ pub enum EventPayload {
 
 pub mod build;
 pub mod launch;
-mod tool_list;
+pub(crate) mod tool_list;
 pub use tool_list::ToolList;

@@ -518,7 +518,7 @@ fn rotate(state: &SessionState) {
     }
     let mut records = vec![
         OmniMessage::session_meta(meta),
-        build::tool_list_ready(crate::message::ToolList::shared(state.tool_specs.clone())),
+        build::tool_list_ready(state.tool_specs.clone()),
     ];
     records.extend(super::model_switch::header_record(state));
     let header = records

@@ -77,10 +77,7 @@ pub(super) fn on_synced(
     }
     if applied.changed || !state.tools_announced {
         state.tools_announced = true;
-        state.emit(
-            build::tool_list_ready(crate::message::ToolList::shared(state.tool_specs.clone())),
-            true,
-        );
+        state.emit(build::tool_list_ready(state.tool_specs.clone()), true);
     }
     for note in applied.notes {
         let msg = build::user_text(note, Some(Sender::Harness));

@@ -43,10 +43,7 @@ pub(crate) fn start_task(
     // With MCP servers the list is announced once their tools are known (`mcp_sync`).
     if !state.tools_announced && state.mcp.is_none() {
         state.tools_announced = true;
-        state.emit(
-            build::tool_list_ready(crate::message::ToolList::shared(state.tool_specs.clone())),
-            true,
-        );
+        state.emit(build::tool_list_ready(state.tool_specs.clone()), true);
     }
     let fx = machine(state).start(input);
     run(myself, state, fx);

@@ -9,54 +9,36 @@
 //!
 //! It only serializes: it never sends anything and never sees the API key.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::request::{self, RESERVED_BODY_KEYS};
-
-/// Tool lists kept; the least recently used goes first.
-const KEPT: usize = 8;
+use crate::message::tool_list::PerToolList;
 
 /// The tails of one model's bodies, by tool list.
 #[derive(Debug)]
 pub(super) struct SharedTails {
     /// The model's extra request fields (fixed for the model's life).
     extra: Map<String, Value>,
-    /// Most recently used first.
-    entries: Mutex<Vec<(Arc<Vec<Value>>, Bytes)>>,
+    tails: PerToolList<Bytes>,
 }
 
 impl SharedTails {
     pub(super) fn new(extra: Map<String, Value>) -> SharedTails {
         SharedTails {
             extra,
-            entries: Mutex::new(Vec::new()),
+            tails: PerToolList::new(),
         }
     }
 
     /// The tail for `tools`: the kept bytes of an equal list, or serialized now and kept.
     pub(super) fn get(&self, tools: &Arc<Vec<Value>>) -> Bytes {
-        let mut entries = match self.entries.lock() {
-            Ok(e) => e,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let found = entries
-            .iter()
-            .position(|(list, _)| Arc::ptr_eq(list, tools))
-            .or_else(|| entries.iter().position(|(list, _)| **list == **tools));
-        let entry = match found {
-            Some(at) => entries.remove(at),
-            None => {
-                let json = (!tools.is_empty()).then(|| request::tools_json(tools));
-                (tools.clone(), tail(&self.extra, json.as_deref()))
-            }
-        };
-        let bytes = entry.1.clone();
-        entries.insert(0, entry);
-        entries.truncate(KEPT);
-        bytes
+        self.tails.get(tools, || {
+            let json = (!tools.is_empty()).then(|| request::tools_json(tools));
+            tail(&self.extra, json.as_deref())
+        })
     }
 }
 
@@ -90,6 +72,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::message::tool_list::KEPT_LISTS;
 
     fn list(name: &str) -> Arc<Vec<Value>> {
         Arc::new(vec![
@@ -138,11 +121,11 @@ mod tests {
         let tails = SharedTails::new(Map::new());
         let first = list("t0");
         let kept = tails.get(&first);
-        for i in 1..KEPT {
+        for i in 1..KEPT_LISTS {
             tails.get(&list(&format!("t{i}")));
         }
         assert_eq!(tails.get(&first).as_ptr(), kept.as_ptr(), "still kept");
-        for i in KEPT..2 * KEPT {
+        for i in KEPT_LISTS..2 * KEPT_LISTS {
             tails.get(&list(&format!("t{i}")));
         }
         assert_ne!(

@@ -176,7 +176,7 @@ impl LineState {
     /// Ends the line in progress with `run`, its last bytes: a line that lies whole in one
     /// read is handed over from the read buffer, without a copy.
     fn complete(&mut self, run: &[u8], on_line: &mut dyn FnMut(u64, &[u8], bool) -> bool) {
-        if self.current.is_empty() && !self.cut && self.in_window() {
+        if self.current.is_empty() && self.in_window() {
             let kept = run.len().min(LINE_BYTE_CAP);
             self.wanting = on_line(self.completed + 1, &run[..kept], kept < run.len());
             self.completed += 1;
