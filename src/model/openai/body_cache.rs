@@ -1,9 +1,10 @@
 //! The request body of one session assembled from cached serialized pieces: the head
 //! (`{"model":…,"messages":[`) once, the tail (stream options, extra fields, the tool list)
-//! from the model's [`SharedTails`], and each history message serialized once, when the
-//! history first holds the payloads that decide it. A request then serializes only the
-//! messages that are new since the last one (the last assistant turn and its tool outputs),
-//! instead of the whole conversation.
+//! from the model's [`SharedTails`], and each history message serialized once, when it first
+//! appears in a body. A request then serializes only the messages that are new since the last
+//! one (the last assistant turn and its tool outputs), instead of the whole conversation; the
+//! last body's open messages (those a later payload could still change) are kept as bytes too
+//! and reused when the new history proves them unchanged (see [`BodyCache::reusable`]).
 //!
 //! The bytes are exactly those of [`request::encode_body`] (tested below). The cache trusts
 //! nothing: a history that does not start with the payloads its pieces came from (or another
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 use super::request;
 use super::shared_tails::SharedTails;
+use crate::message::ModelPayload;
 use crate::model::ModelRequest;
 
 /// The cached pieces of one session's bodies.
@@ -47,8 +49,21 @@ pub(super) struct BodyCache {
     messages: Vec<Box<[u8]>>,
     /// A fresh build resumes at this payload; `history[..=restart]` must be unchanged.
     restart: usize,
-    /// The messages after the final ones, serialized for the body being built (reused).
-    open: Vec<u8>,
+    /// The last body's messages after the final ones, as a fresh build from `restart` emitted
+    /// them for `history[..open_end]` (see [`BodyCache::reusable`]).
+    open: Vec<Box<[u8]>>,
+    open_end: usize,
+    /// How many of `open` were emitted before the build's final flush.
+    open_stable: usize,
+    /// The final flush emitted what a restart point at `history[open_end]` would.
+    open_flush_is_restart: bool,
+    /// What `history[open_from..open_end]` hashed to: with the prefix check, the proof that
+    /// the payloads `open` came from are unchanged.
+    open_from: usize,
+    open_hash: u64,
+    /// Messages serialized so far (tests check each is serialized once).
+    #[cfg(test)]
+    serializations: usize,
 }
 
 impl BodyCache {
@@ -85,18 +100,27 @@ impl BodyCache {
             hashed = 0;
         }
         let history = request.history.as_slice();
-        let (fresh, restart) = request::messages_from(history, self.restart, vision);
+        let fresh = request::messages_from(history, self.restart, vision, self.open_end);
+        let reusable = self.reusable(history, &fresh);
         // Messages before the new restart point are final: keep them serialized.
-        let keep = match restart {
+        let keep = match fresh.restart {
             Some((at, n)) if at >= self.restart => {
                 self.restart = at;
                 n
             }
             _ => 0,
         };
-        let mut fresh = fresh.into_iter();
-        for message in fresh.by_ref().take(keep) {
-            self.messages.push(serialized(&message));
+        let mut old = std::mem::take(&mut self.open).into_iter();
+        for (i, message) in fresh.messages.iter().enumerate() {
+            let piece = match old.next().filter(|_| i < reusable) {
+                Some(piece) => piece,
+                None => self.serialized(message),
+            };
+            if i < keep {
+                self.messages.push(piece);
+            } else {
+                self.open.push(piece);
+            }
         }
         let checked = self.restart + 1;
         self.prefix = (history.len() >= checked).then(|| {
@@ -105,31 +129,72 @@ impl BodyCache {
             }
             hasher.finish()
         });
+        self.open_end = history.len();
+        self.open_stable = fresh.before_flush.saturating_sub(keep);
+        self.open_flush_is_restart = fresh.flush_is_restart;
+        // `still_valid` checks the prefix unless nothing is kept yet.
+        self.open_from = if self.messages.is_empty() && self.restart == 0 {
+            0
+        } else {
+            checked
+        };
+        self.open_hash = self.hash_of(history.get(self.open_from..).unwrap_or_default());
 
-        self.open.clear();
-        for message in fresh {
-            if !self.messages.is_empty() || !self.open.is_empty() {
-                self.open.push(b',');
-            }
-            write_message(&mut self.open, &message);
-        }
-        let commas = self.messages.len().saturating_sub(1);
+        let pieces = self.messages.len() + self.open.len();
         let len = self.head.len()
-            + self.messages.iter().map(|m| m.len()).sum::<usize>()
-            + commas
-            + self.open.len()
+            + self
+                .messages
+                .iter()
+                .chain(&self.open)
+                .map(|m| m.len())
+                .sum::<usize>()
+            + pieces.saturating_sub(1)
             + self.tail.len();
         let mut body = BytesMut::with_capacity(len);
         body.extend_from_slice(&self.head);
-        for (i, message) in self.messages.iter().enumerate() {
+        for (i, message) in self.messages.iter().chain(&self.open).enumerate() {
             if i > 0 {
                 body.put_u8(b',');
             }
             body.extend_from_slice(message);
         }
-        body.extend_from_slice(&self.open);
         body.extend_from_slice(&self.tail);
         body.freeze()
+    }
+
+    /// How many of `fresh`'s messages are the last body's `open` ones, byte for byte. The
+    /// build started at the same restart point, so if `history[..open_end]` is unchanged the
+    /// messages emitted before that build's final flush come again; the flushed ones come
+    /// again too when a restart point follows at `history[open_end]` (the same flush, in the
+    /// same order), or when the history did not grow (the same build).
+    fn reusable(&self, history: &[ModelPayload], fresh: &request::Fresh<'_>) -> usize {
+        let end = self.open_end;
+        if self.open.is_empty()
+            || history.len() < end
+            || self.hash_of(history.get(self.open_from..end).unwrap_or_default()) != self.open_hash
+        {
+            return 0;
+        }
+        let all = self.open.len();
+        let again = history.len() == end && fresh.messages.len() == all;
+        if again || (self.open_flush_is_restart && fresh.watched == Some(all)) {
+            all
+        } else {
+            self.open_stable.min(all)
+        }
+    }
+
+    fn hash_of(&self, payloads: &[ModelPayload]) -> u64 {
+        self.keys.hash_one(payloads)
+    }
+
+    /// One message's JSON in an allocation of exactly its size.
+    fn serialized<T: serde::Serialize>(&mut self, message: &T) -> Box<[u8]> {
+        #[cfg(test)]
+        {
+            self.serializations += 1;
+        }
+        serialized(message)
     }
 
     /// The cached messages still describe the start of `request`. Feeds `hasher` with the
@@ -166,24 +231,27 @@ impl BodyCache {
 
     fn reset(&mut self, request: &ModelRequest) {
         self.messages.clear();
+        self.open.clear();
+        self.open_end = 0;
         self.restart = 0;
         self.prefix = None;
         self.system = Some(request.system_prompt.clone());
         if !request.system_prompt.is_empty() {
             let system = request::system_message(&request.system_prompt);
-            self.messages.push(serialized(&system));
+            let piece = self.serialized(&system);
+            self.messages.push(piece);
         }
     }
 }
 
 /// One message's JSON in an allocation of exactly its size.
-fn serialized(message: &Value) -> Box<[u8]> {
+fn serialized<T: serde::Serialize>(message: &T) -> Box<[u8]> {
     let mut out = Vec::new();
     write_message(&mut out, message);
     out.into_boxed_slice()
 }
 
-fn write_message(out: &mut Vec<u8>, message: &Value) {
+fn write_message<T: serde::Serialize>(out: &mut Vec<u8>, message: &T) {
     let start = out.len();
     if serde_json::to_writer(&mut *out, message).is_err() {
         out.truncate(start);
@@ -273,6 +341,9 @@ mod tests {
             call("d#2"),
             output("d#2", "D"),
             call("e"),
+            // After a group whose images are pending: a restart point that flushes the user
+            // parts before the group, unlike the end of a build.
+            output("yy", "unmatched"),
             text(Role::Assistant, "done"),
         ];
         let tails = SharedTails::new(extra.clone());
@@ -363,9 +434,18 @@ mod tests {
             String::from_utf8_lossy(&cache.encode("m", &request, false, &tails)),
             String::from_utf8_lossy(&want)
         );
+        // A rewrite of the open turn's output (not kept yet, but its bytes are), in place.
+        Arc::make_mut(&mut request.history)[4] = output("b", "rewritten too");
+        let want = request::encode_body("m", &request, false, &Map::new(), "[]");
+        assert_eq!(
+            String::from_utf8_lossy(&cache.encode("m", &request, false, &tails)),
+            String::from_utf8_lossy(&want)
+        );
         // An append, in place.
         Arc::make_mut(&mut request.history).push(text(Role::User, "more"));
         let want = request::encode_body("m", &request, false, &Map::new(), "[]");
+        assert_eq!(cache.encode("m", &request, false, &tails), want);
+        // The same request again: the same bytes.
         assert_eq!(cache.encode("m", &request, false, &tails), want);
     }
 
@@ -389,5 +469,10 @@ mod tests {
             history.push(call(&format!("call_{t}")));
             history.push(output(&format!("call_{t}"), "out"));
         }
+        // Each message was serialized once: when it first appeared, still open.
+        assert_eq!(
+            cache.serializations,
+            cache.messages.len() + cache.open.len()
+        );
     }
 }

@@ -12,8 +12,9 @@ use serde_json::{Map, Value, json};
 use crate::model::ModelRequest;
 
 mod history;
+mod wire_message;
 use history::messages;
-pub(super) use history::{messages_from, system_message};
+pub(super) use history::{Fresh, messages_from, system_message};
 
 /// Body keys Rookery sets itself; `extra` may not override them.
 pub use crate::model::model_config::RESERVED_BODY_KEYS;
@@ -306,5 +307,56 @@ mod tests {
             b["tools"],
             json!([{"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}])
         );
+    }
+
+    /// A history that takes every path of the mapping (replayed fields, reasoning, images,
+    /// attachments, unpaired and repeated outputs, text that needs escaping), with the exact
+    /// body bytes the mapping wrote when it built `serde_json::Value`s.
+    #[test]
+    fn a_rich_history_keeps_its_exact_bytes() {
+        let history: Vec<ModelPayload> = serde_json::from_value(json!([
+            {"type": "text", "role": "user", "text": "look \"here\"\n\u{1}"},
+            {"type": "image_url", "role": "user", "image_url": "https://x/a.png"},
+            {"type": "inline_data", "role": "user", "data": "AA==", "mime_type": "image/png"},
+            {"type": "inline_data", "role": "user", "data": "AA==", "mime_type": "application/pdf"},
+            {"type": "thinking", "role": "assistant", "thinking": "hm",
+             "fidelity": {"reasoning_field": "reasoning_content", "message_extra": {"role": "no", "vendor": 1}}},
+            {"type": "thinking", "role": "assistant", "thinking": " more",
+             "fidelity": {"reasoning_field": "reasoning_content"}},
+            {"type": "text", "role": "assistant", "text": "I'll "},
+            {"type": "text", "role": "assistant", "text": "read"},
+            {"type": "tool_call", "role": "assistant", "name": "read_file", "arguments": "{\"path\":\"a\"}",
+             "tool_call_id": "c1#2", "fidelity": {"tool_call_extra": {"id": "no", "sig": "s"}}},
+            {"type": "tool_call", "role": "assistant", "name": "read_file", "arguments": "{}",
+             "tool_call_id": "c2"},
+            {"type": "tool_call", "role": "assistant", "name": "read_file", "arguments": "{}",
+             "tool_call_id": "c3"},
+            {"type": "tool_call_output", "role": "user", "output": "two\t\"2\"", "images": [],
+             "tool_call_id": "c2"},
+            {"type": "tool_call_output", "role": "user", "output": "one", "images": ["data:image/png;base64,BB=="],
+             "tool_call_id": "c1#2"},
+            {"type": "tool_call_output", "role": "user", "output": "again", "images": [],
+             "tool_call_id": "c2"},
+            {"type": "tool_call", "role": "assistant", "name": "read_file", "arguments": "{}",
+             "tool_call_id": "c4"},
+            {"type": "tool_call_output", "role": "user", "output": "four", "images": [],
+             "tool_call_id": "c4"},
+            {"type": "tool_call_output", "role": "user", "output": "stray", "images": [],
+             "tool_call_id": "zz"},
+            {"type": "thinking", "role": "assistant", "thinking": "from elsewhere"},
+            {"type": "text", "role": "assistant", "text": "done"},
+        ]))
+        .unwrap();
+        let with_vision = r#"{"model":"m","messages":[{"role":"system","content":"be \"brief\""},{"role":"user","content":[{"type":"text","text":"look \"here\"\n\u0001"},{"type":"image_url","image_url":{"url":"https://x/a.png"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA=="}},{"type":"text","text":"[attachment of type application/pdf omitted]"}]},{"role":"assistant","content":"I'll read","tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"},"sig":"s"},{"id":"c2","type":"function","function":{"name":"read_file","arguments":"{}"}},{"id":"c3","type":"function","function":{"name":"read_file","arguments":"{}"}}],"reasoning_content":"hm more","vendor":1},{"role":"tool","tool_call_id":"c1","content":"one"},{"role":"tool","tool_call_id":"c2","content":"two\t\"2\""},{"role":"tool","tool_call_id":"c3","content":"[no output recorded for this call]"},{"role":"user","content":[{"type":"text","text":"[tool output for c2]\nagain"},{"type":"text","text":"[images returned by tool call c1]"},{"type":"image_url","image_url":{"url":"data:image/png;base64,BB=="}}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c4","type":"function","function":{"name":"read_file","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c4","content":"four"},{"role":"user","content":"[tool output for zz]\nstray"},{"role":"assistant","content":"done"}],"stream":true,"stream_options":{"include_usage":true}}"#;
+        let without = r#"{"model":"m","messages":[{"role":"system","content":"be \"brief\""},{"role":"user","content":[{"type":"text","text":"look \"here\"\n\u0001"},{"type":"text","text":"[image omitted: this model does not accept images]"},{"type":"text","text":"[image omitted: this model does not accept images]"},{"type":"text","text":"[attachment of type application/pdf omitted]"}]},{"role":"assistant","content":"I'll read","tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"},"sig":"s"},{"id":"c2","type":"function","function":{"name":"read_file","arguments":"{}"}},{"id":"c3","type":"function","function":{"name":"read_file","arguments":"{}"}}],"reasoning_content":"hm more","vendor":1},{"role":"tool","tool_call_id":"c1","content":"one"},{"role":"tool","tool_call_id":"c2","content":"two\t\"2\""},{"role":"tool","tool_call_id":"c3","content":"[no output recorded for this call]"},{"role":"user","content":"[tool output for c2]\nagain"},{"role":"assistant","content":null,"tool_calls":[{"id":"c4","type":"function","function":{"name":"read_file","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c4","content":"four"},{"role":"user","content":"[tool output for zz]\nstray"},{"role":"assistant","content":"done"}],"stream":true,"stream_options":{"include_usage":true}}"#;
+        for (vision, expected) in [(true, with_vision), (false, without)] {
+            let request = ModelRequest {
+                system_prompt: Arc::from("be \"brief\""),
+                history: Arc::new(history.clone()),
+                tools: Arc::new(Vec::new()),
+            };
+            let bytes = encode_body("m", &request, vision, &Map::new(), "[]");
+            assert_eq!(String::from_utf8_lossy(&bytes), expected, "vision {vision}");
+        }
     }
 }
