@@ -232,7 +232,12 @@ pub(super) fn decode_line(bytes: &[u8], cut: bool) -> Cow<'_, str> {
     } else {
         bytes.strip_suffix(b"\r").unwrap_or(bytes)
     };
-    String::from_utf8_lossy(bytes)
+    // The strict check is several times faster on valid text (ASCII a word at a time) than
+    // the lossy decoder, which then only runs on a line that needs it.
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 /// The length of the multi-byte sequence that the byte cap cut short at the end of `bytes`
