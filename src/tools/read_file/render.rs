@@ -129,6 +129,9 @@ const TRUNCATED: &str = "… [line truncated]";
 /// Columns the line number is right-aligned in.
 const NUMBER_WIDTH: usize = 6;
 
+/// The spaces a short line number is padded with.
+const PADDING: &str = "      ";
+
 /// One `cat -n` row: the number right-aligned in 6 columns, a TAB, the content (over 2000
 /// characters, or cut by the byte cap: the first 2000 characters and `… [line truncated]`).
 /// Written straight into the listing, without formatting machinery or a buffer of its own.
@@ -173,10 +176,9 @@ impl<'a> Row<'a> {
     fn write_to(&self, out: &mut String) {
         let mut number = itoa::Buffer::new();
         let digits = number.format(self.line_no);
-        out.extend(std::iter::repeat_n(
-            ' ',
-            NUMBER_WIDTH.saturating_sub(digits.len()),
-        ));
+        let pad = NUMBER_WIDTH.saturating_sub(digits.len());
+        out.reserve(pad + digits.len() + 1 + self.shown.len() + TRUNCATED.len());
+        out.push_str(&PADDING[..pad]);
         out.push_str(digits);
         out.push('\t');
         out.push_str(self.shown);
