@@ -17,7 +17,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use super::file::TraceFile;
 use super::health::{TraceHealth, failure_text};
-use crate::message::OmniMessage;
+use crate::message::{ModelPayload, OmniMessage};
 use crate::redact::Redactor;
 
 /// Messages of the trace actor.
@@ -66,14 +66,27 @@ pub struct TraceArgs {
 
 /// One record as the trace stores it: the JSON envelope and a newline.
 pub fn record_line(msg: &OmniMessage) -> Option<Vec<u8>> {
-    // A fresh buffer per record: an idle session keeps no buffer at all.
-    let mut line = Vec::with_capacity(256);
+    // A fresh buffer per record: an idle session keeps no buffer at all. It starts at the
+    // record's likely size, so a tool output is not copied by every doubling.
+    let mut line = Vec::with_capacity(likely_len(msg));
     if let Err(e) = serde_json::to_writer(&mut line, msg) {
         tracing::error!("[trace] cannot serialize a record: {e}");
         return None;
     }
     line.push(b'\n');
     Some(line)
+}
+
+/// About the length of `msg`'s line: its long text (escaping adds little to common text)
+/// and room for the envelope.
+fn likely_len(msg: &OmniMessage) -> usize {
+    let text = match msg.as_model() {
+        Some(ModelPayload::ToolCallOutput { output, .. }) => output.len(),
+        Some(ModelPayload::Text { text, .. }) => text.len(),
+        Some(ModelPayload::Thinking { thinking, .. }) => thinking.len(),
+        _ => 0,
+    };
+    text + text / 16 + 256
 }
 
 /// The writer of one file (a process with a single trace; the host uses the shared

@@ -24,7 +24,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use foldhash::quality::{FoldHasher, RandomState};
 use serde_json::Value;
 
-use super::request;
+use super::request::{self, WireMessage};
 use super::shared_tails::SharedTails;
 use crate::message::ModelPayload;
 use crate::model::ModelRequest;
@@ -189,7 +189,7 @@ impl BodyCache {
     }
 
     /// One message's JSON in an allocation of exactly its size.
-    fn serialized<T: serde::Serialize>(&mut self, message: &T) -> Box<[u8]> {
+    fn serialized(&mut self, message: &WireMessage<'_>) -> Box<[u8]> {
         #[cfg(test)]
         {
             self.serializations += 1;
@@ -245,13 +245,13 @@ impl BodyCache {
 }
 
 /// One message's JSON in an allocation of exactly its size.
-fn serialized<T: serde::Serialize>(message: &T) -> Box<[u8]> {
-    let mut out = Vec::new();
+fn serialized(message: &WireMessage<'_>) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(message.likely_len());
     write_message(&mut out, message);
     out.into_boxed_slice()
 }
 
-fn write_message<T: serde::Serialize>(out: &mut Vec<u8>, message: &T) {
+fn write_message(out: &mut Vec<u8>, message: &WireMessage<'_>) {
     let start = out.len();
     if serde_json::to_writer(&mut *out, message).is_err() {
         out.truncate(start);

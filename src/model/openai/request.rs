@@ -15,6 +15,7 @@ mod history;
 mod wire_message;
 use history::messages;
 pub(super) use history::{Fresh, messages_from, system_message};
+pub(super) use wire_message::WireMessage;
 
 /// Body keys Rookery sets itself; `extra` may not override them.
 pub use crate::model::model_config::RESERVED_BODY_KEYS;

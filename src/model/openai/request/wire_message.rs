@@ -26,6 +26,34 @@ pub(in crate::model::openai) enum WireMessage<'a> {
     Merged(Value),
 }
 
+impl WireMessage<'_> {
+    /// About the length of the message's JSON: its texts (escaping adds little to common
+    /// text) and room for its keys.
+    pub(in crate::model::openai) fn likely_len(&self) -> usize {
+        let text = match self {
+            WireMessage::System(content) => content.len(),
+            WireMessage::User(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    Part::Text(text) | Part::ImageUrl(text) => text.len() + 32,
+                })
+                .sum(),
+            WireMessage::Assistant(assistant) => {
+                let calls: usize = assistant
+                    .calls
+                    .iter()
+                    .map(|call| call.id.len() + call.name.len() + call.arguments.len() + 64)
+                    .sum();
+                let reasoning = assistant.reasoning.as_ref().map_or(0, |(_, r)| r.len());
+                assistant.text.len() + reasoning + calls
+            }
+            WireMessage::Tool { id, content } => id.len() + content.len(),
+            WireMessage::Merged(_) => 0,
+        };
+        text + text / 16 + 64
+    }
+}
+
 /// One part of a user message's content.
 #[derive(Debug)]
 pub(in crate::model::openai) enum Part<'a> {
