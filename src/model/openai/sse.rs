@@ -67,12 +67,10 @@ impl SseFramer {
         }
         let mut start = 0;
         let mut i = self.scan;
-        while i < self.buf.len() {
+        // Line ends found with `memchr2` (a word or a vector at a time), not byte by byte.
+        while let Some(at) = memchr::memchr2(b'\n', b'\r', &self.buf[i..]) {
+            i += at;
             let b = self.buf[i];
-            if b != b'\n' && b != b'\r' {
-                i += 1;
-                continue;
-            }
             let line_end = i;
             i += 1;
             if b == b'\r' {
