@@ -11,7 +11,8 @@ use super::{EventPayload, ModelPayload, SessionMeta};
 /// The payload of an envelope. `Unknown` keeps what this build does not understand, verbatim.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Payload {
-    SessionMeta(SessionMeta),
+    /// Boxed: the largest payload, one per trace file, would otherwise size every message.
+    SessionMeta(Box<SessionMeta>),
     Model(ModelPayload),
     Event(EventPayload),
     /// Envelope type and payload as read (an unknown `type` at either level).
@@ -101,7 +102,7 @@ impl OmniMessage {
     }
 
     pub fn session_meta(meta: SessionMeta) -> Self {
-        Self::new(Payload::SessionMeta(meta))
+        Self::new(Payload::SessionMeta(Box::new(meta)))
     }
 
     /// The envelope `type`: `session_meta`, `model_msg` or `event_msg` (or the unknown one read).
@@ -202,7 +203,7 @@ impl<'de> Deserialize<'de> for OmniMessage {
         }
         let payload = match raw.kind.as_str() {
             "session_meta" => match serde_json::from_value::<SessionMeta>(raw.payload.clone()) {
-                Ok(m) => Payload::SessionMeta(m),
+                Ok(m) => Payload::SessionMeta(Box::new(m)),
                 Err(_) => Payload::Unknown {
                     kind: raw.kind,
                     payload: raw.payload,

@@ -40,7 +40,7 @@ pub fn last_meta(path: &Path) -> Option<SessionMeta> {
         .filter_map(|line| OmniMessage::from_json(line).ok())
         .filter(|r| !r.has_origin())
         .find_map(|r| match r.payload {
-            Payload::SessionMeta(m) => Some(m),
+            Payload::SessionMeta(m) => Some(*m),
             _ => None,
         })
 }

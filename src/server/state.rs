@@ -123,7 +123,7 @@ pub fn read_trace_meta(path: &Path) -> Option<SessionMeta> {
     let mut line = String::new();
     std::io::BufReader::new(file).read_line(&mut line).ok()?;
     match OmniMessage::from_json(line.trim_end()).ok()?.payload {
-        crate::message::Payload::SessionMeta(m) => Some(m),
+        crate::message::Payload::SessionMeta(m) => Some(*m),
         _ => None,
     }
 }

@@ -211,7 +211,7 @@ impl Replay {
             Payload::SessionMeta(meta) => {
                 if self.meta.is_none() {
                     self.approval_mode = meta.approval_mode.clone();
-                    self.meta = Some(meta.clone());
+                    self.meta = Some(meta.as_ref().clone());
                 }
             }
             Payload::Model(message) => self.on_model(message),

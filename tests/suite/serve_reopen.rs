@@ -79,7 +79,7 @@ fn metas(path: &std::path::Path) -> Vec<rookery::message::SessionMeta> {
         .into_iter()
         .filter(|r| !r.has_origin())
         .filter_map(|r| match r.payload {
-            Payload::SessionMeta(m) => Some(m),
+            Payload::SessionMeta(m) => Some(*m),
             _ => None,
         })
         .collect()
