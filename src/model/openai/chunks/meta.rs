@@ -2,6 +2,10 @@
 //! cache writes) and errors reported inside a 200 stream (`{"error": …}` and vLLM's bare
 //! `{"object":"error", …}`). Pure functions of one chunk; no state, no events.
 
+use std::fmt;
+
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::clip;
@@ -11,52 +15,155 @@ use crate::model::ModelOutcome;
 /// Longest server error text kept from a stream.
 const STREAM_ERROR_MAX: usize = 500;
 
-/// The first unsigned number among `paths` (each a key path into `usage`).
-fn first(usage: &Value, paths: &[&[&str]]) -> Option<u64> {
-    paths.iter().find_map(|path| {
-        path.iter()
-            .try_fold(usage, |v, key| v.get(key))
-            .and_then(Value::as_u64)
-    })
-}
-
 /// A `usage` object as Rookery's [`Usage`]. Cache reads: `prompt_tokens_details.cached_tokens`
 /// (OpenAI), `prompt_cache_hit_tokens` (DeepSeek), `cache_read_input_tokens` (LiteLLM);
 /// cache writes: `prompt_tokens_details.cache_write_tokens` (OpenRouter),
-/// `cache_creation_input_tokens` (LiteLLM, Anthropic-style gateways),
-/// `prompt_tokens_details.cache_creation_tokens`.
+/// `prompt_tokens_details.cache_creation_tokens`,
+/// `prompt_tokens_details.cache_creation_input_tokens`, `cache_creation_input_tokens`
+/// (LiteLLM, Anthropic-style gateways); the first of each list that is a count wins.
+///
+/// Lenient like a `Value` lookup: a count that is not an unsigned integer (a float, a string,
+/// `null`, a negative number) counts as absent, as does a `prompt_tokens_details` that is not
+/// an object; unknown keys are ignored. The chunk's fast path parses it straight from the text
+/// (a repeated key fails there, and the chunk goes to the general path), the general path from
+/// its `Value` through [`map_usage`]: one set of rules for both.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct WireUsage {
+    prompt_tokens: Count,
+    completion_tokens: Count,
+    total_tokens: Count,
+    prompt_tokens_details: Lenient<Details>,
+    prompt_cache_hit_tokens: Count,
+    cache_read_input_tokens: Count,
+    cache_creation_input_tokens: Count,
+}
+
+/// `usage.prompt_tokens_details`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Details {
+    cached_tokens: Count,
+    cache_write_tokens: Count,
+    cache_creation_tokens: Count,
+    cache_creation_input_tokens: Count,
+}
+
+impl WireUsage {
+    pub(super) fn usage(&self) -> Usage {
+        let details = self.prompt_tokens_details.0.as_ref();
+        let detail = |f: fn(&Details) -> Count| details.and_then(|d| f(d).0);
+        let prompt = self.prompt_tokens.0.unwrap_or(0);
+        let output = self.completion_tokens.0.unwrap_or(0);
+        Usage {
+            cache_read: detail(|d| d.cached_tokens)
+                .or(self.prompt_cache_hit_tokens.0)
+                .or(self.cache_read_input_tokens.0)
+                .unwrap_or(0),
+            cache_write: detail(|d| d.cache_write_tokens)
+                .or(detail(|d| d.cache_creation_tokens))
+                .or(detail(|d| d.cache_creation_input_tokens))
+                .or(self.cache_creation_input_tokens.0)
+                .unwrap_or(0),
+            output,
+            total: self.total_tokens.0.unwrap_or(prompt.saturating_add(output)),
+        }
+    }
+}
+
+/// A `usage` object of the general path (see [`WireUsage`]).
 pub(super) fn map_usage(usage: &Value) -> Usage {
-    let n = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-    let prompt = n("prompt_tokens");
-    let output = n("completion_tokens");
-    let total = usage
-        .get("total_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(prompt.saturating_add(output));
-    let cache_read = first(
-        usage,
-        &[
-            &["prompt_tokens_details", "cached_tokens"],
-            &["prompt_cache_hit_tokens"],
-            &["cache_read_input_tokens"],
-        ],
-    )
-    .unwrap_or(0);
-    let cache_write = first(
-        usage,
-        &[
-            &["prompt_tokens_details", "cache_write_tokens"],
-            &["prompt_tokens_details", "cache_creation_tokens"],
-            &["prompt_tokens_details", "cache_creation_input_tokens"],
-            &["cache_creation_input_tokens"],
-        ],
-    )
-    .unwrap_or(0);
-    Usage {
-        cache_read,
-        cache_write,
-        output,
-        total,
+    // Every value deserializes into the lenient fields; nothing can fail here.
+    WireUsage::deserialize(usage)
+        .map(|u| u.usage())
+        .unwrap_or_default()
+}
+
+/// A token count: an unsigned integer, or absent whatever else the value is.
+#[derive(Debug, Default, Clone, Copy)]
+struct Count(Option<u64>);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Count, E> {
+                Ok(Count(Some(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Count, E> {
+                Ok(Count(u64::try_from(v).ok()))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Count, E> {
+                Ok(Count(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Count, E> {
+                Ok(Count(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Count, E> {
+                Ok(Count(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Count, E> {
+                Ok(Count(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Count, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| Count(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Count, A::Error> {
+                IgnoredAny.visit_map(map).map(|_| Count(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An object read as `T`, or absent whatever else the value is.
+#[derive(Debug)]
+pub(super) struct Lenient<T>(pub(super) Option<T>);
+
+impl<T> Default for Lenient<T> {
+    fn default() -> Self {
+        Lenient(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Lenient<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Lenient<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|t| Lenient(Some(t)))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Lenient<T>, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Lenient<T>, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Lenient<T>, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Lenient<T>, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Lenient<T>, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Lenient<T>, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Lenient<T>, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| Lenient(None))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
     }
 }
 
@@ -112,6 +219,74 @@ mod tests {
                 "prompt_cache_hit_tokens": 1})
             ),
             (1, 0, 0, 5)
+        );
+    }
+
+    /// The rules as they were written before the typed parse: lookups in a `Value` tree.
+    fn by_lookups(usage: &Value) -> Usage {
+        let first = |paths: &[&[&str]]| {
+            paths.iter().find_map(|path| {
+                path.iter()
+                    .try_fold(usage, |v, key| v.get(key))
+                    .and_then(Value::as_u64)
+            })
+        };
+        let n = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let (prompt, output) = (n("prompt_tokens"), n("completion_tokens"));
+        Usage {
+            cache_read: first(&[
+                &["prompt_tokens_details", "cached_tokens"],
+                &["prompt_cache_hit_tokens"],
+                &["cache_read_input_tokens"],
+            ])
+            .unwrap_or(0),
+            cache_write: first(&[
+                &["prompt_tokens_details", "cache_write_tokens"],
+                &["prompt_tokens_details", "cache_creation_tokens"],
+                &["prompt_tokens_details", "cache_creation_input_tokens"],
+                &["cache_creation_input_tokens"],
+            ])
+            .unwrap_or(0),
+            output,
+            total: usage
+                .get("total_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(prompt.saturating_add(output)),
+        }
+    }
+
+    #[test]
+    fn the_typed_usage_reads_every_shape_as_the_lookups_did() {
+        let cases = [
+            r#"{}"#,
+            r#"{"prompt_tokens":10,"completion_tokens":2}"#,
+            r#"{"prompt_tokens":18446744073709551615,"completion_tokens":5}"#,
+            r#"{"prompt_tokens":1e3,"completion_tokens":-2,"total_tokens":"7"}"#,
+            r#"{"prompt_tokens":3.0,"completion_tokens":true,"total_tokens":[1]}"#,
+            r#"{"prompt_tokens":{"a":1},"completion_tokens":null,"total_tokens":99999999999999999999}"#,
+            r#"{"prompt_tokens_details":{"cached_tokens":null,"cache_write_tokens":2.5},"prompt_cache_hit_tokens":4}"#,
+            r#"{"prompt_tokens_details":{"cached_tokens":"1","cache_creation_tokens":6},"cache_read_input_tokens":8}"#,
+            r#"{"prompt_tokens_details":{"cache_creation_input_tokens":9},"cache_creation_input_tokens":1}"#,
+            r#"{"prompt_tokens_details":[{"cached_tokens":1}],"prompt_cache_hit_tokens":-1,"cache_read_input_tokens":2}"#,
+            r#"{"prompt_tokens_details":7,"cache_creation_input_tokens":3,"extra":{"deep":[1,{"x":null}]}}"#,
+            r#"{"prompt_tokens_details":null,"cached_tokens":5,"cache_write_tokens":5}"#,
+            r#"{"prompt_tokens_details":{"cached_tokens":{"n":1},"cache_write_tokens":[2]},"completion_tokens":4}"#,
+        ];
+        for text in cases {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let want = by_lookups(&value);
+            assert_eq!(map_usage(&value), want, "from the Value: {text}");
+            let typed: WireUsage = serde_json::from_str(text).unwrap();
+            assert_eq!(typed.usage(), want, "from the text: {text}");
+        }
+        // Anything but an object is no usage at all, in either path.
+        for text in ["null", "3", "\"x\"", "[1,2]", "true"] {
+            let lenient: Lenient<WireUsage> = serde_json::from_str(text).unwrap();
+            assert!(lenient.0.is_none(), "{text}");
+        }
+        // A repeated key is not guessed at: the chunk goes to the general path.
+        assert!(
+            serde_json::from_str::<WireUsage>(r#"{"prompt_tokens":1,"prompt_tokens":2}"#).is_err()
         );
     }
 

@@ -12,9 +12,8 @@ use std::borrow::Cow;
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 
-use super::meta::map_usage;
+use super::meta::{Lenient, WireUsage};
 use super::{ChunkParser, Fed, malformed};
 use crate::message::StopReason;
 use crate::model::{ModelEvent, ModelOutcome};
@@ -39,7 +38,7 @@ struct Chunk<'a> {
     #[serde(borrow, default)]
     choices: Option<Vec<Choice<'a>>>,
     #[serde(default)]
-    usage: Option<Value>,
+    usage: Lenient<WireUsage>,
 }
 
 #[derive(Deserialize)]
@@ -111,11 +110,7 @@ impl ChunkParser {
         if chunk.error.is_some() || chunk.object.as_ref().is_some_and(|o| o.get() == "error") {
             return None;
         }
-        let usage = chunk
-            .usage
-            .as_ref()
-            .filter(|u| u.is_object())
-            .map(map_usage);
+        let usage = chunk.usage.0.as_ref().map(WireUsage::usage);
         let choice = chunk
             .choices
             .as_ref()
@@ -229,7 +224,7 @@ mod tests {
                 r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}"#,
                 r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"file_path\":\"a\"}"}}]}}]}"#,
                 r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
-                r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+                r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":null},"cost":0.5}}"#,
                 "[DONE]",
             ],
             &[
@@ -254,6 +249,7 @@ mod tests {
         let mut p = ChunkParser::new(Arc::new(Mutex::new(CallIds::default())));
         let mut out = Vec::new();
         assert!(p.feed_typed(streams[0][0], &mut out).is_some());
+        assert!(p.feed_typed(streams[0][3], &mut out).is_some());
         for line in streams[2] {
             assert!(p.feed_typed(line, &mut out).is_none(), "{line}");
         }
