@@ -9,7 +9,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use serde::Deserialize;
 
 use super::shell_words;
@@ -142,8 +142,38 @@ pub fn default_rules() -> Vec<(String, String)> {
     rules.into_iter().map(|(n, p)| (n.to_string(), p)).collect()
 }
 
-/// Compiled rules: name and regex.
-type CompiledRules = Vec<(String, Regex)>;
+/// Compiled rules: their names, in order, and their matcher.
+#[derive(Debug, Clone)]
+struct CompiledRules {
+    names: Vec<String>,
+    matcher: Matcher,
+}
+
+/// The compiled patterns of [`CompiledRules::names`], index for index.
+#[derive(Debug, Clone)]
+enum Matcher {
+    /// Every rule in one automaton: one scan of a candidate answers "does any rule match" (the
+    /// usual answer being no), and on a hit which ones.
+    Set(RegexSet),
+    /// Each rule on its own: when the union passes the size limit that each rule alone keeps.
+    OneByOne(Vec<Regex>),
+}
+
+impl CompiledRules {
+    /// The index of the first rule that matches one of `candidates`.
+    fn first_match(&self, candidates: &[String]) -> Option<usize> {
+        match &self.matcher {
+            Matcher::Set(set) => candidates
+                .iter()
+                .filter(|c| set.is_match(c))
+                .filter_map(|c| set.matches(c).iter().next())
+                .min(),
+            Matcher::OneByOne(rules) => rules
+                .iter()
+                .position(|re| candidates.iter().any(|c| re.is_match(c))),
+        }
+    }
+}
 
 /// The default rules, compiled once per process on their first use (a process whose sessions
 /// never run a shell tool never compiles them).
@@ -174,8 +204,16 @@ impl Default for CommandPolicy {
 }
 
 /// Compiles `wanted`; a rule whose pattern does not compile is skipped with a warning naming it.
+/// The rules become one [`RegexSet`]; each is compiled on its own only to find a bad one, or
+/// when their union is too large for one set.
 fn compile(wanted: Vec<(String, String)>) -> CompiledRules {
-    wanted
+    if let Ok(set) = RegexSet::new(wanted.iter().map(|(_, p)| p)) {
+        return CompiledRules {
+            names: wanted.into_iter().map(|(name, _)| name).collect(),
+            matcher: Matcher::Set(set),
+        };
+    }
+    let (names, rules): (Vec<String>, Vec<Regex>) = wanted
         .into_iter()
         .filter_map(|(name, pattern)| match Regex::new(&pattern) {
             Ok(re) => Some((name, re)),
@@ -190,7 +228,15 @@ fn compile(wanted: Vec<(String, String)>) -> CompiledRules {
                 None
             }
         })
-        .collect()
+        .unzip();
+    let matcher = match RegexSet::new(rules.iter().map(Regex::as_str)) {
+        Ok(set) => Matcher::Set(set),
+        Err(e) => {
+            tracing::debug!("commands.policy: the rules are checked one by one: {e}");
+            Matcher::OneByOne(rules)
+        }
+    };
+    CompiledRules { names, matcher }
 }
 
 impl CommandPolicy {
@@ -200,7 +246,7 @@ impl CommandPolicy {
     pub fn from_config(config: &PolicyConfig) -> Self {
         if !config.enabled {
             return CommandPolicy {
-                rules: Rules::Compiled(Vec::new()),
+                rules: Rules::Compiled(compile(Vec::new())),
             };
         }
         if config.rules.is_none() && config.disable.is_empty() {
@@ -224,7 +270,7 @@ impl CommandPolicy {
     }
 
     /// The active rules (the default ones compiled here on their first use).
-    fn rules(&self) -> &[(String, Regex)] {
+    fn compiled(&self) -> &CompiledRules {
         match &self.rules {
             Rules::Default => &DEFAULT_RULES,
             Rules::Compiled(rules) => rules,
@@ -233,20 +279,20 @@ impl CommandPolicy {
 
     /// Names of the active rules, in order.
     pub fn rule_names(&self) -> Vec<&str> {
-        self.rules().iter().map(|(n, _)| n.as_str()).collect()
+        self.compiled().names.iter().map(String::as_str).collect()
     }
 
     /// The name of the first rule that forbids the shell text `command`.
     pub fn check(&self, command: &str) -> Option<&str> {
-        let rules = self.rules();
-        if rules.is_empty() {
+        let rules = self.compiled();
+        if rules.names.is_empty() {
             return None;
         }
         let candidates = shell_words::candidates(command);
         rules
-            .iter()
-            .find(|(_, re)| candidates.iter().any(|c| re.is_match(c)))
-            .map(|(name, _)| name.as_str())
+            .first_match(&candidates)
+            .and_then(|i| rules.names.get(i))
+            .map(String::as_str)
     }
 
     /// The rule that forbids tool call `tool` with `arguments` (the JSON text the model sent),

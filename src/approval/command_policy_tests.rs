@@ -4,17 +4,34 @@ fn policy() -> CommandPolicy {
     CommandPolicy::default()
 }
 
+/// The default rules without their set: every rule tried one by one, as when the union is too
+/// large for one set. Every command of these tests must get the same answer both ways.
+fn one_by_one() -> CommandPolicy {
+    let (names, rules) = default_rules()
+        .into_iter()
+        .map(|(name, pattern)| (name, Regex::new(&pattern).unwrap()))
+        .unzip();
+    CommandPolicy {
+        rules: Rules::Compiled(CompiledRules {
+            names,
+            matcher: Matcher::OneByOne(rules),
+        }),
+    }
+}
+
 fn assert_caught(rule: &str, commands: &[&str]) {
-    let p = policy();
+    let (p, q) = (policy(), one_by_one());
     for c in commands {
         assert_eq!(p.check(c), Some(rule), "expected {rule} to forbid {c:?}");
+        assert_eq!(q.check(c), Some(rule), "one by one: {c:?}");
     }
 }
 
 fn assert_allowed(commands: &[&str]) {
-    let p = policy();
+    let (p, q) = (policy(), one_by_one());
     for c in commands {
         assert_eq!(p.check(c), None, "expected {c:?} to be allowed");
+        assert_eq!(q.check(c), None, "one by one: {c:?}");
     }
 }
 
@@ -22,6 +39,8 @@ fn assert_allowed(commands: &[&str]) {
 fn every_default_rule_compiles() {
     let names = policy().rule_names().len();
     assert_eq!(names, default_rules().len());
+    // And all of them as one set, which answers the usual "no rule matches" in one scan.
+    assert!(matches!(DEFAULT_RULES.matcher, Matcher::Set(_)));
 }
 
 #[test]
@@ -335,7 +354,7 @@ fn the_default_rules_are_compiled_once_per_process_and_shared() {
     let a = CommandPolicy::default();
     let b = CommandPolicy::from_config(&PolicyConfig::default());
     // Both read the same process-wide compiled list (one compile, not one per config).
-    assert!(std::ptr::eq(a.rules(), b.rules()));
+    assert!(std::ptr::eq(a.compiled(), b.compiled()));
     let names: Vec<String> = default_rules().into_iter().map(|(n, _)| n).collect();
     assert_eq!(a.rule_names(), names);
     assert_eq!(b.check("rm -rf /"), Some("rm-recursive-force"));
@@ -344,6 +363,36 @@ fn the_default_rules_are_compiled_once_per_process_and_shared() {
         disable: vec!["mkfs".into()],
         ..PolicyConfig::default()
     });
-    assert!(!std::ptr::eq(a.rules(), disabled.rules()));
+    assert!(!std::ptr::eq(a.compiled(), disabled.compiled()));
     assert_eq!(disabled.rule_names().len(), names.len() - 1);
+}
+
+#[test]
+fn the_first_matching_rule_wins_and_a_bad_one_is_skipped() {
+    let rule = |name: &str, pattern: &str| RuleConfig {
+        name: name.into(),
+        pattern: pattern.into(),
+        enabled: true,
+    };
+    let config = |rules: Vec<RuleConfig>| PolicyConfig {
+        rules: Some(rules),
+        ..PolicyConfig::default()
+    };
+    let p = CommandPolicy::from_config(&config(vec![
+        rule("later-word", r"\bx\b"),
+        rule("broken", "("),
+        rule("touch", r"^touch\b"),
+    ]));
+    assert_eq!(p.rule_names(), ["later-word", "touch"]);
+    assert!(matches!(p.compiled().matcher, Matcher::Set(_)));
+    // Both rules match `touch x`: the first listed wins. `sh -c` is seen through.
+    assert_eq!(p.check("touch x"), Some("later-word"));
+    assert_eq!(p.check("sh -c 'touch y'"), Some("touch"));
+    assert_eq!(p.check("echo fine"), None);
+    let q = CommandPolicy::from_config(&config(vec![
+        rule("touch", r"^touch\b"),
+        rule("later-word", r"\bx\b"),
+    ]));
+    assert_eq!(q.check("touch x"), Some("touch"));
+    assert_eq!(q.check("echo x"), Some("later-word"));
 }
