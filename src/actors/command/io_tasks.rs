@@ -32,10 +32,13 @@ pub(super) async fn read_stream<R: AsyncRead + Unpin>(
     me: ActorRef<CommandMsg>,
     credits: Arc<Semaphore>,
 ) {
-    let mut buf = vec![0u8; READ_BUF];
+    // Read into the spare capacity (`read_buf`): the buffer is never zeroed, as a
+    // `vec![0; READ_BUF]` per stream was.
+    let mut buf = Vec::with_capacity(READ_BUF);
     let mut dec = Utf8Decoder::default();
     loop {
-        match stream.read(&mut buf).await {
+        buf.clear();
+        match stream.read_buf(&mut buf).await {
             Ok(0) => break,
             Ok(n) => {
                 let text = dec.push(&buf[..n]);

@@ -154,13 +154,15 @@ pub fn spawn_with(
         parent: unsafe { libc::getpid() },
         errno: 0,
     };
-    let mut stack = vec![0u8; CHILD_STACK];
+    // Left uninitialized: the child writes its frames before it reads them, and zeroing 64 KiB
+    // per spawn was a visible part of a short command's cost.
+    let mut stack = Box::<[u8]>::new_uninit_slice(CHILD_STACK);
     // SAFETY: the stack grows down from its 16-byte aligned top; `args`, `stack` and the
     // pointer arrays outlive the clone because CLONE_VFORK suspends this thread until the child
     // has exec'd or exited. Signals are blocked around the clone so no handler of ours runs on
     // the child's stack; the child resets the handlers and its mask before exec.
     let pid = unsafe {
-        let top = stack.as_mut_ptr().add(CHILD_STACK);
+        let top = stack.as_mut_ptr().cast::<u8>().add(CHILD_STACK);
         let top = top.sub(top as usize % 16);
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
