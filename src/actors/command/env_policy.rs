@@ -23,9 +23,9 @@ pub const DEFAULT_STRIP_ENV: [&str; 6] = [
 #[derive(Clone)]
 pub struct EnvPolicy {
     /// Upper-cased glob patterns.
-    strip: Vec<String>,
+    strip: Vec<Glob>,
     /// Upper-cased glob patterns let through despite `strip`.
-    pass: Vec<String>,
+    pass: Vec<Glob>,
     /// Upper-cased names never let through (the provider key variable).
     never: Vec<String>,
     /// Values never let through under any name (compared trimmed).
@@ -58,9 +58,9 @@ impl EnvPolicy {
                 .iter()
                 .map(|p| p.to_string())
                 .chain(strip.iter().cloned())
-                .map(|p| p.to_ascii_uppercase())
+                .map(|p| Glob::new(&p))
                 .collect(),
-            pass: pass.iter().map(|p| p.to_ascii_uppercase()).collect(),
+            pass: pass.iter().map(|p| Glob::new(p)).collect(),
             never: Vec::new(),
             secret_values: Vec::new(),
         }
@@ -89,19 +89,14 @@ impl EnvPolicy {
             // A name that is not UTF-8 matches no pattern; its value still may be a secret.
             return !self.is_secret_value(value);
         };
-        let upper = key.to_ascii_uppercase();
-        if self.never.contains(&upper) || self.is_secret_value(value) {
+        // Names are compared upper-cased byte by byte (no upper-cased copy per variable: this
+        // runs for every variable of every spawn).
+        if self.never.iter().any(|n| n.eq_ignore_ascii_case(key)) || self.is_secret_value(value) {
             return false;
         }
-        let stripped = self
-            .strip
-            .iter()
-            .any(|p| glob(p.as_bytes(), upper.as_bytes()));
-        !stripped
-            || self
-                .pass
-                .iter()
-                .any(|p| glob(p.as_bytes(), upper.as_bytes()))
+        let key = key.as_bytes();
+        let stripped = self.strip.iter().any(|p| p.matches(key));
+        !stripped || self.pass.iter().any(|p| p.matches(key))
     }
 
     fn is_secret_value(&self, value: &OsStr) -> bool {
@@ -112,7 +107,85 @@ impl EnvPolicy {
     }
 }
 
-/// `*` (any run) and `?` (one byte) glob over bytes.
+/// One upper-cased glob pattern, with the shape it has: most are a literal with a `*` at one end
+/// or both (`*_API_KEY`, `*_SECRET*`) or none, checked by one comparison instead of the
+/// backtracking of the general [`glob`] (which ran for every pattern and variable of a spawn).
+#[derive(Clone)]
+struct Glob {
+    upper: String,
+    /// Where `upper` is its literal, without the stars at its ends.
+    literal: std::ops::Range<usize>,
+    shape: Shape,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Shape {
+    /// No wildcard.
+    Exact,
+    /// `*literal`.
+    Suffix,
+    /// `literal*`.
+    Prefix,
+    /// `*literal*`.
+    Contains,
+    /// Only stars: anything.
+    Any,
+    /// A `?`, or a `*` inside the literal.
+    General,
+}
+
+impl std::fmt::Debug for Glob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.upper.fmt(f)
+    }
+}
+
+impl Glob {
+    fn new(pattern: &str) -> Self {
+        let upper = pattern.to_ascii_uppercase();
+        let lead = upper.starts_with('*');
+        let trail = upper.ends_with('*');
+        let start = upper.len() - upper.trim_start_matches('*').len();
+        let end = start.max(upper.trim_end_matches('*').len());
+        let literal = &upper[start..end];
+        let shape = if upper.contains('?') || literal.contains('*') {
+            Shape::General
+        } else if literal.is_empty() {
+            if lead { Shape::Any } else { Shape::Exact }
+        } else {
+            match (lead, trail) {
+                (false, false) => Shape::Exact,
+                (true, false) => Shape::Suffix,
+                (false, true) => Shape::Prefix,
+                (true, true) => Shape::Contains,
+            }
+        };
+        Glob {
+            literal: start..end,
+            upper,
+            shape,
+        }
+    }
+
+    /// Whether `text` (compared upper-cased) matches.
+    fn matches(&self, text: &[u8]) -> bool {
+        let literal = &self.upper.as_bytes()[self.literal.clone()];
+        let n = literal.len();
+        match self.shape {
+            Shape::Exact => text.eq_ignore_ascii_case(literal),
+            Shape::Suffix => {
+                text.len() >= n && text[text.len() - n..].eq_ignore_ascii_case(literal)
+            }
+            Shape::Prefix => text.len() >= n && text[..n].eq_ignore_ascii_case(literal),
+            Shape::Contains => text.windows(n).any(|w| w.eq_ignore_ascii_case(literal)),
+            Shape::Any => true,
+            Shape::General => glob(self.upper.as_bytes(), text),
+        }
+    }
+}
+
+/// `*` (any run) and `?` (one byte) glob over bytes; `pattern` is upper-cased, `text` is
+/// compared upper-cased.
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
     let (mut p, mut t) = (0, 0);
     // Where the last `*` was and the text position it is trying.
@@ -123,7 +196,7 @@ fn glob(pattern: &[u8], text: &[u8]) -> bool {
                 star = Some((p, t));
                 p += 1;
             }
-            Some(&c) if c == b'?' || c == text[t] => {
+            Some(&c) if c == b'?' || c == text[t].to_ascii_uppercase() => {
                 p += 1;
                 t += 1;
             }
@@ -149,8 +222,85 @@ mod tests {
     }
 
     #[test]
+    fn a_shaped_glob_matches_as_the_general_one_does() {
+        let patterns = [
+            "*_API_KEY",
+            "*_SECRET*",
+            "AWS_SESSION_TOKEN",
+            "PREFIX_*",
+            "*",
+            "**",
+            "",
+            "**X",
+            "X**",
+            "*A*B",
+            "A?C",
+            "?",
+            "*?*",
+            "a*b*",
+            "*_token",
+        ];
+        let texts = [
+            "",
+            "X",
+            "OPENAI_API_KEY",
+            "openai_api_key",
+            "API_KEY",
+            "_API_KEY",
+            "MY_SECRET",
+            "MY_SECRET_THING",
+            "_SECRET_",
+            "AWS_SESSION_TOKEN",
+            "aws_session_token",
+            "PREFIX_",
+            "PREFIX_A",
+            "PREFIX",
+            "AXB",
+            "ABC",
+            "AC",
+            "XX",
+            "A_B",
+            "GITHUB_TOKEN",
+            "TOKEN",
+        ];
+        let shapes: Vec<Shape> = patterns.iter().map(|p| Glob::new(p).shape).collect();
+        assert_eq!(
+            shapes,
+            [
+                Shape::Suffix,
+                Shape::Contains,
+                Shape::Exact,
+                Shape::Prefix,
+                Shape::Any,
+                Shape::Any,
+                Shape::Exact,
+                Shape::Suffix,
+                Shape::Prefix,
+                Shape::General,
+                Shape::General,
+                Shape::General,
+                Shape::General,
+                Shape::General,
+                Shape::Suffix,
+            ]
+        );
+        for p in patterns {
+            let g = Glob::new(p);
+            for t in texts {
+                assert_eq!(
+                    g.matches(t.as_bytes()),
+                    glob(g.upper.as_bytes(), t.as_bytes()),
+                    "{p:?} on {t:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn globs() {
         assert!(glob(b"*_API_KEY", b"OPENAI_API_KEY"));
+        assert!(glob(b"*_API_KEY", b"openai_Api_key"));
+        assert!(!glob(b"*_API_KEY", b"openai_api_keys"));
         assert!(!glob(b"*_API_KEY", b"API_KEY"));
         assert!(glob(b"*_SECRET*", b"MY_SECRET_THING"));
         assert!(glob(b"*_SECRET*", b"X_SECRET"));
