@@ -1,6 +1,7 @@
 //! The chunks that are not content: token usage (every server's spelling of cache reads and
 //! cache writes) and errors reported inside a 200 stream (`{"error": …}` and vLLM's bare
-//! `{"object":"error", …}`). Pure functions of one chunk; no state, no events.
+//! `{"object":"error", …}`), with `usage` as typed lenient counts both chunk paths read. Pure
+//! functions of one chunk; no state, no events.
 
 use std::fmt;
 
