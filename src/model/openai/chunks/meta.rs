@@ -52,22 +52,25 @@ struct Details {
 
 impl WireUsage {
     pub(super) fn usage(&self) -> Usage {
-        let details = self.prompt_tokens_details.0.as_ref();
-        let detail = |f: fn(&Details) -> Count| details.and_then(|d| f(d).0);
-        let prompt = self.prompt_tokens.0.unwrap_or(0);
-        let output = self.completion_tokens.0.unwrap_or(0);
+        let details = self.prompt_tokens_details.object();
+        let detail = |f: fn(&Details) -> &Count| details.and_then(|d| f(d).count());
+        let prompt = self.prompt_tokens.count().unwrap_or(0);
+        let output = self.completion_tokens.count().unwrap_or(0);
         Usage {
-            cache_read: detail(|d| d.cached_tokens)
-                .or(self.prompt_cache_hit_tokens.0)
-                .or(self.cache_read_input_tokens.0)
+            cache_read: detail(|d| &d.cached_tokens)
+                .or(self.prompt_cache_hit_tokens.count())
+                .or(self.cache_read_input_tokens.count())
                 .unwrap_or(0),
-            cache_write: detail(|d| d.cache_write_tokens)
-                .or(detail(|d| d.cache_creation_tokens))
-                .or(detail(|d| d.cache_creation_input_tokens))
-                .or(self.cache_creation_input_tokens.0)
+            cache_write: detail(|d| &d.cache_write_tokens)
+                .or(detail(|d| &d.cache_creation_tokens))
+                .or(detail(|d| &d.cache_creation_input_tokens))
+                .or(self.cache_creation_input_tokens.count())
                 .unwrap_or(0),
             output,
-            total: self.total_tokens.0.unwrap_or(prompt.saturating_add(output)),
+            total: self
+                .total_tokens
+                .count()
+                .unwrap_or(prompt.saturating_add(output)),
         }
     }
 }
@@ -81,53 +84,31 @@ pub(super) fn map_usage(usage: &Value) -> Usage {
 }
 
 /// A token count: an unsigned integer, or absent whatever else the value is.
-#[derive(Debug, Default, Clone, Copy)]
-struct Count(Option<u64>);
+type Count = Lenient<IgnoredAny>;
 
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Count;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Count, E> {
-                Ok(Count(Some(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Count, E> {
-                Ok(Count(u64::try_from(v).ok()))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Count, E> {
-                Ok(Count(None))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Count, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| Count(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Count, A::Error> {
-                IgnoredAny.visit_map(map).map(|_| Count(None))
-            }
-        }
-        d.deserialize_any(V)
-    }
+/// Any JSON value, read without failing on its type: an unsigned integer, an object read as `T`,
+/// or anything else (read and dropped).
+#[derive(Debug, Default)]
+pub(super) enum Lenient<T> {
+    Count(u64),
+    Object(T),
+    #[default]
+    Other,
 }
 
-/// An object read as `T`, or absent whatever else the value is.
-#[derive(Debug)]
-pub(super) struct Lenient<T>(pub(super) Option<T>);
+impl<T> Lenient<T> {
+    fn count(&self) -> Option<u64> {
+        match self {
+            Lenient::Count(n) => Some(*n),
+            _ => None,
+        }
+    }
 
-impl<T> Default for Lenient<T> {
-    fn default() -> Self {
-        Lenient(None)
+    pub(super) fn object(&self) -> Option<&T> {
+        match self {
+            Lenient::Object(t) => Some(t),
+            _ => None,
+        }
     }
 }
 
@@ -139,29 +120,29 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("any JSON value")
             }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Lenient<T>, E> {
+                Ok(Lenient::Count(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Lenient<T>, E> {
+                Ok(u64::try_from(v).map_or(Lenient::Other, Lenient::Count))
+            }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Lenient<T>, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(|t| Lenient(Some(t)))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Lenient<T>, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Lenient<T>, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Lenient<T>, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Lenient<T>, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Lenient<T>, E> {
-                Ok(Lenient(None))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Lenient<T>, E> {
-                Ok(Lenient(None))
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Lenient::Object)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Lenient<T>, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| Lenient(None))
+                IgnoredAny.visit_seq(seq).map(|_| Lenient::Other)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Lenient<T>, E> {
+                Ok(Lenient::Other)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Lenient<T>, E> {
+                Ok(Lenient::Other)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Lenient<T>, E> {
+                Ok(Lenient::Other)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Lenient<T>, E> {
+                Ok(Lenient::Other)
             }
         }
         d.deserialize_any(V(std::marker::PhantomData))
@@ -283,7 +264,7 @@ mod tests {
         // Anything but an object is no usage at all, in either path.
         for text in ["null", "3", "\"x\"", "[1,2]", "true"] {
             let lenient: Lenient<WireUsage> = serde_json::from_str(text).unwrap();
-            assert!(lenient.0.is_none(), "{text}");
+            assert!(lenient.object().is_none(), "{text}");
         }
         // A repeated key is not guessed at: the chunk goes to the general path.
         assert!(

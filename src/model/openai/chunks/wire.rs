@@ -110,7 +110,7 @@ impl ChunkParser {
         if chunk.error.is_some() || chunk.object.as_ref().is_some_and(|o| o.get() == "error") {
             return None;
         }
-        let usage = chunk.usage.0.as_ref().map(WireUsage::usage);
+        let usage = chunk.usage.object().map(WireUsage::usage);
         let choice = chunk
             .choices
             .as_ref()
