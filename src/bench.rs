@@ -154,6 +154,10 @@ pub struct Outcome {
     /// CPU seconds of this process and of its children during the run.
     pub cpu_s: f64,
     pub children_cpu_s: f64,
+    /// This process's user and system CPU seconds inside the timed window only (from the tasks'
+    /// start to the last session idle), without session creation and teardown.
+    pub run_user_s: f64,
+    pub run_sys_s: f64,
     /// `write(2)` calls the host's trace writers made (all sessions, through their close).
     pub trace_writes: u64,
 }
@@ -283,6 +287,7 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
         }));
     }
 
+    let run0 = measure::self_usage();
     let started = Instant::now();
     let starts = futures::future::join_all(sessions.iter().map(|s| s.start_task(PROMPT))).await;
     for r in starts {
@@ -290,7 +295,8 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     }
     let summaries = futures::future::join_all(sessions.iter().map(|s| s.wait_idle())).await;
     let wall = started.elapsed();
-    let cpu_s = measure::self_usage().cpu_since(&cpu0);
+    let run1 = measure::self_usage();
+    let cpu_s = run1.cpu_since(&cpu0);
     let children_cpu_s = measure::children_usage().cpu_since(&child0);
 
     let mut failures = Vec::new();
@@ -320,6 +326,8 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
         overheads_us,
         cpu_s,
         children_cpu_s,
+        run_user_s: (run1.user_s - run0.user_s).max(0.0),
+        run_sys_s: (run1.sys_s - run0.sys_s).max(0.0),
         trace_writes: 0,
     })
 }

@@ -271,6 +271,8 @@ fn report(
         "overhead_p99_us": measure::percentile(&o.overheads_us, 99.0),
         "cpu_s": r3(o.cpu_s),
         "children_cpu_s": r3(o.children_cpu_s),
+        "run_user_s": r3(o.run_user_s),
+        "run_sys_s": r3(o.run_sys_s),
         "peak_rss_kb": measure::self_usage().max_rss_kb,
         "trace_files": trace_files,
         "trace_bytes": trace_bytes,
@@ -330,6 +332,11 @@ fn print_report(args: &BenchArgs, v: &Value) {
             "cpu user+sys         {} s (children {} s)",
             g("cpu_s"),
             g("children_cpu_s")
+        ),
+        format!(
+            "cpu in the run       user {} s, sys {} s (timed window only)",
+            g("run_user_s"),
+            g("run_sys_s")
         ),
         format!("peak rss             {} kB", g("peak_rss_kb")),
         format!(

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 17] = [
     "workload",
     "sessions",
     "turns",
@@ -15,6 +15,8 @@ const KEYS: [&str; 15] = [
     "overhead_p50_us",
     "overhead_p99_us",
     "cpu_s",
+    "run_user_s",
+    "run_sys_s",
     "peak_rss_kb",
     "trace_files",
     "trace_bytes",
@@ -66,6 +68,9 @@ fn read_workload_reports_every_key() {
     assert!(v["trace_bytes"].as_u64().unwrap() > 0);
     assert!(v["wall_ms"].as_f64().unwrap() > 0.0);
     assert!(v["peak_rss_kb"].as_u64().unwrap() > 0);
+    // The timed window's CPU is part of the whole run's (each rounded to 1 ms).
+    let run = v["run_user_s"].as_f64().unwrap() + v["run_sys_s"].as_f64().unwrap();
+    assert!(run <= v["cpu_s"].as_f64().unwrap() + 0.002, "{v}");
     // Every session's trace took at least one write.
     assert!(v["trace_writes"].as_u64().unwrap() >= 3, "{v}");
 }
