@@ -151,7 +151,8 @@ pub struct Outcome {
     pub session_create: Duration,
     /// Harness overhead per tool turn, µs, sorted.
     pub overheads_us: Vec<u64>,
-    /// CPU seconds of this process and of its children during the run.
+    /// CPU seconds of this process and of its children, from session creation to the last
+    /// session idle (workspace set-up and teardown excluded).
     pub cpu_s: f64,
     pub children_cpu_s: f64,
     /// This process's user and system CPU seconds inside the timed window only (from the tasks'
