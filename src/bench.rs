@@ -297,6 +297,7 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     let summaries = futures::future::join_all(sessions.iter().map(|s| s.wait_idle())).await;
     let wall = started.elapsed();
     let run1 = measure::self_usage();
+    let run = run1.since(&run0);
     let cpu_s = run1.cpu_since(&cpu0);
     let children_cpu_s = measure::children_usage().cpu_since(&child0);
 
@@ -327,8 +328,8 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
         overheads_us,
         cpu_s,
         children_cpu_s,
-        run_user_s: (run1.user_s - run0.user_s).max(0.0),
-        run_sys_s: (run1.sys_s - run0.sys_s).max(0.0),
+        run_user_s: run.user_s,
+        run_sys_s: run.sys_s,
         trace_writes: 0,
     })
 }

@@ -23,9 +23,18 @@ impl Usage {
         self.user_s + self.sys_s
     }
 
+    /// The user and system CPU seconds spent since `earlier` (the peak RSS is this one's).
+    pub fn since(&self, earlier: &Usage) -> Usage {
+        Usage {
+            user_s: (self.user_s - earlier.user_s).max(0.0),
+            sys_s: (self.sys_s - earlier.sys_s).max(0.0),
+            max_rss_kb: self.max_rss_kb,
+        }
+    }
+
     /// CPU seconds spent since `earlier`.
     pub fn cpu_since(&self, earlier: &Usage) -> f64 {
-        (self.cpu_s() - earlier.cpu_s()).max(0.0)
+        self.since(earlier).cpu_s()
     }
 }
 
@@ -167,6 +176,23 @@ pub async fn spawn_floor(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_since_is_the_split_difference_never_negative() {
+        let earlier = Usage {
+            user_s: 1.0,
+            sys_s: 2.0,
+            max_rss_kb: 10,
+        };
+        let later = Usage {
+            user_s: 1.5,
+            sys_s: 1.75,
+            max_rss_kb: 20,
+        };
+        let d = later.since(&earlier);
+        assert_eq!((d.user_s, d.sys_s, d.max_rss_kb), (0.5, 0.0, 20));
+        assert_eq!(later.cpu_since(&earlier), 0.5);
+    }
 
     #[test]
     fn percentiles_by_nearest_rank() {
