@@ -415,6 +415,7 @@ pub enum EventPayload {
 }
 
 pub mod build;
+pub(crate) mod json_bytes;
 pub mod launch;
 pub(crate) mod tool_list;
 pub use tool_list::ToolList;

@@ -153,12 +153,16 @@ impl OmniMessage {
     /// One JSON line (no trailing newline).
     pub fn to_json(&self) -> String {
         // Serializing this type cannot fail: every field is a string, number, map or list.
-        serde_json::to_string(self).unwrap_or_else(|e| {
-            format!(
+        let mut out = Vec::new();
+        match super::json_bytes::write_message(&mut out, self) {
+            // What it writes is UTF-8 (escaped `str`s and ASCII); the check is the std one.
+            Ok(()) => String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            Err(e) => format!(
                 r#"{{"timestamp":"{}","type":"invalid","payload":{{"error":"{e}"}}}}"#,
                 self.timestamp
-            )
-        })
+            ),
+        }
     }
 
     pub fn from_json(line: &str) -> Result<Self, serde_json::Error> {

@@ -69,7 +69,7 @@ pub fn record_line(msg: &OmniMessage) -> Option<Vec<u8>> {
     // A fresh buffer per record: an idle session keeps no buffer at all. It starts at the
     // record's likely size, so a tool output is not copied by every doubling.
     let mut line = Vec::with_capacity(likely_len(msg));
-    if let Err(e) = serde_json::to_writer(&mut line, msg) {
+    if let Err(e) = crate::message::json_bytes::write_message(&mut line, msg) {
         tracing::error!("[trace] cannot serialize a record: {e}");
         return None;
     }
