@@ -253,7 +253,7 @@ fn serialized(message: &WireMessage<'_>) -> Box<[u8]> {
 
 fn write_message(out: &mut Vec<u8>, message: &WireMessage<'_>) {
     let start = out.len();
-    if serde_json::to_writer(&mut *out, message).is_err() {
+    if message.write_json(out).is_err() {
         out.truncate(start);
         out.extend_from_slice(b"null");
     }

@@ -11,6 +11,8 @@ use std::borrow::Cow;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
+use crate::message::json_bytes;
+
 /// One message of a request body.
 #[derive(Debug)]
 pub(in crate::model::openai) enum WireMessage<'a> {
@@ -191,6 +193,68 @@ impl Serialize for WireMessage<'_> {
     }
 }
 
+impl WireMessage<'_> {
+    /// Appends the message's JSON, the bytes [`Serialize`] writes: the common kinds with the
+    /// SIMD string escaper ([`json_bytes::write_str`]), a replayed (`Merged`) message and a
+    /// user message of several parts through serde_json.
+    pub(in crate::model::openai) fn write_json(
+        &self,
+        out: &mut Vec<u8>,
+    ) -> Result<(), serde_json::Error> {
+        match self {
+            WireMessage::System(content) => {
+                out.extend_from_slice(b"{\"role\":\"system\",\"content\":");
+                json_bytes::write_str(out, content);
+            }
+            WireMessage::Tool { id, content } => {
+                out.extend_from_slice(b"{\"role\":\"tool\",\"tool_call_id\":");
+                json_bytes::write_str(out, id);
+                out.extend_from_slice(b",\"content\":");
+                json_bytes::write_str(out, content);
+            }
+            WireMessage::User(parts) => match parts.as_slice() {
+                [Part::Text(text)] => {
+                    out.extend_from_slice(b"{\"role\":\"user\",\"content\":");
+                    json_bytes::write_str(out, text);
+                }
+                _ => return serde_json::to_writer(out, self),
+            },
+            WireMessage::Assistant(assistant) => {
+                out.extend_from_slice(b"{\"role\":\"assistant\",\"content\":");
+                match assistant.content() {
+                    Some(content) => json_bytes::write_str(out, content),
+                    None => out.extend_from_slice(b"null"),
+                }
+                if !assistant.calls.is_empty() {
+                    out.extend_from_slice(b",\"tool_calls\":[");
+                    for (i, call) in assistant.calls.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(b"{\"id\":");
+                        json_bytes::write_str(out, call.id);
+                        out.extend_from_slice(b",\"type\":\"function\",\"function\":{\"name\":");
+                        json_bytes::write_str(out, call.name);
+                        out.extend_from_slice(b",\"arguments\":");
+                        json_bytes::write_str(out, call.arguments);
+                        out.extend_from_slice(b"}}");
+                    }
+                    out.push(b']');
+                }
+                if let Some((field, thinking)) = &assistant.reasoning {
+                    out.push(b',');
+                    json_bytes::write_str(out, field);
+                    out.push(b':');
+                    json_bytes::write_str(out, thinking);
+                }
+            }
+            WireMessage::Merged(value) => return serde_json::to_writer(out, value),
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
 struct Parts<'p, 'a>(&'p [Part<'a>]);
 
 impl Serialize for Parts<'_, '_> {
@@ -265,6 +329,53 @@ mod tests {
             id,
             name: "read_file",
             arguments,
+        }
+    }
+
+    #[test]
+    fn write_json_writes_the_bytes_serialize_does() {
+        let texts: Vec<String> = vec![
+            String::new(),
+            "said \"so\"\n\\ \u{1}\u{1f}\u{7f} ünï 🦀".into(),
+            "     1\tline 1: the quick brown fox jumps over the lazy dog\n".repeat(20),
+            (0u8..0x80).map(char::from).collect::<String>().repeat(3),
+        ];
+        for t in &texts {
+            let messages = [
+                WireMessage::System(t),
+                WireMessage::Tool { id: t, content: t },
+                WireMessage::User(vec![Part::Text(t.as_str().into())]),
+                WireMessage::User(vec![
+                    Part::Text(t.as_str().into()),
+                    Part::ImageUrl("data:image/png;base64,AA==".into()),
+                ]),
+                WireMessage::User(Vec::new()),
+                WireMessage::Assistant(Assistant {
+                    text: t.as_str().into(),
+                    ..Assistant::default()
+                }),
+                WireMessage::Assistant(Assistant::default()),
+                WireMessage::Assistant(Assistant {
+                    calls: vec![call(t, t), call("b", "{}")],
+                    reasoning: Some(("reasoning_content", t.as_str().into())),
+                    ..Assistant::default()
+                }),
+                WireMessage::Assistant(Assistant {
+                    text: "and".into(),
+                    calls: vec![call("a", t)],
+                    reasoning: Some(("reasoning\"odd", "".into())),
+                }),
+                WireMessage::Merged(json!({"role": "assistant", "content": t, "x": [1, null]})),
+            ];
+            for message in messages {
+                let mut fast = b"[".to_vec();
+                message.write_json(&mut fast).unwrap();
+                assert_eq!(
+                    String::from_utf8(fast).unwrap(),
+                    format!("[{}", bytes(&message)),
+                    "{message:?}"
+                );
+            }
         }
     }
 
