@@ -9,11 +9,56 @@
 //!
 //! It owns no message kind and must not change a message's wire shape: `super` defines it.
 
+use std::cell::RefCell;
+
 use super::{Decision, EventPayload, ModelPayload, OmniMessage, Payload, Role, Sender, Usage};
+
+/// How much text is escaped at a time: the escaper needs room for six times its input (its
+/// stores run ahead of what it keeps), so a piece's room stays 24 KiB however long the text.
+const PIECE: usize = 4096;
+
+thread_local! {
+    /// Where each piece is escaped before it is copied to its message, so the message's own
+    /// buffer grows only by what it keeps (a kept body message would otherwise hold the room).
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Appends `text` as a JSON string, quotes included, escaped as serde_json escapes it.
 pub(crate) fn write_str(out: &mut Vec<u8>, text: &str) {
-    json_escape_simd::escape_into(text, out);
+    let escape = |scratch: &mut Vec<u8>, out: &mut Vec<u8>| {
+        out.push(b'"');
+        let mut rest = text;
+        while !rest.is_empty() {
+            // A character is at most 4 bytes, so a piece is never empty.
+            let end = if rest.len() > PIECE {
+                rest.floor_char_boundary(PIECE)
+            } else {
+                rest.len()
+            };
+            let (piece, tail) = rest.split_at(end);
+            scratch.clear();
+            json_escape_simd::escape_into(piece, scratch);
+            // The escaper quotes each piece; the quotes are written once, around the whole.
+            if let Some(inner) = scratch.get(1..scratch.len().saturating_sub(1)) {
+                out.extend_from_slice(inner);
+            }
+            rest = tail;
+        }
+        out.push(b'"');
+    };
+    let done = SCRATCH
+        .try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => {
+                escape(&mut scratch, out);
+                true
+            }
+            Err(_) => false,
+        })
+        .unwrap_or(false);
+    if !done {
+        // A thread that is exiting (no thread-locals left) escapes with a buffer of its own.
+        escape(&mut Vec::new(), out);
+    }
 }
 
 /// Appends the JSON of `msg` (the envelope, no newline), as `serde_json::to_writer` would.
@@ -240,6 +285,9 @@ mod tests {
             "\"".into(),
             "\\".into(),
             "line 1: the quick brown fox\tjumps\n".repeat(40),
+            // Longer than a piece, with a multi-byte character across each piece boundary.
+            format!("x{}", "é".repeat(PIECE + 7)),
+            format!("{}🦀{}", "a".repeat(PIECE - 2), "\"\n".repeat(PIECE)),
             "ünïcödé — 日本語 🦀 \u{7f}\u{80}\u{2028}\u{2029}\u{fffd}".into(),
             (0u8..0x80).map(char::from).collect(),
         ];
