@@ -154,13 +154,14 @@ impl OutputStream {
         if room == 0 {
             return;
         }
-        let chunk = if chars > room {
+        // The chunk is the text's first `room` characters when it has more.
+        let (chunk, chunk_chars) = if chars > room {
             let end = text.char_indices().nth(room).map_or(text.len(), |(i, _)| i);
-            &text[..end]
+            (&text[..end], room)
         } else {
-            text
+            (text, chars)
         };
-        self.visible_chars += chunk.chars().count();
+        self.visible_chars += chunk_chars;
         self.visible.push_str(chunk);
         (self.emit)(partial(
             &self.id,
