@@ -1,4 +1,5 @@
-//! OmniMessage serialize/parse; trace appends through the `TraceActor` next to a raw `write(2)`
+//! OmniMessage serialize/parse (a read_file output also through serde_json's serializer, the
+//! writer Rookery's own replaced); trace appends through the `TraceActor` next to a raw `write(2)`
 //! loop on an `O_APPEND` file in the same group; one scripted turn with a no-op tool through the
 //! whole session loop; and exec_command of `true` next to a raw `bash -lc true` spawn + wait
 //! (HOME pointing at an empty directory in both).
@@ -44,6 +45,26 @@ fn message(c: &mut Criterion) {
     });
     g.bench_function("parse", |b| {
         b.iter(|| std::hint::black_box(OmniMessage::from_json(&line).ok()))
+    });
+    // The output of the benchmark's `read_file` call (20 `cat -n` rows), as Rookery writes
+    // it, beside serde_json's own serializer for the same message (the bytes are the same).
+    let rows: String = rookery::bench::input_text()
+        .lines()
+        .enumerate()
+        .map(|(i, line)| format!("{:6}\t{line}\n", i + 1))
+        .collect();
+    let long = build::tool_call_output(
+        "call_12",
+        &rows,
+        Vec::new(),
+        rookery::message::StopReason::Completed,
+    );
+    assert_eq!(long.to_json(), serde_json::to_string(&long).unwrap());
+    g.bench_function("serialize_read_file_output", |b| {
+        b.iter(|| std::hint::black_box(long.to_json()))
+    });
+    g.bench_function("serialize_read_file_output_serde_json", |b| {
+        b.iter(|| std::hint::black_box(serde_json::to_string(&long).ok()))
     });
     g.finish();
 }
