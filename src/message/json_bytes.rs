@@ -338,6 +338,40 @@ mod tests {
     }
 
     #[test]
+    fn long_random_texts_escape_as_serde_json_does_across_pieces() {
+        // Texts of up to three pieces, dense or sparse in escapes and multi-byte characters,
+        // so escapes and characters fall on every kind of piece and block boundary.
+        let alphabet: Vec<char> = (0u8..0x80)
+            .map(char::from)
+            .chain(['é', '€', '😀', '\u{2028}'])
+            .collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..60u64 {
+            let len = (next() % (3 * PIECE as u64)) as usize;
+            let density = 1 + round % 20;
+            let text: String = (0..len)
+                .map(|_| {
+                    let r = next();
+                    if r % density == 0 {
+                        alphabet[(r >> 16) as usize % alphabet.len()]
+                    } else {
+                        char::from(b'a' + (r >> 16) as u8 % 26)
+                    }
+                })
+                .collect();
+            let mut fast = Vec::new();
+            write_str(&mut fast, &text);
+            assert_eq!(fast, serde_json::to_vec(&text).unwrap(), "round {round}");
+        }
+    }
+
+    #[test]
     fn the_long_payloads_are_written_as_serde_json_writes_them() {
         for (i, text) in texts().into_iter().enumerate() {
             let stop_reason = [StopReason::Completed, StopReason::Failed, StopReason::Auth][i % 3];
