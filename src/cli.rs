@@ -31,6 +31,7 @@ macro_rules! outln {
 pub mod approve_prompt;
 pub mod bench;
 mod bench_hibernation;
+mod bench_rounds;
 pub mod bench_trace;
 pub mod chat;
 pub mod error;
@@ -300,6 +301,12 @@ pub struct BenchArgs {
     /// Concurrent workers of the concurrent floor.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub floor_workers: usize,
+    /// Run the workload R times, each round with its floors (`--floor`), and report the
+    /// median of every figure, then each round's (`per_round` in `--json`).
+    #[arg(long, value_name = "R", default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=100),
+        conflicts_with_all = ["idle_sessions", "trace_appends", "hibernation", "serve_mock"])]
+    pub rounds: u32,
     /// Serve the workload's model as a loopback OpenAI-compatible endpoint (prints its base URL).
     #[arg(long)]
     pub serve_mock: bool,

@@ -76,19 +76,8 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
         return idle(&args, n, &home, &shell_home, config).await;
     }
 
-    // Over HTTP the spawn floors matter only when the tool spawns (exec).
-    let spawn_floors = http_floor.is_none() || args.workload == bench::Workload::Exec;
-    let floor = if args.floor && spawn_floors {
-        Some(floors(&args, &shell_home).await.map_err(|e| CliError::Io {
-            what: "spawn floor".to_string(),
-            source: std::io::Error::other(e),
-            code: 1,
-        })?)
-    } else {
-        None
-    };
-
-    let calls = (args.sessions * args.turns) as u64;
+    let rounds = args.rounds.max(1) as usize;
+    let calls = (args.sessions * args.turns * rounds) as u64;
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(calls);
         if let Ok(style) =
@@ -114,54 +103,90 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
         shell_home,
         on_call,
     };
-    let outcome = match bench::run(&spec).await {
-        Ok(o) => o,
-        Err(e) => {
-            if let Some(b) = &bar {
-                b.abandon();
-            }
-            return Err(CliError::Failed(e));
+    let mut reports = Vec::with_capacity(rounds);
+    let mut failures = Vec::new();
+    for round in 1..=rounds {
+        // Each round's traces in a directory of their own, so its trace figures are its own.
+        let mut spec = spec.clone();
+        if rounds > 1 {
+            spec.home = home.join(format!("round-{round}"));
         }
-    };
+        let measured = one_round(&args, &spec, http_floor.as_ref(), model.is_some()).await;
+        let (report, round_failures) = match measured {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(b) = &bar {
+                    b.abandon();
+                }
+                return Err(e);
+            }
+        };
+        reports.push(report);
+        failures.extend(round_failures.into_iter().map(|f| {
+            if rounds > 1 {
+                format!("round {round}: {f}")
+            } else {
+                f
+            }
+        }));
+    }
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    // The floor runs right after, in the same process, on the same endpoint.
-    let http = match &http_floor {
-        Some((log, url)) => {
-            Some(
-                http_floor::run(url, log.bodies())
-                    .await
-                    .map_err(|e| CliError::Io {
-                        what: "HTTP floor".to_string(),
-                        source: std::io::Error::other(e.to_string()),
-                        code: 1,
-                    })?,
-            )
-        }
-        None => None,
+    let report = if rounds > 1 {
+        super::bench_rounds::combine(reports)
+    } else {
+        reports.pop().unwrap_or(Value::Null)
     };
-    let (trace_files, trace_bytes) = measure::dir_totals(&home.join("traces"));
-    let mut report = report(
-        &args,
-        &outcome,
-        model.is_some(),
-        trace_files,
-        trace_bytes,
-        floor,
-    );
-    if let Some(f) = http {
-        add_http_floor(&mut report, &args, &outcome, &f);
-    }
     print_report(&args, &report);
-    for f in &outcome.failures {
+    for f in &failures {
         errln!("rookery: bench check failed: {f}");
     }
-    Ok(ExitCode::from(if outcome.failures.is_empty() {
-        0
+    Ok(ExitCode::from(if failures.is_empty() { 0 } else { 1 }))
+}
+
+/// One round: the spawn floors (with `--floor`, when they matter), the workload, then the HTTP
+/// floor on the round's own bodies; its report and the sessions that failed their check.
+async fn one_round(
+    args: &BenchArgs,
+    spec: &Spec,
+    http_floor: Option<&(BodyLog, String)>,
+    http: bool,
+) -> Result<(Value, Vec<String>), CliError> {
+    // Over HTTP the spawn floors matter only when the tool spawns (exec).
+    let spawn_floors = http_floor.is_none() || args.workload == bench::Workload::Exec;
+    let floor = if args.floor && spawn_floors {
+        Some(
+            floors(args, &spec.shell_home)
+                .await
+                .map_err(|e| CliError::Io {
+                    what: "spawn floor".to_string(),
+                    source: std::io::Error::other(e),
+                    code: 1,
+                })?,
+        )
     } else {
-        1
-    }))
+        None
+    };
+    let outcome = bench::run(spec).await.map_err(CliError::Failed)?;
+    // The floor runs right after, in the same process, on the same endpoint.
+    let http_outcome =
+        match http_floor {
+            Some((log, url)) => Some(http_floor::run(url, log.take_bodies()).await.map_err(
+                |e| CliError::Io {
+                    what: "HTTP floor".to_string(),
+                    source: std::io::Error::other(e.to_string()),
+                    code: 1,
+                },
+            )?),
+            None => None,
+        };
+    let (trace_files, trace_bytes) = measure::dir_totals(&spec.home.join("traces"));
+    let mut report = report(args, &outcome, http, trace_files, trace_bytes, floor);
+    if let Some(f) = http_outcome {
+        add_http_floor(&mut report, args, &outcome, &f);
+    }
+    Ok((report, outcome.failures))
 }
 
 /// The OpenAI-compatible model of `config` keeping its bodies, the log and the URL it posts to.
@@ -381,6 +406,9 @@ fn print_report(args: &BenchArgs, v: &Value) {
             g("floor_seq_per_spawn_ms"),
             g("ratio_per_call_to_seq_floor")
         );
+    }
+    if let Some(line) = super::bench_rounds::summary_line(v) {
+        let _ = writeln!(out, "{line}");
     }
 }
 

@@ -73,11 +73,12 @@ impl BodyLog {
         log
     }
 
-    /// The bodies of every session opened so far.
-    pub fn bodies(&self) -> Vec<Vec<Bytes>> {
+    /// The bodies of every session opened since the last take, which the log then forgets
+    /// (one round of a benchmark each).
+    pub fn take_bodies(&self) -> Vec<Vec<Bytes>> {
         let sessions = match self.sessions.lock() {
-            Ok(s) => s.clone(),
-            Err(p) => p.into_inner().clone(),
+            Ok(mut s) => std::mem::take(&mut *s),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
         };
         sessions
             .iter()

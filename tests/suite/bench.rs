@@ -1,5 +1,5 @@
 //! `rookery bench` end to end: the read and exec workloads with `--json` (keys, `ok`, counts,
-//! trace files), the idle-session footprint, and a usage error.
+//! trace files), `--rounds` (medians and each round), the idle-session footprint, and a usage error.
 
 use serde_json::Value;
 
@@ -73,6 +73,53 @@ fn read_workload_reports_every_key() {
     assert!(run <= v["cpu_s"].as_f64().unwrap() + 0.002, "{v}");
     // Every session's trace took at least one write.
     assert!(v["trace_writes"].as_u64().unwrap() >= 3, "{v}");
+}
+
+#[test]
+fn rounds_report_the_median_of_each_figure_and_every_round() {
+    let (code, stdout, stderr) = bench(&[
+        "--workload",
+        "read",
+        "--sessions",
+        "2",
+        "--turns",
+        "2",
+        "--rounds",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v = json_of(&stdout);
+    assert_eq!(v["rounds"], 3, "{v}");
+    assert_eq!(v["ok"], true, "{v}");
+    let rounds = v["per_round"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3);
+    for r in rounds {
+        for k in KEYS {
+            assert!(r.get(k).is_some(), "missing {k} in {r}");
+        }
+        // Each round's traces are counted apart.
+        assert_eq!(r["trace_files"], 2, "{r}");
+    }
+    assert_eq!(v["trace_files"], 2, "{v}");
+    let mut walls: Vec<f64> = rounds
+        .iter()
+        .map(|r| r["wall_ms"].as_f64().unwrap())
+        .collect();
+    walls.sort_by(f64::total_cmp);
+    assert_eq!(v["wall_ms"].as_f64().unwrap(), walls[1], "{v}");
+
+    // The text report ends with the rounds' line.
+    let (code, stdout, stderr) = bench(&["--workload", "read", "--rounds", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout
+            .contains("rounds               2 interleaved, medians above; per round: calls_per_s"),
+        "{stdout}"
+    );
+    // A round count out of range is a usage error.
+    let (code, _, stderr) = bench(&["--workload", "read", "--rounds", "0"]);
+    assert_eq!(code, 2, "{stderr}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `rookery bench --floor --provider openai` end to end over loopback HTTP: the real binary
 //! serves the mock (`--serve-mock`, one worker thread), a second real binary runs the read
 //! workload against it and then replays the very bodies it sent with the bare client; the
-//! report carries both and their ratios. Also the usage error for `--floor` with a provider
+//! report carries both and their ratios; with `--rounds` each round replays its own bodies. Also the usage error for `--floor` with a provider
 //! it cannot replay.
 
 use std::io::{BufRead, BufReader};
@@ -119,6 +119,46 @@ fn the_http_floor_replays_the_runs_bodies() {
         stdout.contains("HTTP floor           4 requests"),
         "{stdout}"
     );
+}
+
+#[test]
+fn each_round_replays_its_own_bodies_and_the_report_takes_medians() {
+    let (_mock, url) = mock("3");
+    let (code, stdout, stderr) = bench(&[
+        "--workload",
+        "read",
+        "--sessions",
+        "2",
+        "--turns",
+        "3",
+        "--provider",
+        "openai",
+        "--base-url",
+        &url,
+        "--model",
+        "bench",
+        "--floor",
+        "--rounds",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["rounds"], 3, "{v}");
+    let rounds = v["per_round"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3, "{v}");
+    for r in rounds {
+        // Each round's floor resends that round's 8 requests, not the ones before it.
+        assert_eq!(r["http_floor_requests"], 8, "{r}");
+        assert_eq!(r["http_floor_tool_calls"], 6, "{r}");
+        assert_eq!(r["trace_files"], 2, "{r}");
+    }
+    for key in ["ratio_calls_per_s_to_http_floor", "wall_ms", "calls_per_s"] {
+        let mut each: Vec<f64> = rounds.iter().map(|r| r[key].as_f64().unwrap()).collect();
+        each.sort_by(f64::total_cmp);
+        assert_eq!(v[key].as_f64().unwrap(), each[1], "{key} in {v}");
+    }
 }
 
 #[test]
