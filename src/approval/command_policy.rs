@@ -304,11 +304,13 @@ impl CommandPolicy {
     }
 }
 
-/// The shell text of a shell tool call.
+/// The shell text of a shell tool call, of either profile: penguin's `exec_command` (`cmd`)
+/// and `input_command` (`chars`), openvaala's `bash` (`command`) and `write_stdin` (`chars`).
 pub fn shell_text(tool: &str, arguments: &str) -> Option<String> {
     let key = match tool {
         "exec_command" => "cmd",
-        "input_command" => "chars",
+        "bash" => "command",
+        "input_command" | "write_stdin" => "chars",
         _ => return None,
     };
     let args: serde_json::Value = serde_json::from_str(arguments).ok()?;

@@ -330,8 +330,24 @@ fn config_semantics() {
 }
 
 #[test]
-fn both_shell_tools_are_checked_and_a_lone_ctrl_c_is_exempt() {
+fn the_shell_tools_of_both_profiles_are_checked_and_a_lone_ctrl_c_is_exempt() {
     let p = policy();
+    // openvaala: `bash`'s command and `write_stdin`'s chars.
+    let bash = serde_json::json!({"command": "rm -rf /", "cwd": "."}).to_string();
+    assert_eq!(p.check_call("bash", &bash), Some("rm-recursive-force"));
+    let stdin = serde_json::json!({"command_id": "cmd-1", "chars": "rm -rf ~\n"}).to_string();
+    assert_eq!(
+        p.check_call("write_stdin", &stdin),
+        Some("rm-recursive-force")
+    );
+    let ctrl_c = serde_json::json!({"command_id": "cmd-1", "chars": "\u{3}"}).to_string();
+    assert_eq!(p.check_call("write_stdin", &ctrl_c), None);
+    // Not shell text: the other command tools of the profile.
+    let id = serde_json::json!({"command_id": "rm -rf /", "cursor": 0}).to_string();
+    assert_eq!(p.check_call("read_command_output", &id), None);
+    assert_eq!(p.check_call("stop_command", &id), None);
+    assert_eq!(p.check_call("bash", "{not json"), None);
+    // penguin: `exec_command`'s cmd and `input_command`'s chars.
     let exec = serde_json::json!({"cmd": "rm -rf /", "description": "x"}).to_string();
     assert_eq!(
         p.check_call("exec_command", &exec),

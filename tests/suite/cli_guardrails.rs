@@ -1,6 +1,6 @@
 //! Guardrails through the `rookery run` binary: a `--hooks` settings.json with a bash hook,
 //! `hooks:` in the agent config with a python PostToolUse hook, the command policy under the
-//! default allow-all, `commands.policy` semantics (a bad regex warned about by name) and a bad
+//! default allow-all (on the shell tools of both profiles), `commands.policy` semantics (a bad regex warned about by name) and a bad
 //! hooks file as a configuration error.
 
 use crate::common::cli as support;
@@ -157,6 +157,69 @@ fn policy_config_disables_replaces_and_warns_about_a_bad_regex() {
     let records = read_records(&sb.trace());
     assert_eq!(decision_record(&records, "call_0")["reason"], "no-touch");
     assert_eq!(decision_record(&records, "call_1")["decision"], "allow");
+}
+
+#[test]
+fn the_policy_checks_the_openvaala_shell_tools_under_allow_all() {
+    let sb = Sandbox::new();
+    let call = |name: &str, args: Value| json!({"tool_calls": [{"name": name, "arguments": args}]});
+    let id = "{{output:1:command_id: (cmd-[0-9a-f]{8})}}";
+    let script = sb.script(&json!({"turns": [
+        call("bash", json!({"command": "touch ran.txt; false && rm -rf ~"})),
+        call(
+            "bash",
+            json!({"command": "stty -echo; echo ready; read x; echo \"got:$x\"", "interactive": true, "wait_seconds": 0}),
+        ),
+        call("read_command_output", json!({"command_id": id, "cursor": 0, "wait_seconds": 30})),
+        call("write_stdin", json!({"command_id": id, "chars": "touch typed.txt; false && rm -rf ~\n"})),
+        call("write_stdin", json!({"command_id": id, "chars": "\u{3}"})),
+        call("bash", json!({"command": "echo hi"})),
+        {"text": "done"}
+    ]}));
+    let out = sb.run(&["--tools-profile", "openvaala", "--script", s(&script), "go"]);
+    out.expect_code(0);
+    assert!(!sb.ws().join("ran.txt").exists());
+    assert!(!sb.ws().join("typed.txt").exists());
+    let records = read_records(&sb.trace());
+    check_pairing(&records, true);
+    for denied in ["call_0", "call_3"] {
+        assert_eq!(
+            output_of(&records, denied)["output"],
+            "Tool call denied by policy.",
+            "{denied}"
+        );
+        let d = decision_record(&records, denied);
+        assert_eq!(
+            (&d["decision"], &d["source"], &d["reason"]),
+            (
+                &json!("forbidden"),
+                &json!("policy"),
+                &json!("rm-recursive-force")
+            ),
+            "{denied}"
+        );
+    }
+    // The program was waiting for the line the policy stopped: a lone Ctrl-C is exempt.
+    for allowed in ["call_1", "call_2", "call_4", "call_5"] {
+        assert_eq!(
+            decision_record(&records, allowed)["decision"],
+            "allow",
+            "{allowed}"
+        );
+    }
+    let ready = output_of(&records, "call_2")["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        ready.contains("ready") && !ready.contains("got:"),
+        "{ready}"
+    );
+    let hi = output_of(&records, "call_5")["output"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(hi.ends_with("hi\n") || hi.contains("\nhi"), "{hi}");
 }
 
 #[test]
