@@ -5,7 +5,8 @@
 //! and the file's directory come along the first time the session meets them.
 //!
 //! A local tool: it reads files on the blocking pool and holds the session's "seen" set only
-//! through the call's [`SessionScope`](super::session_scope::SessionScope). It never writes.
+//! through the call's [`SessionScope`](super::session_scope::SessionScope). It never writes,
+//! and never reads a secret store (`super::secret_guard`), an `AGENTS.md` that is one included.
 
 mod agents;
 mod image;
@@ -19,6 +20,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::args::{finite_number, require_nonempty_str};
+use super::secret_guard::{secret_by_identity, secret_by_names};
 use super::{Tool, ToolContext, ToolResult};
 
 /// Default of `tools.max_image_kb`.
@@ -108,6 +110,15 @@ pub fn inside_workspace(workspace: &Path, path: &str) -> Result<PathBuf, Outside
     }
 }
 
+/// The refusal of a secret store, in penguin's read_file words.
+fn secret_refusal(path: &str, name: &'static str) -> String {
+    super::read_file::ReadFileError::Secret {
+        file_path: path.to_string(),
+        name,
+    }
+    .to_string()
+}
+
 /// What one call produced.
 struct Reply {
     text: String,
@@ -172,10 +183,21 @@ impl VaalaReadFile {
             Ok(p) => p,
             Err(e) => return fail(e.to_string()),
         };
+        // A secret store is never read, as by every file tool: by name (the path and its
+        // realpath) before the open, by the opened file (a hard link to one) after it.
+        let real = std::fs::canonicalize(&path).ok();
+        if let Some(name) = secret_by_names(&path, real.as_deref()) {
+            return fail(secret_refusal(&a.path, name));
+        }
         let opened = match super::file_target::open_regular(&path) {
             Ok(o) => o,
             Err(e) => return fail(format!("Cannot read \"{}\": {e}.", a.path)),
         };
+        if let Some(name) =
+            secret_by_identity(real.as_deref().unwrap_or(&path), &opened.meta, workspace)
+        {
+            return fail(secret_refusal(&a.path, name));
+        }
         let mut reply = match image::sniff(&opened) {
             Some(mime) => match image::load(opened, mime, self.max_image_kb) {
                 Ok(img) if self.vision => Reply {

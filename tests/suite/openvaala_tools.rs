@@ -2,8 +2,8 @@
 //! (config, flag, errors), the exact result header of the command tools, cursors across pages,
 //! after 1 MiB was dropped and at a multi-byte boundary, `wait_seconds` returning early,
 //! `timeout_seconds` stopping a process tree, `write_stdin` to a PTY program (and refused for a
-//! pipe command), stop/list, read_file's numbered lines and AGENTS.md brought once, and every
-//! call having exactly one output.
+//! pipe command), stop/list, read_file's numbered lines and AGENTS.md brought once, secret
+//! stores refused, and every call having exactly one output.
 
 use crate::common::cli as support;
 
@@ -509,4 +509,30 @@ fn read_file_numbers_lines_pages_and_brings_agents_md_once() {
     assert!(bin.contains("not UTF-8"), "{bin}");
     assert_eq!(output_of(&records, "call_2")["stop_reason"], "failed");
     assert!(text(&records, "call_3").contains("outside the workspace"));
+}
+
+#[test]
+fn read_file_refuses_secret_stores_and_they_never_reach_the_trace() {
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    std::fs::write(ws.join(".vault.toml"), "api_key = \"sk-live-vault\"\n").unwrap();
+    std::os::unix::fs::symlink(".vault.toml", ws.join("notes.md")).unwrap();
+    let records = run_openvaala(
+        &sb,
+        vec![
+            call("read_file", json!({"path": ".vault.toml"})),
+            call("read_file", json!({"path": "notes.md"})),
+        ],
+    );
+    for (id, path) in [("call_0", ".vault.toml"), ("call_1", "notes.md")] {
+        assert_eq!(
+            text(&records, id),
+            format!(
+                "Refusing to read \"{path}\": .vault.toml holds the user's secrets and must never enter the conversation."
+            )
+        );
+        assert_eq!(output_of(&records, id)["stop_reason"], "failed");
+    }
+    let trace = std::fs::read_to_string(sb.trace()).unwrap();
+    assert!(!trace.contains("sk-live-vault"));
 }

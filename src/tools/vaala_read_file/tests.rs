@@ -204,3 +204,53 @@ async fn images_over_the_limit_are_reencoded_as_jpeg() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn secret_stores_are_refused_by_name_symlink_and_hard_link_and_never_brought() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(ws.join(".vault.toml"), "api_key = \"sk-vault\"\n").unwrap();
+    std::fs::write(ws.join(".Project_Config.TOML"), "token = \"sk-project\"\n").unwrap();
+    std::os::unix::fs::symlink(".vault.toml", ws.join("notes.txt")).unwrap();
+    std::fs::hard_link(ws.join(".vault.toml"), ws.join("copy.txt")).unwrap();
+    let refused = |path: &str, name: &str| {
+        format!(
+            "Refusing to read \"{path}\": {name} holds the user's secrets and must never enter the conversation."
+        )
+    };
+    for (path, name) in [
+        (".vault.toml", ".vault.toml"),
+        (".Project_Config.TOML", ".project_config.toml"),
+        ("notes.txt", ".vault.toml"),
+        ("copy.txt", ".vault.toml"),
+    ] {
+        let (result, text) = call(VaalaReadFile::new(false, 500), ws, json!({"path": path})).await;
+        assert_eq!(text, refused(path, name), "{path}");
+        assert_eq!(
+            result.stop_reason,
+            Some(crate::message::StopReason::Failed),
+            "{path}"
+        );
+    }
+
+    // An AGENTS.md that is a secret store (by a symlink or a hard link) is not brought along;
+    // a plain one next to it still is.
+    std::fs::create_dir_all(ws.join("a/b")).unwrap();
+    std::os::unix::fs::symlink("../../.vault.toml", ws.join("a/AGENTS.md")).unwrap();
+    std::fs::hard_link(ws.join(".vault.toml"), ws.join("AGENTS.md")).unwrap();
+    std::fs::write(ws.join("a/b/AGENTS.md"), "inner rules\n").unwrap();
+    std::fs::write(ws.join("a/b/f.txt"), "x\n").unwrap();
+    let (_, text) = call(
+        VaalaReadFile::new(false, 500),
+        ws,
+        json!({"path": "a/b/f.txt"}),
+    )
+    .await;
+    assert!(!text.contains("sk-vault"), "{text}");
+    assert!(
+        text.ends_with(
+            "<project_instructions path=\"a/b/AGENTS.md\">\ninner rules\n</project_instructions>"
+        ),
+        "{text}"
+    );
+}
