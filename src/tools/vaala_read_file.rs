@@ -6,9 +6,11 @@
 //!
 //! A local tool: it reads files on the blocking pool and holds the session's "seen" set only
 //! through the call's [`SessionScope`](super::session_scope::SessionScope). It never writes,
-//! and never reads a secret store (`super::secret_guard`), an `AGENTS.md` that is one included.
+//! and opens nothing [`guard`] refuses (a path leading out of the workspace, a secret store),
+//! an `AGENTS.md` included.
 
 mod agents;
+mod guard;
 mod image;
 #[cfg(test)]
 mod tests;
@@ -20,7 +22,6 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::args::{finite_number, require_nonempty_str};
-use super::secret_guard::{secret_by_identity, secret_by_names};
 use super::{Tool, ToolContext, ToolResult};
 
 /// Default of `tools.max_image_kb`.
@@ -183,21 +184,20 @@ impl VaalaReadFile {
             Ok(p) => p,
             Err(e) => return fail(e.to_string()),
         };
-        // A secret store is never read, as by every file tool: by name (the path and its
-        // realpath) before the open, by the opened file (a hard link to one) after it.
-        let real = std::fs::canonicalize(&path).ok();
-        if let Some(name) = secret_by_names(&path, real.as_deref()) {
-            return fail(secret_refusal(&a.path, name));
-        }
-        let opened = match super::file_target::open_regular(&path) {
+        let opened = match guard::open_guarded(workspace, &path) {
             Ok(o) => o,
-            Err(e) => return fail(format!("Cannot read \"{}\": {e}.", a.path)),
+            Err(guard::Refused::Outside) => {
+                let outside = OutsideWorkspace {
+                    path: a.path,
+                    workspace: workspace.to_path_buf(),
+                };
+                return fail(outside.to_string());
+            }
+            Err(guard::Refused::Secret(name)) => return fail(secret_refusal(&a.path, name)),
+            Err(guard::Refused::Target(e)) => {
+                return fail(format!("Cannot read \"{}\": {e}.", a.path));
+            }
         };
-        if let Some(name) =
-            secret_by_identity(real.as_deref().unwrap_or(&path), &opened.meta, workspace)
-        {
-            return fail(secret_refusal(&a.path, name));
-        }
         let mut reply = match image::sniff(&opened) {
             Some(mime) => match image::load(opened, mime, self.max_image_kb) {
                 Ok(img) if self.vision => Reply {

@@ -512,17 +512,29 @@ fn read_file_numbers_lines_pages_and_brings_agents_md_once() {
 }
 
 #[test]
-fn read_file_refuses_secret_stores_and_they_never_reach_the_trace() {
+fn read_file_refuses_secret_stores_and_symlinks_out_and_they_never_reach_the_trace() {
     let sb = Sandbox::new();
     let ws = sb.ws();
     std::fs::write(ws.join(".vault.toml"), "api_key = \"sk-live-vault\"\n").unwrap();
     std::os::unix::fs::symlink(".vault.toml", ws.join("notes.md")).unwrap();
+    let elsewhere = sb.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("key.txt"), "sk-live-elsewhere\n").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, ws.join("shared")).unwrap();
     let records = run_openvaala(
         &sb,
         vec![
             call("read_file", json!({"path": ".vault.toml"})),
             call("read_file", json!({"path": "notes.md"})),
+            call("read_file", json!({"path": "shared/key.txt"})),
         ],
+    );
+    assert_eq!(
+        text(&records, "call_2"),
+        format!(
+            "Path \"shared/key.txt\" is outside the workspace {}.",
+            ws.display()
+        )
     );
     for (id, path) in [("call_0", ".vault.toml"), ("call_1", "notes.md")] {
         assert_eq!(
@@ -534,5 +546,5 @@ fn read_file_refuses_secret_stores_and_they_never_reach_the_trace() {
         assert_eq!(output_of(&records, id)["stop_reason"], "failed");
     }
     let trace = std::fs::read_to_string(sb.trace()).unwrap();
-    assert!(!trace.contains("sk-live-vault"));
+    assert!(!trace.contains("sk-live-vault") && !trace.contains("sk-live-elsewhere"));
 }

@@ -35,15 +35,12 @@ pub(super) fn bring(workspace: &Path, file: &Path, scope: &SessionScope) -> Stri
         if !scope.first_sight(&candidate) || candidate == file {
             continue;
         }
-        let Ok(opened) = crate::tools::file_target::open_regular(&candidate) else {
+        // One that read_file would refuse (leading out of the workspace, a secret store)
+        // stays out too.
+        let Ok(opened) = super::guard::open_guarded(&workspace, &candidate) else {
             scope.forget(&candidate);
             continue;
         };
-        // An AGENTS.md that is a secret store (a symlink or a hard link to one) stays out.
-        if is_secret_store(&candidate, &opened.meta, &workspace) {
-            scope.forget(&candidate);
-            continue;
-        }
         let mut bytes = Vec::new();
         use std::io::Read;
         if opened
@@ -67,12 +64,4 @@ pub(super) fn bring(workspace: &Path, file: &Path, scope: &SessionScope) -> Stri
         ));
     }
     blocks.join("\n\n")
-}
-
-/// Whether `path` (opened, with `meta`) is a secret store by its realpath's name or by identity.
-fn is_secret_store(path: &Path, meta: &std::fs::Metadata, workspace: &Path) -> bool {
-    use crate::tools::secret_guard::{secret_by_identity, secret_by_names};
-    let real = std::fs::canonicalize(path).ok();
-    secret_by_names(path, real.as_deref()).is_some()
-        || secret_by_identity(real.as_deref().unwrap_or(path), meta, workspace).is_some()
 }

@@ -254,3 +254,42 @@ async fn secret_stores_are_refused_by_name_symlink_and_hard_link_and_never_broug
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_symlink_does_not_lead_out_of_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, out) = (dir.path().join("ws"), dir.path().join("out"));
+    std::fs::create_dir_all(ws.join("a")).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("o.txt"), "outside\n").unwrap();
+    std::fs::write(out.join("AGENTS.md"), "outside rules\n").unwrap();
+    std::fs::write(ws.join("a/in.txt"), "inside\n").unwrap();
+    std::os::unix::fs::symlink(&out, ws.join("up")).unwrap();
+    std::os::unix::fs::symlink(out.join("o.txt"), ws.join("o-link.txt")).unwrap();
+    std::os::unix::fs::symlink("a/in.txt", ws.join("in-link.txt")).unwrap();
+    for path in ["up/o.txt", "o-link.txt"] {
+        let (result, text) = call(VaalaReadFile::new(false, 500), &ws, json!({"path": path})).await;
+        assert_eq!(
+            text,
+            format!("Path \"{path}\" is outside the workspace {}.", ws.display())
+        );
+        assert_eq!(result.stop_reason, Some(crate::message::StopReason::Failed));
+    }
+    // A symlink that stays inside is followed.
+    let (_, text) = call(
+        VaalaReadFile::new(false, 500),
+        &ws,
+        json!({"path": "in-link.txt"}),
+    )
+    .await;
+    assert_eq!(text, "     1\tinside");
+    // An AGENTS.md leading out is not brought along.
+    std::os::unix::fs::symlink(out.join("AGENTS.md"), ws.join("a/AGENTS.md")).unwrap();
+    let (_, text) = call(
+        VaalaReadFile::new(false, 500),
+        &ws,
+        json!({"path": "a/in.txt"}),
+    )
+    .await;
+    assert_eq!(text, "     1\tinside");
+}
