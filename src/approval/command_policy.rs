@@ -1,7 +1,7 @@
 //! The command policy (`commands.policy`, PenguinHarness compatible `forbidden` rules): named
-//! regexes matched against the command text of the shell tools (`exec_command.cmd`,
-//! `input_command.chars` except a lone Ctrl-C), seen through quoting, escapes and
-//! `sh -c`/`bash -c`/`eval` wrappers.
+//! regexes matched against the command text of the shell tools of both profiles
+//! (`exec_command.cmd`, `bash.command`, and `input_command.chars`/`write_stdin.chars` except a
+//! lone Ctrl-C), seen through quoting, escapes and `sh -c`/`bash -c`/`eval` wrappers.
 //!
 //! Pure: it compiles rules and answers "which rule forbids this", nothing else. It never runs
 //! anything and never touches the trace (the session records the denial). A text rule cannot
