@@ -277,6 +277,13 @@ impl CommandPolicy {
         }
     }
 
+    /// Compiles the rules now if they are not yet (the default rules are compiled once per
+    /// process, by the first check otherwise): for a caller that wants the compile outside a
+    /// measured or latency-bound span.
+    pub fn prepare(&self) {
+        let _ = self.compiled();
+    }
+
     /// Names of the active rules, in order.
     pub fn rule_names(&self) -> Vec<&str> {
         self.compiled().names.iter().map(String::as_str).collect()
