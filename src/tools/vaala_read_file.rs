@@ -6,8 +6,8 @@
 //!
 //! A local tool: it reads files on the blocking pool and holds the session's "seen" set only
 //! through the call's [`SessionScope`](super::session_scope::SessionScope). It never writes,
-//! and opens nothing [`guard`] refuses (a path leading out of the workspace, a secret store),
-//! an `AGENTS.md` included.
+//! and opens nothing its `guard` module refuses (a path leading out of the workspace, a secret
+//! store), an `AGENTS.md` included.
 
 mod agents;
 mod guard;
