@@ -331,38 +331,68 @@ fn config_semantics() {
 
 #[test]
 fn the_shell_tools_of_both_profiles_are_checked_and_a_lone_ctrl_c_is_exempt() {
+    use serde_json::json;
     let p = policy();
-    // openvaala: `bash`'s command and `write_stdin`'s chars.
-    let bash = serde_json::json!({"command": "rm -rf /", "cwd": "."}).to_string();
-    assert_eq!(p.check_call("bash", &bash), Some("rm-recursive-force"));
-    let stdin = serde_json::json!({"command_id": "cmd-1", "chars": "rm -rf ~\n"}).to_string();
-    assert_eq!(
-        p.check_call("write_stdin", &stdin),
-        Some("rm-recursive-force")
-    );
-    let ctrl_c = serde_json::json!({"command_id": "cmd-1", "chars": "\u{3}"}).to_string();
-    assert_eq!(p.check_call("write_stdin", &ctrl_c), None);
-    // Not shell text: the other command tools of the profile.
-    let id = serde_json::json!({"command_id": "rm -rf /", "cursor": 0}).to_string();
-    assert_eq!(p.check_call("read_command_output", &id), None);
-    assert_eq!(p.check_call("stop_command", &id), None);
-    assert_eq!(p.check_call("bash", "{not json"), None);
-    // penguin: `exec_command`'s cmd and `input_command`'s chars.
-    let exec = serde_json::json!({"cmd": "rm -rf /", "description": "x"}).to_string();
-    assert_eq!(
-        p.check_call("exec_command", &exec),
-        Some("rm-recursive-force")
-    );
-    let input = serde_json::json!({"process_id": "1", "chars": "rm -rf ~\n"}).to_string();
-    assert_eq!(
-        p.check_call("input_command", &input),
-        Some("rm-recursive-force")
-    );
-    let ctrl_c = serde_json::json!({"process_id": "1", "chars": "\u{3}"}).to_string();
-    assert_eq!(p.check_call("input_command", &ctrl_c), None);
-    let other = serde_json::json!({"file_path": "rm -rf /", "content": "rm -rf /"}).to_string();
-    assert_eq!(p.check_call("write_file", &other), None);
-    assert_eq!(p.check_call("exec_command", "{not json"), None);
+    // The shell text of each profile's shell tools: penguin's `exec_command` cmd and
+    // `input_command` chars, openvaala's `bash` command and `write_stdin` chars.
+    for (tool, args) in [
+        (
+            "exec_command",
+            json!({"cmd": "rm -rf /", "description": "x"}),
+        ),
+        (
+            "input_command",
+            json!({"process_id": "1", "chars": "rm -rf ~\n"}),
+        ),
+        ("bash", json!({"command": "rm -rf /", "cwd": "."})),
+        (
+            "write_stdin",
+            json!({"command_id": "cmd-1", "chars": "rm -rf ~\n"}),
+        ),
+    ] {
+        assert_eq!(
+            p.check_call(tool, &args.to_string()),
+            Some("rm-recursive-force"),
+            "{tool}"
+        );
+        assert_eq!(p.check_call(tool, "{not json"), None, "{tool}");
+    }
+    // Not shell text: the other tools, whatever their arguments hold.
+    for (tool, args) in [
+        (
+            "read_command_output",
+            json!({"command_id": "rm -rf /", "cursor": 0}),
+        ),
+        ("stop_command", json!({"command_id": "rm -rf /"})),
+        (
+            "write_file",
+            json!({"file_path": "rm -rf /", "content": "rm -rf /"}),
+        ),
+    ] {
+        assert_eq!(p.check_call(tool, &args.to_string()), None, "{tool}");
+    }
+    // A lone Ctrl-C sent as input is exempt even from a rule that matches any text (it does
+    // match a Ctrl-C given as a command); anything more is checked.
+    let any = CommandPolicy::from_config(&PolicyConfig {
+        rules: Some(vec![RuleConfig {
+            name: "any".into(),
+            pattern: "(?s).".into(),
+            enabled: true,
+        }]),
+        ..PolicyConfig::default()
+    });
+    let cmd = json!({"cmd": "\u{3}"}).to_string();
+    assert_eq!(any.check_call("exec_command", &cmd), Some("any"));
+    for (tool, id) in [
+        ("input_command", "process_id"),
+        ("write_stdin", "command_id"),
+    ] {
+        let ctrl_c = json!({id: "1", "chars": "\u{3}"}).to_string();
+        assert_eq!(p.check_call(tool, &ctrl_c), None, "{tool}");
+        assert_eq!(any.check_call(tool, &ctrl_c), None, "{tool}");
+        let more = json!({id: "1", "chars": "\u{3}\u{3}"}).to_string();
+        assert_eq!(any.check_call(tool, &more), Some("any"), "{tool}");
+    }
 }
 
 #[test]

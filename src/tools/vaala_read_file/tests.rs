@@ -205,6 +205,11 @@ async fn images_over_the_limit_are_reencoded_as_jpeg() {
     );
 }
 
+/// The text-only tool's call of `path` in `ws`.
+async fn read(ws: &Path, path: &str) -> (ToolResult, String) {
+    call(VaalaReadFile::new(false, 500), ws, json!({"path": path})).await
+}
+
 #[tokio::test]
 async fn secret_stores_are_refused_by_name_symlink_and_hard_link_and_never_brought() {
     let dir = tempfile::tempdir().unwrap();
@@ -224,7 +229,7 @@ async fn secret_stores_are_refused_by_name_symlink_and_hard_link_and_never_broug
         ("notes.txt", ".vault.toml"),
         ("copy.txt", ".vault.toml"),
     ] {
-        let (result, text) = call(VaalaReadFile::new(false, 500), ws, json!({"path": path})).await;
+        let (result, text) = read(ws, path).await;
         assert_eq!(text, refused(path, name), "{path}");
         assert_eq!(
             result.stop_reason,
@@ -240,12 +245,7 @@ async fn secret_stores_are_refused_by_name_symlink_and_hard_link_and_never_broug
     std::fs::hard_link(ws.join(".vault.toml"), ws.join("AGENTS.md")).unwrap();
     std::fs::write(ws.join("a/b/AGENTS.md"), "inner rules\n").unwrap();
     std::fs::write(ws.join("a/b/f.txt"), "x\n").unwrap();
-    let (_, text) = call(
-        VaalaReadFile::new(false, 500),
-        ws,
-        json!({"path": "a/b/f.txt"}),
-    )
-    .await;
+    let (_, text) = read(ws, "a/b/f.txt").await;
     assert!(!text.contains("sk-vault"), "{text}");
     assert!(
         text.ends_with(
@@ -268,7 +268,7 @@ async fn a_symlink_does_not_lead_out_of_the_workspace() {
     std::os::unix::fs::symlink(out.join("o.txt"), ws.join("o-link.txt")).unwrap();
     std::os::unix::fs::symlink("a/in.txt", ws.join("in-link.txt")).unwrap();
     for path in ["up/o.txt", "o-link.txt"] {
-        let (result, text) = call(VaalaReadFile::new(false, 500), &ws, json!({"path": path})).await;
+        let (result, text) = read(&ws, path).await;
         assert_eq!(
             text,
             format!("Path \"{path}\" is outside the workspace {}.", ws.display())
@@ -276,20 +276,10 @@ async fn a_symlink_does_not_lead_out_of_the_workspace() {
         assert_eq!(result.stop_reason, Some(crate::message::StopReason::Failed));
     }
     // A symlink that stays inside is followed.
-    let (_, text) = call(
-        VaalaReadFile::new(false, 500),
-        &ws,
-        json!({"path": "in-link.txt"}),
-    )
-    .await;
+    let (_, text) = read(&ws, "in-link.txt").await;
     assert_eq!(text, "     1\tinside");
     // An AGENTS.md leading out is not brought along.
     std::os::unix::fs::symlink(out.join("AGENTS.md"), ws.join("a/AGENTS.md")).unwrap();
-    let (_, text) = call(
-        VaalaReadFile::new(false, 500),
-        &ws,
-        json!({"path": "a/in.txt"}),
-    )
-    .await;
+    let (_, text) = read(&ws, "a/in.txt").await;
     assert_eq!(text, "     1\tinside");
 }
