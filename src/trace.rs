@@ -6,6 +6,7 @@
 //! one-file `TraceActor`): nothing else may open a `TraceFile` for appending. Readers (`reader.rs`)
 //! never modify a trace.
 
+pub mod batch; // whole records gathered for one writev(2), none copied
 pub mod catalog; // listing, reading, resolving and deleting recorded sessions
 pub mod file;
 pub mod health;

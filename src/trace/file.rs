@@ -1,18 +1,16 @@
 //! `TraceFile`: the one open handle on one trace file, and the append mechanics of the JSONL
-//! format (one `write(2)` per batch of whole records on an `O_APPEND` file, torn-tail healing).
+//! format (one `writev(2)` per batch of whole records on an `O_APPEND` file, torn-tail healing).
 //!
 //! This module owns bytes on disk only. It must not serialize messages, decide what is
 //! recorded, or be used by anyone but the `TraceActor` (which serializes all appends of a
 //! session); it never panics on I/O failures, it returns them.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Above this capacity the record buffer is released after an append, so one huge record
-/// does not pin its size in memory for the rest of the session.
-const MAX_KEPT_BUFFER: usize = 1 << 20;
+use super::batch::write_parts;
 
 /// The sole handle on one trace file, kept open for the life of the writer.
 #[derive(Debug)]
@@ -21,8 +19,6 @@ pub struct TraceFile {
     path: PathBuf,
     /// The file may end in a partial line: the next record starts with `\n`.
     torn: bool,
-    /// Reused record buffer: `[heal prefix] + line + "\n"`.
-    buf: Vec<u8>,
     /// Bytes this handle has written (heal prefixes included).
     bytes_written: u64,
 }
@@ -97,41 +93,35 @@ impl TraceFile {
             file,
             path: path.to_path_buf(),
             torn,
-            buf: Vec::new(),
             bytes_written: 0,
         }
     }
 
     /// Appends one record. `line` is the serialized record without its newline; the file gets
-    /// `[\n if the tail is torn] + line + \n` in a single `write(2)` (looping only on short
-    /// writes).
+    /// `[\n if the tail is torn] + line + \n` in a single `writev(2)` (looping only on short
+    /// writes), without copying `line`.
     ///
     /// An error after partial progress marks the tail torn, so the next append heals it. A
     /// write that makes no progress fails with
     /// `Trace append made no progress at byte <n> of <total>`.
     pub fn append(&mut self, line: &[u8]) -> io::Result<()> {
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        if self.torn {
-            buf.push(b'\n');
-        }
-        buf.extend_from_slice(line);
-        buf.push(b'\n');
-        let (done, result) = write_fully(&mut self.file, &buf);
-        if buf.capacity() <= MAX_KEPT_BUFFER {
-            self.buf = buf;
-        }
+        let head = self.heal();
+        let (done, result) = write_parts(&mut self.file, head, &[line, b"\n"]);
         self.finish(done, result)
     }
 
-    /// Like [`Self::append`] for a record that already ends with its newline: written as it is,
-    /// without a copy (unless a torn tail needs its healing `\n` in front).
-    pub fn append_line(&mut self, record: &mut Vec<u8>) -> io::Result<()> {
-        if self.torn {
-            record.insert(0, b'\n');
-        }
-        let (done, result) = write_fully(&mut self.file, record);
+    /// Like [`Self::append`] for whole records that already end with their newlines, one or
+    /// more a buffer: written as they are, in order, with one `writev(2)` per
+    /// [`MAX_SLICES`](super::batch::MAX_SLICES) buffers and no copy.
+    pub fn append_records<B: AsRef<[u8]>>(&mut self, records: &[B]) -> io::Result<()> {
+        let head = self.heal();
+        let (done, result) = write_parts(&mut self.file, head, records);
         self.finish(done, result)
+    }
+
+    /// What goes before the next record: a newline when the tail is torn.
+    fn heal(&self) -> &'static [u8] {
+        if self.torn { b"\n" } else { b"" }
     }
 
     /// Books the outcome of one record write: `done` bytes reached the file. Success clears a
@@ -192,31 +182,13 @@ impl TraceFile {
     }
 }
 
-/// Writes all of `buf` with as few `write` calls as the writer allows (one, for a regular
-/// file, normally), retrying only short writes and `EINTR`. Returns the bytes written and the
-/// outcome.
-fn write_fully<W: Write>(w: &mut W, buf: &[u8]) -> (usize, io::Result<()>) {
-    let total = buf.len();
-    let mut done = 0;
-    while done < total {
-        match w.write(&buf[done..]) {
-            Ok(0) => {
-                let message = format!("Trace append made no progress at byte {done} of {total}");
-                return (done, Err(io::Error::new(io::ErrorKind::WriteZero, message)));
-            }
-            Ok(n) => done += n.min(total - done),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return (done, Err(e)),
-        }
-    }
-    (done, Ok(()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::message::{OmniMessage, StopReason, build};
+    use crate::trace::batch::tests::Scripted;
     use crate::trace::reader::read_trace;
+    use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -296,77 +268,6 @@ mod tests {
         );
     }
 
-    /// A writer that follows a script of outcomes (`Ok(n)` accepts up to n bytes).
-    struct Scripted {
-        steps: std::collections::VecDeque<io::Result<usize>>,
-        out: Vec<u8>,
-        calls: usize,
-    }
-
-    impl Scripted {
-        fn new(steps: Vec<io::Result<usize>>) -> Self {
-            Scripted {
-                steps: steps.into(),
-                out: Vec::new(),
-                calls: 0,
-            }
-        }
-    }
-
-    impl Write for Scripted {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.calls += 1;
-            let n = self
-                .steps
-                .pop_front()
-                .unwrap_or(Ok(buf.len()))?
-                .min(buf.len());
-            self.out.extend_from_slice(&buf[..n]);
-            Ok(n)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn one_write_call_when_the_kernel_takes_everything() {
-        let mut w = Scripted::new(vec![]);
-        let (done, r) = write_fully(&mut w, b"record\n");
-        assert!(r.is_ok());
-        assert_eq!((done, w.calls, w.out.as_slice()), (7, 1, &b"record\n"[..]));
-    }
-
-    #[test]
-    fn short_writes_and_eintr_are_retried() {
-        let eintr = io::Error::from(io::ErrorKind::Interrupted);
-        let mut w = Scripted::new(vec![Ok(2), Err(eintr), Ok(3)]);
-        let (done, r) = write_fully(&mut w, b"abcdefgh");
-        assert!(r.is_ok());
-        assert_eq!((done, w.calls, w.out.as_slice()), (8, 4, &b"abcdefgh"[..]));
-    }
-
-    #[test]
-    fn zero_progress_reports_the_exact_text() {
-        let mut w = Scripted::new(vec![Ok(0)]);
-        let (done, r) = write_fully(&mut w, b"abcde");
-        let e = r.unwrap_err();
-        assert_eq!(done, 0);
-        assert_eq!(e.kind(), io::ErrorKind::WriteZero);
-        assert_eq!(
-            e.to_string(),
-            "Trace append made no progress at byte 0 of 5"
-        );
-
-        let mut w = Scripted::new(vec![Ok(2), Ok(0)]);
-        let (done, r) = write_fully(&mut w, b"abcde");
-        assert_eq!(done, 2);
-        assert_eq!(
-            r.unwrap_err().to_string(),
-            "Trace append made no progress at byte 2 of 5"
-        );
-    }
-
     #[test]
     fn failure_after_progress_removes_the_partial_record() {
         let dir = tempfile::tempdir().unwrap();
@@ -376,7 +277,7 @@ mod tests {
 
         // A record that died after 3 bytes reached the file.
         let mut w = Scripted::new(vec![Ok(3), Err(io::Error::other("disk gone"))]);
-        let (done, r) = write_fully(&mut w, b"half record\n");
+        let (done, r) = write_parts(&mut w, b"", &[b"half record\n"]);
         f.file.write_all(&w.out).unwrap();
         let e = f.finish(done, r).unwrap_err();
         assert_eq!(e.to_string(), "disk gone");
@@ -431,7 +332,6 @@ mod tests {
         f.append(line.as_bytes()).unwrap();
         f.append(build::request_begin().to_json().as_bytes())
             .unwrap();
-        assert!(f.buf.capacity() <= MAX_KEPT_BUFFER, "huge buffer released");
         let read = read_trace(&path).unwrap();
         assert_eq!(read.records.len(), 2);
         assert_eq!(read.records[0], msg);

@@ -5,10 +5,10 @@
 //! Each file keeps the one-file guarantees of `writer.rs`: records in sending order, group
 //! commit per file (the handle queues records and rotations in order; the first of a batch
 //! sends one `Drain`, and the writer writes everything queued at that moment with one
-//! `write(2)` of whole lines), `Flush`/`Written`/`Shutdown` acks per file (each drains the
-//! queue first), rotation,
-//! the owner lock, healing and the shared byte counter. A failed write is reported to that file's
-//! own health only; the other files of the writer go on (ordering across files is free).
+//! `writev(2)` of whole lines, see `batch.rs`), `Flush`/`Written`/`Shutdown` acks per file
+//! (each drains the queue first), rotation, the owner lock, healing and the shared byte
+//! counter. A failed write is reported to that file's own health only; the other files of the
+//! writer go on (ordering across files is free).
 //!
 //! This module owns the routing of records to files; it must not decide what is recorded and
 //! never opens a trace itself (the spawner opens and locks it, so an open failure names the
@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 
+use super::batch::Batch;
 use super::file::TraceFile;
 use super::health::TraceHealth;
 use super::rotation::Rotation;
@@ -81,8 +82,8 @@ struct Pending {
 }
 
 enum Item {
-    /// Whole records (newlines included) and how many.
-    Lines(Vec<u8>, u64),
+    /// Whole records (newlines included), each in its sender's buffer.
+    Lines(Batch),
     Rotate(Rotation),
 }
 
@@ -111,8 +112,8 @@ impl Entry {
         };
         for item in items {
             match item {
-                Item::Lines(bytes, n) => {
-                    self.file.gather_records(bytes, n);
+                Item::Lines(batch) => {
+                    self.file.gather_batch(batch);
                 }
                 Item::Rotate(r) => {
                     self.file.step(TraceMsg::Rotate(r));
@@ -336,14 +337,14 @@ impl TraceHandle {
     /// other steps go through its mailbox.
     pub fn cast(&self, message: TraceMsg) -> Result<(), MessagingErr<WriterMsg>> {
         match message {
-            TraceMsg::AppendLine(line) => self.enqueue(Item::Lines(line, 1)),
+            TraceMsg::AppendLine(line) => self.enqueue_line(line),
             TraceMsg::Append(msg) => match record_line(&msg) {
                 Some(line) => {
                     let line = match &self.queue.redactor {
                         Some(r) => r.redact_bytes(&line).unwrap_or(line),
                         None => line,
                     };
-                    self.enqueue(Item::Lines(line, 1))
+                    self.enqueue_line(line)
                 }
                 None => Ok(()),
             },
@@ -352,19 +353,31 @@ impl TraceHandle {
         }
     }
 
+    /// Queues one whole record after the others: into the last run of records when the queue
+    /// ends with one (the buffer is moved there, not copied).
+    fn enqueue_line(&self, line: Vec<u8>) -> Result<(), MessagingErr<WriterMsg>> {
+        self.enqueue_with(|items| match items.last_mut() {
+            Some(Item::Lines(batch)) => batch.push(line, 1),
+            _ => items.push(Item::Lines(Batch::of(line, 1))),
+        })
+    }
+
     fn enqueue(&self, item: Item) -> Result<(), MessagingErr<WriterMsg>> {
+        self.enqueue_with(|items| items.push(item))
+    }
+
+    /// Adds to the queue with `add` and wakes the writer when this starts a batch and no hold
+    /// is taken.
+    fn enqueue_with(
+        &self,
+        add: impl FnOnce(&mut Vec<Item>),
+    ) -> Result<(), MessagingErr<WriterMsg>> {
         let signal = {
             let mut p = self.queue.lock();
             if p.closed {
                 return Ok(());
             }
-            match (p.items.last_mut(), item) {
-                (Some(Item::Lines(bytes, n)), Item::Lines(line, 1)) => {
-                    bytes.extend_from_slice(&line);
-                    *n += 1;
-                }
-                (_, item) => p.items.push(item),
-            }
+            add(&mut p.items);
             p.held == 0 && !std::mem::replace(&mut p.signalled, true)
         };
         if signal {

@@ -75,9 +75,9 @@ impl TraceState {
         }
     }
 
-    fn write_header_line(&mut self, mut line: Vec<u8>) {
+    fn write_header_line(&mut self, line: Vec<u8>) {
         let len = line.len() as u64;
-        match self.file.append_line(&mut line) {
+        match self.file.append_records(&[line]) {
             Ok(()) => {
                 use std::sync::atomic::Ordering;
                 self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);

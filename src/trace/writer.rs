@@ -3,18 +3,20 @@
 //! Records arrive as messages and are written in arrival order on a file held open for the
 //! actor's life, with group commit: the first record of a batch queues a `Commit` behind every
 //! message already in the mailbox, the records before it are gathered, and the `Commit` writes
-//! them all (whole lines only) with one `write(2)`. A lone record is one `write(2)` as before;
-//! a burst of N records is one. `Flush`, `Written` and `Shutdown` first write what is gathered,
-//! then reply, so a caller that awaits them loses nothing. A failed write or sync is logged and
-//! reported once through the trace's [`TraceHealth`] (the session then stops taking tasks); it
-//! never stops the actor, which still tries every later record. It must not decide what is
-//! recordable: callers send only recordable messages.
+//! them all (whole lines only) with one `writev(2)` of the records' own buffers (`batch.rs`). A
+//! lone record is one call as before; a burst of N records is one (per 1,024). `Flush`,
+//! `Written` and `Shutdown` first write what is gathered, then reply, so a caller that awaits
+//! them loses nothing. A failed write or sync is logged and reported once through the trace's
+//! [`TraceHealth`] (the session then stops taking tasks); it never stops the actor, which still
+//! tries every later record. It must not decide what is recordable: callers send only
+//! recordable messages.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
+use super::batch::Batch;
 use super::file::TraceFile;
 use super::health::{TraceHealth, failure_text};
 use crate::message::{ModelPayload, OmniMessage};
@@ -121,10 +123,9 @@ pub struct TraceState {
     pub(super) health: Arc<TraceHealth>,
     /// A rotation waiting for the next record (none is made for nothing).
     rotation: Option<super::rotation::Rotation>,
-    /// Whole records gathered for the next write (empty, without capacity, when idle), how
-    /// many (whether a `Commit` is queued is the owner's business).
-    batch: Vec<u8>,
-    batch_records: u64,
+    /// Whole records gathered for the next write, each in its sender's buffer (empty, without
+    /// capacity, when idle; whether a `Commit` is queued is the owner's business).
+    batch: Batch,
 }
 
 impl TraceState {
@@ -141,8 +142,7 @@ impl TraceState {
             redactor,
             health,
             rotation: None,
-            batch: Vec::new(),
-            batch_records: 0,
+            batch: Batch::default(),
         }
     }
 
@@ -161,41 +161,34 @@ impl TraceState {
     /// Adds one serialized record (newline included) to the batch. Returns whether it is the
     /// first record of a new batch, for which the owner queues a commit.
     pub(super) fn gather(&mut self, line: Vec<u8>) -> bool {
-        self.gather_records(line, 1)
+        self.gather_batch(Batch::of(line, 1))
     }
 
-    /// Like [`Self::gather`] for `records` whole records in one buffer.
-    pub(super) fn gather_records(&mut self, line: Vec<u8>, records: u64) -> bool {
+    /// Like [`Self::gather`] for a batch of whole records (their buffers are moved, not copied).
+    pub(super) fn gather_batch(&mut self, more: Batch) -> bool {
         if let Some(rotation) = self.rotation.take() {
             // Records queued before the rotation belong to the old file.
             self.commit();
             self.rotate(rotation);
         }
         let first = self.batch.is_empty();
-        if first {
-            // The first record's buffer becomes the batch: a lone record is not copied.
-            self.batch = line;
-        } else {
-            self.batch.extend_from_slice(&line);
-        }
-        self.batch_records += records;
-        if self.batch.len() >= BATCH_MAX_BYTES {
+        self.batch.append(more);
+        if self.batch.bytes() >= BATCH_MAX_BYTES {
             self.commit();
             return false;
         }
         first
     }
 
-    /// Writes the gathered records with one `write(2)`.
+    /// Writes the gathered records with one `writev(2)` (one per 1,024 buffers).
     pub(super) fn commit(&mut self) {
         if self.batch.is_empty() {
             return;
         }
-        let mut batch = std::mem::take(&mut self.batch);
-        let records = std::mem::take(&mut self.batch_records);
-        let len = batch.len() as u64;
+        let batch = std::mem::take(&mut self.batch);
+        let (records, len) = (batch.records(), batch.bytes() as u64);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        match self.file.append_line(&mut batch) {
+        match self.file.append_records(batch.parts()) {
             Ok(()) => {
                 self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);
                 self.stats.records.fetch_add(records, Ordering::Relaxed);
