@@ -33,6 +33,7 @@ pub mod apply_patch;
 pub mod args;
 pub mod binding;
 pub mod canonical;
+pub mod capped_read;
 pub mod close_out;
 pub mod describe_image;
 pub mod diff_render;

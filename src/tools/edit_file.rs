@@ -3,26 +3,33 @@
 //! owner and mode kept, hard links in place, see `fs_atomic`), and answers with
 //! `Replaced <n> occurrence[s] in "<p>".` plus git-style hunks of the change (`docs/tools.md#edit_file`).
 //!
-//! It must not create files (write_file does), touch a secret store (by name or by inode), or
-//! stream or truncate its output itself beyond its own hunk budget (the close-out truncates),
-//! and never panics on any argument.
+//! It must not create files (write_file does), touch a secret store (by name or by inode), hold
+//! more than [`MAX_FILE_BYTES`] of a file or of its edited content in memory (a larger file is
+//! refused before it is read), or stream or truncate its output itself beyond its own hunk budget
+//! (the close-out truncates), and never panics on any argument.
 
 mod error;
 
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
 pub use self::error::EditFileError;
 
+use super::apply_patch::compute::MAX_BYTES;
 use super::args::{flag, require_nonempty_str, require_str};
+use super::capped_read::{Capped, read_capped};
 use super::diff_render::replacement_hunks;
 use super::file_target::{FileKind, Target, TargetError};
 use super::fs_atomic::{write_notes, write_through};
 use super::path_hint::path_hint;
 use super::secret_guard::{secret_by_identity, secret_by_name};
 use super::{ToolDefinitionConfig, ToolReply, resolve_path};
+
+/// Largest file edit_file reads, and largest content it writes: apply_patch's per-file limit
+/// (4 MiB), so both tools take the same files.
+pub const MAX_FILE_BYTES: u64 = MAX_BYTES as u64;
 
 /// Most hunks shown (replace_all over a big file stays readable).
 const MAX_HUNKS: usize = 5;
@@ -97,10 +104,23 @@ fn run(
     if let Some(name) = secret_by_identity(&target.real, &opened.meta, workspace) {
         return Err(refusal(p, name));
     }
-    let mut content = String::new();
-    (&opened.file)
-        .read_to_string(&mut content)
-        .map_err(read_error)?;
+    // Decided by the fstat size and enforced while reading: a file that grows in between is
+    // never read past the cap.
+    let bytes = match read_capped(opened, MAX_FILE_BYTES).map_err(read_error)? {
+        Capped::Whole(bytes) => bytes,
+        Capped::TooLarge { size } => {
+            return Err(EditFileError::TooLarge {
+                file_path: p.to_string(),
+                size,
+            });
+        }
+    };
+    let content = String::from_utf8(bytes).map_err(|_| {
+        read_error(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
+    })?;
 
     let occurrences = content.matches(old).count();
     if occurrences == 0 {
@@ -116,6 +136,17 @@ fn run(
         });
     }
 
+    let replaced = if replace_all { occurrences } else { 1 };
+    // The edited size, known before the new content is built (a replace_all can multiply it).
+    let new_size = (content.len() as u64)
+        .saturating_sub((replaced as u64).saturating_mul(old.len() as u64))
+        .saturating_add((replaced as u64).saturating_mul(new.len() as u64));
+    if new_size > MAX_FILE_BYTES {
+        return Err(EditFileError::ResultTooLarge {
+            file_path: p.to_string(),
+            size: new_size,
+        });
+    }
     let updated = if replace_all {
         content.replace(old, new)
     } else {
@@ -126,7 +157,6 @@ fn run(
             file_path: p.to_string(),
             source,
         })?;
-    let replaced = if replace_all { occurrences } else { 1 };
     tracing::debug!(path = %target.real.display(), replaced, ?mode, "edit_file applied");
     let head = format!(
         "Replaced {replaced} occurrence{} in \"{p}\".{}",

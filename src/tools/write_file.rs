@@ -3,13 +3,12 @@
 //! place, see `fs_atomic`), and answers `Created|Overwrote "<p>" (<L> line[s], <B> byte[s]).` —
 //! an overwrite adds a small diff against the previous content (`docs/tools.md#write_file`).
 //!
-//! It must not replace what is not a regular file, touch a secret store (by name or by inode),
-//! or fail because the previous content cannot be diffed (that only drops the diff), and never
-//! panics on any argument.
+//! It must not replace what is not a regular file, touch a secret store (by name or by inode,
+//! nor create one through a dangling symlink), or fail because the previous content cannot be
+//! diffed (that only drops the diff), and never panics on any argument.
 
 mod error;
 
-use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -17,10 +16,11 @@ use serde_json::{Map, Value};
 pub use self::error::{WriteFailure, WriteFileError};
 
 use super::args::{require_nonempty_str, require_str};
+use super::capped_read::{Capped, read_capped};
 use super::diff_render::{Hunk, LineDiff, content_lines, line_diff};
 use super::file_target::{FileKind, Target, TargetError};
 use super::fs_atomic::{WriteMode, write_notes, write_through};
-use super::secret_guard::{secret_by_identity, secret_by_name};
+use super::secret_guard::{secret_by_identity, secret_by_name, secret_name};
 use super::{ToolDefinitionConfig, ToolReply, resolve_path};
 
 /// Previous contents above this size get no diff.
@@ -80,6 +80,12 @@ fn run(
             });
         }
     };
+    // The file the write lands on, after the symlinks: a dangling link names the file it would
+    // create, which has no realpath yet for `secret_by_name` and no inode for
+    // `secret_by_identity`.
+    if let Some(name) = target.real.file_name().and_then(secret_name) {
+        return Err(refusal(p, name));
+    }
     let mut previous: Option<String> = None;
     if let Some(opened) = &target.existing {
         // Decided by the opened file: a hard link to a secret store is refused before its
@@ -88,13 +94,7 @@ fn run(
             return Err(refusal(p, name));
         }
         // Bounded read-back for the diff; a big, binary or unreadable file just gets no diff.
-        let mut bytes = Vec::new();
-        if opened.meta.len() <= DIFF_SOURCE_CAP
-            && (&opened.file)
-                .take(DIFF_SOURCE_CAP + 1)
-                .read_to_end(&mut bytes)
-                .is_ok()
-            && bytes.len() as u64 <= DIFF_SOURCE_CAP
+        if let Ok(Capped::Whole(bytes)) = read_capped(opened, DIFF_SOURCE_CAP)
             && !bytes.contains(&0)
         {
             previous = Some(String::from_utf8_lossy(&bytes).into_owned());

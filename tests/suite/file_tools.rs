@@ -1,6 +1,7 @@
 //! The file tools on real files: what they refuse (directories, FIFOs, sockets, devices, secret
-//! stores by name and by inode), how they write (through symlinks, owner and mode kept, hard
-//! links in place), and honest reads (procfs, lines longer than the scan cap).
+//! stores by name, by inode and behind a dangling symlink, files and edits over edit_file's
+//! 4 MiB), how they write (through symlinks, owner and mode kept, hard links in place), and
+//! honest reads (procfs, lines longer than the scan cap).
 
 use crate::common;
 
@@ -351,6 +352,127 @@ fn a_single_line_longer_than_the_scan_cap_is_shown_truncated() {
             .starts_with(&format!("     3\t{}{marker}\n", "q".repeat(2000))),
         "{}",
         &r.text[..200.min(r.text.len())]
+    );
+}
+
+#[test]
+fn edit_file_refuses_a_file_over_4_mib_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    // A sparse 64 MiB file: no disk, but 64 MiB of memory (twice that with a match) if read.
+    let big = ws.join("big.log");
+    fs::File::create(&big)
+        .unwrap()
+        .set_len(64 * 1024 * 1024)
+        .unwrap();
+    let r = edit(ws, "big.log", "\0", "x");
+    assert_eq!(
+        r,
+        ToolReply::fail(
+            "Cannot edit \"big.log\": it is 67108864 bytes, and edit_file only edits files of at most 4194304 bytes (4 MB). Change a file this large with shell commands (exec_command, e.g. sed -i 's/old/new/' FILE), or replace its whole content with write_file."
+        )
+    );
+    let meta = fs::metadata(&big).unwrap();
+    assert_eq!((meta.len(), meta.blocks()), (64 * 1024 * 1024, 0));
+    assert_eq!(entries(ws), vec!["big.log".to_string()]);
+
+    // The cap itself is allowed, one byte more is not.
+    let mut data = vec![b'a'; 4 * 1024 * 1024 - 6];
+    data.extend_from_slice(b"needle");
+    fs::write(ws.join("edge.txt"), &data).unwrap();
+    let r = edit(ws, "edge.txt", "needle", "pin!!!");
+    assert_eq!(r.stop_reason, StopReason::Completed, "{}", &r.text[..80]);
+    data.push(b'\n');
+    fs::write(ws.join("edge.txt"), &data).unwrap();
+    let r = edit(ws, "edge.txt", "needle", "pin!!!");
+    assert!(
+        r.text
+            .starts_with("Cannot edit \"edge.txt\": it is 4194305 bytes, and edit_file only"),
+        "{}",
+        r.text
+    );
+    assert_eq!(fs::read(ws.join("edge.txt")).unwrap(), data);
+}
+
+#[test]
+fn edit_file_refuses_an_edit_that_would_grow_the_file_past_4_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let content = "x\n".repeat(512 * 1024);
+    fs::write(ws.join("x.txt"), &content).unwrap();
+    let args = json!({"file_path": "x.txt", "old_string": "x", "new_string": "xxxxxxxx",
+                      "replace_all": true});
+    let r = edit_file(
+        ws,
+        args.as_object().unwrap(),
+        &default_definition("edit_file").unwrap(),
+    );
+    assert_eq!(
+        r,
+        ToolReply::fail(
+            "Cannot edit \"x.txt\": the edit would make it 4718592 bytes, and edit_file only writes files of at most 4194304 bytes (4 MB). Nothing was changed. Make a smaller change, or use shell commands (exec_command) for this one."
+        )
+    );
+    assert_eq!(fs::read_to_string(ws.join("x.txt")).unwrap(), content);
+    assert_eq!(entries(ws), vec!["x.txt".to_string()]);
+}
+
+#[test]
+fn a_dangling_symlink_to_a_secret_store_is_refused_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    symlink("newdir/.project_config.toml", ws.join("dangl")).unwrap();
+    symlink(".vault.toml", ws.join("dv")).unwrap();
+    // A chain: the last link dangles, in another directory, the name in another case.
+    fs::create_dir(ws.join("sub")).unwrap();
+    symlink("deep/.VAULT.toml", ws.join("sub/last")).unwrap();
+    symlink("sub/last", ws.join("chain")).unwrap();
+    let refused = |verb: &str, p: &str, name: &str| {
+        ToolReply::fail(format!(
+            "Refusing to {verb} \"{p}\": {name} holds the user's secrets and must never enter the conversation."
+        ))
+    };
+    let before = entries(ws);
+    assert_eq!(
+        write(ws, "dangl", "token = \"x\"\n"),
+        refused("write", "dangl", ".project_config.toml")
+    );
+    assert_eq!(write(ws, "dv", "x"), refused("write", "dv", ".vault.toml"));
+    assert_eq!(
+        write(ws, "chain", "x"),
+        refused("write", "chain", ".vault.toml")
+    );
+    // edit_file never creates: a dangling link is a missing file.
+    for p in ["dangl", "dv", "chain"] {
+        let r = edit(ws, p, "a", "b");
+        assert!(
+            r.text.starts_with(&format!("File not found: \"{p}\"")),
+            "{}",
+            r.text
+        );
+    }
+    assert_eq!(entries(ws), before);
+    assert!(!ws.join("newdir").exists());
+    assert_eq!(entries(&ws.join("sub")), vec!["last".to_string()]);
+
+    // A dangling link to an ordinary name still creates its target, directories included.
+    symlink("newdir/notes.md", ws.join("ok")).unwrap();
+    assert_eq!(
+        write(ws, "ok", "hi\n"),
+        ToolReply::ok(format!(
+            "Created \"ok\" (1 line, 3 bytes).\n(written through the symlink to \"{}\")",
+            ws.join("newdir/notes.md").display()
+        ))
+    );
+    assert_eq!(
+        fs::read_to_string(ws.join("newdir/notes.md")).unwrap(),
+        "hi\n"
+    );
+    assert!(
+        fs::symlink_metadata(ws.join("ok"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
     );
 }
 

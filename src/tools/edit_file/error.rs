@@ -4,6 +4,7 @@
 
 use std::io;
 
+use super::MAX_FILE_BYTES;
 use crate::tools::args::MissingArg;
 use crate::tools::file_target::TargetError;
 use crate::tools::fs_atomic::WriteError;
@@ -60,6 +61,18 @@ pub enum EditFileError {
         #[source]
         source: TargetError,
     },
+    /// The file is larger than edit_file reads (`size`: its size in bytes).
+    #[error(
+        "Cannot edit \"{file_path}\": it is {size} bytes, and edit_file only edits files of at most {} bytes (4 MB). Change a file this large with shell commands (exec_command, e.g. sed -i 's/old/new/' FILE), or replace its whole content with write_file.",
+        MAX_FILE_BYTES
+    )]
+    TooLarge { file_path: String, size: u64 },
+    /// The edited content would be larger than edit_file writes (`size`: its size in bytes).
+    #[error(
+        "Cannot edit \"{file_path}\": the edit would make it {size} bytes, and edit_file only writes files of at most {} bytes (4 MB). Nothing was changed. Make a smaller change, or use shell commands (exec_command) for this one.",
+        MAX_FILE_BYTES
+    )]
+    ResultTooLarge { file_path: String, size: u64 },
     /// `old_string` does not occur in the file (`crlf`: the file uses CRLF line endings).
     #[error(
         "old_string not found in \"{file_path}\". Make sure it matches the file content exactly, including whitespace and indentation.{}",
