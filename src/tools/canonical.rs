@@ -10,12 +10,21 @@
 //! What is remembered is what `realpath` answered earlier in this process: a directory on the
 //! way replaced by a symlink afterwards is not noticed (the same holds for the workspaces).
 //!
+//! It also answers, for the file tools that confine their paths to the workspace (openvaala's
+//! `read_file`, `apply_patch`, openvaala's `bash` `cwd`), whether a path goes through the
+//! workspace under any of its names ([`under_workspace`]: the workspace as given, its canonical
+//! form, or another spelling that resolves to it, e.g. `/tmp/w` for `/private/tmp/w`) and
+//! whether its real location, symlinks resolved, stays in it ([`real_location`],
+//! [`really_inside`]).
+//!
 //! It only looks (`lstat`, and `realpath` as the fallback); it never opens or changes a file.
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
+
+use super::path_hint::normalize_lexically;
 
 /// Workspaces remembered (cleared when full; a miss only costs one `realpath`).
 const REMEMBERED_MAX: usize = 4096;
@@ -151,6 +160,73 @@ pub fn canonical_under(workspace: &Path, resolved: &Path) -> Option<(PathBuf, fs
     Some((at, last?))
 }
 
+/// `path` (absolute and lexically normalized) as a path under `workspace` (as the session gave
+/// it, lexically normalized here) when it goes through the workspace under any of its names:
+/// under `workspace` itself, under its canonical form, or under another directory that is the
+/// workspace once symlinks are resolved (the shallowest such ancestor of `path`). The part below
+/// the workspace is kept as written, symlinks and all. `None` when it does not go through the
+/// workspace.
+///
+/// This says nothing of where the result really leads: [`real_location`] and [`really_inside`]
+/// answer that. Only a path outside the workspace as given costs more than a comparison (a
+/// `realpath` per leading component, up to the first one that is missing).
+pub fn under_workspace(workspace: &Path, path: &Path) -> Option<PathBuf> {
+    let lexical = normalize_lexically(workspace);
+    if path.starts_with(&lexical) {
+        return Some(path.to_path_buf());
+    }
+    let canonical = canonical_workspace(&lexical)?;
+    let rebase = |rest: &Path| {
+        if rest.as_os_str().is_empty() {
+            lexical.clone()
+        } else {
+            lexical.join(rest)
+        }
+    };
+    if let Ok(rest) = path.strip_prefix(&canonical) {
+        return Some(rebase(rest));
+    }
+    let mut prefix = PathBuf::new();
+    for component in path.components() {
+        prefix.push(component);
+        // A missing directory: nothing below it can be the workspace.
+        let real = fs::canonicalize(&prefix).ok()?;
+        if real == canonical {
+            return path.strip_prefix(&prefix).ok().map(rebase);
+        }
+    }
+    None
+}
+
+/// Where `path` (lexically normalized) really is, whether it exists or not: the canonical path
+/// of its deepest existing ancestor with the components below that ancestor appended as
+/// written. `None` only when no ancestor resolves at all.
+pub fn real_location(path: &Path) -> Option<PathBuf> {
+    for ancestor in path.ancestors() {
+        let at = if ancestor.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            ancestor
+        };
+        if let Ok(real) = fs::canonicalize(at) {
+            let rest = path.strip_prefix(ancestor).ok()?;
+            return Some(if rest.as_os_str().is_empty() {
+                real
+            } else {
+                real.join(rest)
+            });
+        }
+    }
+    None
+}
+
+/// Whether `real` (a canonical path, or the [`real_location`] of a missing one) lies in
+/// `workspace`: under the workspace as given or under its canonical form.
+pub fn really_inside(workspace: &Path, real: &Path) -> bool {
+    real.starts_with(normalize_lexically(workspace))
+        || canonical_workspace(workspace).is_some_and(|w| real.starts_with(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,5 +311,44 @@ mod tests {
         let via_link = ws.join("link");
         assert!(canonical_under(&via_link, &via_link.join("a.txt")).is_none());
         assert_eq!(canonical(&via_link, &via_link.join("a.txt")), Some(plain));
+    }
+
+    #[test]
+    fn paths_through_any_name_of_the_workspace_and_their_real_locations() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        let (ws, link) = (root.join("ws"), root.join("wslink"));
+        fs::create_dir_all(ws.join("sub")).unwrap();
+        fs::create_dir_all(root.join("out")).unwrap();
+        std::os::unix::fs::symlink("ws", &link).unwrap();
+        std::os::unix::fs::symlink(root.join("out"), ws.join("up")).unwrap();
+        std::os::unix::fs::symlink(ws.join("sub"), root.join("subalias")).unwrap();
+        // Rebased under the workspace as given, the rest kept as written.
+        for (given, other) in [(&ws, &link), (&link, &ws)] {
+            let under = |p: &Path| under_workspace(given, p);
+            assert_eq!(under(&given.join("up/x")), Some(given.join("up/x")));
+            assert_eq!(under(&other.join("up/x")), Some(given.join("up/x")));
+            assert_eq!(under(other), Some(given.to_path_buf()));
+            assert_eq!(
+                under(&link.join("sub/new/f")),
+                Some(given.join("sub/new/f"))
+            );
+            // Not through the workspace: beside it, or a subdirectory reached another way.
+            assert_eq!(under(&root.join("out/x")), None);
+            assert_eq!(under(&root.join("subalias/x")), None);
+            assert_eq!(under(&root.join("wsx/a")), None);
+            assert_eq!(under(&root.join("missing/ws/a")), None);
+        }
+        // Where a path really is, existing or not, and whether that is inside.
+        assert_eq!(
+            real_location(&link.join("up/new/f")),
+            Some(root.join("out/new/f"))
+        );
+        assert_eq!(real_location(&link.join("sub")), Some(ws.join("sub")));
+        assert!(really_inside(&link, &ws.join("sub/f")));
+        assert!(!really_inside(&link, &root.join("out/new/f")));
+        // A workspace that cannot be resolved is taken as given.
+        assert!(really_inside(Path::new("/w/p"), Path::new("/w/p/x")));
+        assert_eq!(under_workspace(Path::new("/w/p"), Path::new("/w/q")), None);
     }
 }

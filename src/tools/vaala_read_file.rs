@@ -22,6 +22,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::args::{finite_number, require_nonempty_str};
+use super::canonical::under_workspace;
 use super::{Tool, ToolContext, ToolResult};
 
 /// Default of `tools.max_image_kb`.
@@ -98,17 +99,15 @@ pub struct OutsideWorkspace {
     pub workspace: PathBuf,
 }
 
-/// The absolute path of `path` inside `workspace`, or the error naming it.
+/// The absolute path of `path` under `workspace` (relative to it, or absolute through the
+/// workspace under any of its names, see [`under_workspace`]), or the error naming it and the
+/// workspace as given. Where the path really leads is the `guard` module's question.
 pub fn inside_workspace(workspace: &Path, path: &str) -> Result<PathBuf, OutsideWorkspace> {
     let abs = normalize(&super::resolve_path(workspace, path));
-    if abs.starts_with(normalize(workspace)) {
-        Ok(abs)
-    } else {
-        Err(OutsideWorkspace {
-            path: path.to_string(),
-            workspace: workspace.to_path_buf(),
-        })
-    }
+    under_workspace(workspace, &abs).ok_or_else(|| OutsideWorkspace {
+        path: path.to_string(),
+        workspace: workspace.to_path_buf(),
+    })
 }
 
 /// The refusal of a secret store, in penguin's read_file words.

@@ -3,7 +3,8 @@
 //! after 1 MiB was dropped and at a multi-byte boundary, `wait_seconds` returning early,
 //! `timeout_seconds` stopping a process tree, `write_stdin` to a PTY program (and refused for a
 //! pipe command), stop/list, read_file's numbered lines and AGENTS.md brought once, secret
-//! stores refused, and every call having exactly one output.
+//! stores refused, absolute paths through a symlinked `--workspace` accepted by read_file,
+//! apply_patch and bash, and every call having exactly one output.
 
 use crate::common::cli as support;
 
@@ -547,4 +548,43 @@ fn read_file_refuses_secret_stores_and_symlinks_out_and_they_never_reach_the_tra
     }
     let trace = std::fs::read_to_string(sb.trace()).unwrap();
     assert!(!trace.contains("sk-live-vault") && !trace.contains("sk-live-elsewhere"));
+}
+
+#[test]
+fn absolute_paths_through_a_symlinked_workspace_are_inside() {
+    let sb = Sandbox::new();
+    let ws = std::fs::canonicalize(sb.ws()).unwrap();
+    std::fs::write(ws.join("a.txt"), "hi\n").unwrap();
+    let link = sb.path("wslink");
+    std::os::unix::fs::symlink(&ws, &link).unwrap();
+    let l = s(&link);
+    let patch = format!("*** Begin Patch\n*** Add File: {l}/c.txt\n+x\n*** End Patch");
+    let calls = [
+        call("read_file", json!({"path": format!("{l}/a.txt")})),
+        call("apply_patch", json!({"input": patch})),
+        call("bash", json!({"command": "pwd", "cwd": l})),
+    ];
+    let script = sb.script(&json!({"turns": [{"tool_calls": calls}, {"text": "done"}]}));
+    let home = sb.home();
+    let mut cmd = sb.command();
+    cmd.args(["run", "--tools-profile", "openvaala", "--workspace", l])
+        .args(["--home", s(&home), "--script", s(&script), "go"]);
+    Running::spawn(cmd).wait(RUN_TIMEOUT).expect_code(0);
+    let records = read_records(&sb.trace());
+    check_pairing(&records, true);
+    for id in ["call_0", "call_1", "call_2"] {
+        let t = text(&records, id);
+        assert_eq!(
+            output_of(&records, id)["stop_reason"],
+            "completed",
+            "{id}: {t}"
+        );
+    }
+    assert_eq!(text(&records, "call_0"), "     1\thi");
+    let added = format!("Success. Updated the following files:\nA {l}/c.txt\n");
+    assert_eq!(text(&records, "call_1"), added);
+    assert_eq!(std::fs::read_to_string(ws.join("c.txt")).unwrap(), "x\n");
+    let pwd = parse(&text(&records, "call_2"));
+    assert_eq!((pwd.status.as_str(), pwd.exit_code), ("exited", Some(0)));
+    assert_eq!(pwd.output, format!("{}\n", ws.display()));
 }

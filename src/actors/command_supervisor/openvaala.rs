@@ -81,9 +81,18 @@ async fn bash(
     ctx: ToolContext,
     args: Map<String, Value>,
 ) -> ToolResult {
-    let a = match format::bash_args(&ctx.env.workspace, &args) {
-        Ok(a) => a,
-        Err(t) => return failed(&ctx, t.to_string()),
+    // `cwd` is checked where it really leads (realpath): blocking work.
+    let workspace = ctx.env.workspace.clone();
+    let parsed = tokio::task::spawn_blocking(move || format::bash_args(&workspace, &args));
+    let a = match parsed.await {
+        Ok(Ok(a)) => a,
+        Ok(Err(t)) => return failed(&ctx, t.to_string()),
+        Err(e) => {
+            return ToolResult {
+                error: Some(format!("bash failed: {e}")),
+                ..ToolResult::default()
+            };
+        }
     };
     let req = StartRequest {
         cmd: a.command,

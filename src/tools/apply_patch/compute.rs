@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::parser::{Chunk, FileOp, ParseError, Section};
 use super::seek::seek_sequence;
+use crate::tools::canonical::under_workspace;
 use crate::tools::file_target::{Target, TargetError};
 use crate::tools::path_hint::normalize_lexically;
 use crate::tools::resolve_path;
@@ -318,11 +319,13 @@ impl Workspace {
         }
     }
 
-    /// The patch path resolved against the workspace; it must stay inside, also after its
-    /// existing directories' symlinks are resolved.
+    /// The patch path resolved against the workspace (an absolute one may name the workspace
+    /// by any of its names: as given, canonical, or through a symlink to it) and rebased under
+    /// it; it must stay inside, also after its existing directories' symlinks are resolved.
     fn resolve(&self, shown: &str) -> Result<PathBuf, FileError> {
-        let path = normalize_lexically(&resolve_path(&self.given, shown));
-        if path == self.lexical || !path.starts_with(&self.lexical) {
+        let asked = normalize_lexically(&resolve_path(&self.given, shown));
+        let path = under_workspace(&self.lexical, &asked).ok_or(FileError::OutsideWorkspace)?;
+        if path == self.lexical {
             return Err(FileError::OutsideWorkspace);
         }
         self.confine(&path)?;
@@ -354,7 +357,7 @@ impl Workspace {
         }
         if target.via_symlink {
             let real = normalize_lexically(&target.real);
-            if !real.starts_with(&self.lexical) && !real.starts_with(&self.canonical) {
+            if under_workspace(&self.lexical, &real).is_none() {
                 return Err(FileError::OutsideWorkspace);
             }
             self.confine(&real)?;

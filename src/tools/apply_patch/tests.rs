@@ -405,3 +405,47 @@ fn non_regular_and_outside_targets_are_refused() {
     }
     assert_eq!(tree(o), vec![("o.txt".to_string(), b"o\n".to_vec())]);
 }
+
+#[test]
+fn absolute_paths_may_name_the_workspace_through_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let (ws, link) = (root.join("ws"), root.join("wslink"));
+    fs::create_dir_all(root.join("out")).unwrap();
+    fs::create_dir_all(&ws).unwrap();
+    fs::write(ws.join("m.txt"), "a\n").unwrap();
+    symlink(root.join("out"), ws.join("outdir")).unwrap();
+    symlink("ws", &link).unwrap();
+    // The workspace as a session holds it (canonical) or as given (the link).
+    for (given, other, name) in [(&ws, &link, "c.txt"), (&link, &ws, "d.txt")] {
+        let (new, m) = (other.join(name), other.join("m.txt"));
+        let patch = format!(
+            "*** Begin Patch\n*** Add File: {}\n+x\n*** Update File: {}\n@@\n-a\n+b\n*** End Patch",
+            new.display(),
+            m.display()
+        );
+        let r = run(given, &patch);
+        assert_eq!(r.stop_reason, StopReason::Completed, "{}", r.text);
+        assert_eq!(fs::read_to_string(ws.join(name)).unwrap(), "x\n");
+        assert_eq!(fs::read_to_string(ws.join("m.txt")).unwrap(), "b\n");
+        fs::write(ws.join("m.txt"), "a\n").unwrap();
+        // Where a path really leads is still checked.
+        let out = other.join("outdir/n.txt");
+        let r = run(
+            given,
+            &format!(
+                "*** Begin Patch\n*** Add File: {}\n+x\n*** End Patch",
+                out.display()
+            ),
+        );
+        assert!(
+            r.text.starts_with(&format!(
+                "{}: the path is outside the workspace",
+                out.display()
+            )),
+            "{}",
+            r.text
+        );
+    }
+    assert!(tree(&root.join("out")).is_empty());
+}

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::tools::canonical::{canonical, canonical_workspace};
+use crate::tools::canonical::{canonical, real_location, really_inside};
 use crate::tools::file_target::{Opened, TargetError, open_regular};
 use crate::tools::secret_guard::{secret_by_identity, secret_by_names};
 
@@ -23,12 +23,16 @@ pub(super) enum Refused {
     Target(TargetError),
 }
 
-/// Opens `path` (absolute, lexically inside `workspace`) for reading, unless it is refused.
+/// Opens `path` (absolute, lexically inside `workspace`) for reading, unless it is refused. A
+/// missing path is judged by where it would be (its deepest existing directory resolved), so
+/// one under a symlink out of the workspace is refused as outside, not answered as missing.
 pub(super) fn open_guarded(workspace: &Path, path: &Path) -> Result<Opened, Refused> {
     let real = canonical(workspace, path);
-    if let Some(real) = &real
-        && !inside_really(workspace, real)
-    {
+    let inside = match &real {
+        Some(real) => really_inside(workspace, real),
+        None => real_location(path).is_some_and(|at| really_inside(workspace, &at)),
+    };
+    if !inside {
         return Err(Refused::Outside);
     }
     if let Some(name) = secret_by_names(path, real.as_deref()) {
@@ -39,10 +43,4 @@ pub(super) fn open_guarded(workspace: &Path, path: &Path) -> Result<Opened, Refu
         Some(name) => Err(Refused::Secret(name)),
         None => Ok(opened),
     }
-}
-
-/// Whether `real` (a canonical path) lies in `workspace`, as given or resolved.
-fn inside_really(workspace: &Path, real: &Path) -> bool {
-    real.starts_with(super::normalize(workspace))
-        || canonical_workspace(workspace).is_some_and(|w| real.starts_with(w))
 }

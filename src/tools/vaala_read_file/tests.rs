@@ -283,3 +283,84 @@ async fn a_symlink_does_not_lead_out_of_the_workspace() {
     let (_, text) = read(&ws, "a/in.txt").await;
     assert_eq!(text, "     1\tinside");
 }
+
+/// `dir/ws` (its files: `a.txt`, `out -> dir/out`) and `dir/wslink -> ws`, canonical.
+fn symlinked_workspace(dir: &Path) -> (PathBuf, PathBuf) {
+    let root = std::fs::canonicalize(dir).unwrap();
+    let (ws, link) = (root.join("ws"), root.join("wslink"));
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "hi\n").unwrap();
+    std::fs::write(root.join("out/o.txt"), "outside\n").unwrap();
+    std::os::unix::fs::symlink(root.join("out"), ws.join("out")).unwrap();
+    std::os::unix::fs::symlink("ws", &link).unwrap();
+    (ws, link)
+}
+
+#[tokio::test]
+async fn absolute_paths_may_name_the_workspace_through_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, link) = symlinked_workspace(dir.path());
+    // The workspace as a session holds it (canonical) or as given (the link): either name
+    // of it reaches its files.
+    for (given, other) in [(&ws, &link), (&link, &ws)] {
+        for path in [given.join("a.txt"), other.join("a.txt")] {
+            let (result, text) = read(given, &path.display().to_string()).await;
+            assert_eq!(text, "     1\thi", "{}", path.display());
+            assert_eq!(result.stop_reason, None);
+        }
+        // Still refused: a path whose real location leaves it, missing or not (the error
+        // names the workspace as given), and one that never goes through it.
+        let outside = |p: &Path| {
+            let p = p.display().to_string();
+            format!("Path \"{p}\" is outside the workspace {}.", given.display())
+        };
+        for path in [
+            other.join("out/o.txt"),
+            other.join("out/missing.txt"),
+            given.join("out/missing.txt"),
+            dir.path().join("out/o.txt"),
+        ] {
+            let (_, text) = read(given, &path.display().to_string()).await;
+            assert_eq!(text, outside(&path));
+        }
+    }
+}
+
+#[tokio::test]
+async fn agents_md_is_known_by_its_real_location_and_must_be_utf8() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("sub/AGENTS.md"), "sub rules\n").unwrap();
+    std::fs::write(ws.join("sub/f.txt"), "x\n").unwrap();
+    std::os::unix::fs::symlink("sub", ws.join("sublink")).unwrap();
+    let brought =
+        "<project_instructions path=\"sub/AGENTS.md\">\nsub rules\n</project_instructions>";
+    let scope = SessionScope::new();
+    assert_eq!(agents::bring(&ws, &ws.join("sub/f.txt"), &scope), brought);
+    // The same file met again through a symlinked directory is not brought again.
+    assert_eq!(agents::bring(&ws, &ws.join("sublink/f.txt"), &scope), "");
+    // Reading it through the link counts as meeting it.
+    let scope = SessionScope::new();
+    assert_eq!(
+        agents::bring(&ws, &ws.join("sublink/AGENTS.md"), &scope),
+        ""
+    );
+    assert_eq!(agents::bring(&ws, &ws.join("sub/f.txt"), &scope), "");
+
+    // One that is not UTF-8 text (read_file refuses it) is not brought, until it is fixed.
+    std::fs::write(ws.join("sub/AGENTS.md"), b"rules \xff\xfe\n").unwrap();
+    let (_, text) = read(&ws, "sub/AGENTS.md").await;
+    assert!(text.contains("not UTF-8"), "{text}");
+    let scope = SessionScope::new();
+    assert_eq!(agents::bring(&ws, &ws.join("sub/f.txt"), &scope), "");
+    std::fs::write(ws.join("sub/AGENTS.md"), "sub rules\n").unwrap();
+    assert_eq!(agents::bring(&ws, &ws.join("sub/f.txt"), &scope), brought);
+    // A character cut by the 64 KB limit is left out, not taken for invalid bytes.
+    let long = format!("a{}", "é".repeat(40_000));
+    std::fs::write(ws.join("sub/AGENTS.md"), &long).unwrap();
+    let text = agents::bring(&ws, &ws.join("sub/f.txt"), &SessionScope::new());
+    let kept = format!("a{}", "é".repeat(32_767));
+    assert!(text.contains(&format!("\n{kept}\n</")), "{}", text.len());
+}

@@ -2,7 +2,8 @@
 //! header every result starts with (`command_id` / `status` / `exit_code` / `next_cursor`, a
 //! blank line), the `[N bytes dropped]` line, the page budget that keeps a whole result within
 //! 65,536 bytes, the `list_commands` blocks, and the argument parsing and clamping of the five
-//! tools. Pure functions: no I/O, no actors.
+//! tools. No actors, and no I/O but [`bash_args`]'s look at where `cwd` really is (`realpath`,
+//! never an open), which is why the `bash` tool runs it on the blocking pool.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use crate::actors::command::ring::RingPage;
 use crate::tools::args::{
     MissingArg, finite_number, flag, opt_str, require_nonblank_str, require_str,
 };
+use crate::tools::canonical::{real_location, really_inside, under_workspace};
 
 /// Bytes of result text one call returns at most ("64 KB").
 pub const RESULT_BYTES: usize = 65_536;
@@ -156,7 +158,6 @@ fn normalize(path: &Path) -> PathBuf {
     crate::tools::vaala_read_file::normalize(path)
 }
 
-/// Parses `bash`'s arguments; `cwd` must name a place inside `workspace`.
 /// Why `bash`'s arguments were refused (the text is the tool output).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BashArgsError {
@@ -167,19 +168,26 @@ pub enum BashArgsError {
     OutsideWorkspace { cwd: String, root: PathBuf },
 }
 
+/// Parses `bash`'s arguments. `cwd` must name a place inside `workspace`: relative to it, or
+/// absolute through the workspace under any of its names (as given, canonical, or a symlink to
+/// it), and its real location (symlinks resolved; for a missing directory, that of its deepest
+/// existing one) must be inside the workspace too. The `cwd` returned is under `workspace` as
+/// given. Looks at the file system (`realpath`): call it on the blocking pool.
 pub fn bash_args(workspace: &Path, args: &Map<String, Value>) -> Result<BashArgs, BashArgsError> {
     let command = require_nonblank_str(args, "command", "bash")?.to_string();
     let cwd_arg = opt_str(args, "cwd")
         .filter(|c| !c.is_empty())
         .unwrap_or(".");
     let root = normalize(workspace);
-    let cwd = normalize(&crate::tools::resolve_path(&root, cwd_arg));
-    if !cwd.starts_with(&root) {
+    let asked = normalize(&crate::tools::resolve_path(&root, cwd_arg));
+    let cwd = under_workspace(&root, &asked)
+        .filter(|cwd| real_location(cwd).is_some_and(|real| really_inside(&root, &real)));
+    let Some(cwd) = cwd else {
         return Err(BashArgsError::OutsideWorkspace {
             cwd: cwd_arg.to_string(),
             root,
         });
-    }
+    };
     let timeout = seconds(args, "timeout_seconds", DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S);
     Ok(BashArgs {
         command,
@@ -330,6 +338,61 @@ mod tests {
                 .map(|e| e.to_string()),
             Some("Missing required argument \"command\" for bash.".to_string())
         );
+    }
+
+    /// `dir/ws` (with `sub/`, `sublink -> sub` and `etclink -> dir/out`) and
+    /// `dir/wslink -> ws`, canonical.
+    fn symlinked_workspace(dir: &Path) -> (PathBuf, PathBuf) {
+        let root = std::fs::canonicalize(dir).unwrap();
+        let (ws, link) = (root.join("ws"), root.join("wslink"));
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir_all(root.join("out")).unwrap();
+        std::os::unix::fs::symlink("sub", ws.join("sublink")).unwrap();
+        std::os::unix::fs::symlink(root.join("out"), ws.join("etclink")).unwrap();
+        std::os::unix::fs::symlink("ws", &link).unwrap();
+        (ws, link)
+    }
+
+    fn cwd_of(ws: &Path, cwd: &Path) -> Result<PathBuf, String> {
+        let args = obj(json!({"command": "pwd", "cwd": cwd.display().to_string()}));
+        bash_args(ws, &args)
+            .map(|a| a.cwd)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn cwd_may_name_the_workspace_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, link) = symlinked_workspace(dir.path());
+        // The workspace as a session holds it (canonical) or as given (the link): either name
+        // of it is inside, and the cwd comes back under the workspace as given.
+        for (given, other) in [(&ws, &link), (&link, &ws)] {
+            assert_eq!(cwd_of(given, other), Ok(given.to_path_buf()));
+            assert_eq!(cwd_of(given, &other.join("sub")), Ok(given.join("sub")));
+            assert_eq!(
+                cwd_of(given, Path::new("sublink")),
+                Ok(given.join("sublink"))
+            );
+            // A missing directory inside is a failed start later, not a refusal.
+            assert_eq!(cwd_of(given, &other.join("new")), Ok(given.join("new")));
+        }
+    }
+
+    #[test]
+    fn cwd_through_a_symlink_out_of_the_workspace_is_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, link) = symlinked_workspace(dir.path());
+        for given in [&ws, &link] {
+            for cwd in ["etclink", "etclink/missing", "sub/../etclink"] {
+                assert_eq!(
+                    cwd_of(given, Path::new(cwd)),
+                    Err(format!(
+                        "cwd \"{cwd}\" is outside the workspace {}.",
+                        given.display()
+                    ))
+                );
+            }
+        }
     }
 
     #[test]
