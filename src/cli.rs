@@ -220,6 +220,15 @@ pub struct ServeArgs {
     /// At most N sessions resident; beyond, the least recently used idle ones hibernate.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_resident: usize,
+    /// Close a connection that has no request in progress for this many milliseconds: one
+    /// that sends nothing or half a request head, or sits idle between keep-alive requests.
+    /// Streaming responses (the event stream) are never cut.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// At most N connections open at once; more are answered 503 and closed (default: half
+    /// the descriptor limit, at most 10000).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
     /// How long a request body may take to arrive, in milliseconds (408 after that).
     #[arg(long, value_name = "MS", default_value_t = 30_000, hide = true)]
     pub body_timeout_ms: u64,

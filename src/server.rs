@@ -5,8 +5,9 @@
 //! Layout: `routes.rs` (handlers), `state.rs` (served sessions, their pumps, the session cap),
 //! `sse.rs` (event log and fan-out), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
 //! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
-//! and `config_error.rs` (request configs), `fd_limit.rs`, `metrics.rs`, `error.rs` (error
-//! shape, JSON bodies). The server drives sessions only through the library API; it
+//! and `config_error.rs` (request configs), `fd_limit.rs`, `listener.rs` (the accept loop,
+//! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
+//! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
 //! [`Host`]: crate::Host
@@ -18,6 +19,7 @@ pub mod config_error;
 pub mod error;
 pub mod fd_limit;
 pub mod guard;
+pub mod listener;
 pub mod metrics;
 pub mod reopen;
 pub mod routes;
@@ -32,6 +34,7 @@ use std::time::Duration;
 
 pub use approver::ApiApprover;
 pub use error::ApiError;
+pub use listener::ConnectionLimits;
 pub use routes::router;
 pub use state::{ServerConfig, ServerState};
 
@@ -39,35 +42,28 @@ pub use state::{ServerConfig, ServerState};
 /// and the binary's runtime may still wait up to 2 s for blocking tasks afterwards).
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(2500);
 
-/// Serves `state` on `listener` until `shutdown` resolves, then stops accepting, closes every
-/// session (running tasks are aborted, traces flushed) and returns within [`SHUTDOWN_BUDGET`].
+/// Serves `state` on `listener` with the connection `limits` until `shutdown` resolves, then
+/// stops accepting, closes every session (running tasks are aborted, traces flushed) and
+/// returns within [`SHUTDOWN_BUDGET`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<ServerState>,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = tokio_util::sync::CancellationToken::new();
     let app = router(state.clone());
-    let mut server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    let mut server = tokio::spawn(listener::run(listener, app, limits, stop.clone()));
     tokio::select! {
         result = &mut server => {
-            // The listener failed on its own: close the sessions and report.
+            // The accept loop ended on its own (it panicked): close the sessions and report.
             state.shutdown().await;
-            return match result {
-                Ok(r) => r,
-                Err(e) => Err(std::io::Error::other(e.to_string())),
-            };
+            return result.map_err(|e| std::io::Error::other(e.to_string()));
         }
         _ = shutdown => {}
     }
     tracing::info!("shutting down");
-    let _ = stop_tx.send(());
+    stop.cancel();
     let started = tokio::time::Instant::now();
     // Closing the sessions also ends their SSE streams, which lets the connections finish.
     if tokio::time::timeout(SHUTDOWN_BUDGET, state.shutdown())
@@ -78,7 +74,7 @@ pub async fn serve(
     }
     let left = SHUTDOWN_BUDGET.saturating_sub(started.elapsed());
     match tokio::time::timeout(left.max(Duration::from_millis(100)), &mut server).await {
-        Ok(Ok(r)) => r,
+        Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(std::io::Error::other(e.to_string())),
         Err(_) => {
             tracing::warn!("connections still open at shutdown; closing them");

@@ -22,7 +22,7 @@ use crate::config::AgentConfig;
 use crate::error::{ConfigError, RookeryError, TraceOpenError};
 use crate::server::guard::GuardConfig;
 use crate::server::session_config::ConfigDir;
-use crate::server::{self, ServerConfig, ServerState};
+use crate::server::{self, ConnectionLimits, ServerConfig, ServerState};
 use crate::trace::paths;
 
 /// Where the token comes from.
@@ -116,7 +116,35 @@ fn check_home(home: &std::path::Path) -> Result<(), TraceOpenError> {
         })
 }
 
-async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerState>), CliError> {
+/// The connection limits of `--header-timeout-ms` and `--max-connections` (default: from the
+/// descriptor limit `nofile`); a zero is refused.
+fn connection_limits(args: &ServeArgs, nofile: Option<u64>) -> Result<ConnectionLimits, CliError> {
+    if args.header_timeout_ms == 0 {
+        return Err(CliError::usage(
+            "--header-timeout-ms must be at least 1 (connections with no request in progress are closed after it)",
+        ));
+    }
+    let mut limits = ConnectionLimits::for_nofile(nofile);
+    limits.header_timeout = Duration::from_millis(args.header_timeout_ms);
+    match args.max_connections {
+        Some(0) => return Err(CliError::usage("--max-connections must be at least 1")),
+        Some(n) => {
+            if let Some(limit) = nofile.filter(|&l| n as u64 >= l) {
+                tracing::warn!(
+                    "--max-connections {n} is not below the descriptor limit ({limit}): connections may exhaust it"
+                );
+            }
+            limits.max_connections = n;
+        }
+        None => {}
+    }
+    Ok(limits)
+}
+
+/// The listener, the served state and the connection limits.
+type Started = (tokio::net::TcpListener, Arc<ServerState>, ConnectionLimits);
+
+async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     let mut config = match &args.config {
         Some(path) => AgentConfig::from_file(path)?,
         None => AgentConfig::default(),
@@ -150,6 +178,8 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
     if args.max_sessions == 0 {
         return Err(CliError::usage("--max-sessions must be at least 1"));
     }
+    // The cap follows the descriptor limit once raised (raising it again is a no-op).
+    let limits = connection_limits(args, server::fd_limit::raise_nofile_limit())?;
     let config_dir = match &args.config_dir {
         Some(dir) => Some(
             ConfigDir::open(dir)
@@ -204,7 +234,7 @@ async fn start(args: &ServeArgs) -> Result<(tokio::net::TcpListener, Arc<ServerS
         },
     );
     state.start_hibernation();
-    Ok((listener, state))
+    Ok((listener, state, limits))
 }
 
 pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
@@ -218,7 +248,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
             return Err(CliError::startup_io("cannot install signal handlers", e));
         }
     };
-    let (listener, state) = start(&args).await?;
+    let (listener, state, limits) = start(&args).await?;
     let local = listener
         .local_addr()
         .map_err(|e| CliError::startup_io("cannot read the listening address", e))?;
@@ -233,7 +263,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
             _ = term.recv() => {}
         }
     };
-    server::serve(listener, state, stop)
+    server::serve(listener, state, limits, stop)
         .await
         .map_err(|source| CliError::Io {
             what: "server error".to_string(),
@@ -246,6 +276,39 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    fn serve_args(flags: &[&str]) -> ServeArgs {
+        let argv = ["rookery", "serve"]
+            .into_iter()
+            .chain(flags.iter().copied());
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Serve(args) => args,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn connection_limits_come_from_the_flags_or_the_descriptor_limit() {
+        let limits = connection_limits(&serve_args(&[]), Some(4096)).unwrap();
+        assert_eq!(limits.header_timeout, Duration::from_secs(10));
+        assert_eq!(limits.max_connections, 2048);
+        let args = serve_args(&["--header-timeout-ms", "250", "--max-connections", "8"]);
+        let limits = connection_limits(&args, Some(4096)).unwrap();
+        assert_eq!(limits.header_timeout, Duration::from_millis(250));
+        assert_eq!(limits.max_connections, 8);
+        let zero = connection_limits(&serve_args(&["--header-timeout-ms", "0"]), None);
+        assert!(
+            zero.unwrap_err()
+                .to_string()
+                .starts_with("--header-timeout-ms must be at least 1"),
+        );
+        let zero = connection_limits(&serve_args(&["--max-connections", "0"]), None);
+        assert_eq!(
+            zero.unwrap_err().to_string(),
+            "--max-connections must be at least 1"
+        );
+    }
 
     #[tokio::test]
     async fn no_auth_needs_loopback() {

@@ -10,17 +10,17 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiPath};
 use super::state::ServerState;
 use crate::actors::session::CompactStart;
 
 pub async fn compact(
     State(state): State<Arc<ServerState>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let entry = state.get(&id).await?;
     let (entry, started) = match entry.handle.compact().await {

@@ -2,14 +2,20 @@
 //!
 //! Every error the server returns is `{"error":{"code":"…","message":"…"}}` with a fitting
 //! status; [`ApiJson`] reads a JSON body (the guard has checked its content type), turning an
-//! oversized body into 413, a body that does not arrive in time into 408 and bad JSON into 400. This file decides wire shapes only; it never touches sessions.
+//! oversized body into 413, a body that does not arrive in time into 408 and bad JSON into 400;
+//! [`ApiPath`] reads the path's parameters, turning a malformed one (not UTF-8 once decoded)
+//! into a 400 of the same shape. What a message repeats of the request is cut to
+//! [`SHOWN_CHARS`] characters ([`shown`]). This file decides wire shapes only; it never touches
+//! sessions.
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -22,6 +28,14 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// How long a request body may take to arrive (408 after that) unless the server says otherwise.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Characters of a request's value (an id, a `Host`, an `Origin`) an error message repeats.
+pub const SHOWN_CHARS: usize = 100;
+
+/// At most [`SHOWN_CHARS`] characters of `value`, for an error message.
+pub fn shown(value: &str) -> String {
+    value.chars().take(SHOWN_CHARS).collect()
+}
 
 /// An error answered as `{"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,11 +84,27 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
+    /// 404 `unknown_session`; the message repeats at most [`SHOWN_CHARS`] characters of `id`
+    /// (then `…`).
     pub fn unknown_session(id: &str) -> Self {
+        let cut = if id.chars().nth(SHOWN_CHARS).is_some() {
+            "…"
+        } else {
+            ""
+        };
         Self::new(
             StatusCode::NOT_FOUND,
             "unknown_session",
-            format!("unknown session {id}"),
+            format!("unknown session {}{cut}", shown(id)),
+        )
+    }
+
+    /// 404 `session_closed`: the session was closed with `DELETE` (or is being closed).
+    pub fn session_closed(id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "session_closed",
+            format!("session {id} was closed; POST /v1/sessions/{id}/resume reopens it"),
         )
     }
 
@@ -163,6 +193,47 @@ impl IntoResponse for ApiError {
         }
         let body = json!({ "error": error });
         (self.status, Json(body)).into_response()
+    }
+}
+
+/// The path's parameters (`{id}`, `{approval_id}`), like axum's `Path`, with its rejections
+/// answered in the API's error shape.
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(path_error(&rejection)),
+        }
+    }
+}
+
+/// A path the route matched but whose parameters cannot be read: 400 `invalid_request` (a
+/// missing parameter is the server's own fault: 500).
+fn path_error(rejection: &PathRejection) -> ApiError {
+    use axum::extract::path::ErrorKind;
+    match rejection {
+        PathRejection::FailedToDeserializePathParams(e) => match e.kind() {
+            ErrorKind::InvalidUtf8InPathParam { key } => ApiError::bad_request(
+                "invalid_request",
+                format!(
+                    "invalid URL: {} is not valid UTF-8 once percent-decoded (session ids are letters, digits, _ and -)",
+                    shown(key)
+                ),
+            ),
+            _ => ApiError::bad_request(
+                "invalid_request",
+                format!("invalid URL: {}", shown(&e.body_text())),
+            ),
+        },
+        other => ApiError::internal(other.body_text()),
     }
 }
 
@@ -263,6 +334,14 @@ mod tests {
                 .starts_with("invalid request body: unknown field `txt`")
         );
         assert!(parse_body::<Body>(b"{\"text\": \"a\"}").is_ok());
+    }
+
+    #[test]
+    fn unknown_session_repeats_at_most_100_characters() {
+        let e = ApiError::unknown_session(&"é".repeat(100_000));
+        assert_eq!(e.message, format!("unknown session {}…", "é".repeat(100)));
+        let e = ApiError::unknown_session(&"x".repeat(100));
+        assert_eq!(e.message, format!("unknown session {}", "x".repeat(100)));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
+use super::error::{ApiError, shown};
 use super::state::ServerState;
 
 /// What the guard admits (from the command line).
@@ -119,7 +119,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 fn forbidden_host(host: &str) -> ApiError {
-    let shown: String = host.chars().take(100).collect();
+    let shown = shown(host);
     ApiError::new(
         StatusCode::FORBIDDEN,
         "forbidden_host",
@@ -130,7 +130,7 @@ fn forbidden_host(host: &str) -> ApiError {
 }
 
 fn forbidden_origin(origin: &str) -> ApiError {
-    let shown: String = origin.chars().take(100).collect();
+    let shown = shown(origin);
     ApiError::new(
         StatusCode::FORBIDDEN,
         "forbidden_origin",

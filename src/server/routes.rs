@@ -2,12 +2,15 @@
 //! abort, resume, `/healthz` and `/metrics`.
 //!
 //! Handlers translate HTTP to the server state and the session API and back; they hold no state
-//! of their own and every failure is an [`ApiError`].
+//! of their own and every failure is an [`ApiError`]. A session that stops being served between
+//! a handler's lookup and its call (closed by a concurrent `DELETE`, hibernated) is looked up
+//! again ([`on_session`]): a closed one answers 404 `session_closed`, a hibernated one is woken.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -17,13 +20,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::approver::{Decided, PendingApproval};
-use super::error::{ApiError, ApiJson, MAX_BODY_BYTES, OptionalJson};
+use super::error::{ApiError, ApiJson, ApiPath, MAX_BODY_BYTES, OptionalJson};
 use super::metrics::Gauges;
 use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
 use super::{auth, guard, session_config};
 use crate::actors::session::SessionStatus;
 use crate::approval::{ApprovalMode, UnknownApprovalMode};
+use crate::error::RookeryError;
 use crate::message::Decision;
 
 type AppState = State<Arc<ServerState>>;
@@ -157,40 +161,79 @@ async fn create_session(
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
 }
 
+/// Resident sessions, then hibernated ones, each with the fields of [`view`].
 async fn list_sessions(State(state): AppState) -> Json<Value> {
     let list = state.list();
     let mut views = futures::future::join_all(list.iter().map(|e| view(e))).await;
-    views.extend(
-        state
-            .hibernated_list()
-            .into_iter()
-            .map(|(id, ws, mode, last)| {
-                json!({
-                    "session_id": id,
-                    "status": "hibernated",
-                    "workspace": ws.display().to_string(),
-                    "approval_mode": mode.as_str(),
-                    "pending_approvals": 0,
-                    "last_event_id": last,
-                })
-            }),
-    );
+    views.extend(state.hibernated_list().into_iter().map(|h| {
+        json!({
+            "session_id": h.id,
+            "status": "hibernated",
+            "workspace": h.workspace.display().to_string(),
+            "created_at": h.created_at,
+            "approval_mode": h.approval_mode.as_str(),
+            "pending_approvals": 0,
+            "last_event_id": h.last_event_id,
+            "trace_path": h.trace_path.display().to_string(),
+            // A session whose trace failed is `failed`, never quiet: it does not hibernate.
+            "error": Value::Null,
+        })
+    }));
     Json(json!({ "sessions": views }))
 }
 
-async fn get_session(State(state): AppState, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn get_session(
+    State(state): AppState,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<Value>> {
     let entry = state.get(&id).await?;
-    Ok(Json(view(&entry).await))
+    let v = view(&entry).await;
+    if v["status"] == "closed" && !state.is_current(&entry) {
+        // Closed or hibernated since the lookup: 404 `session_closed`, or woken.
+        let entry = state.get(&id).await?;
+        return Ok(Json(view(&entry).await));
+    }
+    Ok(Json(v))
 }
 
-async fn delete_session(State(state): AppState, Path(id): Path<String>) -> ApiResult<StatusCode> {
+/// Looks session `id` up and runs `call` on it. When the call fails and the entry is no longer
+/// the session's (a concurrent `DELETE` or a hibernation took it), the session is looked up
+/// again: a closed one answers 404 `session_closed`, a hibernated one is woken and `call` runs
+/// once more. The entry the call ran on comes back with its result.
+async fn on_session<T, F, Fut>(
+    state: &ServerState,
+    id: &str,
+    call: F,
+) -> ApiResult<(Arc<SessionEntry>, T)>
+where
+    F: Fn(Arc<SessionEntry>) -> Fut,
+    Fut: Future<Output = Result<T, RookeryError>>,
+{
+    let entry = state.get(id).await?;
+    match call(entry.clone()).await {
+        Ok(v) => Ok((entry, v)),
+        Err(e) if state.is_current(&entry) => Err(state.call_error(&entry, e)),
+        Err(_) => {
+            let entry = state.get(id).await?;
+            match call(entry.clone()).await {
+                Ok(v) => Ok((entry, v)),
+                Err(e) => Err(state.call_error(&entry, e)),
+            }
+        }
+    }
+}
+
+async fn delete_session(
+    State(state): AppState,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<StatusCode> {
     state.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn resume(
     State(state): AppState,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<OpenBody>,
 ) -> ApiResult<Json<Value>> {
     let open = match body {
@@ -212,19 +255,24 @@ struct TaskBody {
 
 async fn start_task(
     State(state): AppState,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
-    let entry = state.get(&id).await?;
     if body.text.trim().is_empty() {
+        // The session is looked up first: an unknown or closed one is a 404 whatever the text.
+        state.get(&id).await?;
         return Err(ApiError::bad_request(
             "invalid_request",
             "text must not be empty",
         ));
     }
-    let after = entry.log.last_seq();
-    entry.handle.start_task(body.text).await?;
+    let text = body.text.as_str();
+    let (entry, after) = on_session(&state, &id, |entry| async move {
+        let after = entry.log.last_seq();
+        entry.handle.start_task(text).await.map(|()| after)
+    })
+    .await?;
     state.metrics.task_started();
     Ok((
         StatusCode::ACCEPTED,
@@ -235,13 +283,16 @@ async fn start_task(
 /// `POST /v1/sessions/{id}/steer {text}`: 202 with `{"steer": "queued"|"started"}`.
 async fn steer(
     State(state): AppState,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
-    let entry = state.get(&id).await?;
-    let after = entry.log.last_seq();
-    let outcome = entry.handle.steer(body.text).await?;
+    let text = body.text.as_str();
+    let (entry, (after, outcome)) = on_session(&state, &id, |entry| async move {
+        let after = entry.log.last_seq();
+        entry.handle.steer(text).await.map(|o| (after, o))
+    })
+    .await?;
     if outcome == crate::actors::session::SteerOutcome::Started {
         state.metrics.task_started();
     }
@@ -281,16 +332,23 @@ fn last_event_id(headers: &HeaderMap, query: Option<&str>) -> ApiResult<Option<u
 
 async fn events(
     State(state): AppState,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let after = last_event_id(&headers, query.as_deref())?;
-    let entry = state.get(&id).await?;
+    let mut entry = state.get(&id).await?;
+    if !state.is_current(&entry) {
+        // Closed or hibernated since the lookup.
+        entry = state.get(&id).await?;
+    }
     Ok(sse_response(entry.log.subscribe(after)).into_response())
 }
 
-async fn list_approvals(State(state): AppState, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn list_approvals(
+    State(state): AppState,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<Value>> {
     let entry = state.get(&id).await?;
     let approvals: Vec<Value> = entry
         .approvals
@@ -320,7 +378,7 @@ struct DecisionBody {
 
 async fn decide_approval(
     State(state): AppState,
-    Path((id, key)): Path<(String, String)>,
+    ApiPath((id, key)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<DecisionBody>,
 ) -> ApiResult<StatusCode> {
     let decision = match body.decision.as_str() {
@@ -333,8 +391,14 @@ async fn decide_approval(
             ));
         }
     };
-    let entry = state.get(&id).await?;
-    match entry.approvals.decide(&key, decision) {
+    let mut entry = state.get(&id).await?;
+    let mut decided = entry.approvals.decide(&key, decision);
+    if matches!(decided, Decided::NotFound) && !state.is_current(&entry) {
+        // Closed or hibernated since the lookup (either denied its approvals).
+        entry = state.get(&id).await?;
+        decided = entry.approvals.decide(&key, decision);
+    }
+    match decided {
         Decided::Answered => Ok(StatusCode::NO_CONTENT),
         Decided::NotFound => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -368,7 +432,7 @@ struct ModeBody {
 
 async fn set_approval_mode(
     State(state): AppState,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ModeBody>,
 ) -> ApiResult<StatusCode> {
     let mode = parse_mode(&body.mode)?;
@@ -379,10 +443,10 @@ async fn set_approval_mode(
 
 async fn abort(
     State(state): AppState,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let entry = state.get(&id).await?;
-    state.abort(&entry)?;
+    let state = &*state;
+    let (entry, ()) = on_session(state, &id, |entry| async move { state.abort(&entry) }).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id()})),
@@ -413,6 +477,8 @@ async fn metrics(State(state): AppState) -> Response {
         g.approvals_pending += e.approvals.pending_count() as u64;
         g.sse_clients += e.log.clients() as u64;
     }
+    // A hibernated session keeps its log, and its clients, until it is woken.
+    g.sse_clients += state.hibernated_clients() as u64;
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(&g),

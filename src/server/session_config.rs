@@ -12,7 +12,6 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, open, openat};
 use nix::sys::stat::{Mode, SFlag, fstat};
@@ -127,6 +126,26 @@ pub fn is_config_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// The refusal of a config with a `model` section (`name`: a named config's), whatever the
+/// section holds: it is looked for before the config is parsed.
+fn model_refused(name: Option<&str>) -> ApiError {
+    let subject = match name {
+        Some(name) => format!("config \"{name}\""),
+        None => "config".to_string(),
+    };
+    invalid(format!(
+        "{subject}: the model section is not accepted here; served sessions use the server's model (remove \"model\")"
+    ))
+}
+
+/// Whether a YAML config's top level has a `model` key (text that is no mapping has none).
+fn yaml_has_model(text: &str) -> bool {
+    serde_yaml::from_str::<serde_yaml::Value>(text)
+        .ok()
+        .and_then(|v| v.as_mapping().map(|m| m.contains_key("model")))
+        .unwrap_or(false)
+}
+
 /// The session's config from a request's `config` member; its tools are assembled for the
 /// server's model (`server_model`, the scripted model when `None`).
 pub async fn resolve(
@@ -135,6 +154,7 @@ pub async fn resolve(
     server_model: Option<&ModelConfig>,
 ) -> Result<AgentConfig, ApiError> {
     let mut config = match value {
+        Value::Object(map) if map.contains_key("model") => return Err(model_refused(None)),
         Value::Object(map) if map.contains_key("hooks") => {
             return Err(invalid(
                 "config: hooks are not accepted inline (they run commands on the server); use serve --hooks or a config in --config-dir".to_string(),
@@ -155,6 +175,9 @@ pub async fn resolve(
             let text = tokio::task::spawn_blocking(move || dir.read(&read_name))
                 .await
                 .map_err(|_| ApiError::internal("reading the config failed"))??;
+            if yaml_has_model(&text) {
+                return Err(model_refused(Some(&name)));
+            }
             AgentConfig::from_yaml(&text)
                 .map_err(|e| invalid(format!("config \"{name}\": {}", describe(&e.to_string()))))?
         }
@@ -170,11 +193,7 @@ pub async fn resolve(
         }
     };
     if config.model.is_some() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_config",
-            "config: the model section is not accepted here; served sessions use the server's model",
-        ));
+        return Err(model_refused(None));
     }
     if let Some(model) = server_model {
         config
@@ -187,6 +206,32 @@ pub async fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
+
+    #[tokio::test]
+    async fn any_model_section_is_refused_before_parsing() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("m.yaml"), "model: {}\nmax_turns: 2\n").unwrap();
+        let dir = ConfigDir::open(tmp.path()).unwrap();
+        for (value, dir) in [
+            (serde_json::json!({"model": {}}), None),
+            (serde_json::json!({"model": null, "max_turns": 2}), None),
+            (serde_json::json!({"model": "x", "hooks": {}}), None),
+            (Value::String("m".into()), Some(&dir)),
+        ] {
+            let e = resolve(value.clone(), dir, None).await.err().unwrap();
+            assert_eq!(
+                (e.status, e.code),
+                (StatusCode::BAD_REQUEST, "invalid_config")
+            );
+            assert!(
+                e.message.contains("the model section is not accepted here"),
+                "{value}: {}",
+                e.message
+            );
+            assert!(!e.message.contains("provider"), "{}", e.message);
+        }
+    }
 
     #[test]
     fn names() {

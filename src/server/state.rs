@@ -6,7 +6,6 @@
 //! messages. It never runs a turn and never writes a trace: the library does both.
 
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -25,12 +24,14 @@ use crate::actors::session::{SessionHandle, SessionOptions};
 use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
 use crate::message::launch::Launch;
-use crate::message::{OmniMessage, SessionMeta, now_timestamp};
 use crate::model::Model;
 use crate::trace::paths;
 
 mod hibernate;
-pub use hibernate::HibernationConfig;
+mod trace_meta;
+pub use hibernate::{HibernatedView, HibernationConfig};
+pub use trace_meta::read_trace_meta;
+use trace_meta::{first_meta_record, recorded_creation};
 
 /// What the command line gives the server.
 pub struct ServerConfig {
@@ -115,17 +116,6 @@ pub struct ServerState {
     /// Wakes the sweeper when more sessions than `--max-resident` are resident.
     rebalance: Arc<tokio::sync::Notify>,
     me: Weak<ServerState>,
-}
-
-/// The first record of a trace when it is a `session_meta`.
-pub fn read_trace_meta(path: &Path) -> Option<SessionMeta> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut line = String::new();
-    std::io::BufReader::new(file).read_line(&mut line).ok()?;
-    match OmniMessage::from_json(line.trim_end()).ok()?.payload {
-        crate::message::Payload::SessionMeta(m) => Some(*m),
-        _ => None,
-    }
 }
 
 impl ServerState {
@@ -244,10 +234,14 @@ impl ServerState {
             .create_session(options)
             .await
             .map_err(ApiError::session_start)?;
-        self.register(handle, policy, approvals, slot, None).await
+        // The time its trace's `session_meta` records.
+        let created_at = handle.meta_message().timestamp.clone();
+        self.register(handle, policy, approvals, slot, None, created_at)
+            .await
     }
 
-    /// Subscribes to a new session once, starts its pump and lists it.
+    /// Subscribes to a new session once, starts its pump and lists it; `created_at` is when the
+    /// session was first created (kept across resumes and hibernation).
     async fn register(
         &self,
         handle: SessionHandle,
@@ -255,6 +249,7 @@ impl ServerState {
         approvals: Arc<ApiApprover>,
         slot: OwnedSemaphorePermit,
         log: Option<Arc<EventLog>>,
+        created_at: String,
     ) -> Result<Arc<SessionEntry>, ApiError> {
         let mut rx = match handle.subscribe().await {
             Ok(rx) => rx,
@@ -281,7 +276,7 @@ impl ServerState {
             policy,
             approvals,
             log: log.clone(),
-            created_at: now_timestamp(),
+            created_at,
             last_active: hibernate::Activity::now(),
             hibernating: hibernating.clone(),
             _slot: slot,
@@ -347,40 +342,50 @@ impl ServerState {
         if let Some(e) = self.wake(id).await? {
             return Ok(e);
         }
-        if self.closed.lock().is_ok_and(|c| c.contains(id)) {
-            return Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "session_closed",
-                format!("session {id} was closed; POST /v1/sessions/{id}/resume reopens it"),
-            ));
+        if self.is_closed(id) {
+            return Err(ApiError::session_closed(id));
         }
         self.resume(id, OpenOptions::default()).await
+    }
+
+    /// Whether `id` was closed with `DELETE` (and not resumed since).
+    pub fn is_closed(&self, id: &str) -> bool {
+        self.closed.lock().is_ok_and(|c| c.contains(id))
     }
 
     /// Resumes a session from its trace (a session already served is returned as it is).
     pub async fn resume(&self, id: &str, open: OpenOptions) -> Result<Arc<SessionEntry>, ApiError> {
         let _guard = self.resume_lock.lock().await;
-        self.resume_locked(id, open, None, None).await
+        self.resume_locked(id, open, None).await
     }
 
-    /// [`Self::resume`] under the resume lock; `log` and `known` are a hibernated session's
-    /// event log and trace file (looked up when it is gone).
+    /// [`Self::resume`] under the resume lock; `carried` is what a hibernated session keeps
+    /// (its event log, its trace file when its id does not say where, its creation time).
     async fn resume_locked(
         &self,
         id: &str,
         open: OpenOptions,
-        log: Option<Arc<EventLog>>,
-        known: Option<PathBuf>,
+        carried: Option<hibernate::Carried>,
     ) -> Result<Arc<SessionEntry>, ApiError> {
         if let Some(e) = self.in_memory(id) {
             return Ok(e);
         }
         self.check_open()?;
+        let (log, known, created_at) = match carried {
+            Some(c) => (Some(c.log), c.trace, Some(c.created_at)),
+            None => (None, None, None),
+        };
         let known = known.filter(|p| p.is_file());
         let Some(trace) = known.or_else(|| paths::locate_trace(&self.cfg.home, id)) else {
             return Err(ApiError::unknown_session(id));
         };
-        let first_meta = read_trace_meta(&trace);
+        let first_record = first_meta_record(&trace);
+        let created_at =
+            created_at.unwrap_or_else(|| recorded_creation(id, &trace, first_record.as_ref()));
+        let first_meta = first_record.and_then(|m| match m.payload {
+            crate::message::Payload::SessionMeta(m) => Some(*m),
+            _ => None,
+        });
         let workspace = match open.workspace.clone() {
             Some(w) => w,
             None => match &first_meta {
@@ -412,7 +417,8 @@ impl ServerState {
             .await
             .map_err(ApiError::session_start)?;
         tracing::info!(session = %id, "resumed from {}", trace.display());
-        self.register(handle, policy, approvals, slot, log).await
+        self.register(handle, policy, approvals, slot, log, created_at)
+            .await
     }
 
     /// The model, config and launch a recorded session reopens with: the server's own when it
@@ -494,9 +500,9 @@ impl ServerState {
     }
 
     /// Aborts the running task of a session and denies its pending approvals.
-    pub fn abort(&self, entry: &SessionEntry) -> Result<(), ApiError> {
+    pub fn abort(&self, entry: &SessionEntry) -> Result<(), crate::error::RookeryError> {
         entry.approvals.deny_all();
-        entry.handle.abort().map_err(ApiError::from)
+        entry.handle.abort()
     }
 
     /// `DELETE`: closes a served session; one that is closed already or only on disk is left as
@@ -525,18 +531,37 @@ impl ServerState {
         self.in_memory(id).is_some()
     }
 
-    /// Closes a session (its commands and subagents end, its trace stays).
+    /// Closes a session (its commands and subagents end, its trace stays). It leaves the
+    /// directory before its actors are told to stop, so a request from then on gets 404
+    /// `session_closed`, never a closing actor; a session whose actor is gone already (closed
+    /// by a concurrent `DELETE`, crashed) is closed too.
     pub async fn close(&self, entry: &SessionEntry) -> Result<(), ApiError> {
         let id = entry.id().to_string();
         if let Ok(mut closed) = self.closed.lock() {
             closed.insert(id.clone());
         }
-        entry.approvals.close();
-        let result = entry.handle.close().await;
-        if let Ok(mut map) = self.sessions.lock() {
+        if let Ok(mut map) = self.sessions.lock()
+            && map
+                .get(&id)
+                .is_some_and(|e| std::ptr::eq(Arc::as_ptr(e), entry))
+        {
             map.remove(&id);
         }
-        result.map_err(ApiError::from)
+        entry.approvals.close();
+        if let Err(e) = entry.handle.close().await {
+            tracing::debug!(session = %id, "closed already: {e}");
+        }
+        Ok(())
+    }
+
+    /// The answer to a call on `entry`'s session that failed with `e`: 404 `session_closed`
+    /// when the session was closed meanwhile (its actor may be gone), else `e`'s own.
+    pub fn call_error(&self, entry: &SessionEntry, e: crate::error::RookeryError) -> ApiError {
+        if matches!(e, crate::error::RookeryError::Actor(_)) && self.is_closed(entry.id()) {
+            ApiError::session_closed(entry.id())
+        } else {
+            e.into()
+        }
     }
 
     /// Refuses new work, denies every pending approval and closes every session (each running

@@ -1,9 +1,9 @@
 //! Hibernation of served sessions: a session idle (no task, no live command or subagent, no
 //! pending approval) for `--idle-hibernate SECS`, or beyond `--max-resident N` resident
 //! sessions (least recently used first), is closed — its actors stop, its trace is flushed
-//! and closed — and only a small directory entry stays: its workspace, approval mode, event
-//! numbering (the event log itself, without its replay ring, while SSE clients are connected)
-//! and, for an id that does not date it, its trace file. The next request naming it (task,
+//! and closed — and only a small directory entry stays: its workspace, approval mode, creation
+//! time, event numbering (the event log itself, without its replay ring, while SSE clients are
+//! connected) and its trace file (for an id that dates it, only the file's number). The next request naming it (task,
 //! approvals, events, …) resumes it from its latest trace file with that mode; SSE subscribers
 //! see `session_hibernated` then `session_resumed` on the same stream.
 //!
@@ -54,8 +54,42 @@ pub(super) struct Hibernated {
     /// The file its trace was written to last, when its id does not say where that is (a
     /// dated id's file is found by name in its date directory).
     pub trace: Option<Box<Path>>,
+    /// The `_NNN` of the file its trace was written to last (for a dated id, whose directory
+    /// its id says).
+    pub file_index: u32,
     pub approval_mode: ApprovalMode,
+    /// When the session was first created (`GET /v1/sessions` keeps showing it).
+    pub created_at: Box<str>,
     pub log: Parked,
+}
+
+/// What a woken session takes back from its hibernation.
+pub(in crate::server) struct Carried {
+    pub log: Arc<EventLog>,
+    pub trace: Option<PathBuf>,
+    pub created_at: String,
+}
+
+/// A hibernated session as `GET /v1/sessions` lists it.
+pub struct HibernatedView {
+    pub id: String,
+    pub workspace: PathBuf,
+    pub approval_mode: ApprovalMode,
+    pub last_event_id: u64,
+    pub created_at: String,
+    /// The file its trace was written to last (where a wake resumes it from).
+    pub trace_path: PathBuf,
+}
+
+/// The `NNN` of a trace file named `<id>_NNN.jsonl` (1 when the name says otherwise).
+fn file_index(id: &str, path: &Path) -> u32 {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(id))
+        .and_then(|n| n.strip_prefix('_'))
+        .and_then(|n| n.strip_suffix(".jsonl"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
 }
 
 /// A hibernated session's event log: kept while SSE clients are connected to it, else only
@@ -225,6 +259,7 @@ impl ServerState {
             Parked::Numbered(entry.log.last_seq())
         };
         let trace = entry.handle.trace_path();
+        let index = file_index(&id, &trace);
         let trace =
             (!paths::in_own_date_dir(&self.cfg.home, &id, &trace)).then(|| trace.into_boxed_path());
         tracing::info!(session = %id, "hibernated");
@@ -234,7 +269,9 @@ impl ServerState {
                 Hibernated {
                     workspace: PathBuf::from(&entry.handle.meta().workspace).into_boxed_path(),
                     trace,
+                    file_index: index,
                     approval_mode: mode,
+                    created_at: entry.created_at.as_str().into(),
                     log,
                 },
             );
@@ -258,14 +295,12 @@ impl ServerState {
             // `None`: the resume reads the profile the trace recorded.
             tools_profile: None,
         };
-        let resumed = self
-            .resume_locked(
-                id,
-                open,
-                Some(h.log.log()),
-                h.trace.as_deref().map(Path::to_path_buf),
-            )
-            .await;
+        let carried = Carried {
+            log: h.log.log(),
+            trace: h.trace.as_deref().map(Path::to_path_buf),
+            created_at: h.created_at.to_string(),
+        };
+        let resumed = self.resume_locked(id, open, Some(carried)).await;
         match resumed {
             Ok(e) => Ok(Some(e)),
             Err(err) => {
@@ -294,26 +329,43 @@ impl ServerState {
         self.hibernated.lock().map_or(0, |m| m.len())
     }
 
-    /// The hibernated sessions: `(id, workspace, approval mode, last event id)`, by id.
-    pub fn hibernated_list(&self) -> Vec<(String, PathBuf, ApprovalMode, u64)> {
+    /// The hibernated sessions, by id.
+    pub fn hibernated_list(&self) -> Vec<HibernatedView> {
+        let home = &self.cfg.home;
         let mut v: Vec<_> = self
             .hibernated
             .lock()
             .map(|m| {
                 m.iter()
-                    .map(|(id, h)| {
-                        (
-                            id.clone(),
-                            h.workspace.to_path_buf(),
-                            h.approval_mode,
-                            h.log.last_seq(),
-                        )
+                    .map(|(id, h)| HibernatedView {
+                        id: id.clone(),
+                        workspace: h.workspace.to_path_buf(),
+                        approval_mode: h.approval_mode,
+                        last_event_id: h.log.last_seq(),
+                        created_at: h.created_at.to_string(),
+                        trace_path: match &h.trace {
+                            Some(t) => t.to_path_buf(),
+                            None => paths::trace_path(home, id)
+                                .with_file_name(paths::trace_file_name(id, h.file_index)),
+                        },
                     })
                     .collect()
             })
             .unwrap_or_default();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.sort_by(|a, b| a.id.cmp(&b.id));
         v
+    }
+
+    /// SSE clients connected to hibernated sessions (their event logs wait for the wake).
+    pub fn hibernated_clients(&self) -> usize {
+        self.hibernated.lock().map_or(0, |m| {
+            m.values()
+                .map(|h| match &h.log {
+                    Parked::Streams(log) => log.clients(),
+                    Parked::Numbered(_) => 0,
+                })
+                .sum()
+        })
     }
 
     /// Forgets a hibernated session (DELETE): its stream ends. False when it was not one.
