@@ -4,7 +4,7 @@
 //! Handlers translate HTTP to the server state and the session API and back; they hold no state
 //! of their own and every failure is an [`ApiError`]. A session that stops being served between
 //! a handler's lookup and its call (closed by a concurrent `DELETE`, hibernated) is looked up
-//! again ([`on_session`]): a closed one answers 404 `session_closed`, a hibernated one is woken.
+//! again (`on_session`): a closed one answers 404 `session_closed`, a hibernated one is woken.
 
 use std::future::Future;
 use std::path::PathBuf;
