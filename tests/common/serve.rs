@@ -170,6 +170,44 @@ impl Server {
         self.send(r).await
     }
 
+    /// The listed entry of session `id` once its status is `want` (polled until [`WAIT`]).
+    pub async fn wait_listed(&self, id: &str, want: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (_, v) = self.call("GET", "/v1/sessions", None).await;
+            if let Some(e) = v["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["session_id"] == id && e["status"] == want)
+            {
+                return e.clone();
+            }
+            assert!(Instant::now() < deadline, "{id} never became {want}: {v}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The text of `GET /metrics`.
+    pub async fn metrics_text(&self) -> String {
+        let resp = self.req(reqwest::Method::GET, "/metrics").send().await;
+        resp.unwrap().text().await.unwrap()
+    }
+
+    /// The value of the metric line `series N` (`series` with its labels, if any).
+    pub async fn metric(&self, series: &str) -> u64 {
+        let text = self.metrics_text().await;
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(series)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    }
+
     pub async fn create(&self, mode: Option<&str>) -> String {
         let mut body = json!({"workspace": self.ws()});
         if let Some(m) = mode {

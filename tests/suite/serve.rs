@@ -88,14 +88,7 @@ async fn hundred_concurrent_sessions_stream_complete_ordered_events() {
     assert!(list.iter().all(|s| s["status"] == "idle"
         && s["workspace"] == server.ws().canonicalize().unwrap().to_str().unwrap()
         && s["created_at"].as_str().unwrap().ends_with('Z')));
-    let metrics = server
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics_text().await;
     for line in [
         "rookery_sessions{status=\"idle\"} 100",
         "rookery_sessions{status=\"running\"} 0",

@@ -25,38 +25,6 @@ fn slow_script() -> Value {
     json!({ "turns": turns })
 }
 
-/// The listed entry of `id` once its status is `want`.
-async fn wait_listed(server: &Server, id: &str, want: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (_, v) = server.call("GET", "/v1/sessions", None).await;
-        if let Some(e) = v["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["session_id"] == id && e["status"] == want)
-        {
-            return e.clone();
-        }
-        assert!(Instant::now() < deadline, "{id} never became {want}: {v}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn metric(server: &Server, name: &str) -> u64 {
-    let text = server
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} in\n{text}"))
-}
-
 /// One request of the race on session `id`, chosen by `i`: `(what, status, body)`.
 async fn racing_call(server: Arc<Server>, id: String, i: usize) -> (String, StatusCode, Value) {
     let (method, route, body) = match i % 6 {
@@ -147,7 +115,7 @@ async fn created_at_survives_hibernation_wake_and_restart_and_the_list_has_one_s
     let flags = ["--idle-hibernate", "0", "--max-resident", "1"];
     let server = Server::start_with(sandbox(&slow_script()), None, &flags);
     let a = server.create(None).await;
-    let resident = wait_listed(&server, &a, "idle").await;
+    let resident = server.wait_listed(&a, "idle").await;
     let created = resident["created_at"].as_str().unwrap().to_string();
     assert!(created.ends_with('Z'), "{created}");
     // The time the trace's session_meta records.
@@ -157,7 +125,7 @@ async fn created_at_survives_hibernation_wake_and_restart_and_the_list_has_one_s
     assert_eq!(meta["timestamp"], created.as_str());
     // A second session over --max-resident 1 hibernates the first.
     let b = server.create(None).await;
-    let hibernated = wait_listed(&server, &a, "hibernated").await;
+    let hibernated = server.wait_listed(&a, "hibernated").await;
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(&hibernated), keys(&resident), "{hibernated}");
     for field in [
@@ -174,7 +142,7 @@ async fn created_at_survives_hibernation_wake_and_restart_and_the_list_has_one_s
     assert_eq!(s, StatusCode::OK, "{woken}");
     assert_eq!(woken["status"], "idle");
     assert_eq!(woken["created_at"], created.as_str());
-    wait_listed(&server, &b, "hibernated").await;
+    server.wait_listed(&b, "hibernated").await;
     // A restarted server resumes it from its trace, with the time its first file records.
     let dir = server.kill9();
     let server = Server::start_with(dir, None, &flags);
@@ -202,13 +170,13 @@ async fn sse_clients_of_a_hibernated_session_are_counted() {
         .expect("replay in time")
         .expect("stream open")
         .expect("valid SSE");
-    assert_eq!(metric(&server, "rookery_sse_clients").await, 1);
+    assert_eq!(server.metric("rookery_sse_clients").await, 1);
     server.create(None).await;
-    wait_listed(&server, &a, "hibernated").await;
-    assert_eq!(metric(&server, "rookery_sse_clients").await, 1);
+    server.wait_listed(&a, "hibernated").await;
+    assert_eq!(server.metric("rookery_sse_clients").await, 1);
     drop(stream);
     let deadline = Instant::now() + WAIT;
-    while metric(&server, "rookery_sse_clients").await != 0 {
+    while server.metric("rookery_sse_clients").await != 0 {
         assert!(Instant::now() < deadline, "the client never left the count");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

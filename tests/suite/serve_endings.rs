@@ -138,20 +138,6 @@ async fn delete_of_a_busy_session_pairs_every_call() {
     ends_with_abort_and_task_end(&recs, StopReason::Aborted);
 }
 
-/// The value of an unlabelled metric line `name N`.
-async fn metric(server: &Server, line_start: &str) -> u64 {
-    let resp = server
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap();
-    let text = resp.text().await.unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(line_start))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {line_start} in\n{text}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sse_client_gauge_goes_down_when_a_client_disconnects() {
     let server = Server::start(&json!({"turns": [{"text": "hi"}]}));
@@ -162,10 +148,10 @@ async fn the_sse_client_gauge_goes_down_when_a_client_disconnects() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(metric(&server, "rookery_sse_clients ").await, 1);
+    assert_eq!(server.metric("rookery_sse_clients").await, 1);
     drop(resp);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while metric(&server, "rookery_sse_clients ").await != 0 {
+    while server.metric("rookery_sse_clients").await != 0 {
         assert!(Instant::now() < deadline, "the gauge never went down");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -229,7 +215,7 @@ async fn a_trace_on_a_full_filesystem_marks_the_session_failed() {
         "{v}"
     );
     assert_eq!(
-        metric(&server, "rookery_sessions{status=\"failed\"} ").await,
+        server.metric("rookery_sessions{status=\"failed\"}").await,
         1
     );
     // What was written before is intact: the meta line, whole.

@@ -25,23 +25,6 @@ async fn listed_status(server: &Server, id: &str) -> Option<String> {
         .map(|e| e["status"].as_str().unwrap().to_string())
 }
 
-async fn wait_listed(server: &Server, id: &str, want: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (_, v) = server.call("GET", "/v1/sessions", None).await;
-        if let Some(e) = v["sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["session_id"] == id && e["status"] == want)
-        {
-            return e.clone();
-        }
-        assert!(Instant::now() < deadline, "{id} never became {want}: {v}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 fn script() -> Value {
     json!({"turns": [
         {"text": "first"},
@@ -64,7 +47,7 @@ async fn an_idle_session_hibernates_and_the_next_task_resumes_it_with_its_mode()
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     let mut stream = resp.bytes_stream().eventsource();
-    let entry = wait_listed(&server, &id, "hibernated").await;
+    let entry = server.wait_listed(&id, "hibernated").await;
     assert_eq!(entry["approval_mode"], "read-only");
     let after = server.task(&id, "two").await;
     let events = server.events_until_task_end(&id, after).await;
@@ -108,14 +91,14 @@ async fn the_resident_cap_hibernates_the_least_recently_used_idle_session() {
     );
     let a = server.create(None).await;
     let b = server.create(None).await;
-    wait_listed(&server, &a, "hibernated").await;
+    server.wait_listed(&a, "hibernated").await;
     assert_eq!(listed_status(&server, &b).await.as_deref(), Some("idle"));
     // The approvals list is a use too: it brings `a` back (and `b` goes).
     let (s, v) = server
         .call("GET", &format!("/v1/sessions/{a}/approvals"), None)
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    wait_listed(&server, &b, "hibernated").await;
+    server.wait_listed(&b, "hibernated").await;
     let after = server.task(&a, "go").await;
     server.events_until_task_end(&a, after).await;
 }
