@@ -9,6 +9,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
@@ -210,17 +211,37 @@ where
     Fut: Future<Output = Result<T, RookeryError>>,
 {
     let entry = state.get(id).await?;
-    match call(entry.clone()).await {
-        Ok(v) => Ok((entry, v)),
-        Err(e) if state.is_current(&entry) => Err(state.call_error(&entry, e)),
-        Err(_) => {
+    match gated(&entry, &call).await {
+        Some(Ok(v)) => Ok((entry, v)),
+        Some(Err(e)) if state.is_current(&entry) => Err(state.call_error(&entry, e)),
+        _ => {
             let entry = state.get(id).await?;
-            match call(entry.clone()).await {
+            // Hibernated once more in between (rare): the call goes to this entry as it is.
+            let result = match gated(&entry, &call).await {
+                Some(result) => result,
+                None => call(entry.clone()).await,
+            };
+            match result {
                 Ok(v) => Ok((entry, v)),
                 Err(e) => Err(state.call_error(&entry, e)),
             }
         }
     }
+}
+
+/// Runs `call` on `entry` under the entry's gate, so that no hibernation closes the session
+/// between the call's handing over its work and the hibernation's last check; `None` when the
+/// session was hibernated while this request waited for the gate.
+async fn gated<T, F, Fut>(entry: &Arc<SessionEntry>, call: &F) -> Option<Result<T, RookeryError>>
+where
+    F: Fn(Arc<SessionEntry>) -> Fut,
+    Fut: Future<Output = Result<T, RookeryError>>,
+{
+    let _gate = entry.gate.read().await;
+    if entry.hibernating.load(Ordering::SeqCst) {
+        return None;
+    }
+    Some(call(entry.clone()).await)
 }
 
 async fn delete_session(

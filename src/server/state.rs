@@ -69,6 +69,11 @@ pub struct SessionEntry {
     pub(crate) last_active: hibernate::Activity,
     /// Set while the session is being hibernated: its event log outlives it.
     pub(crate) hibernating: Arc<AtomicBool>,
+    /// Held shared while a request hands the session work (a task, a steer, …), and
+    /// exclusively by a hibernation while it makes sure the session is still quiet and closes
+    /// it: work is either handed over before that check (and the session stays) or finds the
+    /// session hibernating (and wakes it), never started and then aborted by the hibernation.
+    pub(crate) gate: tokio::sync::RwLock<()>,
     /// The session's place under `--max-sessions`, given back when the entry goes.
     _slot: OwnedSemaphorePermit,
 }
@@ -279,6 +284,7 @@ impl ServerState {
             created_at,
             last_active: hibernate::Activity::now(),
             hibernating: hibernating.clone(),
+            gate: tokio::sync::RwLock::new(()),
             _slot: slot,
         });
         let id = entry.id().to_string();

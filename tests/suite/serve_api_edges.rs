@@ -2,7 +2,8 @@
 //! `DELETE` get documented answers (never 500), `created_at` survives hibernation, a wake and a
 //! restart, hibernated sessions are listed with the fields of resident ones and their SSE
 //! clients are counted, malformed path parameters get the JSON error shape, `unknown_session`
-//! repeats at most 100 characters of the id, and any inline `model` section is refused as such.
+//! repeats at most 100 characters of the id, any inline `model` section is refused as such, and
+//! a task sent while a create hibernates its session is never accepted and then aborted.
 
 use crate::common::serve as harness;
 
@@ -238,4 +239,58 @@ async fn any_inline_model_section_is_refused_as_such() {
         let m = v["error"]["message"].as_str().unwrap();
         assert!(m.contains("the model section is not accepted here"), "{m}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_accepted_while_a_create_hibernates_its_session_runs_to_its_end() {
+    let flags = ["--idle-hibernate", "0", "--max-resident", "1"];
+    let server = Arc::new(Server::start_with(sandbox(&slow_script()), None, &flags));
+    let mut accepted = 0;
+    for round in 0..60u64 {
+        // At the cap, each create hibernates the least recently used quiet session: here `a`,
+        // unless the task sent at the same moment has started on it.
+        let a = server.create(None).await;
+        let (s, t) = (server.clone(), server.clone());
+        let route = format!("/v1/sessions/{a}/tasks");
+        let create = tokio::spawn(async move { t.create(None).await });
+        // The task comes 0 to 700 µs after the create, to meet the hibernation at every step.
+        let lag = Duration::from_micros(100 * (round % 8));
+        let task = tokio::spawn(async move {
+            let until = Instant::now() + lag;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            s.call("POST", &route, Some(json!({"text": "go"}))).await
+        });
+        let (status, v) = task.await.unwrap();
+        create.await.unwrap();
+        if status != StatusCode::ACCEPTED {
+            continue;
+        }
+        accepted += 1;
+        // The accepted task ends on its own: never an `abort` in the trace.
+        let trace = server.trace(&a);
+        let deadline = Instant::now() + WAIT;
+        let text = loop {
+            let text = std::fs::read_to_string(&trace).unwrap_or_default();
+            if text.contains("\"type\":\"task_end\"") {
+                break text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no task_end in {text}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let types: Vec<String> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|r| r["type"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert!(
+            !types.iter().any(|t| t == "abort"),
+            "round {round}: the task accepted with {v} was aborted: {types:?}"
+        );
+    }
+    assert!(accepted > 0, "no task was accepted");
 }

@@ -242,6 +242,11 @@ impl ServerState {
         if !self.in_memory(&id).is_some_and(|e| Arc::ptr_eq(&e, entry)) {
             return false;
         }
+        // No work is handed over from here on; what was handed over before shows in the check.
+        let _gate = entry.gate.write().await;
+        if !Self::is_quiet(entry).await {
+            return false;
+        }
         entry.hibernating.store(true, Ordering::SeqCst);
         if let Ok(mut map) = self.sessions.lock() {
             map.remove(&id);
