@@ -353,11 +353,9 @@ mod tests {
         (ws, link)
     }
 
-    fn cwd_of(ws: &Path, cwd: &Path) -> Result<PathBuf, String> {
+    fn cwd_of(ws: &Path, cwd: &Path) -> Result<PathBuf, BashArgsError> {
         let args = obj(json!({"command": "pwd", "cwd": cwd.display().to_string()}));
-        bash_args(ws, &args)
-            .map(|a| a.cwd)
-            .map_err(|e| e.to_string())
+        bash_args(ws, &args).map(|a| a.cwd)
     }
 
     #[test]
@@ -385,7 +383,7 @@ mod tests {
         for given in [&ws, &link] {
             for cwd in ["etclink", "etclink/missing", "sub/../etclink"] {
                 assert_eq!(
-                    cwd_of(given, Path::new(cwd)),
+                    cwd_of(given, Path::new(cwd)).map_err(|e| e.to_string()),
                     Err(format!(
                         "cwd \"{cwd}\" is outside the workspace {}.",
                         given.display()
