@@ -81,18 +81,25 @@ async fn bash(
     ctx: ToolContext,
     args: Map<String, Value>,
 ) -> ToolResult {
-    // `cwd` is checked where it really leads (realpath): blocking work.
-    let workspace = ctx.env.workspace.clone();
-    let parsed = tokio::task::spawn_blocking(move || format::bash_args(&workspace, &args));
-    let a = match parsed.await {
-        Ok(Ok(a)) => a,
-        Ok(Err(t)) => return failed(&ctx, t.to_string()),
-        Err(e) => {
-            return ToolResult {
-                error: Some(format!("bash failed: {e}")),
-                ..ToolResult::default()
-            };
+    // A `cwd` other than the workspace is checked where it really leads (realpath): blocking
+    // work. The usual call, in the workspace itself, parses in place.
+    let parsed = if format::cwd_is_workspace(&args) {
+        format::bash_args(&ctx.env.workspace, &args)
+    } else {
+        let workspace = ctx.env.workspace.clone();
+        match tokio::task::spawn_blocking(move || format::bash_args(&workspace, &args)).await {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                return ToolResult {
+                    error: Some(format!("bash failed: {e}")),
+                    ..ToolResult::default()
+                };
+            }
         }
+    };
+    let a = match parsed {
+        Ok(a) => a,
+        Err(t) => return failed(&ctx, t.to_string()),
     };
     let req = StartRequest {
         cmd: a.command,

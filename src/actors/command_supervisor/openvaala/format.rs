@@ -3,7 +3,8 @@
 //! blank line), the `[N bytes dropped]` line, the page budget that keeps a whole result within
 //! 65,536 bytes, the `list_commands` blocks, and the argument parsing and clamping of the five
 //! tools. No actors, and no I/O but [`bash_args`]'s look at where `cwd` really is (`realpath`,
-//! never an open), which is why the `bash` tool runs it on the blocking pool.
+//! never an open) for a `cwd` other than the workspace, which is why the `bash` tool then runs
+//! it on the blocking pool.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -158,6 +159,12 @@ fn normalize(path: &Path) -> PathBuf {
     crate::tools::vaala_read_file::normalize(path)
 }
 
+/// Whether `bash`'s `cwd` is the workspace itself (absent, empty or `.`): [`bash_args`] then
+/// needs no look at the file system.
+pub fn cwd_is_workspace(args: &Map<String, Value>) -> bool {
+    matches!(opt_str(args, "cwd"), None | Some("" | "."))
+}
+
 /// Why `bash`'s arguments were refused (the text is the tool output).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BashArgsError {
@@ -172,7 +179,8 @@ pub enum BashArgsError {
 /// absolute through the workspace under any of its names (as given, canonical, or a symlink to
 /// it), and its real location (symlinks resolved; for a missing directory, that of its deepest
 /// existing one) must be inside the workspace too. The `cwd` returned is under `workspace` as
-/// given. Looks at the file system (`realpath`): call it on the blocking pool.
+/// given. Looks at the file system (`realpath`) unless the `cwd` is the workspace itself (see
+/// [`cwd_is_workspace`]): call it on the blocking pool then.
 pub fn bash_args(workspace: &Path, args: &Map<String, Value>) -> Result<BashArgs, BashArgsError> {
     let command = require_nonblank_str(args, "command", "bash")?.to_string();
     let cwd_arg = opt_str(args, "cwd")
@@ -180,8 +188,9 @@ pub fn bash_args(workspace: &Path, args: &Map<String, Value>) -> Result<BashArgs
         .unwrap_or(".");
     let root = normalize(workspace);
     let asked = normalize(&crate::tools::resolve_path(&root, cwd_arg));
-    let cwd = under_workspace(&root, &asked)
-        .filter(|cwd| real_location(cwd).is_some_and(|real| really_inside(&root, &real)));
+    let cwd = under_workspace(&root, &asked).filter(|cwd| {
+        cwd == &root || real_location(cwd).is_some_and(|real| really_inside(&root, &real))
+    });
     let Some(cwd) = cwd else {
         return Err(BashArgsError::OutsideWorkspace {
             cwd: cwd_arg.to_string(),
@@ -373,6 +382,20 @@ mod tests {
             );
             // A missing directory inside is a failed start later, not a refusal.
             assert_eq!(cwd_of(given, &other.join("new")), Ok(given.join("new")));
+        }
+    }
+
+    #[test]
+    fn only_a_cwd_other_than_the_workspace_needs_the_file_system() {
+        for args in [json!({}), json!({"cwd": ""}), json!({"cwd": "."})] {
+            assert!(cwd_is_workspace(&obj(args.clone())), "{args}");
+        }
+        for args in [
+            json!({"cwd": "sub"}),
+            json!({"cwd": "/tmp"}),
+            json!({"cwd": "./"}),
+        ] {
+            assert!(!cwd_is_workspace(&obj(args.clone())), "{args}");
         }
     }
 
