@@ -42,6 +42,15 @@ async fn read_until_closed(conn: &mut TcpStream) -> (Vec<u8>, Instant) {
     }
 }
 
+/// A server whose connections must send a request head within 500 ms.
+fn short_header_timeout() -> Server {
+    Server::start_with(
+        sandbox(&tool_then_text()),
+        None,
+        &["--header-timeout-ms", "500"],
+    )
+}
+
 /// A client that opens a new connection for every request (the server closes idle ones).
 fn fresh_client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -52,11 +61,7 @@ fn fresh_client() -> reqwest::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_sends_nothing_is_closed() {
-    let server = Server::start_with(
-        sandbox(&tool_then_text()),
-        None,
-        &["--header-timeout-ms", "500"],
-    );
+    let server = short_header_timeout();
     let opened = Instant::now();
     let mut conn = TcpStream::connect(addr(&server)).await.unwrap();
     let (got, closed) = read_until_closed(&mut conn).await;
@@ -70,11 +75,7 @@ async fn a_connection_that_sends_nothing_is_closed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_a_request_head_or_preface_is_closed() {
-    let server = Server::start_with(
-        sandbox(&tool_then_text()),
-        None,
-        &["--header-timeout-ms", "500"],
-    );
+    let server = short_header_timeout();
     let host = addr(&server);
     let half_head = format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\nAccept: */*");
     // Half an HTTP/2 preface keeps the server guessing the protocol.
@@ -92,11 +93,7 @@ async fn half_a_request_head_or_preface_is_closed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_keep_alive_connection_is_closed() {
-    let server = Server::start_with(
-        sandbox(&tool_then_text()),
-        None,
-        &["--header-timeout-ms", "500"],
-    );
+    let server = short_header_timeout();
     let host = addr(&server);
     let mut conn = TcpStream::connect(&host).await.unwrap();
     let request = format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n");
