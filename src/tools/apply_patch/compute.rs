@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::parser::{Chunk, FileOp, ParseError, Section};
 use super::seek::seek_sequence;
-use crate::tools::canonical::under_workspace;
+use crate::tools::canonical::{real_location, really_inside, under_workspace};
 use crate::tools::file_target::{Target, TargetError};
 use crate::tools::path_hint::normalize_lexically;
 use crate::tools::resolve_path;
@@ -301,21 +301,18 @@ fn identity(path: &Path) -> PathBuf {
     }
 }
 
-/// The workspace, lexically and canonically.
+/// The workspace as given and lexically normalized (its canonical form is the `canonical`
+/// module's, remembered per process).
 struct Workspace {
     given: PathBuf,
     lexical: PathBuf,
-    canonical: PathBuf,
 }
 
 impl Workspace {
     fn new(workspace: &Path) -> Self {
-        let lexical = normalize_lexically(workspace);
-        let canonical = fs::canonicalize(workspace).unwrap_or_else(|_| lexical.clone());
         Workspace {
             given: workspace.to_path_buf(),
-            lexical,
-            canonical,
+            lexical: normalize_lexically(workspace),
         }
     }
 
@@ -332,12 +329,12 @@ impl Workspace {
         Ok(path)
     }
 
-    /// Whether the deepest existing directory above `path` is inside the workspace.
+    /// Whether the directory of `path` really is inside the workspace (for a missing one,
+    /// where its deepest existing ancestor leads).
     fn confine(&self, path: &Path) -> Result<(), FileError> {
         let dir = path.parent().unwrap_or(path);
-        let existing = dir.ancestors().find_map(|a| fs::canonicalize(a).ok());
-        match existing {
-            Some(canon) if canon.starts_with(&self.canonical) => Ok(()),
+        match real_location(dir) {
+            Some(real) if really_inside(&self.lexical, &real) => Ok(()),
             _ => Err(FileError::OutsideWorkspace),
         }
     }
