@@ -15,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 /// mimalloc instead of glibc's malloc: on the standard workloads (`rookery bench`, read N = 100
 /// with the built-in model and over loopback HTTP) it measured 19–46 % less CPU; glibc with one
 /// arena serialized the runtime's threads on its lock, with one arena per thread it grew by
-/// `mprotect` steps. It costs peak RSS (README "Performance").
+/// `mprotect` steps. It costs peak RSS (docs/guide/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -37,7 +37,7 @@ pub struct ModelArgs {
     pub api_key_env: Option<String>,
 }
 
-const NO_MODEL: &str = "no model configured: pass --script FILE to use the built-in scripted model (see README, \"Script format\"), or --provider openai --base-url URL --model NAME for an OpenAI-compatible server, or --provider anthropic --model NAME for Claude";
+const NO_MODEL: &str = "no model configured: pass --script FILE to use the built-in scripted model (see docs/guide/config.md, \"Script format\"), or --provider openai --base-url URL --model NAME for an OpenAI-compatible server, or --provider anthropic --model NAME for Claude";
 
 /// The model of the sessions; also re-assembles `config`'s tools for it (image tools).
 pub fn resolve_model(

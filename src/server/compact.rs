@@ -1,5 +1,5 @@
-//! `POST /v1/sessions/{id}/compact`: compacts a session's context (see README, "Long-running
-//! sessions"). An idle session compacts at once (202 `{"status":"compacting"}`; its stream
+//! `POST /v1/sessions/{id}/compact`: compacts a session's context (see
+//! `docs/guide/long-running.md`). An idle session compacts at once (202 `{"status":"compacting"}`; its stream
 //! shows `compaction_begin` … `compaction_end`); a running one before its next request (202
 //! `{"status":"scheduled"}`). 409 `nothing_to_compact` for an empty context, 409 `compacting`
 //! while one runs. A hibernated session is woken first (the lookup resumes it), then compacted

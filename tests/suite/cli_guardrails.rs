@@ -238,10 +238,13 @@ fn a_bad_hooks_file_is_a_configuration_error() {
     out.expect_config_error(&["nope.json"]);
 }
 
-/// The README's example hook, taken from the README itself.
+/// The guide's example hook, taken from the guide itself (`docs/guide/guardrails.md`).
 fn readme_block(after: &str, fence: &str) -> String {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/guide/guardrails.md"
+    ))
+    .expect("docs/guide/guardrails.md");
     let start = readme.find(after).expect("example paragraph");
     let rest = &readme[start..];
     let open = rest.find(fence).expect("fence") + fence.len();

@@ -1,11 +1,12 @@
-//! README.md cannot drift: every shell block marked `<!-- runnable -->` runs, with bash, against
-//! the built `rookery` binary, and every block marked `<!-- same-as: PATH -->` is that file, byte
-//! for byte. The marker convention is written down in `docs/readme-blocks.md`.
+//! README.md and the user guide (`docs/guide/*.md`) cannot drift: every shell block marked
+//! `<!-- runnable -->` runs, with bash, against the built `rookery` binary, and every block marked
+//! `<!-- same-as: PATH -->` is that file, byte for byte. The marker convention is written down in
+//! `docs/readme-blocks.md`.
 //!
 //! Each runnable block runs on its own: `bash -euo pipefail` in a fresh temp dir holding a copy of
 //! `examples/`, with `HOME` pointing at an empty temp home (so `~/.rookery` is a temp dir) and the
-//! directory of the built binary first on `PATH`. A block fails the test, named by its line in
-//! README.md, when it exits non-zero or runs longer than [`BLOCK_TIMEOUT`]; whatever it left
+//! directory of the built binary first on `PATH`. A block fails the test, named by its file and
+//! line, when it exits non-zero or runs longer than [`BLOCK_TIMEOUT`]; whatever it left
 //! running (a `rookery serve &`, a `curl -N &`) is killed with its process group.
 
 use std::os::unix::process::CommandExt;
@@ -25,7 +26,9 @@ const SAME_AS: &str = "<!-- same-as:";
 /// One fenced block that follows a marker.
 #[derive(Debug)]
 struct Block {
-    /// 1-based line of the opening fence in README.md.
+    /// The document it is in, relative to the repository (`README.md`, `docs/guide/serve.md`).
+    file: String,
+    /// 1-based line of the opening fence in its document.
     line: usize,
     /// The info string of the fence (`sh`, `rust`, …).
     lang: String,
@@ -38,13 +41,39 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(repo().join("README.md")).expect("README.md")
+/// The documents whose blocks are tested: README.md and every page of the user guide, each as
+/// (path relative to the repository, text).
+fn documents() -> Vec<(String, String)> {
+    let mut paths = vec!["README.md".to_string()];
+    let mut guide: Vec<String> = std::fs::read_dir(repo().join("docs/guide"))
+        .expect("docs/guide")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/guide/{name}"))
+        .collect();
+    guide.sort();
+    paths.extend(guide);
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(repo().join(&path)).expect("document");
+            (path, text)
+        })
+        .collect()
+}
+
+/// The blocks after `marker` in every document.
+fn all_blocks(marker: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    for (file, text) in documents() {
+        out.extend(blocks(&file, &text, marker).unwrap());
+    }
+    out
 }
 
 /// The blocks after each `marker` in `text`; a marker not followed (after blank lines) by a
 /// fenced block is an error naming its line.
-fn blocks(text: &str, marker: &str) -> Result<Vec<Block>, String> {
+fn blocks(file: &str, text: &str, marker: &str) -> Result<Vec<Block>, String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -59,7 +88,7 @@ fn blocks(text: &str, marker: &str) -> Result<Vec<Block>, String> {
             .strip_prefix(marker)
             .and_then(|rest| rest.strip_suffix("-->"))
             .ok_or(format!(
-                "README.md:{marker_line}: a marker is one line ending in -->"
+                "{file}:{marker_line}: a marker is one line ending in -->"
             ))?
             .trim()
             .trim_start_matches(':')
@@ -72,16 +101,17 @@ fn blocks(text: &str, marker: &str) -> Result<Vec<Block>, String> {
         let fence = lines.get(j).map(|l| l.trim_start()).unwrap_or("");
         let Some(lang) = fence.strip_prefix("```") else {
             return Err(format!(
-                "README.md:{marker_line}: the marker is not followed by a fenced block"
+                "{file}:{marker_line}: the marker is not followed by a fenced block"
             ));
         };
         let start = j + 1;
         let Some(len) = lines[start..].iter().position(|l| l.trim() == "```") else {
-            return Err(format!("README.md:{}: the block is not closed", j + 1));
+            return Err(format!("{file}:{}: the block is not closed", j + 1));
         };
         let mut body = lines[start..start + len].join("\n");
         body.push('\n');
         out.push(Block {
+            file: file.to_string(),
             line: j + 1,
             lang: lang.trim().to_string(),
             arg,
@@ -186,12 +216,14 @@ fn run_block(block: &Block) -> Result<Duration, String> {
     match status {
         Some(s) if s.success() => Ok(took),
         Some(s) => Err(format!(
-            "README.md:{}: the block exited with {s}\n{}",
+            "{}:{}: the block exited with {s}\n{}",
+            block.file,
             block.line,
             output()
         )),
         None => Err(format!(
-            "README.md:{}: the block ran longer than {BLOCK_TIMEOUT:?}\n{}",
+            "{}:{}: the block ran longer than {BLOCK_TIMEOUT:?}\n{}",
+            block.file,
             block.line,
             output()
         )),
@@ -200,31 +232,33 @@ fn run_block(block: &Block) -> Result<Duration, String> {
 
 #[test]
 fn every_runnable_readme_block_runs() {
-    let blocks = blocks(&readme(), RUNNABLE).unwrap();
+    let blocks = all_blocks(RUNNABLE);
     assert!(
-        blocks.len() >= 3,
-        "expected the runnable blocks of README.md, found {}",
+        blocks.len() >= 6,
+        "expected the runnable blocks of README.md and docs/guide/, found {}",
         blocks.len()
     );
     let mut failures = Vec::new();
     for block in &blocks {
         assert!(
             matches!(block.lang.as_str(), "sh" | "bash"),
-            "README.md:{}: a runnable block is fenced as ```sh or ```bash, not ```{}",
+            "{}:{}: a runnable block is fenced as ```sh or ```bash, not ```{}",
+            block.file,
             block.line,
             block.lang
         );
         let missing = missing_commands(&block.arg);
         if !missing.is_empty() {
             eprintln!(
-                "README.md:{}: skipped, this machine has no {}",
+                "{}:{}: skipped, this machine has no {}",
+                block.file,
                 block.line,
                 missing.join(", ")
             );
             continue;
         }
         match run_block(block) {
-            Ok(took) => eprintln!("README.md:{}: ok ({took:.1?})", block.line),
+            Ok(took) => eprintln!("{}:{}: ok ({took:.1?})", block.file, block.line),
             Err(e) => failures.push(e),
         }
     }
@@ -233,16 +267,18 @@ fn every_runnable_readme_block_runs() {
 
 #[test]
 fn readme_blocks_marked_same_as_a_file_are_that_file() {
-    let blocks = blocks(&readme(), SAME_AS).unwrap();
-    assert!(!blocks.is_empty(), "README.md marks no block `same-as`");
+    let blocks = all_blocks(SAME_AS);
+    assert!(!blocks.is_empty(), "no document marks a block `same-as`");
     for block in blocks {
         let file = std::fs::read_to_string(repo().join(&block.arg))
-            .unwrap_or_else(|e| panic!("README.md:{}: {}: {e}", block.line, block.arg));
+            .unwrap_or_else(|e| panic!("{}:{}: {}: {e}", block.file, block.line, block.arg));
         assert!(
             block.text == file,
-            "README.md:{}: the block differs from {}; copy the file into README.md",
+            "{}:{}: the block differs from {}; copy the file into {}",
+            block.file,
             block.line,
-            block.arg
+            block.arg,
+            block.file
         );
     }
 }
@@ -250,10 +286,10 @@ fn readme_blocks_marked_same_as_a_file_are_that_file() {
 #[test]
 fn a_marker_without_its_block_is_an_error() {
     let text = "a\n<!-- runnable -->\n\nplain text\n";
-    let err = blocks(text, RUNNABLE).unwrap_err();
+    let err = blocks("README.md", text, RUNNABLE).unwrap_err();
     assert!(err.contains("README.md:2"), "{err}");
     let text = "<!-- runnable: needs jq -->\n```sh\necho hi\n```\n<!-- runnable -->\n```sh\ntrue\n";
-    let err = blocks(text, RUNNABLE).unwrap_err();
+    let err = blocks("README.md", text, RUNNABLE).unwrap_err();
     assert!(
         err.contains("README.md:6: the block is not closed"),
         "{err}"
@@ -263,7 +299,7 @@ fn a_marker_without_its_block_is_an_error() {
 #[test]
 fn blocks_are_found_with_their_line_and_needs() {
     let text = "x\n<!-- runnable: needs curl jq -->\n```sh\necho one\necho two\n```\n\n<!-- runnable -->\n\n```bash\nfalse\n```\n";
-    let found = blocks(text, RUNNABLE).unwrap();
+    let found = blocks("README.md", text, RUNNABLE).unwrap();
     assert_eq!(found.len(), 2);
     assert_eq!(
         (found[0].line, found[0].lang.as_str(), found[0].arg.as_str()),
@@ -280,7 +316,7 @@ fn blocks_are_found_with_their_line_and_needs() {
 #[test]
 fn a_failing_block_is_named_by_its_line() {
     let text = "<!-- runnable -->\n```sh\necho visible; false\necho never\n```\n";
-    let found = blocks(text, RUNNABLE).unwrap();
+    let found = blocks("README.md", text, RUNNABLE).unwrap();
     let err = run_block(&found[0]).unwrap_err();
     assert!(
         err.starts_with("README.md:2: the block exited with"),

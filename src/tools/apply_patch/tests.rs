@@ -342,7 +342,8 @@ fn the_readme_example_applies() {
     fs::write(d.join("src/app.py"), "def main():\n    print(\"hi\")\n").unwrap();
     fs::write(d.join("CHANGES.md"), "# Changes\n## 1.0\n").unwrap();
     fs::write(d.join("old.txt"), "old\n").unwrap();
-    let readme = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide/tools.md")).unwrap();
     let start = readme.find("*** Begin Patch").unwrap();
     let end = readme[start..].find("*** End Patch").unwrap() + start + "*** End Patch".len();
     let r = run(d, &readme[start..end]);
