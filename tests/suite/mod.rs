@@ -5,6 +5,7 @@ mod anthropic_provider;
 mod anthropic_replay;
 mod apply_patch_scenarios;
 mod approval_mode;
+mod architecture_map;
 mod bench;
 mod bench_hibernation;
 mod bench_http_floor;
