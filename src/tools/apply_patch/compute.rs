@@ -1,10 +1,12 @@
 //! Turning parsed sections into the complete set of file changes, in memory: every path is
 //! resolved and confined to the workspace, every file to update is read and every hunk found
-//! (the [`super::seek`] ladder, forward only), and every rule is checked (Add and Move never
+//! (the [`super::seek`] ladder, forward only; each line keeps its line ending), and every rule is checked (Add and Move never
 //! overwrite, only regular files, secret stores refused, the size and count limits).
 //!
 //! It reads and stats but never writes: when it returns an error nothing was changed, and
-//! when it returns a plan, [`super::commit`] can apply it without further decisions.
+//! when it returns a plan, [`super::commit`] can apply it without further decisions. It asks
+//! its `stop` between files, between hunks and during long searches, and ends with
+//! [`PlanError::Stopped`] once it says so.
 
 use std::collections::HashSet;
 use std::fs::{self, Metadata};
@@ -12,7 +14,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::parser::{Chunk, FileOp, ParseError, Section};
-use super::seek::seek_sequence;
+use super::seek::{Haystack, Stopped};
 use crate::tools::canonical::{real_location, really_inside, under_workspace};
 use crate::tools::file_target::{Target, TargetError};
 use crate::tools::path_hint::normalize_lexically;
@@ -33,6 +35,9 @@ pub enum PlanError {
     Parse(#[from] ParseError),
     #[error("No files were modified.")]
     NoChanges,
+    /// The call was cancelled (aborted or timed out) while the patch was computed.
+    #[error("apply_patch stopped: the call was cancelled before any file was written")]
+    Stopped,
     #[error("the patch is {bytes} bytes; at most {MAX_BYTES} (4 MB) are accepted")]
     PatchTooLarge { bytes: usize },
     #[error("the patch changes {count} files; at most {MAX_FILES} are accepted")]
@@ -136,8 +141,13 @@ pub fn hunk_count(sections: &[Section]) -> usize {
         .sum()
 }
 
-/// Every change of the patch, or the first reason it cannot be applied.
-pub fn plan(workspace: &Path, sections: &[Section]) -> Result<Vec<Change>, PlanError> {
+/// Every change of the patch, or the first reason it cannot be applied (`stop`: see the
+/// module header).
+pub fn plan(
+    workspace: &Path,
+    sections: &[Section],
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Change>, PlanError> {
     if sections.is_empty() {
         return Err(PlanError::NoChanges);
     }
@@ -154,12 +164,20 @@ pub fn plan(workspace: &Path, sections: &[Section]) -> Result<Vec<Change>, PlanE
     let mut seen = HashSet::new();
     let mut changes = Vec::with_capacity(sections.len());
     for section in sections {
-        changes.push(plan_one(&ws, &section.op, &mut seen)?);
+        if stop() {
+            return Err(PlanError::Stopped);
+        }
+        changes.push(plan_one(&ws, &section.op, &mut seen, stop)?);
     }
     Ok(changes)
 }
 
-fn plan_one(ws: &Workspace, op: &FileOp, seen: &mut HashSet<PathBuf>) -> Result<Change, PlanError> {
+fn plan_one(
+    ws: &Workspace,
+    op: &FileOp,
+    seen: &mut HashSet<PathBuf>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Change, PlanError> {
     let shown = op.path().to_string();
     let fail = |path: &str, reason: FileError| match reason {
         FileError::Unreadable { op, source } => PlanError::Unreadable {
@@ -222,7 +240,7 @@ fn plan_one(ws: &Workspace, op: &FileOp, seen: &mut HashSet<PathBuf>) -> Result<
                 return Err(fail(&shown, FileError::Secret(name)));
             }
             claim(seen, &real).map_err(|r| fail(&shown, r))?;
-            let contents = new_contents(&shown, &text, chunks)?.into_bytes();
+            let contents = new_contents(&shown, &text, chunks, stop)?.into_bytes();
             check_size(contents.len()).map_err(|r| fail(&shown, r))?;
             let Some(dest_shown) = move_to else {
                 return Ok(Change {
@@ -409,16 +427,31 @@ impl Workspace {
 }
 
 /// The file's text after every hunk (codex's rules: a missing final newline is added).
-pub fn new_contents(shown: &str, text: &str, chunks: &[Chunk]) -> Result<String, PlanError> {
-    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
-    if lines.last().is_some_and(String::is_empty) {
-        lines.pop();
-    }
-    let mut replacements: Vec<(usize, usize, Vec<String>)> = Vec::new();
+///
+/// Every line keeps its own ending (`\n` or `\r\n`; a hunk's lines are matched without it),
+/// a context line of a hunk too. An added line takes the ending of the line above it in the
+/// result (at the top of the file, the file's first ending), and so does a last line that had
+/// none. `stop`: see the module header.
+pub fn new_contents(
+    shown: &str,
+    text: &str,
+    chunks: &[Chunk],
+    stop: &dyn Fn() -> bool,
+) -> Result<String, PlanError> {
+    let (lines, endings) = split_lines(text);
+    let mut hay = Haystack::new(&lines);
+    let mut seek = |pattern: &[String], at: usize, end_of_file: bool| {
+        hay.seek(pattern, at, end_of_file, stop)
+            .map_err(|Stopped| PlanError::Stopped)
+    };
+    let mut replacements: Vec<Replacement<'_>> = Vec::new();
     let mut at = 0;
     for (i, chunk) in chunks.iter().enumerate() {
+        if stop() {
+            return Err(PlanError::Stopped);
+        }
         if let Some(context) = &chunk.context {
-            match seek_sequence(&lines, std::slice::from_ref(context), at, false) {
+            match seek(std::slice::from_ref(context), at, false)? {
                 Some(idx) => at = idx + 1,
                 None => {
                     return Err(PlanError::Context {
@@ -432,21 +465,27 @@ pub fn new_contents(shown: &str, text: &str, chunks: &[Chunk]) -> Result<String,
         }
         if chunk.old.is_empty() {
             // A pure addition goes at the end of the file.
-            replacements.push((lines.len(), 0, chunk.new.clone()));
+            replacements.push(Replacement {
+                start: lines.len(),
+                len: 0,
+                new: &chunk.new,
+                origin: &chunk.origin,
+            });
             continue;
         }
         let mut old: &[String] = &chunk.old;
         let mut new: &[String] = &chunk.new;
-        let mut found = seek_sequence(&lines, old, at, chunk.end_of_file);
+        let mut found = seek(old, at, chunk.end_of_file)?;
         if found.is_none() && old.last().is_some_and(String::is_empty) {
             // A trailing empty line in the hunk stands for the final newline.
             old = &old[..old.len() - 1];
             if new.last().is_some_and(String::is_empty) {
                 new = &new[..new.len() - 1];
             }
-            found = seek_sequence(&lines, old, at, chunk.end_of_file);
+            found = seek(old, at, chunk.end_of_file)?;
         }
-        let Some(start) = found else {
+        // Never backwards (an end-of-file hunk is looked for at the end whatever came before).
+        let Some(start) = found.filter(|&start| start >= at) else {
             return Err(PlanError::Lines {
                 path: shown.to_string(),
                 lines: chunk.old.join("\n"),
@@ -454,17 +493,97 @@ pub fn new_contents(shown: &str, text: &str, chunks: &[Chunk]) -> Result<String,
                 line: chunk.line,
             });
         };
-        replacements.push((start, old.len(), new.to_vec()));
+        replacements.push(Replacement {
+            start,
+            len: old.len(),
+            new,
+            origin: &chunk.origin[..new.len().min(chunk.origin.len())],
+        });
         at = start + old.len();
     }
-    replacements.sort_by_key(|r| r.0);
-    for (start, len, new) in replacements.into_iter().rev() {
-        lines.splice(start..start + len, new);
+    replacements.sort_by_key(|r| r.start);
+    let mut out = Written {
+        text: String::with_capacity(text.len() + text.len() / 8 + 64),
+        above: None,
+        first: endings
+            .iter()
+            .copied()
+            .find(|e| !e.is_empty())
+            .unwrap_or("\n"),
+    };
+    let mut next = 0;
+    for r in &replacements {
+        for k in next..r.start {
+            out.push(lines[k], endings[k]);
+        }
+        for (j, line) in r.new.iter().enumerate() {
+            let ending = match r.origin.get(j).copied().flatten() {
+                Some(k) if k < r.len => endings[r.start + k],
+                // Added: the ending of the line above.
+                _ => "",
+            };
+            out.push(line, ending);
+        }
+        next = r.start + r.len;
     }
-    if lines.last().is_none_or(|l| !l.is_empty()) {
-        lines.push(String::new());
+    for k in next..lines.len() {
+        out.push(lines[k], endings[k]);
     }
-    Ok(lines.join("\n"))
+    Ok(out.text)
+}
+
+/// One hunk's change: `len` lines from `start` become `new` (`origin`: see [`Chunk::origin`]).
+struct Replacement<'c> {
+    start: usize,
+    len: usize,
+    new: &'c [String],
+    origin: &'c [Option<usize>],
+}
+
+/// The new text as it is written, line by line.
+struct Written<'t> {
+    text: String,
+    /// The ending of the line written last.
+    above: Option<&'t str>,
+    /// The file's first line ending (`\n` for a file without one).
+    first: &'t str,
+}
+
+impl<'t> Written<'t> {
+    /// Writes `line` with `ending`; an empty one is the ending of the line above.
+    fn push(&mut self, line: &str, ending: &'t str) {
+        let ending = match ending {
+            "" => self.above.unwrap_or(self.first),
+            own => own,
+        };
+        self.text.push_str(line);
+        self.text.push_str(ending);
+        self.above = Some(ending);
+    }
+}
+
+/// The lines of `text` without their endings, and each line's ending (`\n`, `\r\n`, or
+/// empty for a last line without one).
+fn split_lines(text: &str) -> (Vec<&str>, Vec<&str>) {
+    let mut lines = Vec::new();
+    let mut endings = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let Some(nl) = rest.find('\n') else {
+            lines.push(rest);
+            endings.push("");
+            break;
+        };
+        let cut = if rest[..nl].ends_with('\r') {
+            nl - 1
+        } else {
+            nl
+        };
+        lines.push(&rest[..cut]);
+        endings.push(&rest[cut..=nl]);
+        rest = &rest[nl + 1..];
+    }
+    (lines, endings)
 }
 
 #[cfg(test)]
@@ -477,7 +596,7 @@ mod tests {
         let FileOp::Update { chunks, .. } = &sections[0].op else {
             panic!("not an update")
         };
-        new_contents("f.txt", text, chunks)
+        new_contents("f.txt", text, chunks, &|| false)
     }
 
     #[test]
@@ -510,6 +629,24 @@ mod tests {
                 .to_string()
                 .starts_with("Failed to find context 'nope' in f.txt")
         );
+    }
+
+    #[test]
+    fn each_line_keeps_its_ending_and_added_lines_take_the_one_above() {
+        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n a\n-b\n+B\n+B2\n c\n*** End Patch";
+        // CRLF: the context lines keep theirs, the added ones take it.
+        assert_eq!(
+            apply("a\r\nb\r\nc\r\nd\r\n", p).unwrap(),
+            "a\r\nB\r\nB2\r\nc\r\nd\r\n"
+        );
+        // Mixed: each kept line has its own; an added line the one above it.
+        assert_eq!(apply("a\nb\r\nc\r\nd\n", p).unwrap(), "a\nB\nB2\nc\r\nd\n");
+        // A missing final newline is the ending above; at the top, the file's first one.
+        let top = "*** Begin Patch\n*** Update File: f.txt\n@@\n-x\n+w\n+x\n*** End Patch";
+        assert_eq!(apply("x\r\ny", top).unwrap(), "w\r\nx\r\ny\r\n");
+        let add = "*** Begin Patch\n*** Update File: f.txt\n@@\n+z\n*** End Patch";
+        assert_eq!(apply("x\r\ny", add).unwrap(), "x\r\ny\r\nz\r\n");
+        assert_eq!(apply("x\ny", add).unwrap(), "x\ny\nz\n");
     }
 
     #[test]
