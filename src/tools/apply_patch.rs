@@ -1,7 +1,8 @@
 //! apply_patch: applies a patch in codex's apply-patch format (argument `input`) to the
 //! workspace, all or nothing: the patch is parsed ([`parser`]), every change is computed in
-//! memory ([`compute`], hunks found with the [`seek`] ladder), and only then written
-//! ([`commit`]: temp files beside each target, renames, rollback on a failed rename).
+//! memory ([`compute`], hunks applied by [`hunks`], found with the [`seek`] ladder), and only
+//! then written ([`commit`]: temp files beside each target, renames, rollback on a failed
+//! rename).
 //! Success answers codex's `Success. Updated the following files:` with `A|M|D path` lines.
 //!
 //! A call is stopped with its cancel (an abort or its timeout): the plan asks the cancel
@@ -14,6 +15,7 @@
 
 pub mod commit;
 pub mod compute;
+pub mod hunks;
 pub mod parser;
 pub mod seek;
 

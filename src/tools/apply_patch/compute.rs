@@ -1,7 +1,7 @@
 //! Turning parsed sections into the complete set of file changes, in memory: every path is
-//! resolved and confined to the workspace, every file to update is read and every hunk found
-//! (the [`super::seek`] ladder, forward only; each line keeps its line ending), and every rule is checked (Add and Move never
-//! overwrite, only regular files, secret stores refused, the size and count limits).
+//! resolved and confined to the workspace, every file to update is read and its hunks applied
+//! ([`super::hunks`]), and every rule is checked (Add and Move never overwrite, only regular
+//! files, secret stores refused, the size and count limits).
 //!
 //! It reads and stats but never writes: when it returns an error nothing was changed, and
 //! when it returns a plan, [`super::commit`] can apply it without further decisions. It asks
@@ -13,8 +13,8 @@ use std::fs::{self, Metadata};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::parser::{Chunk, FileOp, ParseError, Section};
-use super::seek::{Haystack, Stopped};
+use super::hunks::{HunkError, new_contents};
+use super::parser::{FileOp, ParseError, Section};
 use crate::tools::canonical::{real_location, really_inside, under_workspace};
 use crate::tools::file_target::{Target, TargetError};
 use crate::tools::path_hint::normalize_lexically;
@@ -53,24 +53,18 @@ pub enum PlanError {
         path: String,
         source: io::Error,
     },
-    #[error(
-        "Failed to find context '{context}' in {path}\n(hunk {hunk} of {path}, at line {line} of the patch)"
-    )]
-    Context {
-        path: String,
-        context: String,
-        hunk: usize,
-        line: usize,
-    },
-    #[error(
-        "Failed to find expected lines in {path}:\n{lines}\n(hunk {hunk} of {path}, at line {line} of the patch)"
-    )]
-    Lines {
-        path: String,
-        lines: String,
-        hunk: usize,
-        line: usize,
-    },
+    /// A hunk that is not found (the texts are codex's).
+    #[error(transparent)]
+    Hunk(HunkError),
+}
+
+impl From<HunkError> for PlanError {
+    fn from(e: HunkError) -> Self {
+        match e {
+            HunkError::Stopped => PlanError::Stopped,
+            other => PlanError::Hunk(other),
+        }
+    }
 }
 
 /// What is wrong with one file of the patch.
@@ -423,235 +417,5 @@ impl Workspace {
         }
         let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8)?;
         Ok((target.real, opened.meta, text))
-    }
-}
-
-/// The file's text after every hunk (codex's rules: a missing final newline is added).
-///
-/// Every line keeps its own ending (`\n` or `\r\n`; a hunk's lines are matched without it),
-/// a context line of a hunk too. An added line takes the ending of the line above it in the
-/// result (at the top of the file, the file's first ending), and so does a last line that had
-/// none. `stop`: see the module header.
-pub fn new_contents(
-    shown: &str,
-    text: &str,
-    chunks: &[Chunk],
-    stop: &dyn Fn() -> bool,
-) -> Result<String, PlanError> {
-    let (lines, endings) = split_lines(text);
-    let mut hay = Haystack::new(&lines);
-    let mut seek = |pattern: &[String], at: usize, end_of_file: bool| {
-        hay.seek(pattern, at, end_of_file, stop)
-            .map_err(|Stopped| PlanError::Stopped)
-    };
-    let mut replacements: Vec<Replacement<'_>> = Vec::new();
-    let mut at = 0;
-    for (i, chunk) in chunks.iter().enumerate() {
-        if stop() {
-            return Err(PlanError::Stopped);
-        }
-        if let Some(context) = &chunk.context {
-            match seek(std::slice::from_ref(context), at, false)? {
-                Some(idx) => at = idx + 1,
-                None => {
-                    return Err(PlanError::Context {
-                        path: shown.to_string(),
-                        context: context.clone(),
-                        hunk: i + 1,
-                        line: chunk.line,
-                    });
-                }
-            }
-        }
-        if chunk.old.is_empty() {
-            // A pure addition goes at the end of the file.
-            replacements.push(Replacement {
-                start: lines.len(),
-                len: 0,
-                new: &chunk.new,
-                origin: &chunk.origin,
-            });
-            continue;
-        }
-        let mut old: &[String] = &chunk.old;
-        let mut new: &[String] = &chunk.new;
-        let mut found = seek(old, at, chunk.end_of_file)?;
-        if found.is_none() && old.last().is_some_and(String::is_empty) {
-            // A trailing empty line in the hunk stands for the final newline.
-            old = &old[..old.len() - 1];
-            if new.last().is_some_and(String::is_empty) {
-                new = &new[..new.len() - 1];
-            }
-            found = seek(old, at, chunk.end_of_file)?;
-        }
-        // Never backwards (an end-of-file hunk is looked for at the end whatever came before).
-        let Some(start) = found.filter(|&start| start >= at) else {
-            return Err(PlanError::Lines {
-                path: shown.to_string(),
-                lines: chunk.old.join("\n"),
-                hunk: i + 1,
-                line: chunk.line,
-            });
-        };
-        replacements.push(Replacement {
-            start,
-            len: old.len(),
-            new,
-            origin: &chunk.origin[..new.len().min(chunk.origin.len())],
-        });
-        at = start + old.len();
-    }
-    replacements.sort_by_key(|r| r.start);
-    let mut out = Written {
-        text: String::with_capacity(text.len() + text.len() / 8 + 64),
-        above: None,
-        first: endings
-            .iter()
-            .copied()
-            .find(|e| !e.is_empty())
-            .unwrap_or("\n"),
-    };
-    let mut next = 0;
-    for r in &replacements {
-        for k in next..r.start {
-            out.push(lines[k], endings[k]);
-        }
-        for (j, line) in r.new.iter().enumerate() {
-            let ending = match r.origin.get(j).copied().flatten() {
-                Some(k) if k < r.len => endings[r.start + k],
-                // Added: the ending of the line above.
-                _ => "",
-            };
-            out.push(line, ending);
-        }
-        next = r.start + r.len;
-    }
-    for k in next..lines.len() {
-        out.push(lines[k], endings[k]);
-    }
-    Ok(out.text)
-}
-
-/// One hunk's change: `len` lines from `start` become `new` (`origin`: see [`Chunk::origin`]).
-struct Replacement<'c> {
-    start: usize,
-    len: usize,
-    new: &'c [String],
-    origin: &'c [Option<usize>],
-}
-
-/// The new text as it is written, line by line.
-struct Written<'t> {
-    text: String,
-    /// The ending of the line written last.
-    above: Option<&'t str>,
-    /// The file's first line ending (`\n` for a file without one).
-    first: &'t str,
-}
-
-impl<'t> Written<'t> {
-    /// Writes `line` with `ending`; an empty one is the ending of the line above.
-    fn push(&mut self, line: &str, ending: &'t str) {
-        let ending = match ending {
-            "" => self.above.unwrap_or(self.first),
-            own => own,
-        };
-        self.text.push_str(line);
-        self.text.push_str(ending);
-        self.above = Some(ending);
-    }
-}
-
-/// The lines of `text` without their endings, and each line's ending (`\n`, `\r\n`, or
-/// empty for a last line without one).
-fn split_lines(text: &str) -> (Vec<&str>, Vec<&str>) {
-    let mut lines = Vec::new();
-    let mut endings = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let Some(nl) = rest.find('\n') else {
-            lines.push(rest);
-            endings.push("");
-            break;
-        };
-        let cut = if rest[..nl].ends_with('\r') {
-            nl - 1
-        } else {
-            nl
-        };
-        lines.push(&rest[..cut]);
-        endings.push(&rest[cut..=nl]);
-        rest = &rest[nl + 1..];
-    }
-    (lines, endings)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tools::apply_patch::parser::parse_patch;
-
-    fn apply(text: &str, patch: &str) -> Result<String, PlanError> {
-        let sections = parse_patch(patch)?;
-        let FileOp::Update { chunks, .. } = &sections[0].op else {
-            panic!("not an update")
-        };
-        new_contents("f.txt", text, chunks, &|| false)
-    }
-
-    #[test]
-    fn hunks_apply_forward_and_keep_a_final_newline() {
-        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n-b\n+B\n@@\n-d\n+D\n*** End Patch";
-        assert_eq!(apply("a\nb\nc\nd", p).unwrap(), "a\nB\nc\nD\n");
-        // Forward only: the second hunk cannot match before the first.
-        let back = "*** Begin Patch\n*** Update File: f.txt\n@@\n-d\n+D\n@@\n-b\n+B\n*** End Patch";
-        let err = apply("a\nb\nc\nd\n", back).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "Failed to find expected lines in f.txt:\nb\n(hunk 2 of f.txt, at line 6 of the patch)"
-        );
-    }
-
-    #[test]
-    fn context_header_and_end_of_file() {
-        let p = "*** Begin Patch\n*** Update File: f.txt\n@@ fn two\n-x\n+y\n*** End Patch";
-        assert_eq!(
-            apply("fn one\nx\nfn two\nx\n", p).unwrap(),
-            "fn one\nx\nfn two\ny\n"
-        );
-        let eof =
-            "*** Begin Patch\n*** Update File: f.txt\n@@\n-x\n+z\n*** End of File\n*** End Patch";
-        assert_eq!(apply("x\nq\nx\n", eof).unwrap(), "x\nq\nz\n");
-        let missing = "*** Begin Patch\n*** Update File: f.txt\n@@ nope\n-x\n+y\n*** End Patch";
-        assert!(
-            apply("x\n", missing)
-                .unwrap_err()
-                .to_string()
-                .starts_with("Failed to find context 'nope' in f.txt")
-        );
-    }
-
-    #[test]
-    fn each_line_keeps_its_ending_and_added_lines_take_the_one_above() {
-        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n a\n-b\n+B\n+B2\n c\n*** End Patch";
-        // CRLF: the context lines keep theirs, the added ones take it.
-        assert_eq!(
-            apply("a\r\nb\r\nc\r\nd\r\n", p).unwrap(),
-            "a\r\nB\r\nB2\r\nc\r\nd\r\n"
-        );
-        // Mixed: each kept line has its own; an added line the one above it.
-        assert_eq!(apply("a\nb\r\nc\r\nd\n", p).unwrap(), "a\nB\nB2\nc\r\nd\n");
-        // A missing final newline is the ending above; at the top, the file's first one.
-        let top = "*** Begin Patch\n*** Update File: f.txt\n@@\n-x\n+w\n+x\n*** End Patch";
-        assert_eq!(apply("x\r\ny", top).unwrap(), "w\r\nx\r\ny\r\n");
-        let add = "*** Begin Patch\n*** Update File: f.txt\n@@\n+z\n*** End Patch";
-        assert_eq!(apply("x\r\ny", add).unwrap(), "x\r\ny\r\nz\r\n");
-        assert_eq!(apply("x\ny", add).unwrap(), "x\ny\nz\n");
-    }
-
-    #[test]
-    fn pure_addition_appends() {
-        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n+new\n*** End Patch";
-        assert_eq!(apply("a\n", p).unwrap(), "a\nnew\n");
     }
 }

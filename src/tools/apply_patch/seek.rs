@@ -30,7 +30,7 @@ const RUNGS: [Rung; 4] = [
     |s| Cow::Borrowed(s),
     |s| Cow::Borrowed(s.trim_end()),
     |s| Cow::Borrowed(s.trim()),
-    |s| Cow::Owned(normalise(s)),
+    normalise,
 ];
 
 /// A file's lines, numbered per rung (each rung's numbering made when first needed).
@@ -175,18 +175,26 @@ fn kmp(
     Ok(None)
 }
 
-/// `s` trimmed, with typographic dashes, quotes and spaces replaced by their ASCII forms.
-pub fn normalise(s: &str) -> String {
-    s.trim()
-        .chars()
-        .map(|c| match c {
-            '\u{2010}'..='\u{2015}' | '\u{2212}' => '-',
-            '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' => '\'',
-            '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' => '"',
-            '\u{00A0}' | '\u{2002}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
-            other => other,
-        })
-        .collect()
+/// `s` trimmed, with typographic dashes, quotes and spaces replaced by their ASCII forms
+/// (borrowed when there are none: most lines of a file cost no allocation).
+pub fn normalise(s: &str) -> Cow<'_, str> {
+    let trimmed = s.trim();
+    if trimmed.chars().all(|c| ascii_form(c) == c) {
+        Cow::Borrowed(trimmed)
+    } else {
+        Cow::Owned(trimmed.chars().map(ascii_form).collect())
+    }
+}
+
+/// The ASCII form of a typographic dash, quote or space; any other character itself.
+fn ascii_form(c: char) -> char {
+    match c {
+        '\u{2010}'..='\u{2015}' | '\u{2212}' => '-',
+        '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' => '\'',
+        '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' => '"',
+        '\u{00A0}' | '\u{2002}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
+        other => other,
+    }
 }
 
 #[cfg(test)]
