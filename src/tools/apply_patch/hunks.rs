@@ -240,6 +240,15 @@ mod tests {
     }
 
     #[test]
+    fn an_end_of_file_hunk_is_never_found_before_the_previous_hunk() {
+        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n-a\n-b\n+c\n@@\n-b\n+B\n*** End of File\n*** End Patch";
+        assert_eq!(
+            apply("a\nb\n", p).unwrap_err().to_string(),
+            "Failed to find expected lines in f.txt:\nb\n(hunk 2 of f.txt, at line 7 of the patch)"
+        );
+    }
+
+    #[test]
     fn each_line_keeps_its_ending_and_added_lines_take_the_one_above() {
         let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n a\n-b\n+B\n+B2\n c\n*** End Patch";
         // CRLF: the context lines keep theirs, the added ones take it.
