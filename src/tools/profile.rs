@@ -18,7 +18,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::registry::{BuiltinEntry, ToolDefinitionConfig, ToolRegistry};
-use super::{BlockingTool, ServiceKind, Tool};
+use super::{ServiceKind, Tool};
 use crate::error::ConfigError;
 pub use collab_defs::{WAIT_DEFAULT_S, WAIT_MAX_S, collaboration_definition};
 pub use openvaala_defs::openvaala_definition;
@@ -151,10 +151,7 @@ fn openvaala_local(name: &str, opts: LocalToolOptions) -> Option<Arc<dyn Tool>> 
             opts.vision,
             opts.max_image_kb,
         )),
-        "apply_patch" => Arc::new(
-            BlockingTool::new(super::apply_patch::apply_patch)
-                .writing(super::apply_patch::write_keys),
-        ),
+        "apply_patch" => Arc::new(super::apply_patch::ApplyPatch),
         _ => return None,
     };
     Some(tool)

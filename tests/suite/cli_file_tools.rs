@@ -1,6 +1,7 @@
 //! The file tools through `rookery run`: parallel edits of one file (one of them through a
 //! symlink) all land, a FIFO and a hard link to a secret store are refused, and the secret's
-//! content appears nowhere in the output or the trace.
+//! content appears nowhere in the output or the trace; a line longer than read_file's scan cap
+//! gets PenguinHarness's guidance.
 
 use crate::common::cli as support;
 
@@ -93,4 +94,40 @@ fn one_turn_of_file_calls_through_the_binary() {
         assert!(!whole.contains("s3cr3t"), "the secret reached the trace");
         assert!(!out.stdout.contains("s3cr3t") && !out.stderr.contains("s3cr3t"));
     }
+}
+
+/// A window line still open at read_file's 8 MiB scan cap: the call fails with the guidance
+/// (`Stopped after scanning 8 MB …` and a `sed -n` hint), as PenguinHarness's does, instead of
+/// completing with a cut line.
+#[test]
+fn a_line_past_the_scan_cap_fails_with_guidance_through_the_binary() {
+    let sb = Sandbox::new();
+    let ws = sb.ws();
+    let mut data = b"head\n".to_vec();
+    data.extend(std::iter::repeat_n(b'y', 9 * 1024 * 1024));
+    std::fs::write(ws.join("huge.log"), data).unwrap();
+    let script = sb.script(&json!({"turns": [
+        {"tool_calls": [
+            {"name": "read_file", "arguments": {"file_path": "huge.log", "offset": 2, "limit": 10}},
+            {"name": "read_file", "arguments": {"file_path": "huge.log"}}
+        ]},
+        {"text": "done"}
+    ]}));
+    let out = sb.run(&["--script", s(&script), "read it"]);
+    out.expect_code(0);
+    let records = read_records(&sb.trace());
+    check_pairing(&records, true);
+    let first = output_of(&records, "call_0");
+    assert_eq!(first["stop_reason"], "failed");
+    assert_eq!(
+        first["output"],
+        "Stopped after scanning 8 MB of \"huge.log\" without reaching the requested window (scanned 2 lines). The offset is too deep or the file has extremely long lines — use shell commands (e.g. sed -n '2,11p') for this file."
+    );
+    // The lines before it are shown, and the total is a lower bound.
+    let second = output_of(&records, "call_1");
+    assert_eq!(second["stop_reason"], "completed");
+    assert_eq!(
+        second["output"],
+        "     1\thead\n[file has more than 2 lines; showing 1-1 — call again with offset to continue]"
+    );
 }

@@ -1,18 +1,20 @@
 //! Turning parsed sections into the complete set of file changes, in memory: every path is
-//! resolved and confined to the workspace, every file to update is read and every hunk found
-//! (the [`super::seek`] ladder, forward only), and every rule is checked (Add and Move never
-//! overwrite, only regular files, secret stores refused, the size and count limits).
+//! resolved and confined to the workspace, every file to update is read and its hunks applied
+//! ([`super::hunks`]), and every rule is checked (Add and Move never overwrite, only regular
+//! files, secret stores refused, the size and count limits).
 //!
 //! It reads and stats but never writes: when it returns an error nothing was changed, and
-//! when it returns a plan, [`super::commit`] can apply it without further decisions.
+//! when it returns a plan, [`super::commit`] can apply it without further decisions. It asks
+//! its `stop` between files, between hunks and during long searches, and ends with
+//! [`PlanError::Stopped`] once it says so.
 
 use std::collections::HashSet;
 use std::fs::{self, Metadata};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::parser::{Chunk, FileOp, ParseError, Section};
-use super::seek::seek_sequence;
+use super::hunks::{HunkError, new_contents};
+use super::parser::{FileOp, ParseError, Section};
 use crate::tools::canonical::{real_location, really_inside, under_workspace};
 use crate::tools::file_target::{Target, TargetError};
 use crate::tools::path_hint::normalize_lexically;
@@ -33,6 +35,9 @@ pub enum PlanError {
     Parse(#[from] ParseError),
     #[error("No files were modified.")]
     NoChanges,
+    /// The call was cancelled (aborted or timed out) while the patch was computed.
+    #[error("apply_patch stopped: the call was cancelled before any file was written")]
+    Stopped,
     #[error("the patch is {bytes} bytes; at most {MAX_BYTES} (4 MB) are accepted")]
     PatchTooLarge { bytes: usize },
     #[error("the patch changes {count} files; at most {MAX_FILES} are accepted")]
@@ -48,24 +53,18 @@ pub enum PlanError {
         path: String,
         source: io::Error,
     },
-    #[error(
-        "Failed to find context '{context}' in {path}\n(hunk {hunk} of {path}, at line {line} of the patch)"
-    )]
-    Context {
-        path: String,
-        context: String,
-        hunk: usize,
-        line: usize,
-    },
-    #[error(
-        "Failed to find expected lines in {path}:\n{lines}\n(hunk {hunk} of {path}, at line {line} of the patch)"
-    )]
-    Lines {
-        path: String,
-        lines: String,
-        hunk: usize,
-        line: usize,
-    },
+    /// A hunk that is not found (the texts are codex's).
+    #[error(transparent)]
+    Hunk(HunkError),
+}
+
+impl From<HunkError> for PlanError {
+    fn from(e: HunkError) -> Self {
+        match e {
+            HunkError::Stopped => PlanError::Stopped,
+            other => PlanError::Hunk(other),
+        }
+    }
 }
 
 /// What is wrong with one file of the patch.
@@ -136,8 +135,13 @@ pub fn hunk_count(sections: &[Section]) -> usize {
         .sum()
 }
 
-/// Every change of the patch, or the first reason it cannot be applied.
-pub fn plan(workspace: &Path, sections: &[Section]) -> Result<Vec<Change>, PlanError> {
+/// Every change of the patch, or the first reason it cannot be applied (`stop`: see the
+/// module header).
+pub fn plan(
+    workspace: &Path,
+    sections: &[Section],
+    stop: &dyn Fn() -> bool,
+) -> Result<Vec<Change>, PlanError> {
     if sections.is_empty() {
         return Err(PlanError::NoChanges);
     }
@@ -154,12 +158,20 @@ pub fn plan(workspace: &Path, sections: &[Section]) -> Result<Vec<Change>, PlanE
     let mut seen = HashSet::new();
     let mut changes = Vec::with_capacity(sections.len());
     for section in sections {
-        changes.push(plan_one(&ws, &section.op, &mut seen)?);
+        if stop() {
+            return Err(PlanError::Stopped);
+        }
+        changes.push(plan_one(&ws, &section.op, &mut seen, stop)?);
     }
     Ok(changes)
 }
 
-fn plan_one(ws: &Workspace, op: &FileOp, seen: &mut HashSet<PathBuf>) -> Result<Change, PlanError> {
+fn plan_one(
+    ws: &Workspace,
+    op: &FileOp,
+    seen: &mut HashSet<PathBuf>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Change, PlanError> {
     let shown = op.path().to_string();
     let fail = |path: &str, reason: FileError| match reason {
         FileError::Unreadable { op, source } => PlanError::Unreadable {
@@ -222,7 +234,7 @@ fn plan_one(ws: &Workspace, op: &FileOp, seen: &mut HashSet<PathBuf>) -> Result<
                 return Err(fail(&shown, FileError::Secret(name)));
             }
             claim(seen, &real).map_err(|r| fail(&shown, r))?;
-            let contents = new_contents(&shown, &text, chunks)?.into_bytes();
+            let contents = new_contents(&shown, &text, chunks, stop)?.into_bytes();
             check_size(contents.len()).map_err(|r| fail(&shown, r))?;
             let Some(dest_shown) = move_to else {
                 return Ok(Change {
@@ -405,116 +417,5 @@ impl Workspace {
         }
         let text = String::from_utf8(bytes).map_err(|_| FileError::NotUtf8)?;
         Ok((target.real, opened.meta, text))
-    }
-}
-
-/// The file's text after every hunk (codex's rules: a missing final newline is added).
-pub fn new_contents(shown: &str, text: &str, chunks: &[Chunk]) -> Result<String, PlanError> {
-    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
-    if lines.last().is_some_and(String::is_empty) {
-        lines.pop();
-    }
-    let mut replacements: Vec<(usize, usize, Vec<String>)> = Vec::new();
-    let mut at = 0;
-    for (i, chunk) in chunks.iter().enumerate() {
-        if let Some(context) = &chunk.context {
-            match seek_sequence(&lines, std::slice::from_ref(context), at, false) {
-                Some(idx) => at = idx + 1,
-                None => {
-                    return Err(PlanError::Context {
-                        path: shown.to_string(),
-                        context: context.clone(),
-                        hunk: i + 1,
-                        line: chunk.line,
-                    });
-                }
-            }
-        }
-        if chunk.old.is_empty() {
-            // A pure addition goes at the end of the file.
-            replacements.push((lines.len(), 0, chunk.new.clone()));
-            continue;
-        }
-        let mut old: &[String] = &chunk.old;
-        let mut new: &[String] = &chunk.new;
-        let mut found = seek_sequence(&lines, old, at, chunk.end_of_file);
-        if found.is_none() && old.last().is_some_and(String::is_empty) {
-            // A trailing empty line in the hunk stands for the final newline.
-            old = &old[..old.len() - 1];
-            if new.last().is_some_and(String::is_empty) {
-                new = &new[..new.len() - 1];
-            }
-            found = seek_sequence(&lines, old, at, chunk.end_of_file);
-        }
-        let Some(start) = found else {
-            return Err(PlanError::Lines {
-                path: shown.to_string(),
-                lines: chunk.old.join("\n"),
-                hunk: i + 1,
-                line: chunk.line,
-            });
-        };
-        replacements.push((start, old.len(), new.to_vec()));
-        at = start + old.len();
-    }
-    replacements.sort_by_key(|r| r.0);
-    for (start, len, new) in replacements.into_iter().rev() {
-        lines.splice(start..start + len, new);
-    }
-    if lines.last().is_none_or(|l| !l.is_empty()) {
-        lines.push(String::new());
-    }
-    Ok(lines.join("\n"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tools::apply_patch::parser::parse_patch;
-
-    fn apply(text: &str, patch: &str) -> Result<String, PlanError> {
-        let sections = parse_patch(patch)?;
-        let FileOp::Update { chunks, .. } = &sections[0].op else {
-            panic!("not an update")
-        };
-        new_contents("f.txt", text, chunks)
-    }
-
-    #[test]
-    fn hunks_apply_forward_and_keep_a_final_newline() {
-        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n-b\n+B\n@@\n-d\n+D\n*** End Patch";
-        assert_eq!(apply("a\nb\nc\nd", p).unwrap(), "a\nB\nc\nD\n");
-        // Forward only: the second hunk cannot match before the first.
-        let back = "*** Begin Patch\n*** Update File: f.txt\n@@\n-d\n+D\n@@\n-b\n+B\n*** End Patch";
-        let err = apply("a\nb\nc\nd\n", back).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "Failed to find expected lines in f.txt:\nb\n(hunk 2 of f.txt, at line 6 of the patch)"
-        );
-    }
-
-    #[test]
-    fn context_header_and_end_of_file() {
-        let p = "*** Begin Patch\n*** Update File: f.txt\n@@ fn two\n-x\n+y\n*** End Patch";
-        assert_eq!(
-            apply("fn one\nx\nfn two\nx\n", p).unwrap(),
-            "fn one\nx\nfn two\ny\n"
-        );
-        let eof =
-            "*** Begin Patch\n*** Update File: f.txt\n@@\n-x\n+z\n*** End of File\n*** End Patch";
-        assert_eq!(apply("x\nq\nx\n", eof).unwrap(), "x\nq\nz\n");
-        let missing = "*** Begin Patch\n*** Update File: f.txt\n@@ nope\n-x\n+y\n*** End Patch";
-        assert!(
-            apply("x\n", missing)
-                .unwrap_err()
-                .to_string()
-                .starts_with("Failed to find context 'nope' in f.txt")
-        );
-    }
-
-    #[test]
-    fn pure_addition_appends() {
-        let p = "*** Begin Patch\n*** Update File: f.txt\n@@\n+new\n*** End Patch";
-        assert_eq!(apply("a\n", p).unwrap(), "a\nnew\n");
     }
 }

@@ -32,6 +32,10 @@ pub struct Chunk {
     pub context: Option<String>,
     pub old: Vec<String>,
     pub new: Vec<String>,
+    /// For each line of `new`, the index in `old` of the same context line (`None`: an added
+    /// line). A context line keeps its line ending in the file; an added one takes its
+    /// neighbours'.
+    pub origin: Vec<Option<usize>>,
     /// `*** End of File`: the hunk's lines end the file.
     pub end_of_file: bool,
     /// 1-based line of the patch where the hunk starts.
@@ -233,6 +237,7 @@ fn parse_chunk(
         context,
         old: Vec::new(),
         new: Vec::new(),
+        origin: Vec::new(),
         end_of_file: false,
         line,
     };
@@ -251,14 +256,19 @@ fn parse_chunk(
         }
         match l.chars().next() {
             None => {
+                chunk.origin.push(Some(chunk.old.len()));
                 chunk.old.push(String::new());
                 chunk.new.push(String::new());
             }
             Some(' ') => {
+                chunk.origin.push(Some(chunk.old.len()));
                 chunk.old.push(l[1..].to_string());
                 chunk.new.push(l[1..].to_string());
             }
-            Some('+') => chunk.new.push(l[1..].to_string()),
+            Some('+') => {
+                chunk.origin.push(None);
+                chunk.new.push(l[1..].to_string());
+            }
             Some('-') => chunk.old.push(l[1..].to_string()),
             Some(_) if parsed == 0 => {
                 return Err(ParseError::InvalidHunk {
@@ -322,6 +332,7 @@ mod tests {
         assert_eq!(chunks[0].context.as_deref(), Some("fn main"));
         assert_eq!(chunks[0].old, vec!["ctx", "old"]);
         assert_eq!(chunks[0].new, vec!["ctx", "new"]);
+        assert_eq!(chunks[0].origin, vec![Some(0), None]);
         assert_eq!(chunks[0].line, 8);
         assert!(!chunks[0].end_of_file && chunks[1].end_of_file);
     }

@@ -450,3 +450,50 @@ fn absolute_paths_may_name_the_workspace_through_a_symlink() {
     }
     assert!(tree(&root.join("out")).is_empty());
 }
+
+#[test]
+fn a_stop_before_the_commit_changes_nothing() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = ws.path();
+    fs::write(d.join("a.txt"), "a1\n").unwrap();
+    let before = tree(d);
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-a1\n+a2\n*** Add File: b.txt\n+b\n*** End Patch";
+    let mut steps = Vec::new();
+    let r = apply_text_until(d, patch, &|| true, &mut |i| {
+        steps.push(i);
+        Ok(())
+    });
+    assert_eq!(
+        r,
+        ToolReply::fail(
+            "apply_patch stopped: the call was cancelled before any file was written\nNo file was changed."
+        )
+    );
+    assert!(steps.is_empty());
+    assert_eq!(tree(d), before);
+}
+
+#[test]
+fn a_stop_during_the_commit_undoes_the_renames_done() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = ws.path();
+    fs::write(d.join("a.txt"), "a1\n").unwrap();
+    fs::write(d.join("del.txt"), "gone?\n").unwrap();
+    let before = tree(d);
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-a1\n+a2\n*** Delete File: del.txt\n*** Add File: sub/b.txt\n+b\n*** End Patch";
+    // The cancel arrives while step 0 (a.txt) is done: step 1 is never made.
+    let cancelled = std::cell::Cell::new(false);
+    let mut steps = Vec::new();
+    let r = apply_text_until(d, patch, &|| cancelled.get(), &mut |i| {
+        steps.push(i);
+        cancelled.set(true);
+        Ok(())
+    });
+    assert_eq!(steps, vec![0]);
+    assert_eq!(r.stop_reason, StopReason::Failed);
+    assert_eq!(
+        r.text,
+        "Failed to apply the patch at del.txt: the call was cancelled before this file was written\nEvery file was restored; nothing was changed."
+    );
+    assert_eq!(tree(d), before);
+}

@@ -1,7 +1,8 @@
 //! The bounded window scan behind read_file: reads a file in chunks up to a hard scan cap,
 //! splits lines on byte `\n`, hands the lines inside the requested window to a sink (each
-//! retained up to [`LINE_BYTE_CAP`] bytes; a window line still open at the cap is handed over
-//! cut) and counts the rest, noting NUL bytes and CRLF.
+//! retained up to [`LINE_BYTE_CAP`] bytes) and counts the rest, noting NUL bytes and CRLF. A
+//! line still open at the cap is never handed over: like PenguinHarness, read_file then
+//! answers with the scan-cap guidance when no window line came before it.
 //!
 //! It never loads a whole file and never renders output: numbering, budgets and texts belong
 //! to `read_file`.
@@ -95,8 +96,7 @@ pub(super) fn scan<R: Read>(
                 out.total = state.completed;
                 out.total_known = true;
             } else {
-                // A window line the cap cut short is still shown (marked cut).
-                state.hand_over_partial(on_line);
+                // A line the cap cut short is counted, never shown.
                 out.total = state.completed + u64::from(state.has_bytes);
             }
             return Ok(out);
@@ -195,14 +195,6 @@ impl LineState {
         self.current.clear();
         self.cut = false;
         self.has_bytes = false;
-    }
-
-    /// Hands the line in progress over as cut when it is in the window (the scan stops inside
-    /// it); the line still counts as unfinished.
-    fn hand_over_partial(&mut self, on_line: &mut dyn FnMut(u64, &[u8], bool) -> bool) {
-        if self.has_bytes && self.in_window() {
-            self.wanting = on_line(self.completed + 1, &self.current, true);
-        }
     }
 
     /// A final line without a trailing newline still counts.
@@ -379,18 +371,16 @@ mod tests {
     }
 
     #[test]
-    fn a_window_line_open_at_the_cap_is_handed_over_cut() {
+    fn a_window_line_open_at_the_cap_is_counted_but_not_handed_over() {
         let mut data = b"short\n".to_vec();
         data.extend_from_slice(&[b'x'; 100]);
         let (out, lines) = run(&data, 2, 3, small(16, 50));
         assert_eq!((out.total, out.total_known), (2, false));
-        assert_eq!(lines.len(), 1);
-        assert_eq!(lines[0].0, 2);
-        assert!(lines[0].2, "marked cut");
-        assert_eq!(lines[0].1, vec![b'x'; 44]);
-        // Outside the window nothing is handed over.
-        let (_, lines) = run(&data, 3, 3, small(16, 50));
-        assert!(lines.is_empty());
+        assert!(lines.is_empty(), "{lines:?}");
+        // The window's lines before it are handed over.
+        let (out, lines) = run(&data, 1, 3, small(16, 50));
+        assert_eq!((out.total, out.total_known), (2, false));
+        assert_eq!(lines, vec![(1, b"short".to_vec(), false)]);
     }
 
     #[test]

@@ -270,10 +270,7 @@ pub fn builtin_binding(name: &str) -> Option<ToolBinding> {
             BlockingTool::new(crate::tools::write_file::write_file)
                 .writing(crate::tools::path_locks::file_path_keys),
         )),
-        "apply_patch" => local(Arc::new(
-            BlockingTool::new(crate::tools::apply_patch::apply_patch)
-                .writing(crate::tools::apply_patch::write_keys),
-        )),
+        "apply_patch" => local(Arc::new(crate::tools::apply_patch::ApplyPatch)),
         "exec_command" | "input_command" | "kill_command" | "list_commands" => {
             Some(ToolBinding::Service(ServiceKind::Commands))
         }
