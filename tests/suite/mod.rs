@@ -42,6 +42,7 @@ mod openvaala_tools;
 mod pairing;
 mod provider_connections;
 mod provider_hostile;
+mod provider_image_window;
 mod provider_replay;
 mod readme;
 mod resume;
