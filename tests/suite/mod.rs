@@ -35,6 +35,7 @@ mod guardrails;
 mod link_order;
 mod mcp_everything;
 mod mcp_rust_server;
+mod mcp_stdio_limits;
 mod message_golden;
 mod openai_provider;
 mod openvaala_serve;
