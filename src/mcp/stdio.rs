@@ -193,10 +193,10 @@ impl IdScan {
                 if let Some(key) = self.key.take() {
                     self.key_done = Some(key);
                 }
-            } else if let Some(key) = &mut self.key {
-                if key.len() <= KEY_MAX {
-                    key.push(b);
-                }
+            } else if let Some(key) = &mut self.key
+                && key.len() <= KEY_MAX
+            {
+                key.push(b);
             }
             return;
         }
@@ -220,16 +220,19 @@ impl IdScan {
                 }
                 self.depth = self.depth.saturating_sub(1);
             }
-            b':' if self.depth == 1 => {
-                if self.key_done.take().as_deref() == Some(b"id".as_slice()) {
-                    self.value = Some(Vec::new());
-                }
-            }
+            b':' if self.depth == 1 => self.colon(),
             b',' if self.depth == 1 => {
                 self.finish_value();
                 self.want_key = true;
             }
             _ => {}
+        }
+    }
+
+    /// A `:` at the top level: the value of the key just read follows.
+    fn colon(&mut self) {
+        if self.key_done.take().as_deref() == Some(b"id".as_slice()) {
+            self.value = Some(Vec::new());
         }
     }
 
