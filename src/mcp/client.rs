@@ -1,6 +1,7 @@
 //! Opening one MCP connection with rmcp: the stdio child process (its own process group, the
-//! session's `ROOKERY_CMD` cookie, stderr to the log) or a streamable-HTTP client, the
-//! `initialize` handshake and the first tool list, all under `connectTimeoutMs`.
+//! session's `ROOKERY_CMD` cookie, stderr to the log, stdout watched for lines over the limit
+//! by `stdio.rs`) or a streamable-HTTP client, the `initialize` handshake and the first tool
+//! list, all under `connectTimeoutMs`.
 //!
 //! A [`Live`] connection is a [`Peer`] to send requests on and two tokens: `dead` fires when
 //! the transport ends, `stop` closes it. The running service sits in a watcher task; this module
@@ -13,13 +14,14 @@ use std::time::Duration;
 
 use rmcp::model::{ClientRequest, Tool as McpToolDef};
 use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{McpServerConfig, McpTransport};
+use super::stdio::{self, StdoutWatch};
 use crate::actors::command::tree;
 
 /// How a connection attempt or a request failed (the text the trace and the model see).
@@ -68,6 +70,8 @@ pub struct Live {
     pub stop: CancellationToken,
     /// The `ROOKERY_CMD` cookie of a stdio server's processes.
     pub cookie: Option<String>,
+    /// The watch of a stdio server's stdout (`stdio.rs`).
+    pub stdout: Option<StdoutWatch>,
 }
 
 impl Live {
@@ -100,7 +104,7 @@ pub async fn connect(
     let limit = cfg.connect_timeout_ms;
     let stop = CancellationToken::new();
     let dead = CancellationToken::new();
-    let (cookie, attempt) = match &cfg.transport {
+    let (cookie, stdio, attempt) = match &cfg.transport {
         McpTransport::Stdio {
             command,
             args,
@@ -119,18 +123,23 @@ pub async fn connect(
                 })
                 .process_group(0)
                 .kill_on_drop(true);
-            let (transport, stderr) = TokioChildProcess::builder(cmd)
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| McpError::Spawn {
-                    command: command.clone(),
-                    reason: e.to_string(),
-                })?;
-            if let Some(stderr) = stderr {
+            cmd.stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let spawn_error = |reason: String| McpError::Spawn {
+                command: command.clone(),
+                reason,
+            };
+            let mut child = cmd.spawn().map_err(|e| spawn_error(e.to_string()))?;
+            let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                return Err(spawn_error("its stdin or stdout is not a pipe".into()));
+            };
+            if let Some(stderr) = child.stderr.take() {
                 forward_stderr(cfg.name.clone(), stderr);
             }
-            let fut = handler.serve(transport);
-            (Some(cookie), serve(fut, limit).await)
+            let watch = StdoutWatch::new();
+            let fut = handler.serve((stdio::Watched::new(stdout, watch.clone()), stdin));
+            (Some(cookie), Some((child, watch)), serve(fut, limit).await)
         }
         McpTransport::Http { url, headers } => {
             let mut map = HashMap::new();
@@ -145,7 +154,7 @@ pub async fn connect(
                 .custom_headers(map)
                 .control_request_timeout(Duration::from_millis(limit));
             let transport = StreamableHttpClientTransport::from_config(config);
-            (None, serve(handler.serve(transport), limit).await)
+            (None, None, serve(handler.serve(transport), limit).await)
         }
     };
     let cleanup = |cookie: &Option<String>| {
@@ -161,16 +170,19 @@ pub async fn connect(
     let service = match attempt {
         Ok(s) => s,
         Err(e) => {
+            // Dropping the child kills it; the sweep takes what it started.
             cleanup(&cookie);
             return Err(e);
         }
     };
+    let (child, watch) = stdio.unzip();
     let peer = service.peer().clone();
     let live = Live {
         peer,
         dead: dead.clone(),
         stop: stop.clone(),
         cookie,
+        stdout: watch,
     };
     // The watcher owns the service: it closes it on `stop` and reports its end on `dead`.
     tokio::spawn(async move {
@@ -184,12 +196,26 @@ pub async fn connect(
         }
         dead.cancel();
         drop(service);
+        if let Some(child) = child {
+            reap(child).await;
+        }
     });
     let tools = match with_timeout(limit, live.peer.list_all_tools()).await {
         Ok(tools) => tools,
         Err(e) => return Err(e),
     };
     Ok((live, tools.iter().map(tool_json).collect()))
+}
+
+/// Waits a little for a stdio server whose stdin was closed to exit, then kills it.
+async fn reap(mut child: tokio::process::Child) {
+    if tokio::time::timeout(Duration::from_secs(2), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
 }
 
 async fn serve<F, S>(fut: F, limit: u64) -> Result<S, McpError>

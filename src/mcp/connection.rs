@@ -5,11 +5,15 @@
 //! `mcp_reconnect`). Calls asking for a connection while it (re)connects wait for it.
 //!
 //! The handler never awaits I/O: connects and list refreshes run in spawned tasks that cast
-//! their results back tagged with a generation, so stale results are dropped. Dropping the
+//! their results back tagged with a generation, so stale results are dropped. Refreshes are
+//! coalesced: at most one `tools/list` is in flight and one more is pending, however many
+//! `list_changed` notifications arrive meanwhile, and one starts at most every
+//! [`REFRESH_SPACING`] (a storm of notifications costs a few requests). Dropping the
 //! state closes the connection and sweeps a stdio server's process tree.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -20,12 +24,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{self, Handler, Live, McpError};
 use super::config::McpServerConfig;
+use super::stdio::StdoutWatch;
 use crate::message::{EventPayload, OmniMessage, StopReason};
 
 /// Reconnect tries after the transport died.
 pub const RECONNECT_TRIES: u32 = 5;
 /// Backoff before reconnect try 1 (doubling after each).
 pub const RECONNECT_BASE_MS: u64 = 1000;
+
+/// Least time between the starts of two `tools/list` refreshes.
+pub const REFRESH_SPACING: Duration = Duration::from_millis(500);
 
 /// Where the connection's trace records go (the session records and streams them).
 pub type McpSink = Arc<dyn Fn(OmniMessage) + Send + Sync>;
@@ -49,6 +57,8 @@ pub struct Lease {
     /// Fires when this connection's transport ends.
     pub dead: CancellationToken,
     pub generation: u64,
+    /// The watch of a stdio server's stdout.
+    pub stdout: Option<StdoutWatch>,
 }
 
 /// Why a call gets no connection: the connect failed, reconnects gave up, or the session ended
@@ -89,6 +99,10 @@ pub enum McpMsg {
     Reconnect {
         attempt: u32,
     },
+    /// The spacing after the last refresh is over: fetch the list.
+    RefreshNow {
+        generation: u64,
+    },
 }
 
 enum Phase {
@@ -115,7 +129,15 @@ pub struct McpState {
     generation: u64,
     tools: Vec<Value>,
     version: u64,
+    /// A `tools/list` refresh is in flight (or waits for its spacing).
     refreshing: bool,
+    /// When the last refresh started.
+    last_refresh: Option<Instant>,
+    /// A `list_changed` arrived while one was in flight: refresh once more after it.
+    refresh_pending: bool,
+    /// Set by the connection's handler when it sends `ListChanged`, cleared when that is
+    /// handled: a burst of notifications puts one message in the mailbox, not one each.
+    list_changed: Arc<AtomicBool>,
     sync_waiters: Vec<RpcReplyPort<SyncReply>>,
     lease_waiters: Vec<RpcReplyPort<Result<Lease, Unavailable>>>,
 }
@@ -146,6 +168,7 @@ impl McpState {
                 peer: live.peer.clone(),
                 dead: live.dead.clone(),
                 generation: self.generation,
+                stdout: live.stdout.clone(),
             }),
             _ => None,
         }
@@ -200,8 +223,12 @@ fn connect_task(myself: &ActorRef<McpMsg>, state: &mut McpState, reconnect: Opti
         });
     }
     let me = myself.clone();
+    let flag = Arc::new(AtomicBool::new(false));
+    state.list_changed = flag.clone();
     let on_list_changed: client::ListChanged = Arc::new(move || {
-        let _ = me.cast(McpMsg::ListChanged { generation });
+        if !flag.swap(true, Ordering::AcqRel) {
+            let _ = me.cast(McpMsg::ListChanged { generation });
+        }
     });
     let cfg = state.cfg.clone();
     let workspace = state.workspace.clone();
@@ -217,6 +244,42 @@ fn connect_task(myself: &ActorRef<McpMsg>, state: &mut McpState, reconnect: Opti
             ms: started.elapsed().as_millis() as u64,
             result,
         });
+    });
+}
+
+/// Starts one `tools/list` refresh of the live connection (the caller checked none is in
+/// flight): now, or once [`REFRESH_SPACING`] has passed since the last one started. Its result
+/// comes back as `Refreshed`.
+fn refresh(myself: &ActorRef<McpMsg>, state: &mut McpState) {
+    if state.lease().is_none() {
+        return;
+    }
+    state.refreshing = true;
+    let wait = state.last_refresh.map_or(Duration::ZERO, |t| {
+        REFRESH_SPACING.saturating_sub(t.elapsed())
+    });
+    if wait.is_zero() {
+        fetch(myself, state);
+    } else {
+        let generation = state.generation;
+        myself.send_after(wait, move || McpMsg::RefreshNow { generation });
+    }
+}
+
+fn fetch(myself: &ActorRef<McpMsg>, state: &mut McpState) {
+    let Some(lease) = state.lease() else {
+        state.refreshing = false;
+        return;
+    };
+    state.last_refresh = Some(Instant::now());
+    let generation = state.generation;
+    let limit = state.cfg.connect_timeout_ms;
+    let me = myself.clone();
+    tokio::spawn(async move {
+        let result = client::with_timeout(limit, lease.peer.list_all_tools())
+            .await
+            .map(|tools| tools.iter().map(client::tool_json).collect());
+        let _ = me.cast(McpMsg::Refreshed { generation, result });
     });
 }
 
@@ -243,6 +306,9 @@ impl Actor for McpConnection {
             tools: Vec::new(),
             version: 0,
             refreshing: false,
+            last_refresh: None,
+            refresh_pending: false,
+            list_changed: Arc::default(),
             sync_waiters: Vec::new(),
             lease_waiters: Vec::new(),
         })
@@ -384,6 +450,7 @@ impl Actor for McpConnection {
                 // Dropping the live connection closes it and sweeps the old processes.
                 state.phase = Phase::Reconnecting;
                 state.refreshing = false;
+                state.refresh_pending = false;
                 state.generation += 1;
                 state.settle_syncs();
                 myself.send_after(backoff(1), || McpMsg::Reconnect { attempt: 1 });
@@ -397,18 +464,19 @@ impl Actor for McpConnection {
                 if generation != state.generation {
                     return Ok(());
                 }
-                let Some(lease) = state.lease() else {
+                // A notification after this point sends a new message; those before it are
+                // covered by the refresh started or pending below.
+                state.list_changed.store(false, Ordering::Release);
+                if state.refreshing {
+                    state.refresh_pending = true;
                     return Ok(());
-                };
-                state.refreshing = true;
-                let limit = state.cfg.connect_timeout_ms;
-                let me = myself.clone();
-                tokio::spawn(async move {
-                    let result = client::with_timeout(limit, lease.peer.list_all_tools())
-                        .await
-                        .map(|tools| tools.iter().map(client::tool_json).collect());
-                    let _ = me.cast(McpMsg::Refreshed { generation, result });
-                });
+                }
+                refresh(&myself, state);
+            }
+            McpMsg::RefreshNow { generation } => {
+                if generation == state.generation && state.refreshing {
+                    fetch(&myself, state);
+                }
             }
             McpMsg::Refreshed { generation, result } => {
                 if generation != state.generation {
@@ -426,6 +494,9 @@ impl Actor for McpConnection {
                     ),
                 }
                 state.settle_syncs();
+                if std::mem::take(&mut state.refresh_pending) {
+                    refresh(&myself, state);
+                }
             }
         }
         Ok(())

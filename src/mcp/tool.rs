@@ -2,6 +2,7 @@
 //! connection from the server's actor (waiting while it reconnects), sends `tools/call`, and
 //! while it waits pings the server: a call whose server died fails at once instead of hanging
 //! (rmcp's streamable-HTTP client may never resolve it). The close-out owns the timeout text.
+//! The request itself is `call.rs`'s (which also fails it when its answer was too large).
 //!
 //! It converts results through `convert`; it never reconnects by itself.
 
@@ -13,9 +14,11 @@ use ractor::ActorRef;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value};
 
+use super::call::call_tool;
 use super::client::{self, McpError};
 use super::connection::{Lease, McpMsg, Unavailable};
 use super::convert::convert;
+use super::stdio::StdoutWatch;
 use crate::tools::binding::{ToolService, not_served};
 use crate::tools::{Tool, ToolContext, ToolResult};
 
@@ -52,13 +55,17 @@ fn failed(ctx: &ToolContext, text: String) -> ToolResult {
 }
 
 /// Resolves when the server stops answering pings (a transport error, or two pings in a row
-/// timing out).
+/// timing out). A stdio server that kept sending while its ping answer was late is alive: the
+/// answer waits behind its other messages (e.g. a flood of notifications).
 async fn liveness(lease: &Lease) -> McpError {
     let mut timeouts = 0;
+    let read = || lease.stdout.as_ref().map(StdoutWatch::read);
     loop {
         tokio::time::sleep(PING_EVERY).await;
+        let before = read();
         match client::ping(&lease.peer, PING_TIMEOUT_MS).await {
             Ok(()) => timeouts = 0,
+            Err(McpError::Timeout(_)) if before.is_some() && read() != before => timeouts = 0,
             Err(McpError::Timeout(ms)) => {
                 timeouts += 1;
                 if timeouts >= 2 {
@@ -104,13 +111,7 @@ impl Tool for McpTool {
             };
             let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
             let outcome = tokio::select! {
-                r = lease.peer.call_tool(params) => r.map_err(|e| match e {
-                    rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {
-                        McpError::Closed
-                    }
-                    rmcp::ServiceError::McpError(e) => McpError::Request(format!("MCP error {}: {}", e.code.0, e.message)),
-                    other => McpError::Request(other.to_string()),
-                }),
+                r = call_tool(&lease.peer, params, lease.stdout.as_ref()) => r,
                 _ = lease.dead.cancelled() => Err(McpError::Closed),
                 e = liveness(&lease) => {
                     let _ = actor.cast(McpMsg::Broken { generation: lease.generation });

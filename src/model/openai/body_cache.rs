@@ -15,6 +15,11 @@
 //! never leaves the process); it runs over the kept prefix once per request, several times
 //! faster than SipHash, which cost 8 % of the HTTP path's instructions.
 //!
+//! The history is put through the image window first (`image_window.rs`): past
+//! [`MAX_REQUEST_IMAGES`] tool-output images, the pieces come from the trimmed copy, as
+//! [`request::encode_body`]'s do. Each image then rewrites an older output, which the prefix
+//! check sees, so such a session rebuilds its pieces instead of reusing them.
+//!
 //! It never sends anything and never sees the API key.
 
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -28,6 +33,7 @@ use super::request::{self, WireMessage};
 use super::shared_tails::SharedTails;
 use crate::message::ModelPayload;
 use crate::model::ModelRequest;
+use crate::model::image_window::{MAX_REQUEST_IMAGES, windowed};
 
 /// The cached pieces of one session's bodies.
 #[derive(Debug, Default)]
@@ -90,16 +96,18 @@ impl BodyCache {
             self.tail = tails.get(&request.tools);
             self.tail_tools = Some(request.tools.clone());
         }
+        // Only the most recent images are sent: the pieces are those of the trimmed copy.
+        let trimmed = windowed(&request.history, MAX_REQUEST_IMAGES);
+        let history = trimmed.as_deref().unwrap_or(request.history.as_slice());
         // `hasher` is fed with `history[..hashed]` by the check, and then up to the new
         // restart point, so each request hashes its history's kept prefix once.
         let mut hasher = self.keys.build_hasher();
         let mut hashed = 0;
-        if !self.still_valid(request, &mut hasher, &mut hashed) {
+        if !self.still_valid(request, history, &mut hasher, &mut hashed) {
             self.reset(request);
             hasher = self.keys.build_hasher();
             hashed = 0;
         }
-        let history = request.history.as_slice();
         let fresh = request::messages_from(history, self.restart, vision, self.open_end);
         let reusable = self.reusable(history, &fresh);
         // Messages before the new restart point are final: keep them serialized.
@@ -197,11 +205,12 @@ impl BodyCache {
         serialized(message)
     }
 
-    /// The cached messages still describe the start of `request`. Feeds `hasher` with the
-    /// payloads it checked and says how many in `hashed`.
+    /// The cached messages still describe the start of `request`, whose (windowed) history
+    /// is `new`. Feeds `hasher` with the payloads it checked and says how many in `hashed`.
     fn still_valid(
         &self,
         request: &ModelRequest,
+        new: &[ModelPayload],
         hasher: &mut FoldHasher<'static>,
         hashed: &mut usize,
     ) -> bool {
@@ -215,7 +224,6 @@ impl BodyCache {
             return true;
         }
         let checked = self.restart + 1;
-        let new = request.history.as_slice();
         let Some(prefix) = self.prefix else {
             return false;
         };
@@ -447,6 +455,33 @@ mod tests {
         assert_eq!(cache.encode("m", &request, false, &tails), want);
         // The same request again: the same bytes.
         assert_eq!(cache.encode("m", &request, false, &tails), want);
+    }
+
+    /// Past the image window, each body is the windowed one (as `encode_body` makes it),
+    /// also when the cache was built from bodies that were not windowed.
+    #[test]
+    fn bodies_past_the_image_window_are_windowed() {
+        let mut cache = BodyCache::default();
+        let tails = SharedTails::new(Map::new());
+        let mut history = vec![text(Role::User, "look")];
+        let tools = Arc::new(Vec::new());
+        for t in 0..MAX_REQUEST_IMAGES + 3 {
+            history.push(call(&format!("call_{t}")));
+            history.push(output(&format!("call_{t}"), "out"));
+            let request = ModelRequest {
+                system_prompt: Arc::from("s"),
+                history: Arc::new(history.clone()),
+                tools: tools.clone(),
+            };
+            let want = request::encode_body("m", &request, true, &Map::new(), "[]");
+            let got = cache.encode("m", &request, true, &tails);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want)
+            );
+            let images = String::from_utf8_lossy(&got).matches("data:image/").count();
+            assert_eq!(images, (t + 1).min(MAX_REQUEST_IMAGES), "turn {t}");
+        }
     }
 
     /// The standard bench conversation serializes each message once.
