@@ -37,6 +37,7 @@ mod mcp_everything;
 mod mcp_rust_server;
 mod message_golden;
 mod openai_provider;
+mod openvaala_bytes;
 mod openvaala_interrupt;
 mod openvaala_serve;
 mod openvaala_tools;
