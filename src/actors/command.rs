@@ -120,7 +120,8 @@ pub enum CommandMsg {
     /// SIGINT to the process group.
     Interrupt,
     // From the actor's own tasks.
-    Output(String),
+    /// Bytes the command wrote, ending on a character boundary.
+    Output(Vec<u8>),
     StreamEnd,
     Exited {
         exit: ExitInfo,
@@ -354,14 +355,14 @@ impl Actor for CommandActor {
                 let sent = state.group.0.signal(Signal::SIGINT);
                 tracing::debug!(id = %state.id, sent, "SIGINT to the process group");
             }
-            CommandMsg::Output(text) => {
+            CommandMsg::Output(bytes) => {
                 state
                     .outputs
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // The chunk is stored: its reader may read the next one.
                 state.credits.add_permits(1);
-                state.tail.push(&text);
-                state.ring.push(&text);
+                state.tail.push(&String::from_utf8_lossy(&bytes));
+                state.ring.push(&bytes);
                 if state.exit.is_some() && !state.finished && state.others_alive {
                     state.arm_drain_timer(&myself, DRAIN_QUIET);
                 }

@@ -39,6 +39,8 @@ mod mcp_rust_server;
 mod mcp_stdio_limits;
 mod message_golden;
 mod openai_provider;
+mod openvaala_bytes;
+mod openvaala_interrupt;
 mod openvaala_serve;
 mod openvaala_tools;
 mod pairing;

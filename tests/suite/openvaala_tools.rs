@@ -32,7 +32,7 @@ const OPENVAALA: [&str; 13] = [
 ];
 
 /// `rookery run --tools-profile openvaala --script <turns>`; exit 0 expected.
-fn run_openvaala(sb: &Sandbox, calls: Vec<Value>) -> Vec<Value> {
+pub(super) fn run_openvaala(sb: &Sandbox, calls: Vec<Value>) -> Vec<Value> {
     let mut turns: Vec<Value> = calls
         .into_iter()
         .map(|c| json!({"tool_calls": [c]}))
@@ -46,11 +46,11 @@ fn run_openvaala(sb: &Sandbox, calls: Vec<Value>) -> Vec<Value> {
     records
 }
 
-fn call(name: &str, args: Value) -> Value {
+pub(super) fn call(name: &str, args: Value) -> Value {
     json!({"name": name, "arguments": args})
 }
 
-fn text(records: &[Value], id: &str) -> String {
+pub(super) fn text(records: &[Value], id: &str) -> String {
     output_of(records, id)["output"]
         .as_str()
         .unwrap_or_default()
@@ -67,15 +67,15 @@ fn tool_names(records: &[Value]) -> Vec<String> {
 }
 
 /// The header of a command tool result, split from its output.
-struct Result {
-    id: String,
-    status: String,
-    exit_code: Option<i64>,
-    next_cursor: u64,
-    output: String,
+pub(super) struct Result {
+    pub(super) id: String,
+    pub(super) status: String,
+    pub(super) exit_code: Option<i64>,
+    pub(super) next_cursor: u64,
+    pub(super) output: String,
 }
 
-fn parse(text: &str) -> Result {
+pub(super) fn parse(text: &str) -> Result {
     let re = Regex::new(
         r"\Acommand_id: (cmd-[0-9a-f]{8})\nstatus: (running|exited|failed)\n(?:exit_code: (-?\d+)\n)?next_cursor: (\d+)\n\n",
     )
@@ -94,7 +94,7 @@ fn parse(text: &str) -> Result {
 
 const ID: &str = "{{output:0:command_id: (cmd-[0-9a-f]{8})}}";
 
-fn cursor_of(k: i64) -> String {
+pub(super) fn cursor_of(k: i64) -> String {
     format!("{{{{output:{k}:next_cursor: (\\d+)}}}}")
 }
 

@@ -1,6 +1,6 @@
 //! The spawned tasks that move bytes between a command's process and its actor: pipe and pty
-//! readers (one output credit per chunk in the mailbox, UTF-8 kept whole across reads) and the
-//! stdin writers. They only read, write and cast to the actor; they hold no command state.
+//! readers (one output credit per chunk in the mailbox, the command's own bytes cut only on
+//! character boundaries) and the stdin writers. They only read, write and cast to the actor; they hold no command state.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -11,20 +11,20 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 use tokio::sync::{Semaphore, mpsc};
 
-use super::ring::Utf8Decoder;
+use super::ring::Utf8Splitter;
 use super::{CommandMsg, READ_BUF};
 
 /// Sends one chunk of output to the actor once it has room for it (waits for a credit, which
 /// the actor returns when the chunk is in its ring). False when the actor is gone.
-async fn send_output(me: &ActorRef<CommandMsg>, credits: &Semaphore, text: String) -> bool {
-    if text.is_empty() {
+async fn send_output(me: &ActorRef<CommandMsg>, credits: &Semaphore, bytes: Vec<u8>) -> bool {
+    if bytes.is_empty() {
         return true;
     }
     // Never closed; were it, the chunk would still be delivered.
     if let Ok(permit) = credits.acquire().await {
         permit.forget();
     }
-    me.cast(CommandMsg::Output(text)).is_ok()
+    me.cast(CommandMsg::Output(bytes)).is_ok()
 }
 
 pub(super) async fn read_stream<R: AsyncRead + Unpin>(
@@ -35,14 +35,14 @@ pub(super) async fn read_stream<R: AsyncRead + Unpin>(
     // Read into the spare capacity (`read_buf`): the buffer is never zeroed, as a
     // `vec![0; READ_BUF]` per stream was.
     let mut buf = Vec::with_capacity(READ_BUF);
-    let mut dec = Utf8Decoder::default();
+    let mut split = Utf8Splitter::default();
     loop {
         buf.clear();
         match stream.read_buf(&mut buf).await {
             Ok(0) => break,
             Ok(n) => {
-                let text = dec.push(&buf[..n]);
-                if !send_output(&me, &credits, text).await {
+                let chunk = split.push(&buf[..n]);
+                if !send_output(&me, &credits, chunk).await {
                     return;
                 }
             }
@@ -53,7 +53,7 @@ pub(super) async fn read_stream<R: AsyncRead + Unpin>(
             }
         }
     }
-    let rest = dec.finish();
+    let rest = split.finish();
     send_output(&me, &credits, rest).await;
     let _ = me.cast(CommandMsg::StreamEnd);
 }
@@ -64,7 +64,7 @@ pub(super) async fn read_pty(
     credits: Arc<Semaphore>,
 ) {
     let mut buf = vec![0u8; READ_BUF];
-    let mut dec = Utf8Decoder::default();
+    let mut split = Utf8Splitter::default();
     loop {
         let Ok(mut guard) = master.readable().await else {
             break;
@@ -75,8 +75,8 @@ pub(super) async fn read_pty(
         match read {
             Ok(Ok(0)) => break,
             Ok(Ok(n)) => {
-                let text = dec.push(&buf[..n]);
-                if !send_output(&me, &credits, text).await {
+                let chunk = split.push(&buf[..n]);
+                if !send_output(&me, &credits, chunk).await {
                     return;
                 }
             }
@@ -86,7 +86,7 @@ pub(super) async fn read_pty(
             Err(_would_block) => {}
         }
     }
-    let rest = dec.finish();
+    let rest = split.finish();
     send_output(&me, &credits, rest).await;
     let _ = me.cast(CommandMsg::StreamEnd);
 }

@@ -1,10 +1,12 @@
-//! Text buffers of one command: the UTF-8 decoder of a byte stream, the 1 MiB output ring at
-//! absolute byte offsets (oldest text dropped; drained by the PenguinHarness tools with the drop
-//! marker of `docs/tools.md#background-commands`, paged by cursor by the OpenVaala tools of
+//! Byte buffers of one command: the splitter that cuts a byte stream on character boundaries,
+//! the 1 MiB output ring at absolute byte offsets (the bytes the command wrote; oldest bytes
+//! dropped; drained by the PenguinHarness tools with the drop marker of
+//! `docs/tools.md#background-commands`, paged by cursor by the OpenVaala tools of
 //! `docs/tools-openvaala.md`) and the 4000-char tail used by background completion notices.
 //!
-//! Pure data structures: no I/O, no actors, no clocks. Text is only ever cut on character
-//! boundaries.
+//! Pure data structures: no I/O, no actors, no clocks. The ring keeps the command's own bytes,
+//! so every offset counts what the command wrote; text is decoded only when it is read (invalid
+//! bytes become U+FFFD, one per invalid sequence) and is only ever cut on character boundaries.
 
 /// Capacity of a command's output ring in bytes (1 MiB, `docs/tools.md#background-commands`).
 pub const RING_CAP_BYTES: usize = 1_048_576;
@@ -12,53 +14,117 @@ pub const RING_CAP_BYTES: usize = 1_048_576;
 /// How many characters of output a completion notice keeps (`docs/tools.md#background-notices`).
 pub const TAIL_CHARS: usize = 4000;
 
-/// Decodes a byte stream that may split multi-byte characters across reads. Incomplete
-/// trailing bytes are held until the next chunk; invalid bytes become U+FFFD.
+/// Cuts a byte stream that may split multi-byte characters across reads into chunks that end
+/// on a character boundary: an incomplete character at the end of a read is held until the next
+/// one. Each chunk then decodes on its own exactly as it would inside the whole stream.
 #[derive(Debug, Default)]
-pub struct Utf8Decoder {
+pub struct Utf8Splitter {
     pending: Vec<u8>,
 }
 
-impl Utf8Decoder {
-    /// Appends `bytes` and returns every complete character decoded so far.
-    pub fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::with_capacity(self.pending.len());
-        let mut rest: &[u8] = &self.pending;
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    out.push_str(s);
-                    rest = &[];
-                    break;
-                }
-                Err(e) => {
-                    let (good, bad) = rest.split_at(e.valid_up_to());
-                    // `good` is valid by construction.
-                    out.push_str(std::str::from_utf8(good).unwrap_or_default());
-                    match e.error_len() {
-                        Some(n) => {
-                            out.push('\u{FFFD}');
-                            rest = &bad[n..];
-                        }
-                        None => {
-                            // An incomplete character at the end: keep it for the next chunk.
-                            rest = bad;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.pending = rest.to_vec();
-        out
+impl Utf8Splitter {
+    /// Appends `bytes` and returns every byte up to the last complete character (or invalid
+    /// sequence) so far.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut all = std::mem::take(&mut self.pending);
+        all.extend_from_slice(bytes);
+        let held = incomplete_tail(&all);
+        self.pending = all.split_off(all.len() - held);
+        all
     }
 
-    /// End of stream: whatever incomplete bytes remain become U+FFFD.
-    pub fn finish(&mut self) -> String {
-        let rest = std::mem::take(&mut self.pending);
-        String::from_utf8_lossy(&rest).into_owned()
+    /// End of stream: whatever incomplete bytes remain (they decode as one U+FFFD).
+    pub fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.pending)
     }
+}
+
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// How many bytes at the end of `b` are the start of a character that is not complete yet.
+fn incomplete_tail(b: &[u8]) -> usize {
+    let n = b.len();
+    for back in 1..=n.min(3) {
+        let i = n - back;
+        if !is_continuation(b[i]) {
+            return match std::str::from_utf8(&b[i..]) {
+                Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() => back,
+                _ => 0,
+            };
+        }
+    }
+    0
+}
+
+/// The length of the valid character starting `b` (`None`: `b` starts no valid character).
+fn char_len(b: &[u8]) -> Option<usize> {
+    let want = match b.first()? {
+        0x00..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => return None,
+    };
+    let head = b.get(..want)?;
+    std::str::from_utf8(head).ok().map(|_| want)
+}
+
+/// The first offset at or after `i` that is not inside a valid multi-byte character of `b`
+/// (looking back at most 3 bytes, never before `floor`).
+fn boundary_at_or_after(b: &[u8], floor: usize, i: usize) -> usize {
+    for back in 1..=3 {
+        let Some(j) = i.checked_sub(back).filter(|j| *j >= floor) else {
+            break;
+        };
+        if !is_continuation(b[j]) {
+            if let Some(len) = char_len(&b[j..])
+                && j + len > i
+            {
+                return j + len;
+            }
+            break;
+        }
+    }
+    i
+}
+
+/// The text of `bytes`, invalid sequences as U+FFFD (each stored chunk starts and ends on a
+/// boundary, so this is what the whole stream decodes to there).
+fn decode(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The decoded text of a prefix of `bytes` that is at most `max` bytes long once decoded, and
+/// how many of `bytes` it took. Never splits a character or an invalid sequence.
+fn decode_at_most(bytes: &[u8], max: usize) -> (String, usize) {
+    let mut text = String::new();
+    let mut taken = 0;
+    for chunk in bytes.utf8_chunks() {
+        let valid = chunk.valid();
+        let room = max - text.len();
+        if valid.len() > room {
+            let mut n = room;
+            while !valid.is_char_boundary(n) {
+                n -= 1;
+            }
+            text.push_str(&valid[..n]);
+            taken += n;
+            return (text, taken);
+        }
+        text.push_str(valid);
+        taken += valid.len();
+        let invalid = chunk.invalid();
+        if !invalid.is_empty() {
+            if max - text.len() < char::REPLACEMENT_CHARACTER.len_utf8() {
+                return (text, taken);
+            }
+            text.push(char::REPLACEMENT_CHARACTER);
+            taken += invalid.len();
+        }
+    }
+    (text, taken)
 }
 
 /// The text of `s` without its first `n` characters.
@@ -69,25 +135,26 @@ fn skip_chars(s: &str, n: usize) -> &str {
     }
 }
 
-/// A command's output: the last [`RING_CAP_BYTES`] bytes of its (decoded, UTF-8) text, kept
-/// at absolute byte offsets (offset 0 is the first byte the command ever wrote). Two readers
-/// share it without disturbing each other:
+/// A command's output: the last [`RING_CAP_BYTES`] bytes it wrote, kept at absolute byte
+/// offsets (offset 0 is the first byte the command ever wrote; invalid UTF-8 counts as the
+/// bytes it is). Two readers share it without disturbing each other:
 ///
 /// - [`OutputRing::drain`] (PenguinHarness tools) takes everything not drained before, prefixed
 ///   with `[... N chars of earlier output dropped ...]\n` when undrained text was lost;
 /// - [`OutputRing::read_at`] (OpenVaala tools) pages from any cursor without consuming anything;
 ///   a cursor before the oldest kept byte reads from there and reports how many bytes it missed.
 ///
-/// Text is only ever dropped on character boundaries, so a kept byte range is always valid UTF-8.
+/// Bytes are pushed in chunks that end on character boundaries ([`Utf8Splitter`]) and only ever
+/// dropped on one, so the kept bytes decode as they did in the whole stream.
 #[derive(Debug)]
 pub struct OutputRing {
-    /// Kept text starts at `text[head..]`; `text[..head]` is dropped, compacted lazily.
-    text: String,
+    /// Kept bytes start at `bytes[head..]`; `bytes[..head]` is dropped, compacted lazily.
+    bytes: Vec<u8>,
     head: usize,
-    /// Absolute offset of `text[0]`.
+    /// Absolute offset of `bytes[0]`.
     base: u64,
     cap: usize,
-    /// Absolute offset up to which [`Self::drain`] has taken the text.
+    /// Absolute offset up to which [`Self::drain`] has taken the output.
     drained: u64,
     /// Characters dropped before anyone drained them (reset by the drain that reports them).
     dropped_chars: u64,
@@ -98,9 +165,9 @@ pub struct OutputRing {
 pub struct RingPage {
     /// Bytes between the requested cursor and the oldest kept byte (0 when nothing was missed).
     pub dropped: u64,
-    /// The page (whole characters only).
+    /// The page, decoded (whole characters only).
     pub text: String,
-    /// Absolute offset right after the page: the cursor of the next read.
+    /// Absolute offset right after the page's bytes: the cursor of the next read.
     pub next: u64,
 }
 
@@ -114,7 +181,7 @@ impl OutputRing {
     /// A ring keeping at most `cap` bytes (at least 4, one character of any width).
     pub fn with_capacity(cap: usize) -> Self {
         OutputRing {
-            text: String::new(),
+            bytes: Vec::new(),
             head: 0,
             base: 0,
             cap: cap.max(4),
@@ -130,54 +197,55 @@ impl OutputRing {
 
     /// Absolute offset right after the newest byte (every byte ever written).
     pub fn end(&self) -> u64 {
-        self.base + self.text.len() as u64
+        self.base + self.bytes.len() as u64
     }
 
-    /// True when [`Self::drain`] has nothing to give (neither text nor a drop marker).
+    /// True when [`Self::drain`] has nothing to give (neither output nor a drop marker).
     pub fn is_empty(&self) -> bool {
         self.drained >= self.end() && self.dropped_chars == 0
     }
 
-    /// Appends text, dropping the oldest bytes beyond the capacity (on a character boundary).
-    pub fn push(&mut self, text: &str) {
-        if text.is_empty() {
+    /// Appends a chunk of the command's bytes that ends on a character boundary (as
+    /// [`Utf8Splitter`] cuts them), dropping the oldest bytes beyond the capacity (on a
+    /// character boundary).
+    pub fn push(&mut self, chunk: impl AsRef<[u8]>) {
+        let chunk = chunk.as_ref();
+        if chunk.is_empty() {
             return;
         }
-        self.text.push_str(text);
-        let kept = self.text.len() - self.head;
+        self.bytes.extend_from_slice(chunk);
+        let kept = self.bytes.len() - self.head;
         if kept <= self.cap {
             return;
         }
-        let mut cut = self.text.len() - self.cap;
-        while !self.text.is_char_boundary(cut) {
-            cut += 1;
-        }
-        // Undrained text that goes now is reported by the next drain.
+        let cut = self.bytes.len() - self.cap;
+        let cut = boundary_at_or_after(&self.bytes, self.head, cut);
+        // Undrained output that goes now is reported by the next drain.
         let undrained_from = (self.drained.max(self.start()) - self.base) as usize;
         if undrained_from < cut {
-            self.dropped_chars += self.text[undrained_from..cut].chars().count() as u64;
+            let lost = String::from_utf8_lossy(&self.bytes[undrained_from..cut]);
+            self.dropped_chars += lost.chars().count() as u64;
         }
         self.head = cut;
         // Compact once the dead prefix is as large as the capacity: amortised O(1) per byte.
         if self.head >= self.cap {
-            self.text.drain(..self.head);
+            self.bytes.drain(..self.head);
             self.base += self.head as u64;
             self.head = 0;
         }
     }
 
-    /// The kept text from absolute offset `from` (clamped into the kept range).
-    fn slice_from(&self, from: u64) -> &str {
+    /// The kept bytes from absolute offset `from` (clamped into the kept range, moved past a
+    /// character it falls inside).
+    fn slice_from(&self, from: u64) -> &[u8] {
         let from = from.clamp(self.start(), self.end());
-        let mut i = (from - self.base) as usize;
-        while !self.text.is_char_boundary(i) {
-            i += 1;
-        }
-        &self.text[i..]
+        let i = (from - self.base) as usize;
+        &self.bytes[boundary_at_or_after(&self.bytes, self.head, i)..]
     }
 
-    /// Takes everything not drained yet, prefixed with the drop marker when undrained text was
-    /// lost since the last drain (the tally then restarts). Does not affect [`Self::read_at`].
+    /// Takes everything not drained yet, decoded, prefixed with the drop marker when undrained
+    /// output was lost since the last drain (the tally then restarts). Does not affect
+    /// [`Self::read_at`].
     pub fn drain(&mut self) -> String {
         let mut out = String::new();
         if self.dropped_chars > 0 {
@@ -187,28 +255,26 @@ impl OutputRing {
             ));
             self.dropped_chars = 0;
         }
-        out.push_str(self.slice_from(self.drained));
+        out.push_str(&decode(self.slice_from(self.drained)));
         self.drained = self.end();
         out
     }
 
-    /// At most `max` bytes of text from absolute offset `cursor`, never splitting a character.
-    /// A cursor before the oldest kept byte reads from it (`dropped` says how many bytes were
-    /// missed); one past the end reads nothing at the end; one inside a character starts at
-    /// the next character.
+    /// The output from absolute offset `cursor`, decoded, at most `max` bytes of text, never
+    /// splitting a character. A cursor before the oldest kept byte reads from it (`dropped`
+    /// says how many bytes were missed); one past the end reads nothing at the end; one inside
+    /// a character starts at the next character. `next` counts the command's bytes: an invalid
+    /// byte shown as U+FFFD (3 bytes of text) moves it by one.
     pub fn read_at(&self, cursor: u64, max: usize) -> RingPage {
         let start = self.start();
         let dropped = start.saturating_sub(cursor);
         let rest = self.slice_from(cursor);
         let from = self.end() - rest.len() as u64;
-        let mut n = rest.len().min(max);
-        while !rest.is_char_boundary(n) {
-            n -= 1;
-        }
+        let (text, taken) = decode_at_most(rest, max);
         RingPage {
             dropped,
-            text: rest[..n].to_string(),
-            next: from + n as u64,
+            text,
+            next: from + taken as u64,
         }
     }
 }
@@ -256,24 +322,83 @@ impl TailBuffer {
 mod tests {
     use super::*;
 
-    #[test]
-    fn decoder_joins_split_characters() {
-        let bytes = "aé✓€z".as_bytes();
-        let mut d = Utf8Decoder::default();
-        let mut out = String::new();
-        for b in bytes {
-            out.push_str(&d.push(std::slice::from_ref(b)));
+    /// What a stream cut by the splitter decodes to, chunk by chunk.
+    fn split_and_decode(bytes: &[u8], step: usize) -> (String, usize) {
+        let mut d = Utf8Splitter::default();
+        let (mut out, mut total) = (String::new(), 0);
+        for piece in bytes.chunks(step) {
+            let chunk = d.push(piece);
+            total += chunk.len();
+            out.push_str(&decode(&chunk));
         }
-        out.push_str(&d.finish());
-        assert_eq!(out, "aé✓€z");
+        let rest = d.finish();
+        total += rest.len();
+        out.push_str(&decode(&rest));
+        (out, total)
     }
 
     #[test]
-    fn decoder_replaces_invalid_and_truncated_bytes() {
-        let mut d = Utf8Decoder::default();
-        assert_eq!(d.push(b"a\xffb\xe2\x9c"), "a\u{FFFD}b");
-        assert_eq!(d.finish(), "\u{FFFD}");
-        assert_eq!(d.push(b"ok"), "ok");
+    fn splitter_joins_split_characters() {
+        for step in 1..5 {
+            assert_eq!(
+                split_and_decode("aé✓€z😀".as_bytes(), step),
+                ("aé✓€z😀".to_string(), 14)
+            );
+        }
+    }
+
+    #[test]
+    fn splitter_keeps_invalid_and_truncated_bytes_as_they_are() {
+        let mut d = Utf8Splitter::default();
+        assert_eq!(d.push(b"a\xffb\xe2\x9c"), b"a\xffb");
+        assert_eq!(d.finish(), b"\xe2\x9c");
+        assert_eq!(d.push(b"ok"), b"ok");
+        let bytes = b"x\xff\xfe\xe2\x9cA\xf0\x9f\x98y\xc3";
+        for step in 1..6 {
+            assert_eq!(
+                split_and_decode(bytes, step),
+                (String::from_utf8_lossy(bytes).into_owned(), bytes.len()),
+                "{step}"
+            );
+        }
+    }
+
+    #[test]
+    fn offsets_count_the_bytes_written_not_the_decoded_text() {
+        let mut r = OutputRing::with_capacity(100);
+        // 7 bytes, three invalid sequences (4 bytes) among them: 11 bytes of text.
+        r.push(b"a\xffb\xfe\xe2\x9cc" as &[u8]);
+        r.push("é".as_bytes());
+        assert_eq!(r.end(), 9);
+        let all = "a\u{FFFD}b\u{FFFD}\u{FFFD}cé";
+        let p = r.read_at(0, 100);
+        assert_eq!((p.text.as_str(), p.next), (all, 9));
+        // A page that has room for "a" and one U+FFFD ends after the byte it replaced.
+        let p = r.read_at(0, 4);
+        assert_eq!((p.text.as_str(), p.next), ("a\u{FFFD}", 2));
+        let p = r.read_at(p.next, 100);
+        assert_eq!((p.text.as_str(), p.next), ("b\u{FFFD}\u{FFFD}cé", 9));
+        // Not even one U+FFFD fits: an empty page at the same cursor.
+        let p = r.read_at(1, 2);
+        assert_eq!((p.text.as_str(), p.next), ("", 1));
+        assert_eq!(r.drain(), all);
+    }
+
+    #[test]
+    fn drops_of_invalid_bytes_count_bytes_and_characters() {
+        let mut r = OutputRing::with_capacity(4);
+        r.push(b"\xff\xff\xff" as &[u8]);
+        r.push(b"ab\xff" as &[u8]);
+        assert_eq!((r.start(), r.end()), (2, 6));
+        let p = r.read_at(0, 100);
+        assert_eq!(
+            (p.dropped, p.text.as_str(), p.next),
+            (2, "\u{FFFD}ab\u{FFFD}", 6)
+        );
+        assert_eq!(
+            r.drain(),
+            "[... 2 chars of earlier output dropped ...]\n\u{FFFD}ab\u{FFFD}"
+        );
     }
 
     #[test]

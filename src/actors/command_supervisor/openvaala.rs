@@ -122,10 +122,58 @@ async fn bash(
     let id = lease.id().to_string();
     tracing::debug!(%id, "openvaala bash started");
     let budget = format::page_budget(&id);
+    // Until the call is answered, the command is its call's: an interrupted call (or one whose
+    // future is dropped unanswered) stops it, as exec_command's foreground window does.
+    let guard = StopUnanswered(Some(&lease));
     match or_cancel(&ctx, lease.read_at(0, budget, a.wait, true)).await {
-        Some(reply) => page_result(&ctx, &id, &reply),
-        None => aborted(),
+        Some(reply) => {
+            guard.answered();
+            page_result(&ctx, &id, &reply)
+        }
+        None => {
+            drop(guard);
+            interrupted(&ctx, &lease).await
+        }
     }
+}
+
+/// Why a command whose `bash` call was interrupted was stopped (its exit, and the last line
+/// of its output).
+const INTERRUPTED: &str = "stopped: its bash call was interrupted";
+
+/// Stops the command of a `bash` call when dropped, unless the call was answered first.
+struct StopUnanswered<'a>(Option<&'a CommandLease>);
+
+impl StopUnanswered<'_> {
+    fn answered(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopUnanswered<'_> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.0.take() {
+            tracing::debug!(id = %lease.id(), "bash call interrupted: stopping its command");
+            lease.kill(INTERRUPTED);
+        }
+    }
+}
+
+/// The output of an interrupted `bash` call whose command was just told to stop: its header
+/// (`status: failed`, unless it had already ended by itself), the output so far and why it
+/// stopped, so the model knows its id; then the close-out's interrupt note.
+async fn interrupted(ctx: &ToolContext, lease: &CommandLease) -> ToolResult {
+    let id = lease.id();
+    let reply = lease
+        .read_at(0, format::page_budget(id), Duration::ZERO, false)
+        .await;
+    let exit = reply
+        .exit
+        .clone()
+        .unwrap_or_else(|| ExitInfo::Failed(INTERRUPTED.to_string()));
+    let at_end = reply.page.next >= reply.end;
+    ctx.emit(format::render(id, Some(&exit), &reply.page, at_end));
+    aborted()
 }
 
 async fn leased(
