@@ -118,3 +118,37 @@ async fn a_server_short_of_descriptors_warns_and_answers_503() {
     assert_eq!(events.last().unwrap().1["payload"]["status"], "completed");
     assert!(!server.stderr().contains("panicked"), "{}", server.stderr());
 }
+
+#[test]
+fn a_huge_content_length_is_refused_with_413_at_once() {
+    let server = Server::start(&tool_then_text());
+    let addr = server.base.strip_prefix("http://").unwrap().to_string();
+    let token = server.token.clone().unwrap();
+    let ask = |auth: &str| {
+        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        conn.set_read_timeout(Some(WAIT)).unwrap();
+        let head = format!(
+            "POST /v1/sessions HTTP/1.1\r\nHost: {addr}\r\n{auth}\
+             Content-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n{{"
+        );
+        conn.write_all(head.as_bytes()).unwrap();
+        // Only the headers and one byte were sent: the answer must not wait for the rest.
+        let started = std::time::Instant::now();
+        let mut answer = [0u8; 4096];
+        let n = conn.read(&mut answer).expect("an answer before the body");
+        (
+            started.elapsed(),
+            String::from_utf8_lossy(&answer[..n]).into_owned(),
+        )
+    };
+    // The auth check comes first.
+    let (_, text) = ask("");
+    assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+    let (took, text) = ask(&format!("Authorization: Bearer {token}\r\n"));
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("\"code\":\"payload_too_large\""), "{text}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "answered after {took:?}"
+    );
+}
