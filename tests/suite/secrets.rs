@@ -186,3 +186,72 @@ async fn served_commands_never_see_the_token_and_it_is_scrubbed() {
     assert_absent(&trace, token, "the trace");
     assert_absent(&server.stderr(), token, "the logs");
 }
+
+/// An SSE body whose text arrives in `pieces`, one delta each.
+fn text_in_pieces(pieces: &[&str]) -> String {
+    let mut body = String::new();
+    for p in pieces {
+        let chunk =
+            json!({"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": null}]});
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    body.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_split_across_streamed_chunks_never_reaches_the_partials() {
+    // The key is cut in two deltas (in another case), then comes whole in a third.
+    let pieces = [
+        "Your key is sk-rookery-TE",
+        "ST-key-4242, and again ",
+        "SK-ROOKERY-TEST-KEY-4242.",
+    ];
+    let mock = Mock::start(
+        vec![Reply::Sse(vec![text_in_pieces(&pieces)])],
+        Some(format!("Bearer {KEY}")),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .args(["run", "--workspace"])
+        .arg(&ws)
+        .arg("--home")
+        .arg(dir.path().join("home"))
+        .args(["--provider", "openai", "--base-url", &mock.base_url])
+        .args(["--model", "gpt-test", "--api-key-env", "ROOKERY_TEST_KEY"])
+        .args(["--json", "--partials", "what is my key?"])
+        .env("HOME", dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .env("ROOKERY_TEST_KEY", KEY)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    mock.assert_clean();
+    // Neither half of the split key is streamed.
+    assert_absent(&stdout, "sk-rookery-te", "the streamed partials");
+    assert_absent(&stdout, "st-key-4242", "the streamed partials");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let deltas: String = lines
+        .iter()
+        .filter(|v| v["payload"]["type"] == "partial_text")
+        .filter_map(|v| v["payload"]["text"].as_str())
+        .collect();
+    assert_eq!(deltas, "Your key is [redacted], and again [redacted].");
+    // The complete message says the same.
+    assert!(
+        lines.iter().any(|v| v["payload"]["type"] == "text"
+            && v["payload"]["text"] == "Your key is [redacted], and again [redacted]."),
+        "{stdout}"
+    );
+}
