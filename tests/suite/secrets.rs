@@ -2,7 +2,8 @@
 //! `exec_command` shows neither the provider key, nor the serve token, nor an AWS secret, nor a
 //! configured `strip_env` match (but a `pass_env` exception), and no case variant of the key or
 //! the token reaches the trace, the streamed transcript, the model or the logs — not even when
-//! the provider echoes `bearer sk-…` lowercased in an error.
+//! the provider echoes `bearer sk-…` lowercased in an error, nor when the model streams the key
+//! split across two chunks (`--json --partials` and the SSE stream).
 
 use crate::common::openai_mock;
 use crate::common::serve as harness;
@@ -254,4 +255,64 @@ async fn a_key_split_across_streamed_chunks_never_reaches_the_partials() {
             && v["payload"]["text"] == "Your key is [redacted], and again [redacted]."),
         "{stdout}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_split_across_streamed_chunks_never_reaches_the_event_stream() {
+    use std::io::BufRead;
+    let pieces = ["Served: sk-ROOKERY-t", "est-KEY-4242 done"];
+    let mock = Mock::start(
+        vec![Reply::Sse(vec![text_in_pieces(&pieces)])],
+        Some(format!("Bearer {KEY}")),
+    )
+    .await;
+    let dir = harness::sandbox(&json!({"turns": []}));
+    let home = dir.path().join("home");
+    let mut child = harness::command(
+        dir.path(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--home",
+            home.to_str().unwrap(),
+        ],
+    )
+    .args(["--provider", "openai", "--base-url", &mock.base_url])
+    .args(["--model", "gpt-test", "--api-key-env", "ROOKERY_TEST_KEY"])
+    .env_remove("OPENAI_API_KEY")
+    .env("ROOKERY_TEST_KEY", KEY)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let server = harness::Server {
+        child,
+        _stdout: stdout,
+        base,
+        client: reqwest::Client::new(),
+        token: Some(harness::read_token_file(&home)),
+        dir,
+    };
+    let id = server.create(None).await;
+    let after = server.task(&id, "what is my key?").await;
+    let events = server.events_until_task_end(&id, after).await;
+    let streamed: String = events.iter().map(|(_, v)| v.to_string() + "\n").collect();
+    assert_absent(&streamed, "sk-rookery-t", "the event stream");
+    assert_absent(&streamed, "est-key-4242", "the event stream");
+    let deltas: String = events
+        .iter()
+        .filter(|(_, v)| v["payload"]["type"] == "partial_text")
+        .filter_map(|(_, v)| v["payload"]["text"].as_str())
+        .collect();
+    assert_eq!(deltas, "Served: [redacted] done");
+    mock.assert_clean();
 }
