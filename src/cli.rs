@@ -220,6 +220,10 @@ pub struct ServeArgs {
     /// At most N sessions resident; beyond, the least recently used idle ones hibernate.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     pub max_resident: usize,
+    /// Bytes of messages (partials included) each session keeps for `Last-Event-ID` replay,
+    /// besides the count of 4096; a replay from before them reads the trace.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::server::sse::RING_BYTES)]
+    pub sse_ring_bytes: usize,
     /// Close a connection that has no request in progress for this many milliseconds: one
     /// that sends nothing or half a request head, or sits idle between keep-alive requests.
     /// Streaming responses (the event stream) are never cut.

@@ -2,7 +2,10 @@
 //! in any ASCII case, becomes `[redacted]`. Sessions apply it to what they record and stream;
 //! the binary's log writer applies the process-wide set to every log line.
 //!
-//! It knows values only, never where they come from; it must not log what it redacts.
+//! It knows values only, never where they come from; it must not log what it redacts. A text
+//! that arrives in pieces is scrubbed across them by [`stream::PieceScrubber`].
+
+pub mod stream;
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -21,6 +24,8 @@ pub const MIN_SECRET_LEN: usize = 4;
 pub struct Redactor {
     pattern: Regex,
     count: usize,
+    /// Every value (and JSON-escaped form), ASCII lower-cased: what a piece's end may begin.
+    needles: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -75,12 +80,41 @@ impl Redactor {
         Some(Redactor {
             pattern,
             count: needles.len(),
+            needles: needles
+                .iter()
+                .map(|n| n.as_bytes().to_ascii_lowercase())
+                .collect(),
         })
     }
 
     /// Whether `bytes` holds a secret.
     pub fn matches(&self, bytes: &[u8]) -> bool {
         self.pattern.is_match(bytes)
+    }
+
+    /// The byte ranges of the secrets in `bytes`, in order (those [`Self::redact_bytes`]
+    /// replaces).
+    pub fn secret_ranges<'a>(
+        &'a self,
+        bytes: &'a [u8],
+    ) -> impl Iterator<Item = (usize, usize)> + 'a {
+        self.pattern.find_iter(bytes).map(|m| (m.start(), m.end()))
+    }
+
+    /// The length of the longest end of `bytes` that begins a secret (a proper prefix of one,
+    /// in any ASCII case): what may turn into a secret with the bytes that come next.
+    pub fn pending_tail(&self, bytes: &[u8]) -> usize {
+        let mut longest = 0;
+        for needle in &self.needles {
+            let most = needle.len().saturating_sub(1).min(bytes.len());
+            for k in (longest + 1..=most).rev() {
+                if bytes[bytes.len() - k..].eq_ignore_ascii_case(&needle[..k]) {
+                    longest = k;
+                    break;
+                }
+            }
+        }
+        longest
     }
 
     /// `bytes` with every secret replaced, or `None` when it holds none.
@@ -169,6 +203,20 @@ mod tests {
         );
         assert!(matches!(r.redact("nothing here"), Cow::Borrowed(_)));
         assert_eq!(r.redact_bytes(b"none"), None);
+    }
+
+    #[test]
+    fn a_pending_tail_is_the_longest_end_that_begins_a_secret() {
+        let r = Redactor::new(["sk-Key-1234", "tokenvalue"]).unwrap();
+        assert_eq!(r.pending_tail(b"plain word"), 0);
+        assert_eq!(r.pending_tail(b"the key SK-k"), 4);
+        assert_eq!(r.pending_tail(b"a t"), 1);
+        assert_eq!(r.pending_tail(b"tokenvalu"), 9);
+        // A whole secret is no longer pending: it is found as it is.
+        assert_eq!(r.pending_tail(b"tokenvalue"), 0);
+        assert_eq!(r.pending_tail(b""), 0);
+        let ranges: Vec<_> = r.secret_ranges(b"x sk-key-1234 y").collect();
+        assert_eq!(ranges, [(2, 13)]);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! replay, approvals answered through the API, session resume and Prometheus metrics.
 //!
 //! Layout: `routes.rs` (handlers), `state.rs` (served sessions, their pumps, the session cap),
-//! `sse.rs` (event log and fan-out), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
+//! `sse.rs` (event log and fan-out), `sse_trace.rs` (a replay from before the ring, read
+//! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
 //! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
@@ -25,6 +26,7 @@ pub mod reopen;
 pub mod routes;
 pub mod session_config;
 pub mod sse;
+pub mod sse_trace;
 pub mod state;
 pub mod token;
 

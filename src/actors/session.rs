@@ -23,6 +23,7 @@ mod mode;
 pub mod model_switch;
 mod options;
 mod output;
+mod partials;
 mod secrets;
 mod services;
 mod steer;
@@ -233,6 +234,8 @@ pub struct SessionState {
     pub(crate) approval_mode: Option<crate::approval::ApprovalMode>,
     /// Scrubs the session's secrets from what it records and streams (`None`: no secrets).
     pub(crate) redactor: Option<Arc<crate::redact::Redactor>>,
+    /// The open partial streams' held-back ends (scrubbed across their pieces).
+    pub(crate) partials: std::sync::Mutex<partials::PartialScrubs>,
     /// Stops the approval-mode watcher when the session's state drops.
     pub(crate) _mode_watch: Option<tokio_util::sync::DropGuard>,
     /// Set once the trace could not be written: no new task starts.
@@ -368,6 +371,7 @@ impl Actor for SessionActor {
             pending_notices: Vec::new(),
             approval_mode: None,
             redactor,
+            partials: Default::default(),
             _mode_watch: None,
             trace_held,
             trace_failure: None,

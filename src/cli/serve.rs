@@ -227,6 +227,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             config_dir,
             max_sessions: args.max_sessions,
             hooks,
+            ring_bytes: args.sse_ring_bytes,
             hibernation: server::state::HibernationConfig {
                 idle: (args.idle_hibernate > 0).then(|| Duration::from_secs(args.idle_hibernate)),
                 max_resident: args.max_resident.max(1),

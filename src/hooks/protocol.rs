@@ -203,10 +203,23 @@ fn read_json(
             if let Some(d) = decision {
                 decisions.push((d, reason));
             }
-            if let Some(Value::Object(new)) = specific.and_then(|s| s.get("updatedInput"))
-                && acc.updated_input.is_none()
-            {
-                acc.updated_input = Some((run.command.clone(), new.clone()));
+            match specific.and_then(|s| s.get("updatedInput")) {
+                Some(Value::Object(new)) if acc.updated_input.is_none() => {
+                    acc.updated_input = Some((run.command.clone(), new.clone()));
+                }
+                None | Some(Value::Object(_) | Value::Null) => {}
+                // Not arguments: ignored, and said so in the trace.
+                Some(other) => acc.failures.push(HookFailure {
+                    command: run.command.clone(),
+                    exit_code: Some(0),
+                    stderr: head(
+                        &format!(
+                            "hook's updatedInput must be a JSON object, got {}; ignored",
+                            kind_of(other)
+                        ),
+                        STDERR_HEAD,
+                    ),
+                }),
             }
         }
         HookEvent::PostToolUse => {
@@ -217,6 +230,18 @@ fn read_json(
     }
     if let Some(c) = get_str(specific, "additionalContext").filter(|c| !c.is_empty()) {
         acc.context.push(c);
+    }
+}
+
+/// What kind of JSON value `v` is, for an error message.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -301,6 +326,27 @@ mod tests {
         assert_eq!(c.failures[0].exit_code, Some(0));
         assert!(c.failures[0].stderr.contains("invalid JSON"));
         assert_eq!(c.failures[1].exit_code, Some(1));
+    }
+
+    #[test]
+    fn a_non_object_updated_input_is_a_failure_and_changes_nothing() {
+        let text = run(
+            0,
+            r#"{"hookSpecificOutput": {"updatedInput": "rm -rf /"}}"#,
+            "",
+        );
+        let null = run(0, r#"{"hookSpecificOutput": {"updatedInput": null}}"#, "");
+        let c = combine(HookEvent::PreToolUse, &[text, null]);
+        assert_eq!(c.updated_input, None);
+        assert_eq!(c.failures.len(), 1, "{:?}", c.failures);
+        assert_eq!(c.failures[0].exit_code, Some(0));
+        assert!(
+            c.failures[0]
+                .stderr
+                .contains("updatedInput must be a JSON object, got a string"),
+            "{:?}",
+            c.failures
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Every error the server returns is `{"error":{"code":"…","message":"…"}}` with a fitting
 //! status; [`ApiJson`] reads a JSON body (the guard has checked its content type), turning an
-//! oversized body into 413, a body that does not arrive in time into 408 and bad JSON into 400;
+//! oversized body into 413 (at once, unread, when its `Content-Length` says so), a body that
+//! does not arrive in time into 408 and bad JSON into 400;
 //! [`ApiPath`] reads the path's parameters, turning a malformed one (not UTF-8 once decoded)
 //! into a 400 of the same shape. What a message repeats of the request is cut to
 //! [`SHOWN_CHARS`] characters ([`shown`]). This file decides wire shapes only; it never touches
@@ -254,7 +255,29 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// A JSON body that may also be absent (an empty body is `None`).
 pub struct OptionalJson<T>(pub Option<T>);
 
+/// The 413 of a body larger than [`MAX_BODY_BYTES`].
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// Whether the request announces a body larger than [`MAX_BODY_BYTES`] (`Content-Length`):
+/// refused before a byte of it is waited for.
+fn announces_too_large(req: &Request) -> bool {
+    req.headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+}
+
 async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    if announces_too_large(&req) {
+        return Err(too_large());
+    }
     let deadline = req
         .extensions()
         .get::<BodyDeadline>()
@@ -272,11 +295,7 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
     };
     read.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("request body is larger than {MAX_BODY_BYTES} bytes"),
-            )
+            too_large()
         } else {
             ApiError::bad_request("bad_request", rejection.body_text())
         }

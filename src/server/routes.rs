@@ -363,7 +363,18 @@ async fn events(
         // Closed or hibernated since the lookup.
         entry = state.get(&id).await?;
     }
-    Ok(sse_response(entry.log.subscribe(after)).into_response())
+    let sub = entry.log.subscribe(after);
+    let earlier = if sub.from_trace.is_empty() {
+        None
+    } else {
+        // What left the ring is read back from the trace, written up to now first.
+        if let Err(e) = entry.handle.flush_trace().await {
+            tracing::warn!(session = %id, "cannot flush the trace for an SSE replay: {e}");
+        }
+        let files = super::sse_trace::trace_files(&entry.handle.trace_path());
+        Some(super::sse_trace::read_back(files, sub.from_trace.clone()))
+    };
+    Ok(sse_response(sub, earlier).into_response())
 }
 
 async fn list_approvals(

@@ -1,6 +1,8 @@
 //! A served session's event log and its SSE fan-out: every message the session emits gets the
-//! next sequence number (1, 2, 3, …), goes into a bounded replay ring and to each connected
-//! client's bounded buffer.
+//! next sequence number (1, 2, 3, …), goes into a replay ring bounded by count and by bytes
+//! (partials counted) and to each connected client's bounded buffer. A recorded message that
+//! leaves the ring leaves its number and the hash of its JSON in an index, so a replay from
+//! before the ring can find it in the trace (`sse_trace.rs`) under the same number.
 //!
 //! A client whose buffer is full is dropped (its stream ends; it reconnects with
 //! `Last-Event-ID`), so a slow reader never blocks the session or the other clients. This file
@@ -20,6 +22,10 @@ use crate::message::OmniMessage;
 
 /// Messages kept for `Last-Event-ID` replay, per session.
 pub const RING_CAPACITY: usize = 4096;
+/// Bytes (of the messages' JSON) kept for `Last-Event-ID` replay, per session, by default.
+pub const RING_BYTES: usize = 64 * 1024 * 1024;
+/// Recorded messages gone from the ring whose numbers are kept for a replay from the trace.
+pub const TRACE_INDEX_CAPACITY: usize = 1 << 18;
 /// Messages buffered per SSE client before it counts as too slow and is dropped.
 pub const CLIENT_BUFFER: usize = 1024;
 /// Interval of the keep-alive comments.
@@ -32,8 +38,26 @@ pub struct Record {
     pub json: String,
 }
 
+/// A recorded message gone from the ring: its number and the hash of its JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gone {
+    pub seq: u64,
+    pub hash: u64,
+}
+
+/// The hash [`Gone`] keeps of a message's JSON (the trace line without its newline).
+pub fn json_hash(json: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    json.hash(&mut h);
+    h.finish()
+}
+
 struct Inner {
-    ring: VecDeque<Arc<Record>>,
+    /// Each message with whether the trace records it.
+    ring: VecDeque<(Arc<Record>, bool)>,
+    ring_bytes: usize,
+    gone: VecDeque<Gone>,
     last_seq: u64,
     clients: Vec<mpsc::Sender<Arc<Record>>>,
     closed: bool,
@@ -43,33 +67,40 @@ struct Inner {
 pub struct EventLog {
     inner: Mutex<Inner>,
     capacity: usize,
+    max_bytes: usize,
     client_buffer: usize,
 }
 
-/// What a new client gets: the replay, then the live feed (none when the log is closed).
+/// What a new client gets: the recorded messages gone from the ring (to read from the trace),
+/// the ring's replay, then the live feed (none when the log is closed).
 pub struct Subscription {
+    pub from_trace: Vec<Gone>,
     pub replay: Vec<Arc<Record>>,
     pub live: Option<mpsc::Receiver<Arc<Record>>>,
 }
 
 impl EventLog {
-    pub fn new(capacity: usize, client_buffer: usize) -> Self {
+    /// A log whose ring keeps at most `capacity` messages and `max_bytes` bytes of JSON.
+    pub fn new(capacity: usize, max_bytes: usize, client_buffer: usize) -> Self {
         EventLog {
             inner: Mutex::new(Inner {
                 // Grown as messages come (up to `capacity`): an idle session holds a few.
                 ring: VecDeque::new(),
+                ring_bytes: 0,
+                gone: VecDeque::new(),
                 last_seq: 0,
                 clients: Vec::new(),
                 closed: false,
             }),
             capacity: capacity.max(1),
+            max_bytes,
             client_buffer: client_buffer.max(1),
         }
     }
 
     /// A log whose first message is numbered `seq + 1` (a hibernated session's next log).
-    pub fn after(seq: u64, capacity: usize, client_buffer: usize) -> Self {
-        let log = EventLog::new(capacity, client_buffer);
+    pub fn after(seq: u64, capacity: usize, max_bytes: usize, client_buffer: usize) -> Self {
+        let log = EventLog::new(capacity, max_bytes, client_buffer);
         if let Ok(mut inner) = log.inner.lock() {
             inner.last_seq = seq;
         }
@@ -87,10 +118,23 @@ impl EventLog {
             seq: inner.last_seq,
             json: msg.to_json(),
         });
-        if inner.ring.len() == self.capacity {
-            inner.ring.pop_front();
+        inner.ring_bytes += record.json.len();
+        inner.ring.push_back((record.clone(), msg.is_recordable()));
+        while inner.ring.len() > self.capacity || inner.ring_bytes > self.max_bytes {
+            let Some((old, recorded)) = inner.ring.pop_front() else {
+                break;
+            };
+            inner.ring_bytes -= old.json.len();
+            if recorded {
+                if inner.gone.len() == TRACE_INDEX_CAPACITY {
+                    inner.gone.pop_front();
+                }
+                inner.gone.push_back(Gone {
+                    seq: old.seq,
+                    hash: json_hash(old.json.as_bytes()),
+                });
+            }
         }
-        inner.ring.push_back(record.clone());
         let before = inner.clients.len();
         let mut lagged = 0;
         inner.clients.retain(|c| match c.try_send(record.clone()) {
@@ -125,26 +169,28 @@ impl EventLog {
         })
     }
 
-    /// A new client. `after` is its `Last-Event-ID`: the ring's messages after it are replayed
-    /// (an id beyond the newest one comes from an earlier server run: the whole ring is
-    /// replayed). Without it, the client gets only what comes next.
+    /// A new client. `after` is its `Last-Event-ID`: the messages after it are replayed, the
+    /// recorded ones gone from the ring from the trace (an id beyond the newest one comes from
+    /// an earlier server run: everything kept is replayed). Without it, the client gets only
+    /// what comes next.
     pub fn subscribe(&self, after: Option<u64>) -> Subscription {
         let Ok(mut inner) = self.inner.lock() else {
             return Subscription {
+                from_trace: Vec::new(),
                 replay: Vec::new(),
                 live: None,
             };
         };
-        let replay = match after {
-            None => Vec::new(),
+        let (from_trace, replay) = match after {
+            None => (Vec::new(), Vec::new()),
             Some(n) => {
                 let from = if n > inner.last_seq { 0 } else { n };
-                inner
-                    .ring
-                    .iter()
-                    .filter(|r| r.seq > from)
-                    .cloned()
-                    .collect()
+                let gone = inner.gone.iter().filter(|g| g.seq > from).copied();
+                let kept = inner.ring.iter().map(|(r, _)| r);
+                (
+                    gone.collect(),
+                    kept.filter(|r| r.seq > from).cloned().collect(),
+                )
             }
         };
         let live = if inner.closed {
@@ -154,15 +200,21 @@ impl EventLog {
             inner.clients.push(tx);
             Some(rx)
         };
-        Subscription { replay, live }
+        Subscription {
+            from_trace,
+            replay,
+            live,
+        }
     }
 
-    /// The session hibernates: the replay ring is released (its messages stay in the trace), the
-    /// numbering and the connected clients stay. A client reconnecting later is replayed what
-    /// came after the hibernation.
+    /// The session hibernates: the replay ring and the index of what left it are released
+    /// (the messages stay in the trace), the numbering and the connected clients stay. A client
+    /// reconnecting later is replayed what came after the hibernation.
     pub fn park(&self) {
         if let Ok(mut inner) = self.inner.lock() {
             inner.ring = VecDeque::new();
+            inner.ring_bytes = 0;
+            inner.gone = VecDeque::new();
             inner.clients.retain(|c| !c.is_closed());
             inner.clients.shrink_to_fit();
         }
@@ -178,11 +230,18 @@ impl EventLog {
 }
 
 /// The `text/event-stream` response for a subscription: `id: <seq>` + `data: <json>` per
-/// message, keep-alive comments in between.
+/// message, keep-alive comments in between. `earlier` (the records read back from the trace
+/// for `sub.from_trace`) comes first.
 pub fn sse_response(
     sub: Subscription,
+    earlier: Option<mpsc::Receiver<Arc<Record>>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>> + Send + 'static> {
-    let replay = futures::stream::iter(sub.replay);
+    let earlier = futures::stream::unfold(earlier, |rx| async move {
+        let mut rx = rx?;
+        let record = rx.recv().await?;
+        Some((record, Some(rx)))
+    });
+    let replay = earlier.chain(futures::stream::iter(sub.replay));
     let live = futures::stream::unfold(sub.live, |rx| async move {
         let mut rx = rx?;
         let record = rx.recv().await?;
@@ -209,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_parked_log_keeps_its_numbering_and_clients_but_not_its_ring() {
-        let log = EventLog::new(8, 8);
+        let log = EventLog::new(8, RING_BYTES, 8);
         for i in 0..3 {
             log.push(&text(i));
         }
@@ -221,14 +280,14 @@ mod tests {
         assert_eq!(live.try_recv().unwrap().seq, 4);
         assert_eq!(seqs(&log.subscribe(Some(0)).replay), [4]);
         // A hibernated session's next log goes on with the numbering.
-        let next = EventLog::after(4, 8, 8);
+        let next = EventLog::after(4, 8, RING_BYTES, 8);
         next.push(&text(4));
         assert_eq!(seqs(&next.subscribe(Some(0)).replay), [5]);
     }
 
     #[test]
     fn replays_after_the_given_id_from_a_bounded_ring() {
-        let log = EventLog::new(3, 8);
+        let log = EventLog::new(3, RING_BYTES, 8);
         for i in 0..5 {
             log.push(&text(i));
         }
@@ -243,9 +302,44 @@ mod tests {
         assert!(r.json.contains("\"text\":\"m4\""), "{}", r.json);
     }
 
+    #[test]
+    fn the_ring_is_bounded_by_bytes_and_indexes_the_recorded_messages_it_drops() {
+        let big = |i: usize| build::user_text(format!("{i}{}", "x".repeat(1000)), None);
+        let partial = build::partial_text(
+            crate::message::EventType::Delta,
+            "y".repeat(1000),
+            crate::message::StopReason::Completed,
+        );
+        let log = EventLog::new(100, 3500, 8);
+        log.push(&big(1));
+        log.push(&partial);
+        for i in 3..=5 {
+            log.push(&big(i));
+        }
+        // About 1.1 kB each: three fit.
+        let sub = log.subscribe(Some(0));
+        assert_eq!(seqs(&sub.replay), [3, 4, 5]);
+        // The partial (never recorded) is not in the index; the recorded message is, with the
+        // hash of the JSON the trace holds.
+        let json = big(1).to_json();
+        assert_eq!(
+            sub.from_trace,
+            [Gone {
+                seq: 1,
+                hash: json_hash(json.as_bytes())
+            }]
+        );
+        assert!(log.subscribe(Some(1)).from_trace.is_empty());
+        assert!(log.subscribe(None).from_trace.is_empty());
+        // A message larger than the whole budget does not stay either.
+        log.push(&build::user_text("z".repeat(5000), None));
+        assert!(log.subscribe(Some(5)).replay.is_empty());
+        assert_eq!(log.subscribe(Some(5)).from_trace.len(), 1);
+    }
+
     #[tokio::test]
     async fn a_slow_client_is_dropped_without_slowing_the_others() {
-        let log = EventLog::new(100, 2);
+        let log = EventLog::new(100, RING_BYTES, 2);
         let mut slow = log.subscribe(None).live.unwrap();
         let mut fast = log.subscribe(None).live.unwrap();
         let mut dropped = 0;
@@ -265,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_disconnected_client_stops_counting() {
-        let log = EventLog::new(10, 10);
+        let log = EventLog::new(10, RING_BYTES, 10);
         let a = log.subscribe(None).live;
         let b = log.subscribe(None).live;
         assert_eq!(log.clients(), 2);
@@ -277,7 +371,7 @@ mod tests {
 
     #[tokio::test]
     async fn closing_ends_live_feeds() {
-        let log = EventLog::new(10, 10);
+        let log = EventLog::new(10, RING_BYTES, 10);
         let mut rx = log.subscribe(None).live.unwrap();
         log.push(&text(0));
         log.close();

@@ -56,6 +56,8 @@ pub struct ServerConfig {
     pub hooks: Arc<crate::hooks::HooksConfig>,
     /// Hibernation (`--idle-hibernate`, `--max-resident`; `hibernate.rs`).
     pub hibernation: hibernate::HibernationConfig,
+    /// Bytes of each session's SSE replay ring (`--sse-ring-bytes`; `sse.rs`).
+    pub ring_bytes: usize,
 }
 
 /// One served session.
@@ -270,7 +272,11 @@ impl ServerState {
                 log
             }
             None => {
-                let log = Arc::new(EventLog::new(RING_CAPACITY, CLIENT_BUFFER));
+                let log = Arc::new(EventLog::new(
+                    RING_CAPACITY,
+                    self.cfg.ring_bytes,
+                    CLIENT_BUFFER,
+                ));
                 log.push(handle.meta_message());
                 log
             }

@@ -225,6 +225,43 @@ async fn updated_input_runs_the_call_with_the_new_arguments() {
     assert_eq!(decision(&recs).1.as_deref(), Some("hook"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_object_updated_input_is_recorded_as_a_hook_error() {
+    let (d, ws, home) = tempdirs();
+    let hook = script(
+        d.path(),
+        "stringy.py",
+        "#!/usr/bin/env python3\nimport json, sys\nsys.stdin.read()\nprint(json.dumps({'hookSpecificOutput': {'updatedInput': 'echo rewritten > out.txt'}}))\n",
+    );
+    let o = with_hooks(
+        &ws,
+        one_call(exec("echo original > out.txt")),
+        hooks(json!({"PreToolUse": [pre("", &[(&hook, 30.0)])]})),
+    );
+    let recs = run(&home, o).await;
+    // The call runs with its own arguments.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("out.txt")).unwrap(),
+        "original\n"
+    );
+    let errs = hook_errors(&recs);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].0, hook.display().to_string());
+    assert_eq!(errs[0].1, Some(0));
+    assert!(
+        errs[0]
+            .2
+            .contains("updatedInput must be a JSON object, got a string"),
+        "{errs:?}"
+    );
+    assert!(
+        !recs
+            .iter()
+            .any(|r| matches!(r.as_event(), Some(EventPayload::HookRewrite { .. }))),
+        "nothing was rewritten"
+    );
+}
+
 /// Records what it is asked and answers `answer`.
 #[derive(Clone)]
 struct Asker {

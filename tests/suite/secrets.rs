@@ -2,7 +2,8 @@
 //! `exec_command` shows neither the provider key, nor the serve token, nor an AWS secret, nor a
 //! configured `strip_env` match (but a `pass_env` exception), and no case variant of the key or
 //! the token reaches the trace, the streamed transcript, the model or the logs — not even when
-//! the provider echoes `bearer sk-…` lowercased in an error.
+//! the provider echoes `bearer sk-…` lowercased in an error, nor when the model streams the key
+//! split across two chunks (`--json --partials` and the SSE stream).
 
 use crate::common::openai_mock;
 use crate::common::serve as harness;
@@ -185,4 +186,133 @@ async fn served_commands_never_see_the_token_and_it_is_scrubbed() {
     assert!(env.contains("token [redacted]"), "{env}");
     assert_absent(&trace, token, "the trace");
     assert_absent(&server.stderr(), token, "the logs");
+}
+
+/// An SSE body whose text arrives in `pieces`, one delta each.
+fn text_in_pieces(pieces: &[&str]) -> String {
+    let mut body = String::new();
+    for p in pieces {
+        let chunk =
+            json!({"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": null}]});
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    body.push_str(&format!("data: {end}\n\ndata: [DONE]\n\n"));
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_split_across_streamed_chunks_never_reaches_the_partials() {
+    // The key is cut in two deltas (in another case), then comes whole in a third.
+    let pieces = [
+        "Your key is sk-rookery-TE",
+        "ST-key-4242, and again ",
+        "SK-ROOKERY-TEST-KEY-4242.",
+    ];
+    let mock = Mock::start(
+        vec![Reply::Sse(vec![text_in_pieces(&pieces)])],
+        Some(format!("Bearer {KEY}")),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .args(["run", "--workspace"])
+        .arg(&ws)
+        .arg("--home")
+        .arg(dir.path().join("home"))
+        .args(["--provider", "openai", "--base-url", &mock.base_url])
+        .args(["--model", "gpt-test", "--api-key-env", "ROOKERY_TEST_KEY"])
+        .args(["--json", "--partials", "what is my key?"])
+        .env("HOME", dir.path())
+        .env_remove("OPENAI_API_KEY")
+        .env("ROOKERY_TEST_KEY", KEY)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    mock.assert_clean();
+    // Neither half of the split key is streamed.
+    assert_absent(&stdout, "sk-rookery-te", "the streamed partials");
+    assert_absent(&stdout, "st-key-4242", "the streamed partials");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let deltas: String = lines
+        .iter()
+        .filter(|v| v["payload"]["type"] == "partial_text")
+        .filter_map(|v| v["payload"]["text"].as_str())
+        .collect();
+    assert_eq!(deltas, "Your key is [redacted], and again [redacted].");
+    // The complete message says the same.
+    assert!(
+        lines.iter().any(|v| v["payload"]["type"] == "text"
+            && v["payload"]["text"] == "Your key is [redacted], and again [redacted]."),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_split_across_streamed_chunks_never_reaches_the_event_stream() {
+    use std::io::BufRead;
+    let pieces = ["Served: sk-ROOKERY-t", "est-KEY-4242 done"];
+    let mock = Mock::start(
+        vec![Reply::Sse(vec![text_in_pieces(&pieces)])],
+        Some(format!("Bearer {KEY}")),
+    )
+    .await;
+    let dir = harness::sandbox(&json!({"turns": []}));
+    let home = dir.path().join("home");
+    let mut child = harness::command(
+        dir.path(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--home",
+            home.to_str().unwrap(),
+        ],
+    )
+    .args(["--provider", "openai", "--base-url", &mock.base_url])
+    .args(["--model", "gpt-test", "--api-key-env", "ROOKERY_TEST_KEY"])
+    .env_remove("OPENAI_API_KEY")
+    .env("ROOKERY_TEST_KEY", KEY)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let server = harness::Server {
+        child,
+        _stdout: stdout,
+        base,
+        client: reqwest::Client::new(),
+        token: Some(harness::read_token_file(&home)),
+        dir,
+    };
+    let id = server.create(None).await;
+    let after = server.task(&id, "what is my key?").await;
+    let events = server.events_until_task_end(&id, after).await;
+    let streamed: String = events.iter().map(|(_, v)| v.to_string() + "\n").collect();
+    assert_absent(&streamed, "sk-rookery-t", "the event stream");
+    assert_absent(&streamed, "est-key-4242", "the event stream");
+    let deltas: String = events
+        .iter()
+        .filter(|(_, v)| v["payload"]["type"] == "partial_text")
+        .filter_map(|(_, v)| v["payload"]["text"].as_str())
+        .collect();
+    assert_eq!(deltas, "Served: [redacted] done");
+    mock.assert_clean();
 }

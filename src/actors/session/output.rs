@@ -1,5 +1,6 @@
 //! The one way out of a session: every message it streams to its subscribers or records in its
-//! trace goes through `emit`/`record_only`, which scrub the session's secrets first.
+//! trace goes through `emit`/`record_only`, which scrub the session's secrets first (a
+//! partial's text across the pieces of its stream, see `partials.rs`).
 //!
 //! It serializes and scrubs; it decides nothing about what is recorded (callers do).
 
@@ -13,6 +14,21 @@ impl SessionState {
     /// Streams `msg` to subscribers and, if `record` and recordable, appends it to the trace.
     /// Secrets are scrubbed from both.
     pub(crate) fn emit(&self, msg: OmniMessage, record: bool) {
+        if let Some(r) = &self.redactor
+            && msg.as_model().is_some_and(|p| p.is_partial())
+        {
+            // A partial is never recorded; its text is scrubbed across the stream's pieces.
+            let out = match self.partials.lock() {
+                Ok(mut open) => open.scrub(r, msg),
+                Err(_) => vec![secrets::scrub(r, msg, false).0],
+            };
+            for m in out {
+                // Its other fields (a tool's name, images) are scrubbed whole.
+                let m = secrets::scrub(r, m, false).0;
+                broadcast(&self.subscribers, &Arc::new(m));
+            }
+            return;
+        }
         let record = record && msg.is_recordable();
         let msg = match &self.redactor {
             Some(r) => {

@@ -108,10 +108,15 @@ impl Parked {
     }
 
     /// The log the woken session goes on with.
-    fn log(&self) -> Arc<EventLog> {
+    fn log(&self, ring_bytes: usize) -> Arc<EventLog> {
         match self {
             Parked::Streams(log) => log.clone(),
-            Parked::Numbered(n) => Arc::new(EventLog::after(*n, RING_CAPACITY, CLIENT_BUFFER)),
+            Parked::Numbered(n) => Arc::new(EventLog::after(
+                *n,
+                RING_CAPACITY,
+                ring_bytes,
+                CLIENT_BUFFER,
+            )),
         }
     }
 
@@ -301,7 +306,7 @@ impl ServerState {
             tools_profile: None,
         };
         let carried = Carried {
-            log: h.log.log(),
+            log: h.log.log(self.cfg.ring_bytes),
             trace: h.trace.as_deref().map(Path::to_path_buf),
             created_at: h.created_at.to_string(),
         };
