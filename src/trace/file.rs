@@ -5,12 +5,13 @@
 //! recorded, or be used by anyone but the `TraceActor` (which serializes all appends of a
 //! session); it never panics on I/O failures, it returns them.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::batch::write_parts;
+use super::private::{PRIVATE_FILE_MODE, create_private_dir_all, is_shared};
 
 /// The sole handle on one trace file, kept open for the life of the writer.
 #[derive(Debug)]
@@ -24,7 +25,8 @@ pub struct TraceFile {
 }
 
 impl TraceFile {
-    /// Opens (creating parent directories and the file, mode 0644) `path` for appending.
+    /// Opens (creating parent directories, mode 0700, and the file, mode 0600) `path` for
+    /// appending. An existing file readable by others is made private (0600).
     ///
     /// When the existing file is non-empty and does not end with `\n` (a torn tail left by a
     /// crash), the next record is prefixed with `\n` so it starts on its own line.
@@ -46,7 +48,7 @@ impl TraceFile {
     fn open_as(path: &Path, new: bool) -> io::Result<TraceFile> {
         let open = || {
             let mut options = OpenOptions::new();
-            options.read(true).append(true).mode(0o644);
+            options.read(true).append(true).mode(PRIVATE_FILE_MODE);
             if new {
                 options.create_new(true);
             } else {
@@ -60,7 +62,7 @@ impl TraceFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 match path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     Some(parent) => {
-                        std::fs::create_dir_all(parent)?;
+                        create_private_dir_all(parent)?;
                         open()?
                     }
                     None => return Err(e),
@@ -71,7 +73,16 @@ impl TraceFile {
         if new {
             return Ok(Self::of(file, path, false));
         }
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
+        let mode = meta.permissions().mode();
+        if is_shared(mode) {
+            file.set_permissions(Permissions::from_mode(PRIVATE_FILE_MODE))?;
+            tracing::warn!(
+                "[trace] {} was readable by other users; its mode is now 0600",
+                path.display()
+            );
+        }
+        let len = meta.len();
         let torn = if len > 0 {
             let mut last = [0u8; 1];
             file.read_exact_at(&mut last, len - 1)?;

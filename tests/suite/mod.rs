@@ -66,4 +66,5 @@ mod sessions;
 mod steering;
 mod subagents;
 mod trace_path_rotation;
+mod trace_private;
 mod trace_writers;
