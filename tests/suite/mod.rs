@@ -45,6 +45,7 @@ mod provider_hostile;
 mod provider_replay;
 mod readme;
 mod resume;
+mod resume_crash;
 mod secrets;
 mod serve;
 mod serve_api_edges;
