@@ -14,6 +14,7 @@ pub mod hub; // the host's pool of trace writers, each owning many files
 pub mod lock;
 pub mod open_error; // a trace that cannot be created or opened
 pub mod paths;
+pub mod private; // the modes of the trace tree: 0700 directories, 0600 files
 pub mod reader;
 pub mod resume;
 pub mod rotation; // the switch to `_002`, `_003`, … after a compaction

@@ -226,6 +226,11 @@ impl Host {
     /// Starts a host writing traces under `home` (`<home>/traces/…`).
     pub async fn start(home: impl Into<PathBuf>) -> Result<Host, RookeryError> {
         let home = home.into();
+        // Traces are private (0700 directories, 0600 files); a failure here is reported by the
+        // first trace that cannot be opened.
+        if let Err(e) = crate::trace::private::prepare(&home) {
+            tracing::debug!("cannot prepare the traces of {}: {e}", home.display());
+        }
         let trace_stats = Arc::new(TraceStats::default());
         let (actor, _) = Actor::spawn(None, HostActor, (home.clone(), trace_stats.clone())).await?;
         Ok(Host {

@@ -322,6 +322,12 @@ impl Actor for SessionActor {
             }
             Some(_) => {}
         }
+        // The calls the trace left in flight (the process died) get their placeholder output
+        // recorded once, now: the trace is paired, and the next resume reads it back.
+        for id in options.resume.iter().flat_map(|r| r.unpaired.iter()) {
+            let output = OmniMessage::model(crate::trace::resume::placeholder(id));
+            let _ = trace.cast(TraceMsg::Append(Arc::new(output)));
+        }
         let resumed = options.resume.clone();
         let tool_specs = options.config.tools.shared_model_specs();
         // The command and subagent supervisors are spawned on the first call of one of their

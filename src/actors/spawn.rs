@@ -84,7 +84,7 @@ fn create_locked(id: &str, path: &std::path::Path) -> Result<TraceFile, RookeryE
     lock_opened(id, TraceFile::create(path)?)
 }
 
-fn lock_opened(id: &str, file: TraceFile) -> Result<TraceFile, RookeryError> {
+fn lock_opened(id: &str, mut file: TraceFile) -> Result<TraceFile, RookeryError> {
     file.lock().map_err(|e| RookeryError::from_lock(id, e))?;
     Ok(file)
 }

@@ -107,7 +107,7 @@ fn listen_error(listen: &str, e: &std::io::Error) -> String {
 fn check_home(home: &std::path::Path) -> Result<(), TraceOpenError> {
     let traces = home.join("traces");
     let probe = traces.join(format!(".rookery-probe-{}", std::process::id()));
-    std::fs::create_dir_all(&traces)
+    crate::trace::private::prepare(home)
         .and_then(|()| std::fs::File::create(&probe))
         .and_then(|_| std::fs::remove_file(&probe))
         .map_err(|source| TraceOpenError::Create {

@@ -1,5 +1,5 @@
-//! The `compaction:` section of the agent config: when a session's context is compacted
-//! (`max_context`, `max_turns`) and how (`mode: summarize | discard`).
+//! The `compaction:` section of the agent config: whether a session compacts by itself
+//! (`auto`), when (`max_context`, `max_turns`) and how (`mode: summarize | discard`).
 //!
 //! This module parses and validates the section and computes the usage threshold; it does not
 //! compact anything (that is `actors/session/compaction.rs`).
@@ -41,6 +41,7 @@ impl CompactionMode {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCompaction {
+    auto: Option<bool>,
     max_context: Option<i64>,
     max_turns: Option<i64>,
     mode: Option<CompactionMode>,
@@ -49,6 +50,8 @@ pub(super) struct RawCompaction {
 /// The validated `compaction:` section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompactionConfig {
+    /// Whether the usage and turn triggers compact (`false`: only a manual compaction does).
+    pub auto: bool,
     /// A request whose `total` tokens reach `min(max_context, window − 2048)` compacts.
     pub max_context: u64,
     /// Completed model turns since the last compaction that trigger one (`None`: off).
@@ -59,6 +62,7 @@ pub struct CompactionConfig {
 impl Default for CompactionConfig {
     fn default() -> Self {
         CompactionConfig {
+            auto: true,
             max_context: DEFAULT_MAX_CONTEXT,
             max_turns: None,
             mode: CompactionMode::Summarize,
@@ -69,6 +73,9 @@ impl Default for CompactionConfig {
 impl CompactionConfig {
     pub(super) fn from_raw(raw: RawCompaction) -> Result<Self, ConfigError> {
         let mut cfg = CompactionConfig::default();
+        if let Some(auto) = raw.auto {
+            cfg.auto = auto;
+        }
         if let Some(n) = raw.max_context {
             cfg.max_context = u64::try_from(n)
                 .ok()
@@ -113,6 +120,16 @@ mod tests {
         assert_eq!(c.threshold(Some(10_000)), 10_000 - 2048);
         assert_eq!(c.max_turns, None);
         assert_eq!(c.mode, CompactionMode::Summarize);
+        assert!(c.auto);
+    }
+
+    #[test]
+    fn auto_can_be_switched_off() {
+        let c = parse("auto: false\nmax_turns: 2\n").unwrap();
+        assert!(!c.auto);
+        assert_eq!(c.max_turns, Some(2));
+        assert!(parse("auto: true\n").unwrap().auto);
+        assert!(parse("auto: maybe\n").is_err());
     }
 
     #[test]

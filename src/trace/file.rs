@@ -1,16 +1,21 @@
 //! `TraceFile`: the one open handle on one trace file, and the append mechanics of the JSONL
-//! format (one `writev(2)` per batch of whole records on an `O_APPEND` file, torn-tail healing).
+//! format (one `writev(2)` per batch of whole records on an `O_APPEND` file, torn-tail healing,
+//! and the owner's repair of a torn tail when it takes the lock).
 //!
 //! This module owns bytes on disk only. It must not serialize messages, decide what is
 //! recorded, or be used by anyone but the `TraceActor` (which serializes all appends of a
 //! session); it never panics on I/O failures, it returns them.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::batch::write_parts;
+use super::private::{PRIVATE_FILE_MODE, create_private_dir_all, is_shared};
+
+/// How far back a torn tail's start is searched per read.
+const TAIL_CHUNK: u64 = 64 * 1024;
 
 /// The sole handle on one trace file, kept open for the life of the writer.
 #[derive(Debug)]
@@ -24,7 +29,8 @@ pub struct TraceFile {
 }
 
 impl TraceFile {
-    /// Opens (creating parent directories and the file, mode 0644) `path` for appending.
+    /// Opens (creating parent directories, mode 0700, and the file, mode 0600) `path` for
+    /// appending. An existing file readable by others is made private (0600).
     ///
     /// When the existing file is non-empty and does not end with `\n` (a torn tail left by a
     /// crash), the next record is prefixed with `\n` so it starts on its own line.
@@ -46,7 +52,7 @@ impl TraceFile {
     fn open_as(path: &Path, new: bool) -> io::Result<TraceFile> {
         let open = || {
             let mut options = OpenOptions::new();
-            options.read(true).append(true).mode(0o644);
+            options.read(true).append(true).mode(PRIVATE_FILE_MODE);
             if new {
                 options.create_new(true);
             } else {
@@ -60,7 +66,7 @@ impl TraceFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 match path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     Some(parent) => {
-                        std::fs::create_dir_all(parent)?;
+                        create_private_dir_all(parent)?;
                         open()?
                     }
                     None => return Err(e),
@@ -71,7 +77,16 @@ impl TraceFile {
         if new {
             return Ok(Self::of(file, path, false));
         }
-        let len = file.metadata()?.len();
+        let meta = file.metadata()?;
+        let mode = meta.permissions().mode();
+        if is_shared(mode) {
+            file.set_permissions(Permissions::from_mode(PRIVATE_FILE_MODE))?;
+            tracing::warn!(
+                "[trace] {} was readable by other users; its mode is now 0600",
+                path.display()
+            );
+        }
+        let len = meta.len();
         let torn = if len > 0 {
             let mut last = [0u8; 1];
             file.read_exact_at(&mut last, len - 1)?;
@@ -161,9 +176,51 @@ impl TraceFile {
         self.file.sync_data()
     }
 
-    /// Takes the session's exclusive owner lock on this handle (see [`super::lock`]).
-    pub fn lock(&self) -> Result<(), super::lock::LockError> {
-        super::lock::lock_exclusive(&self.file)
+    /// Takes the session's exclusive owner lock on this handle (see [`super::lock`]). As the
+    /// owner it then repairs a torn tail once (see [`Self::repair_tail`]), so no reader meets
+    /// that line again.
+    pub fn lock(&mut self) -> Result<(), super::lock::LockError> {
+        super::lock::lock_exclusive(&self.file)?;
+        // `torn` as seen at open: a clean or new file costs nothing more.
+        if self.torn
+            && let Err(e) = self.repair_tail()
+        {
+            // The tail stays torn: the next record starts on a new line, as without the lock.
+            tracing::warn!(
+                "[trace] cannot repair the torn tail of {}: {e}",
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// A file that does not end with `\n` (a crash mid-write): a last line that is a whole
+    /// record gets its newline; any other fragment is cut off (`set_len` to the end of the last
+    /// whole line), with a warning. Only the lock holder may call it: nobody else appends.
+    fn repair_tail(&mut self) -> io::Result<()> {
+        let len = self.file.metadata()?.len();
+        let start = match last_line_start(&self.file, len)? {
+            Some(start) => start,
+            None => {
+                self.torn = false;
+                return Ok(());
+            }
+        };
+        let mut fragment = vec![0u8; usize::try_from(len - start).map_err(io::Error::other)?];
+        self.file.read_exact_at(&mut fragment, start)?;
+        if super::reader::is_record(&fragment) {
+            // Whole but unterminated: the heal prefix terminates it with the next record.
+            self.torn = true;
+            return Ok(());
+        }
+        self.file.set_len(start)?;
+        self.torn = false;
+        tracing::warn!(
+            "[trace] cut a torn last line ({} bytes) off {}",
+            len - start,
+            self.path.display()
+        );
+        Ok(())
     }
 
     /// Releases the owner lock (the file stays open).
@@ -180,6 +237,31 @@ impl TraceFile {
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
     }
+}
+
+/// The offset where the unterminated last line of a file of `len` bytes starts (just after its
+/// last `\n`, or 0); `None` when the file is empty or ends with `\n`.
+fn last_line_start(file: &File, len: u64) -> io::Result<Option<u64>> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; TAIL_CHUNK as usize];
+    let mut end = len;
+    let mut first = true;
+    while end > 0 {
+        let begin = end.saturating_sub(TAIL_CHUNK);
+        let chunk = &mut buf[..(end - begin) as usize];
+        file.read_exact_at(chunk, begin)?;
+        if first && chunk.last() == Some(&b'\n') {
+            return Ok(None);
+        }
+        first = false;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(Some(begin + i as u64 + 1));
+        }
+        end = begin;
+    }
+    Ok(Some(0))
 }
 
 #[cfg(test)]
@@ -266,6 +348,64 @@ mod tests {
                 OmniMessage::from_json(&next).unwrap()
             ]
         );
+    }
+
+    #[test]
+    fn the_lock_holder_cuts_a_torn_fragment_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let first = build::user_text("hello", None).to_json();
+        // A fragment longer than one read chunk, so its start is found across chunks.
+        let fragment = format!("{{\"type\":\"model_msg\",\"x\":\"{}", "y".repeat(200_000));
+        std::fs::write(&path, format!("{first}\n{fragment}")).unwrap();
+        let mut f = TraceFile::open(&path).unwrap();
+        f.lock().unwrap();
+        assert!(!f.torn);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{first}\n")
+        );
+        let next = build::request_begin().to_json();
+        f.append(next.as_bytes()).unwrap();
+        drop(f);
+        let read = read_trace(&path).unwrap();
+        assert!(read.skipped_lines.is_empty() && !read.torn_tail);
+        assert_eq!(read.records.len(), 2);
+
+        // A file that is only a fragment is cut to nothing.
+        std::fs::write(&path, "{\"half").unwrap();
+        let mut f = TraceFile::open(&path).unwrap();
+        f.lock().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
+    }
+
+    #[test]
+    fn the_lock_holder_keeps_a_whole_unterminated_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let first = build::user_text("hello", None).to_json();
+        std::fs::write(&path, &first).unwrap();
+        let mut f = TraceFile::open(&path).unwrap();
+        f.lock().unwrap();
+        assert!(f.torn, "terminated by the next record");
+        f.append(b"next").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{first}\nnext\n")
+        );
+    }
+
+    #[test]
+    fn an_existing_shared_file_is_made_private_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("day/t.jsonl");
+        TraceFile::open(&path).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        TraceFile::open(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
     }
 
     #[test]

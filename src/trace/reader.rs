@@ -58,6 +58,13 @@ pub fn parse_trace_bytes(bytes: &[u8]) -> TraceRead {
     read
 }
 
+/// Whether `line` (without its `\n`) is one record, as [`parse_trace_bytes`] would read it.
+pub fn is_record(line: &[u8]) -> bool {
+    std::str::from_utf8(line)
+        .ok()
+        .is_some_and(|text| OmniMessage::from_json(text).is_ok())
+}
+
 /// `[trace] skipped <n> malformed line(s) [<first 20 line numbers>, …] in <path>` (the `, …`
 /// only when more than 20 lines were skipped).
 pub fn skipped_lines_diagnostic(skipped: &[usize], path: &Path) -> String {

@@ -2,9 +2,10 @@
 //! turn count, token totals, tool-call id counter) from the records of its trace, following the
 //! resume rules of `docs/protocol.md#resume`, adapted to Rookery's turn loop.
 //!
-//! This module is pure interpretation of records: it must not write, repair or rotate a trace,
-//! and it never synthesizes anything into the trace (placeholders live in memory only and are
-//! re-made on every resume). It does not build compaction summaries.
+//! This module is pure interpretation of records: it must not write, repair or rotate a trace.
+//! It names the calls the trace leaves without an output ([`ResumeState::unpaired`]); the
+//! resumed session records their placeholders, so the next resume finds them in the trace.
+//! It does not build compaction summaries.
 //!
 //! Rules, in one pass over the records (origin-tagged records, partials and unknown payloads are
 //! ignored):
@@ -65,6 +66,10 @@ pub struct ResumeState {
     pub completed_tasks: Vec<(usize, usize)>,
     /// The last `model_switched` record (the session continues on that model).
     pub model_switch: Option<EventPayload>,
+    /// Completed `tool_call`s of the file without a `tool_call_output` in it (the calls in
+    /// flight when the process died), in call order: the resumed session records a
+    /// [`placeholder`] output for each before anything else.
+    pub unpaired: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -177,6 +182,7 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         requests: replay.requests,
         completed_tasks: replay.tasks.spans,
         model_switch: replay.model_switch,
+        unpaired: replay.calls.unpaired(),
     })
 }
 
@@ -203,6 +209,40 @@ struct Replay {
     requests: u64,
     tasks: tasks::TaskSpans,
     model_switch: Option<EventPayload>,
+    calls: Pairing,
+}
+
+/// Which completed calls of the records have an output (whatever their request became).
+#[derive(Default)]
+struct Pairing {
+    /// Completed call ids, in call order.
+    calls: Vec<String>,
+    answered: std::collections::HashSet<String>,
+}
+
+impl Pairing {
+    fn see(&mut self, message: &ModelPayload) {
+        match message {
+            ModelPayload::ToolCall {
+                tool_call_id,
+                stop_reason: StopReason::Completed,
+                ..
+            } => self.calls.push(tool_call_id.clone()),
+            ModelPayload::ToolCallOutput { tool_call_id, .. } => {
+                self.answered.insert(tool_call_id.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// The calls without an output, each once, in call order.
+    fn unpaired(self) -> Vec<String> {
+        let mut answered = self.answered;
+        self.calls
+            .into_iter()
+            .filter(|id| answered.insert(id.clone()))
+            .collect()
+    }
 }
 
 impl Replay {
@@ -224,6 +264,7 @@ impl Replay {
         if message.is_partial() {
             return;
         }
+        self.calls.see(message);
         if let ModelPayload::ToolCall { tool_call_id, .. } = message
             && let Some(n) = call_index(tool_call_id)
         {

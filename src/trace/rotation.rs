@@ -48,7 +48,7 @@ impl TraceState {
             );
             return;
         };
-        let opened = TraceFile::open(&next).and_then(|f| {
+        let opened = TraceFile::open(&next).and_then(|mut f| {
             // The owner lock moves with the session: taken on the new file before the old
             // handle (and its lock) is dropped.
             f.lock().map_err(std::io::Error::other)?;

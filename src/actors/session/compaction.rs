@@ -129,13 +129,13 @@ fn threshold(state: &SessionState) -> u64 {
 }
 
 /// After each completed request: sets the trigger when its usage or the turn count reaches
-/// the configured limit.
+/// the configured limit (never with `compaction.auto: false`).
 pub(super) fn after_request(state: &mut SessionState, usage: &Usage) {
     let cfg = state.options.config.compaction;
     let c = &mut state.compaction;
     c.turns += 1;
     c.last_total = usage.total;
-    if c.due.is_some() {
+    if c.due.is_some() || !cfg.auto {
         return;
     }
     if usage.total >= threshold(state) {

@@ -25,7 +25,7 @@ async fn pool(n: usize) -> (TraceWriters, Arc<TraceStats>) {
 }
 
 fn open(traces: &TraceWriters, path: &Path, lock: bool) -> (TraceHandle, Arc<TraceHealth>) {
-    let file = TraceFile::open(path).unwrap();
+    let mut file = TraceFile::open(path).unwrap();
     if lock {
         file.lock().unwrap();
     }

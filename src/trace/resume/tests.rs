@@ -603,3 +603,40 @@ fn reading_a_trace_for_resume_leaves_the_async_worker_free() {
         ticker.abort();
     });
 }
+
+#[test]
+fn calls_without_an_output_in_the_file_are_named_once_for_recording() {
+    let begin = build::request_begin;
+    let end = || build::request_end(StopReason::Completed, None, None, None);
+    // call_0 answered; call_1 committed, in flight at the crash; call_2 of a request the crash
+    // cut before its end (not context, but its record is in the file).
+    let records = [
+        meta(),
+        user("go"),
+        begin(),
+        call("call_0"),
+        end(),
+        out("call_0", "a"),
+        begin(),
+        call("call_1"),
+        end(),
+        begin(),
+        call("call_2"),
+    ];
+    let r = resume_from_records(&records).unwrap();
+    assert_eq!(r.unpaired, ["call_1", "call_2"]);
+    // The committed one is owed its placeholder in the next input as before.
+    assert!(r.carry_over.contains(&placeholder("call_1")));
+    assert!(!r.carry_over.contains(&placeholder("call_2")));
+
+    // Once recorded, they are found: nothing is named again, and the input is the same.
+    let mut recorded = records.to_vec();
+    recorded.extend([
+        OmniMessage::model(placeholder("call_1")),
+        OmniMessage::model(placeholder("call_2")),
+    ]);
+    let again = resume_from_records(&recorded).unwrap();
+    assert!(again.unpaired.is_empty());
+    assert_eq!(again.carry_over, r.carry_over);
+    assert_eq!(again.history, r.history);
+}

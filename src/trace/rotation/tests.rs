@@ -44,7 +44,7 @@ fn texts(path: &Path) -> Vec<String> {
 async fn no_record_is_lost_or_duplicated_across_a_rotation() {
     let dir = tempfile::tempdir().unwrap();
     let first = dir.path().join("traces/2026-01-01/s_001.jsonl");
-    let file = TraceFile::open(&first).unwrap();
+    let mut file = TraceFile::open(&first).unwrap();
     file.lock().unwrap();
     let (trace, _) = Actor::spawn(
         None,
