@@ -214,6 +214,29 @@ async fn an_error_inside_an_open_block_is_retried() {
     assert_eq!(a[0]["content"][0]["text"], "How do I cross the street?");
     assert_eq!(b[0]["content"][0]["text"], "How do I cross the street?");
     assert_eq!(b.as_array().map(Vec::len), Some(1));
+    // The retry is the request that failed, and differs from it only by PenguinHarness's
+    // `[turn_retried]` block after the prompt: every other field and content block is the same.
+    let (mut first, mut retry) = (requests[0].body.clone(), requests[1].body.clone());
+    let retried_content = retry["messages"][0]["content"]
+        .as_array_mut()
+        .expect("content blocks");
+    let note = retried_content.pop().expect("the retry note");
+    assert!(
+        note["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[turn_retried]\n") && t.ends_with("[/turn_retried]")),
+        "{note}"
+    );
+    // The prompt-cache marker sits on the last block of the request, whichever it is.
+    for body in [&mut first, &mut retry] {
+        for block in body["messages"][0]["content"]
+            .as_array_mut()
+            .expect("content blocks")
+        {
+            block.as_object_mut().expect("block").remove("cache_control");
+        }
+    }
+    assert_eq!(first, retry, "the retry must re-send the failed request");
     let ends = request_ends(s.trace_path());
     assert_eq!(ends[0].0, StopReason::Failed);
     assert_eq!(
