@@ -40,6 +40,7 @@ mod openai_provider;
 mod openvaala_serve;
 mod openvaala_tools;
 mod pairing;
+mod proc_environ;
 mod provider_connections;
 mod provider_hostile;
 mod provider_replay;
