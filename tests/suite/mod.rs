@@ -40,6 +40,7 @@ mod openai_provider;
 mod openvaala_serve;
 mod openvaala_tools;
 mod pairing;
+mod pid_limit;
 mod proc_environ;
 mod provider_connections;
 mod provider_hostile;
