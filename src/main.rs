@@ -3,7 +3,7 @@
 //! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2). It also
 //! chooses the process's allocator (mimalloc, tuned by `tune_allocator`), which the library never
 //! does. Before anything else it hardens the process (`rookery::cli::startup`: the environment
-//! moved off `/proc/<pid>/environ` by a re-exec, non-dumpable).
+//! moved off `/proc/<pid>/environ` by a re-exec, non-dumpable, SIGXFSZ caught).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;

@@ -12,6 +12,9 @@
 //!   environment as before. Its process name (`comm`) is set back to the one it had.
 //! - **Non-dumpable** (`PR_SET_DUMPABLE` 0): a process of the same user without
 //!   `CAP_SYS_PTRACE` can no longer read rookery's memory, descriptors or environment files.
+//! - **SIGXFSZ is caught by a handler that does nothing**: a write past `RLIMIT_FSIZE` then
+//!   fails with `EFBIG` (a write error like any other) instead of killing rookery. A handler,
+//!   not `SIG_IGN`, so children get the default again at their `exec`.
 //!
 //! It must not parse arguments, log (it returns what went wrong, for `main` to log), or start
 //! a thread: `setenv` is only sound while the process has one thread.
@@ -48,6 +51,8 @@ pub enum StartupError {
     Restore(#[source] io::Error),
     #[error("cannot make the process non-dumpable: {0}")]
     Dumpable(#[source] io::Error),
+    #[error("cannot catch SIGXFSZ ({0}); a write past the file size limit ends rookery")]
+    FileSizeSignal(#[source] io::Error),
 }
 
 /// Runs the set-up; returns what did not work (to be logged once logging is set up). On the
@@ -75,7 +80,28 @@ pub unsafe fn harden() -> Vec<StartupError> {
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } == -1 {
         problems.push(StartupError::Dumpable(io::Error::last_os_error()));
     }
+    if let Err(e) = catch_file_size_signal() {
+        problems.push(StartupError::FileSizeSignal(e));
+    }
     problems
+}
+
+extern "C" fn on_file_size_signal(_: libc::c_int) {}
+
+/// SIGXFSZ to a handler that does nothing: the write that raised it returns `EFBIG`.
+fn catch_file_size_signal() -> io::Result<()> {
+    // SAFETY: a zeroed sigaction is valid; the handler is an `extern "C" fn` that touches
+    // nothing (async-signal-safe); the mask is emptied before use.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_file_size_signal as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGXFSZ, &action, std::ptr::null_mut()) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 fn kept(name: &OsStr) -> bool {

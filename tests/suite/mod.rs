@@ -30,6 +30,7 @@ mod commands_memory;
 mod commands_session;
 mod commands_tree;
 mod compaction;
+mod file_size_limit;
 mod file_tools;
 mod guardrails;
 mod link_order;
