@@ -41,6 +41,8 @@ pub mod reopen;
 pub mod run;
 pub mod serve;
 pub mod sessions;
+#[cfg(target_os = "linux")]
+pub mod startup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -2,7 +2,8 @@
 //! hands over to `rookery::cli`. Its one exit point is `main`: `run` returns the exit code or a
 //! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2). It also
 //! chooses the process's allocator (mimalloc, tuned by `tune_allocator`), which the library never
-//! does.
+//! does. Before anything else it hardens the process (`rookery::cli::startup`: the environment
+//! moved off `/proc/<pid>/environ` by a re-exec, non-dumpable, SIGXFSZ caught).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -20,7 +21,12 @@ use tracing_subscriber::EnvFilter;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    match run() {
+    // SAFETY: the first statement of `main`: the process has one thread.
+    #[cfg(target_os = "linux")]
+    let startup = unsafe { rookery::cli::startup::harden() };
+    #[cfg(not(target_os = "linux"))]
+    let startup: Vec<String> = Vec::new();
+    match run(startup) {
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "rookery: {e}");
@@ -29,7 +35,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<ExitCode, CliError> {
+fn run(startup: Vec<impl std::fmt::Display>) -> Result<ExitCode, CliError> {
     let cli = match rookery::cli::Cli::try_parse() {
         Ok(cli) => cli,
         // `rookery` (or `rookery sessions`) alone: the help with its subcommands (exit 2);
@@ -57,6 +63,9 @@ fn run() -> Result<ExitCode, CliError> {
         // line into an abort).
         .log_internal_errors(false)
         .init();
+    for problem in startup {
+        tracing::warn!("{problem}");
+    }
     std::panic::set_hook(Box::new(|info| {
         tracing::error!("panic: {info}");
     }));

@@ -206,9 +206,7 @@ impl Actor for CommandActor {
                 Err(e) => ExitInfo::Failed(format!("cannot wait for the command: {e}")),
             };
             waiter_group.mark_reaped();
-            let others_alive = tokio::task::spawn_blocking(move || process::group_alive(pgid))
-                .await
-                .unwrap_or(true);
+            let others_alive = group::group_alive_from_task(pgid).await;
             let _ = me.cast(CommandMsg::Exited { exit, others_alive });
         });
 

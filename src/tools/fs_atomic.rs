@@ -78,13 +78,47 @@ pub enum WriteError {
     NoFileName(PathBuf),
     #[error("the file was replaced by another one while it was being written")]
     Changed,
+    /// The new contents are longer than `RLIMIT_FSIZE` lets this process write (`ulimit -f`):
+    /// refused before anything is written.
+    #[error(
+        "{size} bytes exceed this process's file size limit of {limit} bytes (RLIMIT_FSIZE, \
+         `ulimit -f`); the file is unchanged"
+    )]
+    OverSizeLimit { size: u64, limit: u64 },
     #[error(transparent)]
     Io(#[from] io::Error),
 }
 
+/// The soft `RLIMIT_FSIZE` of this process, `None` when unlimited.
+fn file_size_limit() -> Option<u64> {
+    // SAFETY: a zeroed rlimit is a valid out value.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes into `limit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(limit.rlim_cur as u64)
+}
+
+/// Refuses contents the file size limit would cut: a write past it fails with `EFBIG` midway,
+/// which in place would leave the file truncated.
+fn check_size_limit(len: usize) -> Result<(), WriteError> {
+    match file_size_limit() {
+        Some(limit) if len as u64 > limit => Err(WriteError::OverSizeLimit {
+            size: len as u64,
+            limit,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Writes `contents` to the real file of `target`: in place when it has more than one hard
 /// link, else atomically through a temp file that keeps the old owner, group and mode.
+/// Contents over the file size limit are refused before anything is written.
 pub fn write_through(target: &Target, contents: &[u8]) -> Result<WriteMode, WriteError> {
+    check_size_limit(contents.len())?;
     let Some(existing) = &target.existing else {
         replace_atomic(&target.real, contents, None)?;
         return Ok(WriteMode::Replaced);

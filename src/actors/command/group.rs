@@ -162,6 +162,28 @@ pub fn group_alive(pgid: i32) -> bool {
     !group_members(pgid).is_empty()
 }
 
+/// [`group_alive`] for a task: the `/proc` scan, when the group still has a member, runs on a
+/// thread of its own, or on the caller when no thread can be started (a pid limit reached),
+/// never through `spawn_blocking`, which panics then.
+pub async fn group_alive_from_task(pgid: i32) -> bool {
+    if killpg(Pid::from_raw(pgid), None) == Err(nix::errno::Errno::ESRCH) {
+        return false;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("rookery-pgscan".into())
+        .spawn(move || {
+            let _ = tx.send(group_alive(pgid));
+        });
+    match spawned {
+        Ok(_) => rx.await.unwrap_or(true),
+        Err(e) => {
+            tracing::debug!(pgid, "cannot start a scan thread ({e}); scanning here");
+            group_alive(pgid)
+        }
+    }
+}
+
 #[cfg(not(target_os = "linux"))]
 pub fn group_alive(pgid: i32) -> bool {
     killpg(Pid::from_raw(pgid), None).is_ok()

@@ -9,7 +9,8 @@
 //! that are not in the set and not in rookery's own session (children the runtime or an
 //! embedding program spawn without `setsid` stay in it). It is opt-in ([`become_subreaper`],
 //! called by the `rookery` binary), since an embedding program may wait for its own detached
-//! children. It kills nothing: that is `tree.rs`.
+//! children. It kills nothing: that is `tree.rs`. It reaps on the SIGCHLD task itself and
+//! starts no thread: at a pid limit there may be none to start.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -54,7 +55,11 @@ pub fn become_subreaper() -> std::io::Result<()> {
             if sigchld.recv().await.is_none() {
                 return;
             }
-            let reaped = tokio::task::spawn_blocking(reap_orphans).await.unwrap_or(0);
+            // Inline, on this task: a fork bomb at a pid limit rookery shares leaves no room
+            // for a thread (tokio's `spawn_blocking` then panics, and this loop with it), and
+            // its zombies are what holds the pids. The pass reads a few `/proc` files and
+            // calls `waitpid(WNOHANG)`: it never blocks.
+            let reaped = reap_orphans();
             if reaped > 0 {
                 tracing::debug!(reaped, "reaped orphaned command processes");
             }

@@ -9,7 +9,8 @@
 //! never hit.
 //!
 //! Sweeps run on their own threads (a shared one batches the common case of a command that left
-//! nothing behind into one scan), never on an actor or a runtime worker. A process that clears
+//! nothing behind into one scan), never on an actor or a runtime worker, except when no thread
+//! can be started (a pid limit reached): a kill then runs where it was asked for. A process that clears
 //! its environment before it `exec`s is beyond this mechanism. This module signals only
 //! processes carrying a cookie of this rookery process; it knows nothing of actors or tools.
 
@@ -17,7 +18,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The environment variable that marks a command's processes.
@@ -373,24 +374,43 @@ impl Drop for Job {
     }
 }
 
-fn sweeper() -> Option<&'static Mutex<Sender<Job>>> {
-    static SWEEPER: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
-    SWEEPER
-        .get_or_init(|| {
-            let (tx, rx) = channel::<Job>();
-            std::thread::Builder::new()
-                .name("rookery-sweep".into())
-                .spawn(move || run_sweeper(rx))
-                .map_err(|e| tracing::warn!("cannot start the sweeper thread: {e}"))
-                .ok()
-                .map(|_| Mutex::new(tx))
-        })
-        .as_ref()
+/// The shared sweeper thread's queue: `None` until it is started, and again after it could not
+/// be started (at a pid limit), so a later sweep tries again.
+static SWEEPER: Mutex<Option<Sender<Job>>> = Mutex::new(None);
+
+/// Hands `job` to the shared sweeper thread, starting it when there is none; gives the job
+/// back when no thread can be started.
+fn to_sweeper(job: Job) -> Result<(), Job> {
+    let mut sweeper = SWEEPER.lock().unwrap_or_else(|p| p.into_inner());
+    let job = match sweeper.as_ref() {
+        Some(tx) => match tx.send(job) {
+            Ok(()) => return Ok(()),
+            Err(e) => e.0,
+        },
+        None => job,
+    };
+    let (tx, rx) = channel::<Job>();
+    let started = std::thread::Builder::new()
+        .name("rookery-sweep".into())
+        .spawn(move || run_sweeper(rx));
+    match started {
+        Ok(_) => {
+            let sent = tx.send(job).map_err(|e| e.0);
+            *sweeper = Some(tx);
+            sent
+        }
+        Err(e) => {
+            tracing::warn!("cannot start the sweeper thread ({e}); sweeping on the caller");
+            *sweeper = None;
+            Err(job)
+        }
+    }
 }
 
 /// Sweeps `cookie` off the caller's thread and then runs `done`. Jobs that arrive together share
 /// one scan of `/proc`; a cookie that still has processes gets a thread of its own for the
-/// SIGTERM/SIGKILL sequence. Never blocks the caller.
+/// SIGTERM/SIGKILL sequence. Never blocks the caller, unless no thread can be started (a pid
+/// limit reached): the sweep then runs on the caller, since killing matters more.
 pub fn sweep_later(
     cookie: String,
     grace: Duration,
@@ -403,16 +423,7 @@ pub fn sweep_later(
         group_gone,
         done: Some(done),
     };
-    let Some(tx) = sweeper() else {
-        job.run();
-        return;
-    };
-    let sent = tx
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .send(job)
-        .map_err(|e| e.0);
-    if let Err(job) = sent {
+    if let Err(job) = to_sweeper(job) {
         job.run();
     }
 }
@@ -428,12 +439,25 @@ fn run_sweeper(rx: Receiver<Job>) {
         let found = scan(&cookies, within);
         for job in jobs {
             if found.contains_key(&job.cookie) {
+                // The job goes to the new thread through a slot it can be taken back from.
+                let slot = Arc::new(Mutex::new(Some(job)));
+                let theirs = Arc::clone(&slot);
                 let spawned = std::thread::Builder::new()
                     .name("rookery-sweep-tree".into())
-                    .spawn(move || job.run());
+                    .spawn(move || {
+                        let job = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        if let Some(job) = job {
+                            job.run();
+                        }
+                    });
                 if let Err(e) = spawned {
-                    // The job was dropped with the closure: it reported done unswept.
-                    tracing::warn!("cannot start a sweep thread: {e}");
+                    // No thread to be had (a pid limit): the kills happen here, one cookie
+                    // after the other, rather than not at all.
+                    tracing::warn!("cannot start a sweep thread ({e}); sweeping here");
+                    let job = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    if let Some(job) = job {
+                        job.run();
+                    }
                 }
             }
             // Jobs with nothing left report done as they drop here.
