@@ -233,7 +233,10 @@ async fn an_error_inside_an_open_block_is_retried() {
             .as_array_mut()
             .expect("content blocks")
         {
-            block.as_object_mut().expect("block").remove("cache_control");
+            block
+                .as_object_mut()
+                .expect("block")
+                .remove("cache_control");
         }
     }
     assert_eq!(first, retry, "the retry must re-send the failed request");
