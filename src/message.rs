@@ -419,3 +419,15 @@ pub(crate) mod json_bytes;
 pub mod launch;
 pub(crate) mod tool_list;
 pub use tool_list::ToolList;
+
+/// What kind of JSON value `value` is, as an error text names it ("a string", "an array", …).
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -215,7 +215,7 @@ fn read_json(
                     stderr: head(
                         &format!(
                             "hook's updatedInput must be a JSON object, got {}; ignored",
-                            kind_of(other)
+                            crate::message::json_kind(other)
                         ),
                         STDERR_HEAD,
                     ),
@@ -230,18 +230,6 @@ fn read_json(
     }
     if let Some(c) = get_str(specific, "additionalContext").filter(|c| !c.is_empty()) {
         acc.context.push(c);
-    }
-}
-
-/// What kind of JSON value `v` is, for an error message.
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

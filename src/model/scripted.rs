@@ -21,7 +21,7 @@ pub use self::error::{PlaceholderError, ScriptError};
 use self::session::{ScriptedSession, TurnSource};
 use super::{Model, ModelInfo, ModelSession, ModelSessionContext};
 use crate::error::ConfigError;
-use crate::message::StopReason;
+use crate::message::{StopReason, json_kind};
 
 /// The text answered once a session has used up its turns.
 pub const SCRIPT_FINISHED: &str = "script finished";
@@ -187,17 +187,6 @@ fn validate_strings(value: &Value) -> Result<(), PlaceholderError> {
         Value::Array(items) => items.iter().try_for_each(validate_strings),
         Value::Object(map) => map.values().try_for_each(validate_strings),
         _ => Ok(()),
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
