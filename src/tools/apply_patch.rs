@@ -63,7 +63,7 @@ pub fn apply_text(
         summary.push(' ');
         summary.push_str(&change.shown);
     }
-    match commit::commit_with(changes, before_step) {
+    match commit::commit_with(workspace, changes, before_step) {
         Ok(()) => ToolReply::ok(summary + "\n"),
         Err(e) => ToolReply::fail(e.to_string()),
     }
