@@ -31,6 +31,7 @@ mod commands_session;
 mod commands_tree;
 mod compaction;
 mod file_tools;
+mod fs_races;
 mod guardrails;
 mod link_order;
 mod mcp_everything;
