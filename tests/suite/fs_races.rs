@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rookery::message::StopReason;
 use rookery::tools::ToolReply;
@@ -250,4 +251,58 @@ fn openvaala_read_file_never_reads_outside_through_a_swapped_symlink() {
         assert!(!trace.contains(SECRET), "round {round}: the trace holds it");
         eprintln!("round {round}: {inside} read inside");
     }
+}
+
+#[test]
+fn the_image_tools_never_block_on_a_fifo_swapped_in_after_the_look() {
+    use rookery::tools::image_source::{LoadError, load_image};
+    use tokio_util::sync::CancellationToken;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_path_buf();
+    // A 1x1 PNG.
+    let mut png = Vec::new();
+    image::DynamicImage::new_rgb8(1, 1)
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    fs::write(ws.join("one.png"), &png).unwrap();
+    nix::unistd::mkfifo(
+        &ws.join("pipe"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cancel = CancellationToken::new();
+    let mut hung = 0;
+    for round in 0..ROUNDS {
+        let flipper = Flipper::start(
+            &ws.join("x.png"),
+            vec![Swap::Link("one.png".into()), Swap::Link("pipe".into())],
+        );
+        let (mut loaded, mut refused) = (0, 0);
+        for _ in 0..CALLS / 4 {
+            let call = load_image("x.png", &ws, &cancel);
+            // Generous: a call reads at most one small file.
+            match rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), call).await }) {
+                Ok(Ok(_)) => loaded += 1,
+                Ok(Err(LoadError::Failed(text))) => {
+                    assert!(text.ends_with("path is not a file."), "{text}");
+                    refused += 1;
+                }
+                Ok(Err(other)) => panic!("round {round}: {other:?}"),
+                Err(_) => hung += 1,
+            }
+            if hung > 0 {
+                break;
+            }
+        }
+        flipper.stop();
+        if hung > 0 {
+            // Release the blocked open so the runtime can stop.
+            let _ = fs::OpenOptions::new().write(true).open(ws.join("pipe"));
+        }
+        assert_eq!(hung, 0, "round {round}: a call blocked on the FIFO");
+        eprintln!("round {round}: {loaded} loaded, {refused} refused");
+    }
+    rt.shutdown_timeout(Duration::from_secs(1));
 }
