@@ -50,17 +50,24 @@ pub fn path_of(fd: impl AsFd) -> io::Result<PathBuf> {
 }
 
 /// Opens the directory `path` (symlinks followed) as a descriptor to create and open relative
-/// to. Nothing but a directory is opened.
+/// to. Nothing but a directory is opened. A directory that may be searched but not listed
+/// (`--x`) is opened `O_PATH`, which is enough for the `*at` calls (not for its `fsync`).
 pub fn open_dir(path: &Path) -> io::Result<File> {
     let path = if path.as_os_str().is_empty() {
         Path::new(".")
     } else {
         path
     };
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(path)
+    let open = |extra| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC | extra)
+            .open(path)
+    };
+    match open(0) {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => open(libc::O_PATH),
+        other => other,
+    }
 }
 
 /// A directory opened by [`open_dir_inside`].
