@@ -41,6 +41,7 @@ pub mod edit_file;
 pub mod file_target;
 pub mod fs_atomic;
 pub mod image_source;
+pub mod opened_at;
 pub mod path_hint;
 pub mod path_locks;
 pub mod profile;

@@ -125,7 +125,7 @@ pub fn apply_text_until(
         }
         before_step(i)
     };
-    match commit::commit_with(changes, &mut step) {
+    match commit::commit_with(workspace, changes, &mut step) {
         Ok(()) => ToolReply::ok(summary + "\n"),
         Err(e) => ToolReply::fail(e.to_string()),
     }

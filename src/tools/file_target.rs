@@ -2,17 +2,25 @@
 //! the final component are followed to the file they name (a dangling link names the file to
 //! create), the target is `stat`ed before it is opened, anything but a regular file (directory,
 //! FIFO, socket, device) is refused with its kind, and a regular file is opened read-only with
-//! `O_NONBLOCK | O_NOCTTY` and checked again with `fstat`, so no open ever blocks.
+//! `O_NONBLOCK | O_NOCTTY` and checked again with `fstat`, so no open ever blocks. A tool's
+//! target is opened by its last name in its directory's descriptor, never through a symlink, so
+//! a symlink swapped in after the look is noticed instead of followed.
 //!
 //! It never writes, creates or removes anything (fs_atomic writes) and never reads contents.
 
+use std::ffi::OsStr;
 use std::fs::{self, File, FileType, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use super::opened_at::{is_symlink_race, open_dir, open_regular_in};
+
 /// Symlinks followed before giving up (the kernel's own limit).
 const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Times a path whose last name keeps turning into a symlink is resolved again.
+const MAX_SWAP_RETRIES: usize = 8;
 
 /// What a path names, as far as the file tools care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,8 +84,8 @@ pub struct Opened {
     pub meta: Metadata,
 }
 
-/// The real file behind a path: where it is, whether a symlink led there, and the open file
-/// when it exists.
+/// The real file behind a path: where it is, whether a symlink led there, the directory it is
+/// in (opened) and the open file when it exists.
 #[derive(Debug)]
 pub struct Target {
     /// The path with every final-component symlink followed (not canonicalized otherwise).
@@ -86,30 +94,75 @@ pub struct Target {
     pub via_symlink: bool,
     /// The opened file; `None` when nothing exists at `real` yet.
     pub existing: Option<Opened>,
+    /// The directory of `real`, opened once (`None` when it does not exist yet): the existing
+    /// file was opened in it by its last name, never through a symlink, and a write lands in it
+    /// under that same name (see `fs_atomic`), so what was checked is what is written.
+    pub dir: Option<File>,
 }
 
 impl Target {
-    /// Follows the symlinks at `path` and opens what they lead to. A missing target (or a path
-    /// through a non-directory) is `existing: None`; a non-regular one is refused.
+    /// Follows the symlinks at `path` and opens what they lead to: the real file's directory,
+    /// then its last name in that directory without following a symlink. A name that became a
+    /// symlink in between (swapped by rename) is resolved again, a few times at most. A missing
+    /// target (or a path through a non-directory) is `existing: None`; a non-regular one is
+    /// refused.
     pub fn open(path: &Path) -> Result<Target, TargetError> {
-        let (real, via_symlink) = follow_symlinks(path)?;
-        let existing = match open_regular(&real) {
-            Ok(opened) => Some(opened),
-            Err(TargetError::Io(e))
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(Target {
-            real,
-            via_symlink,
-            existing,
-        })
+        for _ in 0..MAX_SWAP_RETRIES {
+            let (real, via_symlink) = follow_symlinks(path)?;
+            let Some(name) = real.file_name().map(OsStr::to_os_string) else {
+                // `/` or a path ending in `..`: no name to open in a directory.
+                let existing = absent_is_none(open_regular(&real))?;
+                return Ok(Target {
+                    real,
+                    via_symlink,
+                    existing,
+                    dir: None,
+                });
+            };
+            let dir = match open_dir(real.parent().unwrap_or(Path::new("."))) {
+                Ok(dir) => dir,
+                Err(e) if is_absent(&e) => {
+                    return Ok(Target {
+                        real,
+                        via_symlink,
+                        existing: None,
+                        dir: None,
+                    });
+                }
+                Err(e) => return Err(TargetError::Io(e)),
+            };
+            let existing = match open_regular_in(&dir, &name) {
+                Err(TargetError::Io(e)) if is_symlink_race(&e) => continue,
+                other => absent_is_none(other)?,
+            };
+            return Ok(Target {
+                real,
+                via_symlink,
+                existing,
+                dir: Some(dir),
+            });
+        }
+        Err(TargetError::Io(io::Error::other(format!(
+            "{} kept changing while it was opened (a symlink swapped in and out)",
+            path.display()
+        ))))
+    }
+}
+
+/// A missing file (or a path through a non-directory).
+fn is_absent(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// `None` for a missing file, the opened one, or the error.
+fn absent_is_none(opened: Result<Opened, TargetError>) -> Result<Option<Opened>, TargetError> {
+    match opened {
+        Ok(opened) => Ok(Some(opened)),
+        Err(TargetError::Io(e)) if is_absent(&e) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

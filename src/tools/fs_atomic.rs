@@ -6,21 +6,30 @@
 //! file with more than one hard link (or whose owner cannot be given to a new file) is written in
 //! place instead (truncate, write, fsync), so every link keeps seeing the same inode.
 //!
+//! Every step happens relative to the target's directory descriptor (`Target::dir`) under the
+//! target's last name, never following a symlink at that name: a symlink swapped in after the
+//! target was checked is replaced by the rename, never written through.
+//!
 //! This module must not create parent directories, decide which file is the target (that is
 //! [`super::file_target`]: symlinks are followed there, so a link stays a link) or leave a temp
 //! file behind on any failure.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, Metadata, OpenOptions};
+use std::fs::{self, File, Metadata};
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{OFlag, openat, renameat};
+use nix::sys::stat::Mode;
+use nix::unistd::{UnlinkatFlags, unlinkat};
 use rand::Rng;
 use rand::distr::Alphanumeric;
 
 use super::file_target::{Target, same_file};
+use super::opened_at::open_dir;
 
 /// Longest file name most Unix file systems accept (bytes).
 const NAME_MAX: usize = 255;
@@ -115,28 +124,51 @@ fn check_size_limit(len: usize) -> Result<(), WriteError> {
 }
 
 /// Writes `contents` to the real file of `target`: in place when it has more than one hard
-/// link, else atomically through a temp file that keeps the old owner, group and mode.
+/// link, else atomically through a temp file that keeps the old owner, group and mode. Every
+/// step happens in the target's directory descriptor under the target's last name (never
+/// following a symlink there), so a symlink swapped in after the target was checked is
+/// replaced, not written through.
 /// Contents over the file size limit are refused before anything is written.
 pub fn write_through(target: &Target, contents: &[u8]) -> Result<WriteMode, WriteError> {
     check_size_limit(contents.len())?;
+    let name = target
+        .real
+        .file_name()
+        .ok_or_else(|| WriteError::NoFileName(target.real.clone()))?;
+    let opened_now;
+    let dir = match &target.dir {
+        Some(dir) => dir,
+        None => {
+            // A directory made since the target was looked at (write_file creates parents).
+            opened_now = open_dir(target.real.parent().unwrap_or(Path::new(".")))?;
+            &opened_now
+        }
+    };
+    let at = At { dir, name };
     let Some(existing) = &target.existing else {
-        replace_atomic(&target.real, contents, None)?;
+        replace_atomic(&at, contents, None)?;
         return Ok(WriteMode::Replaced);
     };
     let links = existing.meta.nlink();
     if links > 1 {
-        write_in_place(&target.real, &existing.meta, contents)?;
+        write_in_place(&at, &existing.meta, contents)?;
         return Ok(WriteMode::InPlaceLinks { links });
     }
-    match replace_atomic(&target.real, contents, Some(&existing.meta)) {
+    match replace_atomic(&at, contents, Some(&existing.meta)) {
         Ok(()) => Ok(WriteMode::Replaced),
         Err(ReplaceError::OwnerNotKept(e)) => {
             tracing::debug!(path = %target.real.display(), error = %e, "owner cannot be kept by a new file; writing in place");
-            write_in_place(&target.real, &existing.meta, contents)?;
+            write_in_place(&at, &existing.meta, contents)?;
             Ok(WriteMode::InPlaceOwner)
         }
         Err(ReplaceError::Write(e)) => Err(e),
     }
+}
+
+/// A name in an opened directory.
+struct At<'a> {
+    dir: &'a File,
+    name: &'a OsStr,
 }
 
 /// A failed replacement: the owner could not be carried over (try in place), or a real error.
@@ -151,6 +183,12 @@ impl From<io::Error> for ReplaceError {
     }
 }
 
+impl From<nix::errno::Errno> for ReplaceError {
+    fn from(e: nix::errno::Errno) -> Self {
+        ReplaceError::from(io::Error::from(e))
+    }
+}
+
 impl From<ReplaceError> for WriteError {
     fn from(e: ReplaceError) -> Self {
         match e {
@@ -160,23 +198,13 @@ impl From<ReplaceError> for WriteError {
     }
 }
 
-/// Temp file in `path`'s directory, write, owner/group/mode of `keep`, fsync, rename over
-/// `path`. On any failure the temp file is removed and `path` is untouched.
-fn replace_atomic(
-    path: &Path,
-    contents: &[u8],
-    keep: Option<&Metadata>,
-) -> Result<(), ReplaceError> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| ReplaceError::Write(WriteError::NoFileName(path.to_path_buf())))?;
-    let dir = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let (tmp_path, mut file) = create_temp(dir, name)?;
+/// Temp file in the target's directory, write, owner/group/mode of `keep`, fsync, rename over
+/// the target's name. On any failure the temp file is removed and the target is untouched.
+fn replace_atomic(at: &At, contents: &[u8], keep: Option<&Metadata>) -> Result<(), ReplaceError> {
+    let (tmp_name, mut file) = create_temp(at.dir, at.name)?;
     let guard = TempGuard {
-        path: tmp_path,
+        dir: at.dir,
+        name: tmp_name,
         armed: true,
     };
     file.write_all(contents)?;
@@ -198,23 +226,34 @@ fn replace_atomic(
     // new name over blocks that never reached the disk.
     file.sync_all()?;
     drop(file);
-    fs::rename(&guard.path, path)?;
+    // Replaces whatever entry has the name now (a symlink swapped in is replaced itself).
+    renameat(at.dir, guard.name.as_os_str(), at.dir, at.name)?;
     guard.disarm();
     // Best effort: make the rename itself durable.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    tracing::trace!(path = %path.display(), bytes = contents.len(), "atomic write done");
+    let _ = at.dir.sync_all();
+    tracing::trace!(name = %at.name.to_string_lossy(), bytes = contents.len(), "atomic write done");
     Ok(())
 }
 
-/// Truncate + write + fsync of the very inode `expected` describes (checked with `fstat`
-/// after the open, so a file swapped in meanwhile is not written).
-fn write_in_place(path: &Path, expected: &Metadata, contents: &[u8]) -> Result<(), WriteError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
+/// Truncate + write + fsync of the very inode `expected` describes (opened by its name in the
+/// directory without following a symlink, and checked with `fstat` after the open, so a file
+/// swapped in meanwhile is not written).
+fn write_in_place(at: &At, expected: &Metadata, contents: &[u8]) -> Result<(), WriteError> {
+    let fd = openat(
+        at.dir.as_fd(),
+        at.name,
+        OFlag::O_WRONLY
+            | OFlag::O_NONBLOCK
+            | OFlag::O_NOCTTY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        nix::errno::Errno::ELOOP => WriteError::Changed,
+        e => WriteError::Io(io::Error::from(e)),
+    })?;
+    let mut file = File::from(fd);
     let now = file.metadata()?;
     if !now.is_file() || !same_file(&now, expected) {
         return Err(WriteError::Changed);
@@ -222,12 +261,13 @@ fn write_in_place(path: &Path, expected: &Metadata, contents: &[u8]) -> Result<(
     file.set_len(0)?;
     file.write_all(contents)?;
     file.sync_all()?;
-    tracing::trace!(path = %path.display(), bytes = contents.len(), "in-place write done");
+    tracing::trace!(name = %at.name.to_string_lossy(), bytes = contents.len(), "in-place write done");
     Ok(())
 }
 
-/// Creates a fresh temp file next to the target (never reusing an existing name).
-fn create_temp(dir: &Path, name: &OsStr) -> io::Result<(PathBuf, File)> {
+/// Creates a fresh temp file in `dir` next to the target (never reusing an existing name, never
+/// through a symlink).
+fn create_temp(dir: &File, name: &OsStr) -> io::Result<(OsString, File)> {
     let mut last_err = None;
     for _ in 0..TEMP_ATTEMPTS {
         let suffix: String = rand::rng()
@@ -235,15 +275,23 @@ fn create_temp(dir: &Path, name: &OsStr) -> io::Result<(PathBuf, File)> {
             .take(6)
             .map(char::from)
             .collect();
-        let tmp_path = dir.join(temp_file_name(name, std::process::id(), &suffix));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp_path)
-        {
-            Ok(file) => return Ok((tmp_path, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
-            Err(e) => return Err(e),
+        let tmp_name = temp_file_name(name, std::process::id(), &suffix);
+        match openat(
+            dir.as_fd(),
+            tmp_name.as_os_str(),
+            OFlag::O_WRONLY
+                | OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NOCTTY
+                | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o666),
+        ) {
+            Ok(fd) => return Ok((tmp_name, File::from(fd))),
+            Err(nix::errno::Errno::EEXIST) => {
+                last_err = Some(io::Error::from(io::ErrorKind::AlreadyExists))
+            }
+            Err(e) => return Err(io::Error::from(e)),
         }
     }
     Err(last_err.unwrap_or_else(|| io::Error::other("could not create a temp file")))
@@ -263,24 +311,29 @@ fn temp_file_name(name: &OsStr, pid: u32, suffix: &str) -> OsString {
 }
 
 /// Removes the temp file on drop unless the rename succeeded (covers `?` returns and panics).
-struct TempGuard {
-    path: PathBuf,
+struct TempGuard<'a> {
+    dir: &'a File,
+    name: OsString,
     armed: bool,
 }
 
-impl TempGuard {
+impl TempGuard<'_> {
     fn disarm(mut self) {
         self.armed = false;
     }
 }
 
-impl Drop for TempGuard {
+impl Drop for TempGuard<'_> {
     fn drop(&mut self) {
         if self.armed
-            && let Err(e) = fs::remove_file(&self.path)
-            && e.kind() != io::ErrorKind::NotFound
+            && let Err(e) = unlinkat(
+                self.dir.as_fd(),
+                self.name.as_os_str(),
+                UnlinkatFlags::NoRemoveDir,
+            )
+            && e != nix::errno::Errno::ENOENT
         {
-            tracing::warn!(path = %self.path.display(), error = %e, "could not remove temp file");
+            tracing::warn!(name = %self.name.to_string_lossy(), error = %e, "could not remove temp file");
         }
     }
 }
@@ -422,7 +475,12 @@ mod tests {
         let target = dir.path().join("taken");
         fs::create_dir(&target).unwrap();
         fs::write(target.join("inner"), "x").unwrap();
-        let err = WriteError::from(replace_atomic(&target, b"data", None).err().unwrap());
+        let at_dir = open_dir(dir.path()).unwrap();
+        let at = At {
+            dir: &at_dir,
+            name: OsStr::new("taken"),
+        };
+        let err = WriteError::from(replace_atomic(&at, b"data", None).err().unwrap());
         assert!(!err.to_string().is_empty());
         assert_eq!(entries(dir.path()), vec!["taken".to_string()]);
         assert_eq!(entries(&target), vec!["inner".to_string()]);

@@ -16,7 +16,9 @@ use image::{DynamicImage, ImageFormat, ImageReader};
 use tokio_util::sync::CancellationToken;
 
 use super::Tool;
+use super::capped_read::{Capped, read_capped};
 use super::describe_image::DescribeImageTool;
+use super::file_target::{TargetError, open_regular};
 use super::read_image::ReadImageTool;
 use super::registry::{ToolDefinitionConfig, default_definition};
 use crate::model::model_config::ModelConfig;
@@ -194,16 +196,25 @@ async fn read_local(
     let path = super::resolve_path(workspace, source);
     let failed =
         |e: std::io::Error| LoadError::Failed(format!("Failed to read image \"{source}\": {e}"));
-    let meta = tokio::fs::metadata(&path).await.map_err(failed)?;
-    if !meta.is_file() {
-        return Err(LoadError::Failed(format!(
-            "Failed to read image \"{source}\": path is not a file."
-        )));
-    }
-    if meta.len() > MAX_IMAGE_BYTES {
-        return Err(LoadError::Failed(oversize(meta.len())));
-    }
-    let bytes = tokio::fs::read(&path).await.map_err(failed)?;
+    // Opened once, never blocking; the kind and the size are the opened file's (`fstat`), and
+    // the read stops past the cap, so a symlink swapped after a look (to a FIFO, a device or a
+    // huge file) is never read.
+    let read = tokio::task::spawn_blocking(move || -> Result<Capped, TargetError> {
+        let opened = open_regular(&path)?;
+        Ok(read_capped(&opened, MAX_IMAGE_BYTES)?)
+    })
+    .await
+    .map_err(|e| failed(std::io::Error::other(e)))?;
+    let bytes = match read {
+        Ok(Capped::Whole(bytes)) => bytes,
+        Ok(Capped::TooLarge { size }) => return Err(LoadError::Failed(oversize(size))),
+        Err(TargetError::NotRegular(_)) => {
+            return Err(LoadError::Failed(format!(
+                "Failed to read image \"{source}\": path is not a file."
+            )));
+        }
+        Err(TargetError::Io(e)) => return Err(failed(e)),
+    };
     let mime = sniff_mime(&bytes)
         .or_else(|| mime_from_ext(source))
         .map(str::to_string);

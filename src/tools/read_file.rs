@@ -21,6 +21,7 @@ use self::render::{Listing, finish};
 use self::scan::ScanLimits;
 use super::canonical::canonical_under;
 use super::file_target::{FileKind, TargetError, open_regular_stat};
+use super::opened_at::path_of;
 use super::path_hint::{normalize_lexically, path_hint};
 use super::secret_guard::{secret_by_identity, secret_by_names};
 use super::{
@@ -208,8 +209,19 @@ fn read_prepared(
             });
         }
     };
-    // Decided by the opened file: a hard link to a secret store is refused too.
-    let real = real.unwrap_or_else(|| resolved.clone());
+    // Decided by the opened file, by where the kernel says it is (a symlink swapped between
+    // the look above and the open cannot pass another file off as the one checked) and by its
+    // inode (a hard link to a secret store is refused too).
+    let real = match path_of(&opened.file) {
+        Ok(opened_at) => opened_at,
+        Err(e) => {
+            tracing::debug!(error = %e, "read_file: no path for the opened file");
+            real.unwrap_or_else(|| resolved.clone())
+        }
+    };
+    if let Some(name) = secret_by_names(&resolved, Some(&real)) {
+        return Err(refusal(file_path, name));
+    }
     if let Some(name) = secret_by_identity(&real, &opened.meta, workspace) {
         return Err(refusal(file_path, name));
     }

@@ -33,6 +33,7 @@ mod commands_tree;
 mod compaction;
 mod file_size_limit;
 mod file_tools;
+mod fs_races;
 mod guardrails;
 mod link_order;
 mod mcp_everything;

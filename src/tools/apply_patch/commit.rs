@@ -16,22 +16,35 @@
 //! with the previous contents of replaced or deleted files in their `.orig-` backups, leftover
 //! `.tmp-` files and newly created directories; nothing is ever lost.
 //!
+//! Every file is reached through its directory, opened once when the change is staged and
+//! judged after the open: the directory the kernel says was opened must really lie in the
+//! workspace. Temp files, backups, renames, links and missing directories are then made
+//! relative to that descriptor by one name, never following a symlink at that name, so a
+//! directory or symlink swapped by rename after the plan was checked cannot lead a write out of
+//! the workspace.
+//!
 //! It decides nothing about what to change (that is [`super::compute`]) and never follows a
 //! path other than the ones in the plan.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, Metadata, OpenOptions};
+use std::fs::{self, File, Metadata};
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path};
+use std::rc::Rc;
 
-use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat, renameat2};
+use nix::sys::stat::{Mode, mkdirat};
+use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 use rand::Rng;
 use rand::distr::Alphanumeric;
 
 use super::compute::{Action, Change};
 use crate::tools::file_target::same_file;
+use crate::tools::opened_at::{InsideError, open_dir_inside};
 
 /// Attempts at finding an unused temp or backup name.
 const NAME_ATTEMPTS: usize = 16;
@@ -48,44 +61,56 @@ pub struct CommitError {
     pub restored: String,
 }
 
-/// One reversible change on disk.
+/// A directory opened (and judged inside the workspace) once, shared by the steps in it.
+type Dir = Rc<File>;
+
+/// One reversible change on disk; every name is one component in `dir`.
 enum Step {
-    /// Rename `tmp` to `path`, which must not exist. Undo: remove `path`.
-    Create { tmp: PathBuf, path: PathBuf },
-    /// Link `path` to a backup, rename `tmp` over `path`. Undo: rename the backup back.
-    Swap {
-        tmp: PathBuf,
-        path: PathBuf,
-        backup: Option<PathBuf>,
+    /// Rename `tmp` to `name`, which must not exist. Undo: remove `name`.
+    Create {
+        dir: Dir,
+        tmp: OsString,
+        name: OsString,
     },
-    /// Rewrite the inode of `path` in place. Undo: write `old` back the same way.
+    /// Link `name` to a backup, rename `tmp` over `name`. Undo: rename the backup back.
+    Swap {
+        dir: Dir,
+        tmp: OsString,
+        name: OsString,
+        backup: Option<OsString>,
+    },
+    /// Rewrite the inode of `name` in place. Undo: write `old` back the same way.
     InPlace {
-        path: PathBuf,
+        dir: Dir,
+        name: OsString,
         contents: Vec<u8>,
         old: Vec<u8>,
         meta: Metadata,
     },
-    /// Rename `path` to a backup. Undo: rename it back.
+    /// Rename `name` to a backup. Undo: rename it back.
     Remove {
-        path: PathBuf,
-        backup: Option<PathBuf>,
+        dir: Dir,
+        name: OsString,
+        backup: Option<OsString>,
     },
 }
 
-/// The staged plan: its steps (with the file each belongs to) and the directories it created.
+/// The staged plan: its steps (with the file each belongs to) and the directories it created
+/// (each as its parent directory and its name).
 struct Staged {
     steps: Vec<(String, Step)>,
-    created_dirs: Vec<PathBuf>,
+    created_dirs: Vec<(Dir, OsString)>,
 }
 
-/// Applies `changes`; on error nothing is left changed (see the module header).
-pub fn commit(changes: Vec<Change>) -> Result<(), CommitError> {
-    commit_with(changes, &mut |_| Ok(()))
+/// Applies `changes` in `workspace`; on error nothing is left changed (see the module header).
+pub fn commit(workspace: &Path, changes: Vec<Change>) -> Result<(), CommitError> {
+    commit_with(workspace, changes, &mut |_| Ok(()))
 }
 
 /// [`commit`] with `before_step(i)` called before the `i`-th switch step; an error it returns
 /// fails that step (tests use it to inject a failure on the real commit path).
 pub fn commit_with(
+    workspace: &Path,
     changes: Vec<Change>,
     before_step: &mut dyn FnMut(usize) -> io::Result<()>,
 ) -> Result<(), CommitError> {
@@ -95,7 +120,7 @@ pub fn commit_with(
     };
     for change in changes {
         let shown = change.shown.clone();
-        if let Err(source) = stage(change, &mut staged) {
+        if let Err(source) = stage(workspace, change, &mut staged) {
             cleanup(&staged, 0);
             return Err(CommitError {
                 shown,
@@ -143,14 +168,35 @@ pub fn commit_with(
     Ok(())
 }
 
+/// The last name of `path` (a file's name in its directory).
+fn name_of(path: &Path) -> io::Result<OsString> {
+    path.file_name()
+        .map(OsStr::to_os_string)
+        .ok_or_else(|| io::Error::other(format!("{} does not name a file", path.display())))
+}
+
+/// The directory of `path`, opened and judged inside `workspace` (see the module header).
+fn dir_of(workspace: &Path, path: &Path) -> io::Result<Dir> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    match open_dir_inside(workspace, parent) {
+        Ok(inside) => Ok(Rc::new(inside.dir)),
+        Err(InsideError::Io(e)) => Err(e),
+        Err(e @ InsideError::Outside(_)) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            e.to_string(),
+        )),
+    }
+}
+
 /// Writes the temp files of one change and records its steps.
-fn stage(change: Change, staged: &mut Staged) -> io::Result<()> {
+fn stage(workspace: &Path, change: Change, staged: &mut Staged) -> io::Result<()> {
     let shown = change.shown;
     match change.action {
         Action::Create { path, contents } => {
-            make_parents(&path, &mut staged.created_dirs)?;
-            let tmp = write_temp(&path, &contents, None)?;
-            staged.steps.push((shown, Step::Create { tmp, path }));
+            let dir = make_parents(workspace, &path, &mut staged.created_dirs)?;
+            let name = name_of(&path)?;
+            let tmp = write_temp(&dir, &name, &contents, None)?;
+            staged.steps.push((shown, Step::Create { dir, tmp, name }));
         }
         Action::Replace {
             path,
@@ -158,37 +204,52 @@ fn stage(change: Change, staged: &mut Staged) -> io::Result<()> {
             old,
             meta,
         } => {
-            let in_place = |contents, old, meta| Step::InPlace {
-                path: path.clone(),
+            let dir = dir_of(workspace, &path)?;
+            let name = name_of(&path)?;
+            let in_place = |dir: &Dir, contents, old, meta| Step::InPlace {
+                dir: Rc::clone(dir),
+                name: name.clone(),
                 contents,
                 old,
                 meta,
             };
             if meta.nlink() > 1 {
-                staged.steps.push((shown, in_place(contents, old, meta)));
+                staged
+                    .steps
+                    .push((shown, in_place(&dir, contents, old, meta)));
                 return Ok(());
             }
-            match write_temp(&path, &contents, Some(&meta)) {
+            match write_temp(&dir, &name, &contents, Some(&meta)) {
                 Ok(tmp) => staged.steps.push((
                     shown,
                     Step::Swap {
+                        dir,
                         tmp,
-                        path: path.clone(),
+                        name: name.clone(),
                         backup: None,
                     },
                 )),
                 // The owner cannot be given to a new file: keep the inode.
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                     tracing::debug!(path = %path.display(), "owner cannot be kept; writing in place");
-                    staged.steps.push((shown, in_place(contents, old, meta)));
+                    staged
+                        .steps
+                        .push((shown, in_place(&dir, contents, old, meta)));
                 }
                 Err(e) => return Err(e),
             }
         }
         Action::Remove { path } => {
-            staged
-                .steps
-                .push((shown, Step::Remove { path, backup: None }));
+            let dir = dir_of(workspace, &path)?;
+            let name = name_of(&path)?;
+            staged.steps.push((
+                shown,
+                Step::Remove {
+                    dir,
+                    name,
+                    backup: None,
+                },
+            ));
         }
         Action::Move {
             from,
@@ -196,24 +257,38 @@ fn stage(change: Change, staged: &mut Staged) -> io::Result<()> {
             contents,
             meta,
         } => {
-            make_parents(&to, &mut staged.created_dirs)?;
-            let tmp = match write_temp(&to, &contents, Some(&meta)) {
+            let from_dir = dir_of(workspace, &from)?;
+            let from_name = name_of(&from)?;
+            let dir = make_parents(workspace, &to, &mut staged.created_dirs)?;
+            let name = name_of(&to)?;
+            let tmp = match write_temp(&dir, &name, &contents, Some(&meta)) {
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                     // A moved file that cannot keep its owner still keeps its mode.
-                    write_temp(&to, &contents, None).and_then(|tmp| {
-                        fs::set_permissions(&tmp, fs::Permissions::from_mode(meta.mode() & 0o7777))
-                            .map(|()| tmp)
-                    })?
+                    let tmp = write_temp(&dir, &name, &contents, None)?;
+                    let mode = Mode::from_bits_truncate(meta.mode() & 0o7777);
+                    let chmod = openat(
+                        dir.as_fd(),
+                        tmp.as_os_str(),
+                        OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .and_then(|fd| nix::sys::stat::fchmod(&fd, mode));
+                    if let Err(e) = chmod {
+                        let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+                        return Err(io::Error::from(e));
+                    }
+                    tmp
                 }
                 other => other?,
             };
             staged
                 .steps
-                .push((shown.clone(), Step::Create { tmp, path: to }));
+                .push((shown.clone(), Step::Create { dir, tmp, name }));
             staged.steps.push((
                 shown,
                 Step::Remove {
-                    path: from,
+                    dir: from_dir,
+                    name: from_name,
                     backup: None,
                 },
             ));
@@ -225,28 +300,44 @@ fn stage(change: Change, staged: &mut Staged) -> io::Result<()> {
 /// Does one step, recording what its undo needs.
 fn apply(step: &mut Step) -> io::Result<()> {
     match step {
-        Step::Create { tmp, path } => rename_noreplace(tmp, path),
-        Step::Swap { tmp, path, backup } => {
-            let b = free_name(path, "orig", |b| fs::hard_link(&*path, b))?;
-            if let Err(e) = fs::rename(&*tmp, &*path) {
+        Step::Create { dir, tmp, name } => rename_noreplace(dir, tmp, name),
+        Step::Swap {
+            dir,
+            tmp,
+            name,
+            backup,
+        } => {
+            // The entry itself is linked (a symlink swapped in is linked, not followed).
+            let b = free_name(name, "orig", |b| {
+                linkat(
+                    dir.as_fd(),
+                    name.as_os_str(),
+                    dir.as_fd(),
+                    b,
+                    AtFlags::empty(),
+                )
+                .map_err(io::Error::from)
+            })?;
+            if let Err(e) = renameat(dir.as_fd(), tmp.as_os_str(), dir.as_fd(), name.as_os_str()) {
                 // Not done: the backup link is not needed.
-                let _ = fs::remove_file(&b);
-                return Err(e);
+                let _ = unlinkat(dir.as_fd(), b.as_os_str(), UnlinkatFlags::NoRemoveDir);
+                return Err(io::Error::from(e));
             }
             *backup = Some(b);
-            sync_parent(path);
+            let _ = dir.sync_all();
             Ok(())
         }
         Step::InPlace {
-            path,
+            dir,
+            name,
             contents,
             meta,
             ..
-        } => write_in_place(path, meta, contents),
-        Step::Remove { path, backup } => {
-            let b = free_name(path, "orig", |b| rename_noreplace(path, b))?;
+        } => write_in_place(dir, name, meta, contents),
+        Step::Remove { dir, name, backup } => {
+            let b = free_name(name, "orig", |b| rename_noreplace(dir, name, b))?;
             *backup = Some(b);
-            sync_parent(path);
+            let _ = dir.sync_all();
             Ok(())
         }
     }
@@ -255,16 +346,26 @@ fn apply(step: &mut Step) -> io::Result<()> {
 /// Reverts a step that was done.
 fn undo(step: &Step) -> io::Result<()> {
     match step {
-        Step::Create { path, .. } => fs::remove_file(path),
-        Step::Swap { path, backup, .. } => match backup {
-            Some(b) => fs::rename(b, path),
+        Step::Create { dir, name, .. } => {
+            unlinkat(dir.as_fd(), name.as_os_str(), UnlinkatFlags::NoRemoveDir)
+                .map_err(io::Error::from)
+        }
+        Step::Swap {
+            dir, name, backup, ..
+        } => match backup {
+            Some(b) => renameat(dir.as_fd(), b.as_os_str(), dir.as_fd(), name.as_os_str())
+                .map_err(io::Error::from),
             None => Ok(()),
         },
         Step::InPlace {
-            path, old, meta, ..
-        } => write_in_place(path, meta, old),
-        Step::Remove { path, backup } => match backup {
-            Some(b) => rename_noreplace(b, path),
+            dir,
+            name,
+            old,
+            meta,
+            ..
+        } => write_in_place(dir, name, meta, old),
+        Step::Remove { dir, name, backup } => match backup {
+            Some(b) => rename_noreplace(dir, b, name),
             None => Ok(()),
         },
     }
@@ -273,61 +374,97 @@ fn undo(step: &Step) -> io::Result<()> {
 /// After success: drops the backups (best effort; a leftover backup only costs space).
 fn finish(step: &Step) {
     if let Step::Swap {
-        backup: Some(b), ..
+        dir,
+        backup: Some(b),
+        ..
     }
     | Step::Remove {
-        backup: Some(b), ..
+        dir,
+        backup: Some(b),
+        ..
     } = step
-        && let Err(e) = fs::remove_file(b)
+        && let Err(e) = unlinkat(dir.as_fd(), b.as_os_str(), UnlinkatFlags::NoRemoveDir)
     {
-        tracing::warn!(path = %b.display(), error = %e, "apply_patch could not remove a backup");
+        tracing::warn!(name = %b.to_string_lossy(), error = %e, "apply_patch could not remove a backup");
     }
 }
 
 /// Removes the temp files of the steps from `from` on (never done) and the created directories.
 fn cleanup(staged: &Staged, from: usize) {
     for (_, step) in staged.steps.iter().skip(from) {
-        if let Step::Create { tmp, .. } | Step::Swap { tmp, .. } = step {
-            let _ = fs::remove_file(tmp);
+        if let Step::Create { dir, tmp, .. } | Step::Swap { dir, tmp, .. } = step {
+            let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
         }
     }
-    for dir in staged.created_dirs.iter().rev() {
+    for (dir, name) in staged.created_dirs.iter().rev() {
         // Only empty directories go; one still holding something stays.
-        let _ = fs::remove_dir(dir);
+        let _ = unlinkat(dir.as_fd(), name.as_os_str(), UnlinkatFlags::RemoveDir);
     }
 }
 
-/// Creates the missing parents of `path`, remembering each one created (outermost first).
-fn make_parents(path: &Path, created: &mut Vec<PathBuf>) -> io::Result<()> {
-    let Some(parent) = path.parent() else {
-        return Ok(());
-    };
-    let missing: Vec<&Path> = parent
+/// Opens the directory of `path` for a new file, creating its missing parents: the deepest
+/// existing ancestor is opened and judged inside `workspace`, then each missing directory is
+/// made in the one before it and opened without following a symlink. Each directory created is
+/// remembered (outermost first).
+fn make_parents(
+    workspace: &Path,
+    path: &Path,
+    created: &mut Vec<(Dir, OsString)>,
+) -> io::Result<Dir> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let existing = parent
         .ancestors()
-        .take_while(|a| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err())
-        .collect();
-    for dir in missing.into_iter().rev() {
-        match fs::create_dir(dir) {
-            Ok(()) => created.push(dir.to_path_buf()),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
-            Err(e) => return Err(e),
+        .find(|a| a.as_os_str().is_empty() || fs::symlink_metadata(a).is_ok())
+        .unwrap_or(Path::new("."));
+    let mut dir = dir_of(workspace, &existing.join("_"))?;
+    let below = parent.strip_prefix(existing).map_err(io::Error::other)?;
+    for component in below.components() {
+        let Component::Normal(name) = component else {
+            return Err(io::Error::other(format!(
+                "{} is not a plain directory path",
+                parent.display()
+            )));
+        };
+        match mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(0o777)) {
+            Ok(()) => created.push((Rc::clone(&dir), name.to_os_string())),
+            Err(Errno::EEXIST) => {}
+            Err(e) => return Err(io::Error::from(e)),
         }
+        let next = openat(
+            dir.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)?;
+        dir = Rc::new(File::from(next));
     }
-    Ok(())
+    Ok(dir)
 }
 
-/// A fresh temp file beside `path` holding `contents` (with `keep`'s owner, group and mode),
-/// fsynced. On any failure nothing is left behind.
-fn write_temp(path: &Path, contents: &[u8], keep: Option<&Metadata>) -> io::Result<PathBuf> {
+/// A fresh temp file in `dir` beside `name` holding `contents` (with `keep`'s owner, group and
+/// mode), fsynced. On any failure nothing is left behind.
+fn write_temp(
+    dir: &Dir,
+    name: &OsStr,
+    contents: &[u8],
+    keep: Option<&Metadata>,
+) -> io::Result<OsString> {
     let mut file = None;
-    let tmp = free_name(path, "tmp", |candidate| {
-        file = Some(
-            OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOCTTY)
-                .open(candidate)?,
-        );
+    let tmp = free_name(name, "tmp", |candidate| {
+        let fd = openat(
+            dir.as_fd(),
+            candidate,
+            OFlag::O_WRONLY
+                | OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NOCTTY
+                | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o666),
+        )
+        .map_err(io::Error::from)?;
+        file = Some(File::from(fd));
         Ok(())
     })?;
     let Some(mut file) = file else {
@@ -345,29 +482,21 @@ fn write_temp(path: &Path, contents: &[u8], keep: Option<&Metadata>) -> io::Resu
         file.sync_all()
     })();
     if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
+        let _ = unlinkat(dir.as_fd(), tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
         return Err(e);
     }
     Ok(tmp)
 }
 
-/// Tries `make` on fresh names `.<name>.<tag>-<pid>-<6 random>` beside `path` until one does
-/// not exist yet.
+/// Tries `make` on fresh names `.<name>.<tag>-<pid>-<6 random>` until one does not exist yet.
 fn free_name(
-    path: &Path,
+    name: &OsStr,
     tag: &str,
-    mut make: impl FnMut(&Path) -> io::Result<()>,
-) -> io::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::other(format!("{} does not name a file", path.display())))?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    mut make: impl FnMut(&OsStr) -> io::Result<()>,
+) -> io::Result<OsString> {
     let mut last = None;
     for _ in 0..NAME_ATTEMPTS {
-        let candidate = dir.join(side_name(name, tag));
+        let candidate = side_name(name, tag);
         match make(&candidate) {
             Ok(()) => return Ok(candidate),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
@@ -390,27 +519,43 @@ fn side_name(name: &OsStr, tag: &str) -> OsString {
     OsString::from_vec(out)
 }
 
-/// `rename(from, to)` that never replaces an existing `to`.
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+/// `rename(from, to)` in `dir` that never replaces an existing `to`.
+fn rename_noreplace(dir: &Dir, from: &OsStr, to: &OsStr) -> io::Result<()> {
+    match renameat2(
+        dir.as_fd(),
+        from,
+        dir.as_fd(),
+        to,
+        RenameFlags::RENAME_NOREPLACE,
+    ) {
         Ok(()) => Ok(()),
-        Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOSYS) => {
+        Err(Errno::EINVAL) | Err(Errno::ENOSYS) => {
             // The file system cannot do it atomically: check, then rename.
-            if fs::symlink_metadata(to).is_ok() {
+            let exists = nix::sys::stat::fstatat(dir.as_fd(), to, AtFlags::AT_SYMLINK_NOFOLLOW);
+            if exists.is_ok() {
                 return Err(io::Error::from(io::ErrorKind::AlreadyExists));
             }
-            fs::rename(from, to)
+            renameat(dir.as_fd(), from, dir.as_fd(), to).map_err(io::Error::from)
         }
         Err(e) => Err(io::Error::from(e)),
     }
 }
 
-/// Truncate + write + fsync of the very inode `expected` describes.
-fn write_in_place(path: &Path, expected: &Metadata, contents: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
+/// Truncate + write + fsync of the very inode `expected` describes (opened by its name in `dir`
+/// without following a symlink).
+fn write_in_place(dir: &Dir, name: &OsStr, expected: &Metadata, contents: &[u8]) -> io::Result<()> {
+    let fd = openat(
+        dir.as_fd(),
+        name,
+        OFlag::O_WRONLY
+            | OFlag::O_NONBLOCK
+            | OFlag::O_NOCTTY
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    let mut file = File::from(fd);
     let now = file.metadata()?;
     if !now.is_file() || !same_file(&now, expected) {
         return Err(io::Error::other(
@@ -420,17 +565,4 @@ fn write_in_place(path: &Path, expected: &Metadata, contents: &[u8]) -> io::Resu
     file.set_len(0)?;
     file.write_all(contents)?;
     file.sync_all()
-}
-
-/// Best effort: makes a rename in `path`'s directory durable.
-fn sync_parent(path: &Path) {
-    if let Some(dir) = path.parent()
-        && let Ok(d) = File::open(if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        })
-    {
-        let _ = d.sync_all();
-    }
 }

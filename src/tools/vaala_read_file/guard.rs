@@ -2,7 +2,9 @@
 //! `AGENTS.md` it brings along: a path whose real location (symlinks resolved) is outside the
 //! workspace, as apply_patch confines its paths, and a secret store, decided as by every file
 //! tool (`crate::tools::secret_guard`: by the name of the path and of its realpath before the
-//! open, by the opened file, a hard link to one, after it).
+//! open, by the opened file, a hard link to one, after it). After the open, where the kernel
+//! says the opened file is must still be inside and not a secret store, so a symlink swapped
+//! between the look and the open leads nowhere.
 //!
 //! It only looks and opens read-only; it never reads a file's content.
 
@@ -10,6 +12,7 @@ use std::path::Path;
 
 use crate::tools::canonical::{canonical, real_location, really_inside};
 use crate::tools::file_target::{Opened, TargetError, open_regular};
+use crate::tools::opened_at::path_of;
 use crate::tools::secret_guard::{secret_by_identity, secret_by_names};
 
 /// Why a path was not opened.
@@ -39,7 +42,17 @@ pub(super) fn open_guarded(workspace: &Path, path: &Path) -> Result<Opened, Refu
         return Err(Refused::Secret(name));
     }
     let opened = open_regular(path).map_err(Refused::Target)?;
-    match secret_by_identity(real.as_deref().unwrap_or(path), &opened.meta, workspace) {
+    // Judged again by what was opened: a symlink swapped by rename after the look above may
+    // have led the open elsewhere. Where the kernel says the opened file is decides.
+    let opened_at = path_of(&opened.file).ok();
+    let real = opened_at.as_deref().or(real.as_deref()).unwrap_or(path);
+    if !really_inside(workspace, real) {
+        return Err(Refused::Outside);
+    }
+    if let Some(name) = secret_by_names(path, Some(real)) {
+        return Err(Refused::Secret(name));
+    }
+    match secret_by_identity(real, &opened.meta, workspace) {
         Some(name) => Err(Refused::Secret(name)),
         None => Ok(opened),
     }
