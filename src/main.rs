@@ -76,7 +76,7 @@ fn run(startup: Vec<impl std::fmt::Display>) -> Result<ExitCode, CliError> {
     let result = runtime.block_on(async {
         // Orphans of commands come back to us and are reaped (see `command/reaper.rs`).
         #[cfg(target_os = "linux")]
-        if let Err(e) = rookery::actors::command::reaper::become_subreaper() {
+        if let Err(e) = rookery::process::reaper::become_subreaper() {
             tracing::warn!("cannot become a child subreaper: {e}");
         }
         // The command runs on a worker thread, as a served request does: the sessions, the
