@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod mcp;
 pub mod message;
 pub mod model;
+pub mod process;
 pub mod redact;
 pub mod server;
 pub mod tools;

@@ -74,9 +74,9 @@ fn run(startup: Vec<impl std::fmt::Display>) -> Result<ExitCode, CliError> {
         .build()
         .map_err(|e| CliError::startup_io("cannot start the async runtime", e))?;
     let result = runtime.block_on(async {
-        // Orphans of commands come back to us and are reaped (see `command/reaper.rs`).
+        // Orphans of commands come back to us and are reaped (see `process/reaper.rs`).
         #[cfg(target_os = "linux")]
-        if let Err(e) = rookery::actors::command::reaper::become_subreaper() {
+        if let Err(e) = rookery::process::reaper::become_subreaper() {
             tracing::warn!("cannot become a child subreaper: {e}");
         }
         // The command runs on a worker thread, as a served request does: the sessions, the

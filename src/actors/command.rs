@@ -8,7 +8,7 @@
 //! every timer are spawned tasks that cast back. The timers are kept in the state and aborted
 //! with the actor, so a stopped command's mailboxes are freed at once, not when its last read
 //! window or time limit would have ended. The group is killed (SIGTERM, SIGKILL after
-//! 1 s) in `post_stop` and by the [`process::KillOnDrop`] guard in the state, so a killed or
+//! 1 s) in `post_stop` and by the [`crate::process::KillOnDrop`] guard in the state, so a killed or
 //! panicked actor leaves no process behind. It knows nothing of the registry or of tools.
 //!
 //! Output is pulled, never pushed: a reader task holds one credit of [`OUTPUT_CREDITS`] per
@@ -16,20 +16,7 @@
 //! that prints faster than the actor stores is slowed by the full kernel pipe, and the memory
 //! of a command is its ring plus at most `OUTPUT_CREDITS` chunks of [`READ_BUF`] bytes.
 
-pub mod env_policy;
-pub mod group;
-#[cfg(target_os = "linux")]
-pub mod guard;
 mod io_tasks;
-pub mod process;
-#[cfg(target_os = "linux")]
-pub mod reaper;
-pub mod ring;
-pub mod spawn_error;
-#[cfg(target_os = "linux")]
-pub mod spawn_raw;
-#[cfg(target_os = "linux")]
-pub mod tree;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -40,11 +27,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
+use crate::process::ring::{OutputRing, RingPage, TailBuffer};
+use crate::process::{ExitInfo, KillOnDrop, ProcessIo, SpawnedProcess, group};
 use io_tasks::{read_pty, read_stream, write_pipe, write_pty};
-pub use process::{ExitInfo, SpawnSpec};
-use process::{KillOnDrop, ProcessIo, SpawnedProcess};
-use ring::{OutputRing, RingPage, TailBuffer};
-pub use spawn_error::SpawnError;
 
 /// After the foreground process exited while other group members still hold the output: end
 /// the drain after this long without output…

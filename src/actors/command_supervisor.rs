@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent};
 use tokio::sync::watch;
 
-use crate::actors::command::env_policy::EnvPolicy;
-use crate::actors::command::process::{self, KillOnDrop};
-use crate::actors::command::{CommandActor, CommandArgs, CommandMsg, ExitInfo, SpawnSpec};
+use crate::actors::command::{CommandActor, CommandArgs, CommandMsg};
+use crate::process::env_policy::EnvPolicy;
+use crate::process::{self, KillOnDrop};
+use crate::process::{ExitInfo, SpawnSpec};
 pub use handle::CommandSupervisorHandle;
 pub use lease::{Collected, CommandLease};
 pub use notice::CommandListing;

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{McpServerConfig, McpTransport};
 use super::stdio::{self, StdoutWatch};
-use crate::actors::command::tree;
+use crate::process::tree;
 
 /// How a connection attempt or a request failed (the text the trace and the model see).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -112,7 +112,7 @@ pub async fn connect(
             cwd,
         } => {
             let cookie = tree::new_cookie();
-            crate::actors::command::guard::ensure();
+            crate::process::guard::ensure();
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args)
                 .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
-use rookery::actors::command::process::{group_members, proc_stat};
 use rookery::actors::command_supervisor::tools::CommandTools;
 use rookery::actors::command_supervisor::{
     CommandEvent, CommandOptions, CommandSupervisorHandle, MAX_COMMANDS,
 };
 use rookery::message::{ModelPayload, OmniMessage, Payload, StopReason};
+use rookery::process::{group_members, proc_stat};
 use rookery::tools::close_out::{ToolCallInfo, execute};
 use rookery::tools::registry::{builtin_binding, default_definition};
 use rookery::tools::{

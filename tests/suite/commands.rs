@@ -8,11 +8,11 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use regex::Regex;
-use rookery::actors::command::ExitInfo;
-use rookery::actors::command::process::proc_stat;
 use rookery::actors::command_supervisor::CommandEvent;
 use rookery::actors::command_supervisor::notice::completion_notice;
 use rookery::message::StopReason;
+use rookery::process::ExitInfo;
+use rookery::process::proc_stat;
 use serde_json::json;
 use support::*;
 use tokio::sync::mpsc;

@@ -11,8 +11,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 use tokio::sync::{Semaphore, mpsc};
 
-use super::ring::Utf8Splitter;
 use super::{CommandMsg, READ_BUF};
+use crate::process::ring::Utf8Splitter;
 
 /// Sends one chunk of output to the actor once it has room for it (waits for a credit, which
 /// the actor returns when the chunk is in its ring). False when the actor is gone.

@@ -14,8 +14,8 @@ use super::{
     CommandEventSink, CommandLease, CommandListing, CommandOptions, CommandSupervisor,
     CommandSupervisorArgs, CommandSupervisorMsg, SHUTDOWN_WAIT, StartError, StartRequest, Started,
 };
-use crate::actors::command::ExitInfo;
 use crate::error::RookeryError;
+use crate::process::ExitInfo;
 
 /// The session's handle on its command supervisor.
 #[derive(Clone)]

@@ -14,7 +14,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::CommandSupervisorMsg;
-use crate::actors::command::{CommandMsg, ExitInfo, PageReply, ReadReply};
+use crate::actors::command::{CommandMsg, PageReply, ReadReply};
+use crate::process::ExitInfo;
 
 /// What the supervisor does when the lease is dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::actors::background_notice::{self, NoticeKind};
-use crate::actors::command::ExitInfo;
+use crate::process::ExitInfo;
 
 /// The first line of a command, at most 120 characters (119 + `…` when longer).
 pub use crate::actors::background_notice::label;

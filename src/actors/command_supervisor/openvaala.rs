@@ -14,8 +14,9 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::{CommandLease, CommandStyle, CommandSupervisorHandle, StartRequest};
-use crate::actors::command::{ExitInfo, PageReply};
+use crate::actors::command::PageReply;
 use crate::message::StopReason;
+use crate::process::ExitInfo;
 use crate::tools::{ToolContext, ToolResult, ToolService};
 use format::{DEFAULT_STDIN_WAIT_S, DEFAULT_WAIT_S, MAX_WAIT_S};
 

@@ -1,7 +1,7 @@
 //! Why the command supervisor could not start a command. The `Display` texts are the `<msg>`
 //! of `[spawn error: <msg>]` that tools and models see, so they do not change.
 
-use crate::actors::command::SpawnError;
+use crate::process::SpawnError;
 
 /// A failed start: the supervisor is gone, the process did not spawn, or its actor did not.
 #[derive(Debug, thiserror::Error)]

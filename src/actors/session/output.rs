@@ -69,7 +69,7 @@ impl SessionState {
     }
 
     /// What the session's commands may inherit.
-    pub(crate) fn env_policy(&self) -> Arc<crate::actors::command::env_policy::EnvPolicy> {
+    pub(crate) fn env_policy(&self) -> Arc<crate::process::env_policy::EnvPolicy> {
         secrets::env_policy(&self.options)
     }
 }

@@ -8,9 +8,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::SessionOptions;
-use crate::actors::command::env_policy::EnvPolicy;
 use crate::message::OmniMessage;
 use crate::model::model_config::DEFAULT_API_KEY_ENV;
+use crate::process::env_policy::EnvPolicy;
 use crate::redact::Redactor;
 use crate::trace::writer::record_line;
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::actors::command::ExitInfo;
-use crate::actors::command::ring::RingPage;
+use crate::process::ExitInfo;
+use crate::process::ring::RingPage;
 use crate::tools::args::{
     MissingArg, finite_number, flag, opt_str, require_nonblank_str, require_str,
 };
@@ -62,10 +62,7 @@ pub fn status_of(exit: Option<&ExitInfo>) -> (Status, Option<i32>) {
 pub fn failure_note(exit: Option<&ExitInfo>) -> Option<String> {
     match exit? {
         ExitInfo::Code(_) => None,
-        ExitInfo::Signal(s) => Some(format!(
-            "[killed by {}]",
-            crate::actors::command::process::signal_name(*s)
-        )),
+        ExitInfo::Signal(s) => Some(format!("[killed by {}]", crate::process::signal_name(*s))),
         ExitInfo::SpawnError(m) => Some(format!("[could not start: {m}]")),
         ExitInfo::Failed(m) => Some(format!("[{m}]")),
     }

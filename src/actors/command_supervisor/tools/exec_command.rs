@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::actors::command::ExitInfo;
 use crate::actors::command_supervisor::CommandSupervisorHandle;
 use crate::actors::command_supervisor::notice::crowded_note;
 use crate::actors::command_supervisor::{
     CROWDED_AT, Collected, CommandStyle, MAX_COMMANDS, StartRequest,
 };
 use crate::message::StopReason;
+use crate::process::ExitInfo;
 use crate::tools::args::{finite_number, flag, opt_str, require_str};
 use crate::tools::{ToolContext, ToolResult};
 

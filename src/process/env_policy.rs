@@ -5,7 +5,7 @@
 //! `commands.pass_env` lets matching variables through again, but never a secret one.
 //!
 //! It decides names and values only; it never spawns, and the hardened keys and a session's
-//! own extra variables are applied after it by `process.rs`.
+//! own extra variables are applied after it by `spawn.rs`.
 
 use std::ffi::OsStr;
 

@@ -6,7 +6,7 @@
 //! `fork` copies the page tables of the whole process and makes every later write fault, which
 //! dominated the cost of a short command under load; a vfork-style child borrows the parent's
 //! memory until `execve`. The child side makes raw system calls only (no allocation, no locks).
-//! It knows nothing of bash or environments: `process.rs` builds the argv/envp.
+//! It knows nothing of bash or environments: `spawn.rs` builds the argv/envp.
 
 use std::ffi::CString;
 use std::io;

@@ -1,0 +1,33 @@
+//! The OS layer for processes rookery starts: spawning a command as the leader of its own
+//! session and process group (`spawn.rs`, on Linux through `spawn_raw.rs`), the environment
+//! policy (`env_policy.rs`), the group's kill (`group.rs`), the `ROOKERY_CMD` cookie sweeps of
+//! a command's whole tree (`tree.rs`), the guard process that covers a killed rookery
+//! (`guard.rs`), subreaper reaping (`reaper.rs`), the output ring and tail (`ring.rs`) and the
+//! spawn errors (`spawn_error.rs`). Commands, MCP servers and the binary's start-up use it.
+//!
+//! It owns processes, file descriptors and signals, nothing else: it never imports
+//! `crate::actors` nor any area above it, knows nothing of sessions, registries, tools or
+//! messages, and never reads or writes a command's streams (the command actor's tasks do).
+
+pub mod env_policy;
+pub mod group;
+#[cfg(target_os = "linux")]
+pub mod guard;
+#[cfg(target_os = "linux")]
+pub mod reaper;
+pub mod ring;
+pub mod spawn;
+pub mod spawn_error;
+#[cfg(target_os = "linux")]
+pub mod spawn_raw;
+#[cfg(target_os = "linux")]
+pub mod tree;
+
+pub use group::{KILL_GRACE, KillOnDrop, ProcessGroup, group_alive};
+#[cfg(target_os = "linux")]
+pub use group::{group_members, proc_stat};
+pub use spawn::{
+    ChildProc, ExitInfo, HARDENED_ENV, ProcessIo, STRIPPED_ENV, SpawnSpec, SpawnedProcess,
+    signal_name, spawn_process,
+};
+pub use spawn_error::SpawnError;
