@@ -22,7 +22,8 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::guard::BodyDeadline;
-use crate::error::{ConfigError, RookeryError};
+use crate::config::ConfigError;
+use crate::error::RookeryError;
 
 /// Largest request body accepted (bigger ones get 413).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
