@@ -59,6 +59,9 @@ pub enum RookeryError {
     SessionEnded(String),
     #[error("trace error: {0}")]
     Trace(#[from] std::io::Error),
+    /// A session's trace that cannot be resumed (`trace error: <reason>`).
+    #[error(transparent)]
+    Resume(#[from] crate::trace::resume::ResumeFileError),
     /// Another process holds the session's trace lock (it has the session open).
     #[error("session {id} is open in another rookery process ({})", pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}")))]
     SessionLocked { id: String, pid: Option<u32> },

@@ -70,6 +70,7 @@ impl ApiError {
     pub fn session_start(e: RookeryError) -> Self {
         let reason = match &e {
             RookeryError::Trace(io) => io.to_string(),
+            RookeryError::Resume(r) => r.reason(),
             RookeryError::TraceOpen(t) => t.to_string(),
             RookeryError::Actor(a) => start_reason(&a.to_string()),
             _ => return e.into(),
@@ -159,6 +160,7 @@ impl From<RookeryError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "compacting", e.to_string())
             }
             RookeryError::Trace(_)
+            | RookeryError::Resume(_)
             | RookeryError::TraceOpen(_)
             | RookeryError::Setup { .. }
             | RookeryError::Actor(_) => ApiError::internal(e.to_string()),
