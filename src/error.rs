@@ -20,17 +20,7 @@ pub struct ActorError(#[source] ractor::RactorErr<()>);
 
 impl<T> From<ractor::RactorErr<T>> for ActorError {
     fn from(e: ractor::RactorErr<T>) -> Self {
-        use ractor::{MessagingErr, RactorErr};
-        ActorError(match e {
-            RactorErr::Spawn(s) => RactorErr::Spawn(s),
-            RactorErr::Messaging(m) => RactorErr::Messaging(match m {
-                MessagingErr::SendErr(_) => MessagingErr::SendErr(()),
-                MessagingErr::ChannelClosed => MessagingErr::ChannelClosed,
-                MessagingErr::InvalidActorType => MessagingErr::InvalidActorType,
-            }),
-            RactorErr::Actor(a) => RactorErr::Actor(a),
-            RactorErr::Timeout => RactorErr::Timeout,
-        })
+        ActorError(e.map(|_| ()))
     }
 }
 
