@@ -177,7 +177,7 @@ impl TraceFile {
     }
 
     /// Takes the session's exclusive owner lock on this handle (see [`super::lock`]). As the
-    /// owner it then repairs a torn tail once (see [`Self::repair_tail`]), so no reader meets
+    /// owner it then repairs a torn tail once (see `repair_tail`), so no reader meets
     /// that line again.
     pub fn lock(&mut self) -> Result<(), super::lock::LockError> {
         super::lock::lock_exclusive(&self.file)?;
