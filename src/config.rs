@@ -8,13 +8,14 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub mod catalog;
+pub mod error;
 
-use crate::error::ConfigError;
 use crate::model::model_config::ModelConfig;
 use crate::tools::ToolRegistry;
 use crate::tools::image_source::image_tools;
 use crate::tools::profile::{self, LocalToolOptions, ProfileError, ToolProfile};
 use crate::tools::registry::BuiltinEntry;
+pub use error::ConfigError;
 
 pub mod compaction;
 pub mod idle_reap;
@@ -201,18 +202,15 @@ impl AgentConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_yaml(&text).map_err(|e| match e {
-            ConfigError::Other(message) => ConfigError::InvalidConfig {
-                path: path.to_path_buf(),
-                message,
-            },
-            e @ (ConfigError::BadBaseUrl(_) | ConfigError::BadKeyVariable) => {
+        Self::from_yaml(&text).map_err(|e| {
+            if e.is_about_content() {
                 ConfigError::InvalidConfig {
                     path: path.to_path_buf(),
                     message: e.to_string(),
                 }
+            } else {
+                e
             }
-            other => other,
         })
     }
 
@@ -221,7 +219,7 @@ impl AgentConfig {
         let raw: RawAgentConfig = if text.trim().is_empty() {
             RawAgentConfig::default()
         } else {
-            serde_yaml::from_str(text).map_err(|e| ConfigError::Other(e.to_string()))?
+            serde_yaml::from_str(text).map_err(ConfigError::Yaml)?
         };
         let mut cfg = AgentConfig::default();
         if let Some(p) = raw.system_prompt {
@@ -262,11 +260,10 @@ impl AgentConfig {
             cfg.max_image_kb = kb.max(1);
         }
         if let Some(n) = tools.max_parallel {
-            cfg.max_parallel = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
-                ConfigError::Other(format!(
-                    "tools.max_parallel must be a whole number of at least 1 (got {n})"
-                ))
-            })?;
+            cfg.max_parallel = usize::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or(ConfigError::BadMaxParallel(n))?;
         }
         if let Some(m) = &raw.model {
             // base_url and model may come from --base-url / --model; the merged model is
@@ -299,7 +296,12 @@ impl AgentConfig {
             vision: model.vision,
             max_image_kb: self.max_image_kb,
         };
-        profile::assemble(self.profile, self.builtin.as_deref(), bound, opts)
+        Ok(profile::assemble(
+            self.profile,
+            self.builtin.as_deref(),
+            bound,
+            opts,
+        )?)
     }
 
     /// Switches the sessions to another tool profile (a flag or an API field overriding

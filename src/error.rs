@@ -1,74 +1,16 @@
-//! Typed errors of the library. Tool failures are not errors (they are tool outputs); these are
-//! the failures of configuration, start-up and the host API.
+//! The errors of the host API: [`RookeryError`] (what a host or session call can fail with) and
+//! [`ActorError`] (a failed call to an actor). Tool failures are not errors (they are tool
+//! outputs).
 //!
-//! Every area has its own enum (`ConfigError` here for configuration and model set-up,
-//! `RookeryError` for the host and session API, `TraceOpenError` in `trace/open_error.rs`,
-//! `AdmitError` in `actors/subagent_supervisor.rs`, `ApiError` in `server/error.rs`).
-//! Their texts name what is wrong in the library's terms (`model.base_url`, a path); they never
-//! name a command-line flag: the CLI maps the variants it has flags for to its own wording
-//! (`cli/error.rs`).
-
-use std::path::PathBuf;
+//! Every area owns its errors and this file wraps them, never the reverse: `ConfigError` in
+//! `config/error.rs` (which wraps `ModelSetupError` of `model/error.rs`, the tools', hooks' and
+//! MCP's), `TraceOpenError` in `trace/open_error.rs`, `ResumeFileError` in `trace/resume.rs`,
+//! `AdmitError` in `actors/subagent_supervisor.rs`, `ApiError` in `server/error.rs`, `CliError`
+//! in `cli/error.rs`. Their texts name what is wrong in the library's terms (`model.base_url`, a
+//! path); they never name a command-line flag: the CLI maps the variants it has flags for to its
+//! own wording (`cli/error.rs`).
 
 pub use crate::trace::open_error::TraceOpenError;
-
-/// A configuration or start-up error: the CLI prints it on one line and exits 2.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("unknown tool \"{name}\" in tools.builtin (known tools: {known})")]
-    UnknownTool { name: String, known: String },
-    #[error("tool \"{0}\" is not available in this build of rookery")]
-    UnavailableTool(String),
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("invalid config {path}: {message}")]
-    InvalidConfig { path: PathBuf, message: String },
-    #[error("invalid script {path}: {source}")]
-    InvalidScript {
-        path: PathBuf,
-        #[source]
-        source: Box<crate::model::scripted::ScriptError>,
-    },
-    #[error("workspace {0} does not exist or is not a directory")]
-    Workspace(PathBuf),
-    /// A model provider that talks HTTP, configured without its endpoint or model name.
-    #[error("model provider \"{provider}\" needs a base_url and a model")]
-    MissingEndpoint { provider: String },
-    /// A provider with a default endpoint, configured without a model name.
-    #[error("model provider \"{provider}\" needs a model")]
-    MissingModel { provider: String },
-    /// `model.base_url` is not an http(s) URL.
-    #[error("model.base_url must start with http:// or https:// (got \"{0}\")")]
-    BadBaseUrl(String),
-    /// `model.api_key_env` is empty or not a variable name.
-    #[error("model.api_key_env must name an environment variable")]
-    BadKeyVariable,
-    /// The scripted provider asked for as an HTTP model: its turns come from a script file.
-    #[error("the scripted model takes its turns from a script file")]
-    ScriptedNeedsScript,
-    /// The API key's value cannot be sent in an HTTP header.
-    #[error("the API key in ${var} contains characters not allowed in an HTTP header")]
-    KeyNotHeader { var: String },
-    /// The provider's HTTP client could not be built.
-    #[error("cannot build the HTTP client: {0}")]
-    HttpClient(#[source] reqwest::Error),
-    /// A hooks file that cannot be used.
-    #[error(transparent)]
-    Hooks(#[from] crate::hooks::HookConfigError),
-    #[error(transparent)]
-    Mcp(#[from] crate::mcp::McpConfigError),
-    /// `compaction.max_context` below 1.
-    #[error("compaction.max_context must be a whole number of at least 1 (got {0})")]
-    BadMaxContext(i64),
-    #[error("{0}")]
-    Other(String),
-    #[error(transparent)]
-    Profile(#[from] crate::tools::profile::ProfileError),
-}
 
 /// A failed call to an actor (it stopped, panicked, or did not answer), with ractor's error as
 /// its source (the message that could not be delivered is dropped).
@@ -78,17 +20,7 @@ pub struct ActorError(#[source] ractor::RactorErr<()>);
 
 impl<T> From<ractor::RactorErr<T>> for ActorError {
     fn from(e: ractor::RactorErr<T>) -> Self {
-        use ractor::{MessagingErr, RactorErr};
-        ActorError(match e {
-            RactorErr::Spawn(s) => RactorErr::Spawn(s),
-            RactorErr::Messaging(m) => RactorErr::Messaging(match m {
-                MessagingErr::SendErr(_) => MessagingErr::SendErr(()),
-                MessagingErr::ChannelClosed => MessagingErr::ChannelClosed,
-                MessagingErr::InvalidActorType => MessagingErr::InvalidActorType,
-            }),
-            RactorErr::Actor(a) => RactorErr::Actor(a),
-            RactorErr::Timeout => RactorErr::Timeout,
-        })
+        ActorError(e.map(|_| ()))
     }
 }
 
@@ -108,7 +40,7 @@ impl<T> From<ractor::MessagingErr<T>> for ActorError {
 #[derive(Debug, thiserror::Error)]
 pub enum RookeryError {
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] crate::config::ConfigError),
     #[error("unknown session {0}")]
     UnknownSession(String),
     #[error("session {0} is busy: a task is already running")]
@@ -117,6 +49,9 @@ pub enum RookeryError {
     SessionEnded(String),
     #[error("trace error: {0}")]
     Trace(#[from] std::io::Error),
+    /// A session's trace that cannot be resumed (`trace error: <reason>`).
+    #[error(transparent)]
+    Resume(#[from] crate::trace::resume::ResumeFileError),
     /// Another process holds the session's trace lock (it has the session open).
     #[error("session {id} is open in another rookery process ({})", pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}")))]
     SessionLocked { id: String, pid: Option<u32> },
@@ -192,22 +127,5 @@ mod tests {
         );
         let source = std::error::Error::source(&e).expect("the actor error is the source");
         assert!(source.source().is_some(), "ractor's error stays the source");
-    }
-
-    #[test]
-    fn config_texts_name_no_flags() {
-        for e in [
-            ConfigError::MissingEndpoint {
-                provider: "vllm".into(),
-            },
-            ConfigError::MissingModel {
-                provider: "anthropic".into(),
-            },
-            ConfigError::BadBaseUrl("x".into()),
-            ConfigError::BadKeyVariable,
-            ConfigError::ScriptedNeedsScript,
-        ] {
-            assert!(!e.to_string().contains("--"), "{e}");
-        }
     }
 }

@@ -26,6 +26,7 @@ pub use actors::session::{
 };
 pub use approval::{ApprovalMode, ApprovalRequest, Approver};
 pub use config::AgentConfig;
-pub use error::{ConfigError, RookeryError};
+pub use config::ConfigError;
+pub use error::RookeryError;
 pub use message::OmniMessage;
 pub use model::Model;

@@ -14,7 +14,8 @@ use ractor::{Actor, ActorCell};
 use super::session::{
     SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers, broadcast,
 };
-use crate::error::{ConfigError, RookeryError, TraceOpenError};
+use crate::config::ConfigError;
+use crate::error::{RookeryError, TraceOpenError};
 use crate::message::{OmniMessage, StopReason, build};
 use crate::trace::file::TraceFile;
 use crate::trace::health::TraceHealth;

@@ -8,7 +8,9 @@
 use std::io;
 use std::process::ExitCode;
 
-use crate::error::{ConfigError, RookeryError, TraceOpenError};
+use crate::config::ConfigError;
+use crate::error::{RookeryError, TraceOpenError};
+use crate::model::error::ModelSetupError;
 use crate::trace::catalog::CatalogError;
 
 /// The failure of a subcommand.
@@ -52,6 +54,12 @@ pub enum CliError {
     },
 }
 
+impl From<ModelSetupError> for CliError {
+    fn from(e: ModelSetupError) -> Self {
+        CliError::Config(e.into())
+    }
+}
+
 impl CliError {
     /// The process exit code of this failure.
     pub fn exit_code(&self) -> ExitCode {
@@ -93,15 +101,19 @@ impl CliError {
 /// A configuration error in command-line wording: the variants that stand for a flag name it.
 pub fn config_text(e: &ConfigError) -> String {
     match e {
-        ConfigError::MissingEndpoint { provider } => {
+        ConfigError::Model(ModelSetupError::MissingEndpoint { provider }) => {
             format!("--provider {provider} needs --base-url and --model")
         }
-        ConfigError::MissingModel { provider } => format!("--provider {provider} needs --model"),
-        ConfigError::BadBaseUrl(url) => {
+        ConfigError::Model(ModelSetupError::MissingModel { provider }) => {
+            format!("--provider {provider} needs --model")
+        }
+        ConfigError::Model(ModelSetupError::BadBaseUrl(url)) => {
             format!("--base-url must start with http:// or https:// (got \"{url}\")")
         }
-        ConfigError::BadKeyVariable => "--api-key-env must name an environment variable".into(),
-        ConfigError::ScriptedNeedsScript => {
+        ConfigError::Model(ModelSetupError::BadKeyVariable) => {
+            "--api-key-env must name an environment variable".into()
+        }
+        ConfigError::Model(ModelSetupError::ScriptedNeedsScript) => {
             "--provider scripted takes its turns from --script FILE".into()
         }
         other => other.to_string(),
@@ -202,16 +214,19 @@ mod tests {
     #[test]
     fn flag_variants_are_worded_with_their_flags() {
         assert_eq!(
-            CliError::from(ConfigError::MissingEndpoint {
+            CliError::from(ModelSetupError::MissingEndpoint {
                 provider: "vllm".into()
             })
             .to_string(),
             "--provider vllm needs --base-url and --model"
         );
         assert_eq!(
-            config_text(&ConfigError::MissingModel {
-                provider: "anthropic".into()
-            }),
+            config_text(
+                &ModelSetupError::MissingModel {
+                    provider: "anthropic".into()
+                }
+                .into()
+            ),
             "--provider anthropic needs --model"
         );
         assert_eq!(

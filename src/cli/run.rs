@@ -17,7 +17,7 @@ use crate::Host;
 use crate::actors::session::SessionOptions;
 use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
-use crate::error::ConfigError;
+use crate::config::ConfigError;
 use crate::message::launch::Launch;
 use crate::message::{EventPayload, ModelPayload, StopReason};
 use crate::trace::paths;

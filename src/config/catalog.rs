@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::error::ConfigError;
+use super::ConfigError;
 use crate::model::model_config::ModelConfig;
 
 /// The collaboration tools (their names are known to `agents.*.tools`).
@@ -71,27 +71,30 @@ impl Catalog {
     pub fn validate(&self, is_tool: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
         for (name, m) in &self.models {
             m.validate_section()
-                .map_err(|e| ConfigError::Other(format!("models.{name}: {e}")))?;
+                .map_err(|source| ConfigError::NamedModel {
+                    name: name.clone(),
+                    source,
+                })?;
             if m.is_scripted() {
-                return Err(ConfigError::Other(format!(
-                    "models.{name}: provider scripted cannot be named (a scripted session's children use its script)"
-                )));
+                return Err(ConfigError::NamedScripted(name.clone()));
             }
         }
         for (name, agent) in &self.agents {
             if let Some(model) = &agent.model
                 && !self.models.contains_key(model)
             {
-                return Err(ConfigError::Other(format!(
-                    "agents.{name}.model: unknown model \"{model}\" (configured models: {})",
-                    known(self.models.keys().cloned())
-                )));
+                return Err(ConfigError::AgentModel {
+                    agent: name.clone(),
+                    model: model.clone(),
+                    known: known(self.models.keys().cloned()),
+                });
             }
             for tool in agent.tools.iter().flatten() {
                 if !is_tool(tool) {
-                    return Err(ConfigError::Other(format!(
-                        "agents.{name}.tools: unknown tool \"{tool}\""
-                    )));
+                    return Err(ConfigError::AgentTool {
+                        agent: name.clone(),
+                        tool: tool.clone(),
+                    });
                 }
             }
         }

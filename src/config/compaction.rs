@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use crate::error::ConfigError;
+use super::ConfigError;
 
 /// Default of `compaction.max_context` (tokens of one request).
 pub const DEFAULT_MAX_CONTEXT: u64 = 256_000;

@@ -19,12 +19,12 @@ use futures::stream::BoxStream;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
+use super::error::ModelSetupError;
 use super::http_client::endpoint_client;
 use super::model_config::ModelConfig;
 use super::openai::{Endpoint, Secret, stream_with};
 use super::provider_defaults;
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
-use crate::error::ConfigError;
 
 /// The provider name selecting this client (`--provider anthropic`).
 pub const PROVIDER: &str = provider_defaults::ANTHROPIC;
@@ -57,10 +57,6 @@ struct Inner {
     extra: Map<String, Value>,
 }
 
-fn invalid(message: impl Into<String>) -> ConfigError {
-    ConfigError::Other(message.into())
-}
-
 /// Sets `base_url` to [`DEFAULT_BASE_URL`] when an anthropic config has none.
 pub fn fill_base_url(cfg: &mut ModelConfig) {
     if cfg.provider == PROVIDER {
@@ -70,13 +66,13 @@ pub fn fill_base_url(cfg: &mut ModelConfig) {
 
 /// The anthropic defaults of a config about to be validated (`base_url`), and its one required
 /// field (`model`); other providers' configs are left alone.
-pub fn apply_defaults(cfg: &mut ModelConfig) -> Result<(), ConfigError> {
+pub fn apply_defaults(cfg: &mut ModelConfig) -> Result<(), ModelSetupError> {
     if cfg.provider != PROVIDER {
         return Ok(());
     }
     fill_base_url(cfg);
     if cfg.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
-        return Err(ConfigError::MissingModel {
+        return Err(ModelSetupError::MissingModel {
             provider: PROVIDER.to_string(),
         });
     }
@@ -86,25 +82,19 @@ pub fn apply_defaults(cfg: &mut ModelConfig) -> Result<(), ConfigError> {
 impl AnthropicModel {
     /// Validates the config, reads the key from its variable (absent or empty: no `x-api-key`,
     /// for proxies that add it) and builds the HTTP client.
-    pub fn new(mut cfg: ModelConfig) -> Result<Self, ConfigError> {
+    pub fn new(mut cfg: ModelConfig) -> Result<Self, ModelSetupError> {
         if cfg.provider != PROVIDER {
-            return Err(invalid(format!(
-                "provider \"{}\" is not the anthropic provider",
-                cfg.provider
-            )));
+            return Err(ModelSetupError::NotAnthropic(cfg.provider));
         }
         apply_defaults(&mut cfg)?;
         cfg.validate()?;
         let Some(model) = cfg.model.clone() else {
-            return Err(ConfigError::MissingModel {
+            return Err(ModelSetupError::MissingModel {
                 provider: PROVIDER.to_string(),
             });
         };
         if cfg.vision_model.is_some() {
-            return Err(invalid(
-                "model.vision_model is not used by the anthropic provider: Claude models read \
-                 images themselves; set `vision: true` instead",
-            ));
+            return Err(ModelSetupError::AnthropicVisionModel);
         }
         let extra = request::checked_extra(&cfg.extra)?;
         let base_url = cfg
@@ -117,7 +107,7 @@ impl AnthropicModel {
             Ok(raw) if !raw.trim().is_empty() => {
                 let raw = raw.trim().to_string();
                 let mut header = HeaderValue::from_str(&raw)
-                    .map_err(|_| ConfigError::KeyNotHeader { var: var.clone() })?;
+                    .map_err(|_| ModelSetupError::KeyNotHeader { var: var.clone() })?;
                 header.set_sensitive(true);
                 crate::redact::redact_in_logs(&raw);
                 Some(Secret {
@@ -139,7 +129,7 @@ impl AnthropicModel {
         let idle = Duration::from_millis(cfg.idle_timeout_ms());
         let url = format!("{}/messages", base_url.trim().trim_end_matches('/'));
         let http = endpoint_client(&url, idle.min(Duration::from_secs(30)), headers)
-            .map_err(ConfigError::HttpClient)?;
+            .map_err(ModelSetupError::HttpClient)?;
         Ok(AnthropicModel {
             inner: Arc::new(Inner {
                 endpoint: Arc::new(Endpoint {

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use super::Model;
 use super::anthropic::{self, AnthropicModel};
+use super::error::ModelSetupError;
 use super::model_config::ModelConfig;
 use super::openai::OpenAiModel;
-use crate::error::ConfigError;
 
 /// Builds the model of a non-scripted config (the scripted model comes from `--script FILE`).
-pub fn build_model(cfg: &ModelConfig) -> Result<Arc<dyn Model>, ConfigError> {
+pub fn build_model(cfg: &ModelConfig) -> Result<Arc<dyn Model>, ModelSetupError> {
     if cfg.is_scripted() {
-        return Err(ConfigError::ScriptedNeedsScript);
+        return Err(ModelSetupError::ScriptedNeedsScript);
     }
     if cfg.provider == anthropic::PROVIDER {
         return Ok(Arc::new(AnthropicModel::new(cfg.clone())?));

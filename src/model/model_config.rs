@@ -14,8 +14,8 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use super::error::ModelSetupError;
 use super::provider_defaults;
-use crate::error::ConfigError;
 
 /// Body keys Rookery sets itself in an OpenAI-compatible request; `extra` may not override them.
 pub const RESERVED_BODY_KEYS: [&str; 5] =
@@ -166,7 +166,7 @@ impl ModelConfig {
     }
 
     /// Checks what serde cannot; the message names the problem.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ModelSetupError> {
         self.validate_section()?;
         if self.is_scripted() {
             return Ok(());
@@ -175,7 +175,7 @@ impl ModelConfig {
         let base_url = self.base_url.as_deref().filter(|s| !s.trim().is_empty());
         let model = self.model.as_deref().filter(|s| !s.trim().is_empty());
         if base_url.is_none() || model.is_none() {
-            return Err(ConfigError::MissingEndpoint {
+            return Err(ModelSetupError::MissingEndpoint {
                 provider: p.clone(),
             });
         }
@@ -185,16 +185,13 @@ impl ModelConfig {
     /// The checks of a config file's `model:` section, which may leave `base_url` and `model`
     /// to the `--base-url` and `--model` flags: everything [`Self::validate`] checks except
     /// that those two are present.
-    pub fn validate_section(&self) -> Result<(), ConfigError> {
-        let err = |m: String| Err(ConfigError::Other(m));
+    pub fn validate_section(&self) -> Result<(), ModelSetupError> {
         let p = &self.provider;
         let valid_name = !p.is_empty()
             && p.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
         if !valid_name {
-            return err(format!(
-                "invalid model provider \"{p}\": use \"openai\", \"scripted\" or another lowercase provider name"
-            ));
+            return Err(ModelSetupError::BadProvider(p.clone()));
         }
         if self.is_scripted() {
             return Ok(());
@@ -202,40 +199,40 @@ impl ModelConfig {
         if let Some(base_url) = self.base_url.as_deref().filter(|s| !s.trim().is_empty())
             && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
         {
-            return Err(ConfigError::BadBaseUrl(base_url.to_string()));
+            return Err(ModelSetupError::BadBaseUrl(base_url.to_string()));
         }
         if self
             .api_key_env
             .as_deref()
             .is_some_and(|v| v.is_empty() || v.contains('='))
         {
-            return Err(ConfigError::BadKeyVariable);
+            return Err(ModelSetupError::BadKeyVariable);
         }
         if self.context_window == Some(0) {
-            return err("model.context_window must be at least 1".to_string());
+            return Err(ModelSetupError::Zero("context_window"));
         }
         if self.idle_timeout_ms == Some(0) {
-            return err("model.idle_timeout_ms must be at least 1".to_string());
+            return Err(ModelSetupError::Zero("idle_timeout_ms"));
         }
         if self.request_timeout_ms == Some(0) {
-            return err("model.request_timeout_ms must be at least 1".to_string());
+            return Err(ModelSetupError::Zero("request_timeout_ms"));
         }
         if self.max_response_bytes == Some(0) {
-            return err("model.max_response_bytes must be at least 1".to_string());
+            return Err(ModelSetupError::Zero("max_response_bytes"));
         }
         if self
             .vision_model
             .as_deref()
             .is_some_and(|m| m.trim().is_empty())
         {
-            return err("model.vision_model must not be empty".to_string());
+            return Err(ModelSetupError::EmptyVisionModel);
         }
         if let Some(key) = self
             .extra
             .keys()
             .find(|k| RESERVED_BODY_KEYS.contains(&k.as_str()))
         {
-            return err(format!("model.extra.{key} cannot be set: rookery sets it"));
+            return Err(ModelSetupError::ReservedExtra(key.clone()));
         }
         Ok(())
     }
@@ -365,7 +362,7 @@ mod tests {
         assert_eq!(
             cfg.validate()
                 .err()
-                .map(|e| crate::cli::error::config_text(&e))
+                .map(|e| crate::cli::error::config_text(&e.into()))
                 .as_deref(),
             Some("--provider vllm needs --base-url and --model")
         );
@@ -430,7 +427,7 @@ mod tests {
         let check = |cfg: ModelConfig| {
             cfg.validate()
                 .err()
-                .map(|e| crate::cli::error::config_text(&e))
+                .map(|e| crate::cli::error::config_text(&e.into()))
         };
         let mut cfg = ModelConfig {
             provider: "openai".into(),
@@ -482,7 +479,7 @@ mod tests {
         assert_eq!(
             build_model(&scripted)
                 .err()
-                .map(|e| crate::cli::error::config_text(&e))
+                .map(|e| crate::cli::error::config_text(&e.into()))
                 .as_deref(),
             Some("--provider scripted takes its turns from --script FILE")
         );

@@ -28,10 +28,10 @@ use self::chunks::CallIds;
 use self::shared_tails::SharedTails;
 // Also the transport other providers stream through (with their own parser and key header).
 pub(crate) use self::transport::{Endpoint, Fed, Secret, StreamParser, clip, stream_with};
+use super::error::ModelSetupError;
 use super::http_client::endpoint_client;
 use super::model_config::ModelConfig;
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
-use crate::error::ConfigError;
 
 /// An OpenAI-compatible chat-completions model.
 #[derive(Debug, Clone)]
@@ -93,15 +93,13 @@ impl BodyLog {
 impl OpenAiModel {
     /// Validates the config, reads the API key from its variable (absent or empty: no
     /// `Authorization` header) and builds the HTTP client.
-    pub fn new(cfg: ModelConfig) -> Result<Self, ConfigError> {
+    pub fn new(cfg: ModelConfig) -> Result<Self, ModelSetupError> {
         cfg.validate()?;
         if cfg.is_scripted() {
-            return Err(ConfigError::Other(
-                "the scripted provider is not an OpenAI-compatible endpoint".to_string(),
-            ));
+            return Err(ModelSetupError::ScriptedNotOpenAi);
         }
         let (Some(base_url), Some(model)) = (cfg.base_url.clone(), cfg.model.clone()) else {
-            return Err(ConfigError::MissingEndpoint {
+            return Err(ModelSetupError::MissingEndpoint {
                 provider: cfg.provider,
             });
         };
@@ -110,7 +108,7 @@ impl OpenAiModel {
             Ok(raw) if !raw.trim().is_empty() => {
                 let raw = raw.trim().to_string();
                 let mut header = HeaderValue::from_str(&format!("Bearer {raw}"))
-                    .map_err(|_| ConfigError::KeyNotHeader { var: var.clone() })?;
+                    .map_err(|_| ModelSetupError::KeyNotHeader { var: var.clone() })?;
                 header.set_sensitive(true);
                 crate::redact::redact_in_logs(&raw);
                 Some(Secret {
@@ -131,7 +129,7 @@ impl OpenAiModel {
             idle.min(Duration::from_secs(30)),
             reqwest::header::HeaderMap::new(),
         )
-        .map_err(ConfigError::HttpClient)?;
+        .map_err(ModelSetupError::HttpClient)?;
         // Parsed once here, not per request (a URL that does not parse fails each request
         // with the client's own error, as before).
         let parsed = reqwest::Url::parse(&url).ok();

@@ -19,8 +19,8 @@ use serde_json::Value;
 
 pub use self::error::{PlaceholderError, ScriptError};
 use self::session::{ScriptedSession, TurnSource};
+use super::error::ModelSetupError;
 use super::{Model, ModelInfo, ModelSession, ModelSessionContext};
-use crate::error::ConfigError;
 use crate::message::{StopReason, json_kind};
 
 /// The text answered once a session has used up its turns.
@@ -308,12 +308,12 @@ impl ScriptedModel {
         Script::from_json_str(text).map(Self::new)
     }
 
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    pub fn from_file(path: &Path) -> Result<Self, ModelSetupError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ModelSetupError::ReadScript {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_json_str(&text).map_err(|source| ConfigError::InvalidScript {
+        Self::from_json_str(&text).map_err(|source| ModelSetupError::InvalidScript {
             path: path.to_path_buf(),
             source: Box::new(source),
         })
@@ -515,7 +515,7 @@ mod tests {
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, r#"{"turns":[{"error":"oops"}]}"#).unwrap();
         let e = ScriptedModel::from_file(&bad).unwrap_err();
-        assert!(matches!(e, ConfigError::InvalidScript { .. }));
+        assert!(matches!(e, ModelSetupError::InvalidScript { .. }));
         assert_eq!(
             e.to_string(),
             format!(
@@ -527,7 +527,7 @@ mod tests {
 
         let missing = dir.path().join("missing.json");
         let e = ScriptedModel::from_file(&missing).unwrap_err();
-        assert!(matches!(e, ConfigError::Read { .. }));
+        assert!(matches!(e, ModelSetupError::ReadScript { .. }));
         assert_eq!(
             e.to_string(),
             format!(

@@ -22,7 +22,8 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::guard::BodyDeadline;
-use crate::error::{ConfigError, RookeryError};
+use crate::config::ConfigError;
+use crate::error::RookeryError;
 
 /// Largest request body accepted (bigger ones get 413).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -69,6 +70,7 @@ impl ApiError {
     pub fn session_start(e: RookeryError) -> Self {
         let reason = match &e {
             RookeryError::Trace(io) => io.to_string(),
+            RookeryError::Resume(r) => r.reason(),
             RookeryError::TraceOpen(t) => t.to_string(),
             RookeryError::Actor(a) => start_reason(&a.to_string()),
             _ => return e.into(),
@@ -158,6 +160,7 @@ impl From<RookeryError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "compacting", e.to_string())
             }
             RookeryError::Trace(_)
+            | RookeryError::Resume(_)
             | RookeryError::TraceOpen(_)
             | RookeryError::Setup { .. }
             | RookeryError::Actor(_) => ApiError::internal(e.to_string()),

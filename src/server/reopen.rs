@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::AgentConfig;
-use crate::error::ConfigError;
+use crate::config::ConfigError;
 use crate::message::launch::Launch;
 use crate::message::{OmniMessage, Payload, SessionMeta};
 use crate::model::Model;

@@ -17,9 +17,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use super::registry::{BuiltinEntry, ToolDefinitionConfig, ToolRegistry};
+use super::registry::{BuiltinEntry, ToolDefinitionConfig, ToolListError, ToolRegistry};
 use super::{ServiceKind, Tool};
-use crate::error::ConfigError;
 pub use collab_defs::{WAIT_DEFAULT_S, WAIT_MAX_S, collaboration_definition};
 pub use openvaala_defs::openvaala_definition;
 
@@ -55,6 +54,9 @@ pub enum ProfileError {
         "tool \"{0}\" cannot be listed in tools.builtin: collaboration tools are always present in the openvaala profile"
     )]
     CollaborationTool(String),
+    /// A `tools.builtin` name that is unknown or not available in this build.
+    #[error(transparent)]
+    List(#[from] ToolListError),
 }
 
 /// The openvaala profile's file and command tools, in the order the model sees them: its
@@ -166,9 +168,9 @@ pub fn assemble(
     entries: Option<&[BuiltinEntry]>,
     bound: Vec<(ToolDefinitionConfig, Arc<dyn Tool>)>,
     opts: LocalToolOptions,
-) -> Result<ToolRegistry, ConfigError> {
+) -> Result<ToolRegistry, ProfileError> {
     if profile == ToolProfile::Penguin {
-        return ToolRegistry::assemble(entries, bound);
+        return Ok(ToolRegistry::assemble(entries, bound)?);
     }
     let names: Vec<(&str, Option<&super::registry::ToolOverride>)> = match entries {
         None => OPENVAALA_TOOLS.iter().map(|n| (*n, None)).collect(),
@@ -183,15 +185,14 @@ pub fn assemble(
     let mut reg = ToolRegistry::empty();
     for (name, ov) in names {
         if COLLABORATION_TOOLS.contains(&name) {
-            return Err(ProfileError::CollaborationTool(name.to_string()).into());
+            return Err(ProfileError::CollaborationTool(name.to_string()));
         }
         let Some(mut def) = openvaala_definition(name) else {
             return Err(ProfileError::UnknownTool {
                 name: name.to_string(),
                 profile,
                 known: OPENVAALA_TOOLS.join(", "),
-            }
-            .into());
+            });
         };
         if let Some(o) = ov {
             o.apply(&mut def);
@@ -207,7 +208,7 @@ pub fn assemble(
                     .find(|(d, _)| d.name == name)
                     .map(|(_, t)| t.clone())
             })
-            .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
+            .ok_or_else(|| ToolListError::UnavailableTool(name.to_string()))?;
         reg.register(def, tool);
     }
     for name in COLLABORATION_TOOLS {

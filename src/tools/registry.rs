@@ -13,7 +13,6 @@ use serde_json::Value;
 
 use super::Tool;
 use super::binding::{RegisteredTool, ServiceKind, ToolBinding, ToolWrapper};
-use crate::error::ConfigError;
 
 mod default_table;
 mod definition;
@@ -21,6 +20,17 @@ mod entry;
 pub use default_table::{BUILTIN_NAMES, builtin_binding, default_definition};
 pub use definition::{ForModel, Permission, ToolDefinitionConfig};
 pub use entry::{BuiltinEntry, ToolOverride};
+
+/// Why a `tools.builtin` list cannot be assembled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolListError {
+    /// A name no builtin has.
+    #[error("unknown tool \"{name}\" in tools.builtin (known tools: {known})")]
+    UnknownTool { name: String, known: String },
+    /// A builtin this build has no implementation of.
+    #[error("tool \"{0}\" is not available in this build of rookery")]
+    UnavailableTool(String),
+}
 
 /// The tools of a session, in the order the model sees them.
 #[derive(Clone, Default)]
@@ -52,7 +62,7 @@ impl ToolRegistry {
 
     /// The list of a config's `tools.builtin`, replacing the default list wholesale.
     /// An unknown or unavailable name is an error naming it.
-    pub fn from_entries(entries: &[BuiltinEntry]) -> Result<Self, ConfigError> {
+    pub fn from_entries(entries: &[BuiltinEntry]) -> Result<Self, ToolListError> {
         Self::assemble(Some(entries), Vec::new())
     }
 
@@ -62,7 +72,7 @@ impl ToolRegistry {
     pub fn assemble(
         entries: Option<&[BuiltinEntry]>,
         image_tools: Vec<(ToolDefinitionConfig, Arc<dyn Tool>)>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ToolListError> {
         let Some(entries) = entries else {
             let mut reg = Self::builtin();
             for (def, tool) in image_tools {
@@ -76,7 +86,7 @@ impl ToolRegistry {
                 BuiltinEntry::Name(n) => (n.as_str(), None),
                 BuiltinEntry::Override(o) => (o.name.as_str(), Some(o)),
             };
-            let known = default_definition(name).ok_or_else(|| ConfigError::UnknownTool {
+            let known = default_definition(name).ok_or_else(|| ToolListError::UnknownTool {
                 name: name.to_string(),
                 known: BUILTIN_NAMES.join(", "),
             })?;
@@ -87,7 +97,7 @@ impl ToolRegistry {
                 }
             } else {
                 let binding = builtin_binding(name)
-                    .ok_or_else(|| ConfigError::UnavailableTool(name.to_string()))?;
+                    .ok_or_else(|| ToolListError::UnavailableTool(name.to_string()))?;
                 (known, binding)
             };
             if let Some(o) = ov {

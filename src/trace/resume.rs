@@ -26,7 +26,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::error::RookeryError;
 use crate::message::{EventPayload, ModelPayload, OmniMessage, Payload, Role, SessionMeta};
 use crate::message::{StopReason, Usage};
 use crate::trace::reader::read_trace;
@@ -78,13 +77,39 @@ pub enum ResumeError {
     NoMeta,
 }
 
+/// Why a trace file cannot be resumed: it cannot be read, its records do not resume, or the
+/// blocking task that read it failed. Each text starts `trace error: `.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeFileError {
+    /// The trace file cannot be read.
+    #[error("trace error: {0}")]
+    Read(#[source] std::io::Error),
+    /// The records do not resume (e.g. no `session_meta`).
+    #[error("trace error: {0}")]
+    Records(#[source] ResumeError),
+    /// The blocking task reading the trace panicked or was cancelled.
+    #[error("trace error: trace reader: {0}")]
+    Reader(#[source] tokio::task::JoinError),
+}
+
+impl ResumeFileError {
+    /// The reason without the `trace error: ` prefix.
+    pub fn reason(&self) -> String {
+        match self {
+            ResumeFileError::Read(e) => e.to_string(),
+            ResumeFileError::Records(e) => e.to_string(),
+            ResumeFileError::Reader(e) => format!("trace reader: {e}"),
+        }
+    }
+}
+
 /// Reads the trace at `path` tolerantly (a torn last line is ignored, malformed middle lines are
 /// skipped with a warning) and resumes from its records. I/O errors are
-/// [`RookeryError::Trace`]; a trace without `session_meta` is `RookeryError::Trace` of kind
-/// `InvalidData` whose text is `trace error: trace has no session_meta; cannot resume`.
-pub fn resume_from_file(path: impl AsRef<Path>) -> Result<ResumeState, RookeryError> {
+/// [`ResumeFileError::Read`]; a trace without `session_meta` is [`ResumeFileError::Records`],
+/// whose text is `trace error: trace has no session_meta; cannot resume`.
+pub fn resume_from_file(path: impl AsRef<Path>) -> Result<ResumeState, ResumeFileError> {
     let path = path.as_ref();
-    let read = read_trace(path)?;
+    let read = read_trace(path).map_err(ResumeFileError::Read)?;
     if read.torn_tail {
         tracing::info!(
             "[trace] ignored a torn last line in {} on resume",
@@ -93,7 +118,7 @@ pub fn resume_from_file(path: impl AsRef<Path>) -> Result<ResumeState, RookeryEr
     }
     let mut state = resume_from_records(&read.records).map_err(|e| {
         tracing::warn!("cannot resume {}: {e}", path.display());
-        RookeryError::Trace(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        ResumeFileError::Records(e)
     })?;
     // A rotated trace: the context is the latest file's, but the counters that must never
     // repeat (tool-call ids, the scripted model's position) run over the whole history.
@@ -142,10 +167,10 @@ fn earlier_counters(path: &Path) -> (u64, u64) {
 /// holds an async worker (the server keeps answering while a session resumes).
 pub async fn resume_from_file_off_runtime(
     path: std::path::PathBuf,
-) -> Result<ResumeState, RookeryError> {
+) -> Result<ResumeState, ResumeFileError> {
     tokio::task::spawn_blocking(move || resume_from_file(&path))
         .await
-        .map_err(|e| RookeryError::Trace(std::io::Error::other(format!("trace reader: {e}"))))?
+        .map_err(ResumeFileError::Reader)?
 }
 
 /// Rebuilds the resume state from trace records (see the module doc for the rules).

@@ -306,7 +306,7 @@ fn defaults_and_config_errors() {
         let cfg: ModelConfig = serde_yaml::from_str(yaml).unwrap();
         AnthropicModel::new(cfg)
             .err()
-            .map(|e| rookery::cli::error::config_text(&e))
+            .map(|e| rookery::cli::error::config_text(&e.into()))
             .unwrap_or_default()
     };
     assert_eq!(

@@ -168,3 +168,59 @@ async fn config_model_section_may_leave_base_url_to_the_flag() {
         "{stderr}"
     );
 }
+
+/// A config file whose content is wrong is named in the error (`invalid config <file>: …`), for
+/// its YAML, `tools.max_parallel`, the `model:`, `models:` and `agents:` sections; a wrong
+/// `compaction:` keeps its own text.
+#[tokio::test]
+async fn config_file_content_errors_name_the_file() {
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = cfg_dir.path().join("agent.yaml");
+    let path = cfg.display().to_string();
+    let cases = [
+        (
+            "tools:\n  max_parallel: 0\n",
+            format!(
+                "invalid config {path}: tools.max_parallel must be a whole number of at least 1 (got 0)"
+            ),
+        ),
+        (
+            "model:\n  provider: vllm\n  base_url: ftp://x\n",
+            format!(
+                "invalid config {path}: model.base_url must start with http:// or https:// (got \"ftp://x\")"
+            ),
+        ),
+        (
+            "model:\n  provider: vllm\n  context_window: 0\n",
+            format!("invalid config {path}: model.context_window must be at least 1"),
+        ),
+        (
+            "models:\n  small:\n    provider: vllm\n    idle_timeout_ms: 0\n",
+            format!(
+                "invalid config {path}: models.small: model.idle_timeout_ms must be at least 1"
+            ),
+        ),
+        (
+            "agents:\n  helper:\n    tools: [nope]\n",
+            format!("invalid config {path}: agents.helper.tools: unknown tool \"nope\""),
+        ),
+        (
+            "compaction:\n  max_context: 0\n",
+            "compaction.max_context must be a whole number of at least 1 (got 0)".to_string(),
+        ),
+    ];
+    for (yaml, expected) in cases {
+        std::fs::write(&cfg, yaml).unwrap();
+        let (code, _, stderr, _dir) = rookery(&["--config", &path, "hi"], &[]).await;
+        assert_eq!(code, 2, "{yaml}: {stderr}");
+        let line = format!("rookery: {expected}");
+        assert!(stderr.lines().any(|l| l == line), "{yaml}: {stderr}");
+    }
+    std::fs::write(&cfg, "tools: [unclosed\n").unwrap();
+    let (code, _, stderr, _dir) = rookery(&["--config", &path, "hi"], &[]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("rookery: invalid config {path}: ")),
+        "{stderr}"
+    );
+}

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use crate::actors::session::SessionOptions;
 use crate::config::catalog::{CatalogError, with_reasoning_effort};
-use crate::error::ConfigError;
 use crate::message::ModelPayload;
 use crate::model::Model;
 use crate::model::build::build_model;
@@ -49,7 +48,7 @@ pub enum SpecError {
     Build {
         name: String,
         #[source]
-        source: ConfigError,
+        source: crate::model::error::ModelSetupError,
     },
 }
 

@@ -10,9 +10,9 @@
 use serde_json::{Map, Value, json};
 
 use super::DEFAULT_MAX_TOKENS;
-use crate::error::ConfigError;
 use crate::message::{Fidelity, ModelPayload, Role, StopReason};
 use crate::model::ModelRequest;
+use crate::model::error::ModelSetupError;
 use crate::model::openai::request::IMAGE_OMITTED;
 
 /// Body keys Rookery sets itself; the config may not set them.
@@ -29,22 +29,19 @@ pub const MISSING_OUTPUT: &str = "[no output recorded for this call]";
 /// The config's extra fields, checked against the API's rules (`max_tokens` a positive integer;
 /// `thinking` `{type: enabled, budget_tokens >= 1024 and < max_tokens}` or `{type: disabled}`;
 /// `stop` becomes `stop_sequences`).
-pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, ConfigError> {
-    let bad = |m: &str| ConfigError::Other(m.to_string());
+pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, ModelSetupError> {
     if let Some(key) = extra
         .keys()
         .find(|k| RESERVED_BODY_KEYS.contains(&k.as_str()))
     {
-        return Err(ConfigError::Other(format!(
-            "model.extra.{key} cannot be set: rookery sets it"
-        )));
+        return Err(ModelSetupError::ReservedExtra(key.clone()));
     }
     let max_tokens = match extra.get("max_tokens") {
         None => DEFAULT_MAX_TOKENS,
         Some(v) => v
             .as_u64()
             .filter(|n| *n > 0)
-            .ok_or_else(|| bad("model.max_tokens must be a positive integer"))?,
+            .ok_or(ModelSetupError::BadMaxTokens)?,
     };
     if let Some(thinking) = extra.get("thinking") {
         match thinking.get("type").and_then(Value::as_str) {
@@ -52,23 +49,17 @@ pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, C
                 let budget = thinking
                     .get("budget_tokens")
                     .and_then(Value::as_u64)
-                    .ok_or_else(|| {
-                        bad("model.thinking.budget_tokens must be an integer (at least 1024)")
-                    })?;
+                    .ok_or(ModelSetupError::BadThinkingBudget)?;
                 if budget < 1024 {
-                    return Err(bad("model.thinking.budget_tokens must be at least 1024"));
+                    return Err(ModelSetupError::SmallThinkingBudget);
                 }
                 if budget >= max_tokens {
-                    return Err(ConfigError::Other(format!(
-                        "model.thinking.budget_tokens ({budget}) must be less than max_tokens ({max_tokens})"
-                    )));
+                    return Err(ModelSetupError::ThinkingOverMaxTokens { budget, max_tokens });
                 }
             }
             Some("disabled") | Some("adaptive") => {}
             _ => {
-                return Err(bad(
-                    "model.thinking must be {type: enabled, budget_tokens: N} or {type: disabled}",
-                ));
+                return Err(ModelSetupError::BadThinking);
             }
         }
     }
@@ -79,7 +70,7 @@ pub fn checked_extra(extra: &Map<String, Value>) -> Result<Map<String, Value>, C
         let list = match stop {
             Value::String(s) => json!([s]),
             v @ Value::Array(_) => v,
-            _ => return Err(bad("model.stop must be a string or a list of strings")),
+            _ => return Err(ModelSetupError::BadStop),
         };
         out.entry("stop_sequences").or_insert(list);
     }

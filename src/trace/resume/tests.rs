@@ -559,7 +559,7 @@ fn torn_last_line_via_file() {
 
     let missing = resume_from_file(dir.path().join("none.jsonl")).unwrap_err();
     assert!(
-        matches!(&missing, RookeryError::Trace(e) if e.kind() == std::io::ErrorKind::NotFound),
+        matches!(&missing, ResumeFileError::Read(e) if e.kind() == std::io::ErrorKind::NotFound),
         "{missing}"
     );
     std::fs::write(&path, user("go").to_json() + "\n").unwrap();

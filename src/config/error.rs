@@ -1,0 +1,86 @@
+//! `ConfigError`: why an agent config or a start-up setting cannot be used. It wraps the errors
+//! of the areas the config assembles (model set-up, tool profiles, hooks, MCP servers); those
+//! areas return their own errors and never this one.
+//!
+//! Texts name what is wrong in the library's terms (`tools.max_parallel`, a path); they never
+//! name a command-line flag: the CLI maps the variants it has flags for to its own wording
+//! (`cli/error.rs`).
+
+use std::path::PathBuf;
+
+use crate::model::error::ModelSetupError;
+
+/// A configuration or start-up error: the CLI prints it on one line and exits 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A config file whose content is wrong: the file and what is wrong with it.
+    #[error("invalid config {path}: {message}")]
+    InvalidConfig { path: PathBuf, message: String },
+    #[error("workspace {0} does not exist or is not a directory")]
+    Workspace(PathBuf),
+    /// A config text that is not the config's YAML.
+    #[error("{0}")]
+    Yaml(#[source] serde_yaml::Error),
+    /// `tools.max_parallel` below 1.
+    #[error("tools.max_parallel must be a whole number of at least 1 (got {0})")]
+    BadMaxParallel(i64),
+    /// `compaction.max_context` below 1.
+    #[error("compaction.max_context must be a whole number of at least 1 (got {0})")]
+    BadMaxContext(i64),
+    /// A `models.<name>` section that is not a valid model section.
+    #[error("models.{name}: {source}")]
+    NamedModel {
+        name: String,
+        #[source]
+        source: ModelSetupError,
+    },
+    /// A `models.<name>` of the scripted provider.
+    #[error(
+        "models.{0}: provider scripted cannot be named (a scripted session's children use its script)"
+    )]
+    NamedScripted(String),
+    /// `agents.<name>.model` naming no `models:` entry.
+    #[error("agents.{agent}.model: unknown model \"{model}\" (configured models: {known})")]
+    AgentModel {
+        agent: String,
+        model: String,
+        known: String,
+    },
+    /// `agents.<name>.tools` naming no tool.
+    #[error("agents.{agent}.tools: unknown tool \"{tool}\"")]
+    AgentTool { agent: String, tool: String },
+    /// A model that cannot be set up.
+    #[error(transparent)]
+    Model(#[from] ModelSetupError),
+    /// A hooks file that cannot be used.
+    #[error(transparent)]
+    Hooks(#[from] crate::hooks::HookConfigError),
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpConfigError),
+    #[error(transparent)]
+    Profile(#[from] crate::tools::profile::ProfileError),
+}
+
+impl ConfigError {
+    /// Whether this error is about the content of a config text (its YAML, its `model:`,
+    /// `models:` and `agents:` sections, `tools.max_parallel`): read from a file, the file
+    /// names it ([`ConfigError::InvalidConfig`]).
+    pub(crate) fn is_about_content(&self) -> bool {
+        matches!(
+            self,
+            ConfigError::Yaml(_)
+                | ConfigError::BadMaxParallel(_)
+                | ConfigError::NamedModel { .. }
+                | ConfigError::NamedScripted(_)
+                | ConfigError::AgentModel { .. }
+                | ConfigError::AgentTool { .. }
+                | ConfigError::Model(_)
+        )
+    }
+}
