@@ -229,6 +229,22 @@ mod tests {
             ),
             "--provider anthropic needs --model"
         );
+        for (e, text) in [
+            (
+                ModelSetupError::BadBaseUrl("api.openai.com".into()),
+                "--base-url must start with http:// or https:// (got \"api.openai.com\")",
+            ),
+            (
+                ModelSetupError::BadKeyVariable,
+                "--api-key-env must name an environment variable",
+            ),
+            (
+                ModelSetupError::ScriptedNeedsScript,
+                "--provider scripted takes its turns from --script FILE",
+            ),
+        ] {
+            assert_eq!(config_text(&e.into()), text);
+        }
         assert_eq!(
             config_text(&ConfigError::Workspace("/nope".into())),
             "workspace /nope does not exist or is not a directory"

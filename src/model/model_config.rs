@@ -360,11 +360,8 @@ mod tests {
         assert_eq!(cfg.extra.get("reasoning_effort"), Some(&json!("low")));
         cfg.validate_section().unwrap();
         assert_eq!(
-            cfg.validate()
-                .err()
-                .map(|e| crate::cli::error::config_text(&e.into()))
-                .as_deref(),
-            Some("--provider vllm needs --base-url and --model")
+            cfg.validate().err().map(|e| e.to_string()).as_deref(),
+            Some("model provider \"vllm\" needs a base_url and a model")
         );
         let bad = yaml("provider: vllm\nbase_url: localhost:8000\n").unwrap();
         assert!(bad.validate_section().is_err());
@@ -423,25 +420,21 @@ mod tests {
 
     #[test]
     fn validation_messages() {
-        // In command-line wording (the library's own texts name no flags).
-        let check = |cfg: ModelConfig| {
-            cfg.validate()
-                .err()
-                .map(|e| crate::cli::error::config_text(&e.into()))
-        };
+        // In the library's own wording (`cli::error` words the same errors with their flags).
+        let check = |cfg: ModelConfig| cfg.validate().err().map(|e| e.to_string());
         let mut cfg = ModelConfig {
             provider: "openai".into(),
             ..ModelConfig::default()
         };
         assert_eq!(
             check(cfg.clone()).as_deref(),
-            Some("--provider openai needs --base-url and --model")
+            Some("model provider \"openai\" needs a base_url and a model")
         );
         cfg.base_url = Some("api.openai.com".into());
         cfg.model = Some("gpt".into());
         assert_eq!(
             check(cfg.clone()).as_deref(),
-            Some("--base-url must start with http:// or https:// (got \"api.openai.com\")")
+            Some("model.base_url must start with http:// or https:// (got \"api.openai.com\")")
         );
         cfg.base_url = Some("https://api.openai.com/v1".into());
         assert_eq!(check(cfg.clone()), None);
@@ -449,7 +442,7 @@ mod tests {
         c.api_key_env = Some(String::new());
         assert_eq!(
             check(c).as_deref(),
-            Some("--api-key-env must name an environment variable")
+            Some("model.api_key_env must name an environment variable")
         );
         let mut c = cfg.clone();
         c.idle_timeout_ms = Some(0);
@@ -479,9 +472,9 @@ mod tests {
         assert_eq!(
             build_model(&scripted)
                 .err()
-                .map(|e| crate::cli::error::config_text(&e.into()))
+                .map(|e| e.to_string())
                 .as_deref(),
-            Some("--provider scripted takes its turns from --script FILE")
+            Some("the scripted model takes its turns from a script file")
         );
         assert!(build_model(&cfg).is_ok());
     }
