@@ -35,6 +35,7 @@ mod file_size_limit;
 mod file_tools;
 mod fs_races;
 mod guardrails;
+mod layering;
 mod link_order;
 mod mcp_everything;
 mod mcp_rust_server;
