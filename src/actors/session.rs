@@ -13,7 +13,6 @@ mod compaction;
 mod compaction_text;
 mod dispatch;
 mod effects;
-mod fanout;
 mod gate;
 mod handle;
 pub mod inbox;
@@ -21,7 +20,6 @@ mod machine;
 mod mcp_sync;
 mod mode;
 pub mod model_switch;
-mod options;
 mod output;
 mod partials;
 mod secrets;
@@ -32,7 +30,7 @@ mod task;
 mod trace_hold;
 mod turn;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use std::panic::AssertUnwindSafe;
 
@@ -49,29 +47,17 @@ use crate::trace::health::TraceHealth;
 use crate::trace::hub::TraceHandle;
 use crate::trace::writer::TraceMsg;
 
-pub use compaction::CompactStart;
+use crate::actors::session_api::fanout_channel;
+pub use crate::actors::session_api::{
+    CompactStart, MessageReceiver, SUBSCRIBER_CAPACITY, SessionOptions, SessionStatus,
+    SteerOutcome, TaskSummary, TryRecvError, steering_text,
+};
+pub(crate) use crate::actors::session_api::{Subscribers, broadcast, session_meta};
 pub use handle::SessionHandle;
 pub(crate) use mode::restore as restore_mode;
-pub(crate) use options::session_meta;
-pub use options::{SessionOptions, SessionServices, SessionStatus};
 pub(crate) use secrets::redactor as session_redactor;
-pub use steer::{SteerOutcome, steering_text};
+pub use services::SessionServices;
 use task::Task;
-pub use task::TaskSummary;
-
-pub(crate) use fanout::MessageSender;
-pub use fanout::{MessageReceiver, SUBSCRIBER_CAPACITY, TryRecvError};
-
-/// The senders of every subscriber; shared with the host so it can report a crashed session.
-pub(crate) type Subscribers = Arc<Mutex<Vec<MessageSender>>>;
-
-/// Sends `msg` to every live subscriber without waiting (a full queue drops its oldest),
-/// dropping closed ones.
-pub(crate) fn broadcast(subs: &Subscribers, msg: &Arc<OmniMessage>) {
-    if let Ok(mut subs) = subs.lock() {
-        subs.retain(|s| s.send(msg.clone()));
-    }
-}
 
 /// Messages of the session actor. The variants after `Close` are internal.
 pub enum SessionMsg {
@@ -102,7 +88,7 @@ pub enum SessionMsg {
     SwitchModel(
         model_switch::ModelChoice,
         bool,
-        RpcReplyPort<Result<model_switch::Switched, crate::actors::subagent_supervisor::SpecError>>,
+        RpcReplyPort<Result<model_switch::Switched, crate::actors::session_api::SpecError>>,
     ),
     /// Steers the running task (or starts one when idle): see `steer.rs`.
     Steer(
@@ -453,7 +439,7 @@ async fn handle_msg(
     {
         match message {
             SessionMsg::Subscribe(reply) => {
-                let (tx, rx) = fanout::channel(SUBSCRIBER_CAPACITY);
+                let (tx, rx) = fanout_channel(SUBSCRIBER_CAPACITY);
                 if let Ok(mut subs) = state.subscribers.lock() {
                     subs.push(tx);
                 }

@@ -10,7 +10,7 @@
 pub mod child;
 pub mod collab;
 pub mod report;
-pub mod spec;
+pub use crate::actors::session_api::spec;
 pub mod tools;
 
 use std::collections::HashMap;

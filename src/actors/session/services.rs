@@ -21,6 +21,13 @@ use crate::actors::subagent_supervisor::tools::SubagentTools;
 use crate::actors::subagent_supervisor::{ParentLink, SubagentArgs, SubagentSupervisorHandle};
 use crate::tools::{ServiceKind, ToolService};
 
+/// A session's background services.
+#[derive(Clone, Debug, Default)]
+pub struct SessionServices {
+    pub commands: Option<CommandSupervisorHandle>,
+    pub subagents: Option<SubagentSupervisorHandle>,
+}
+
 /// The session's service of `kind`, serving one call of a tool bound to it.
 pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolService> {
     match kind {
