@@ -136,12 +136,12 @@ pub(crate) struct SessionArgs {
     pub subscribers: Subscribers,
     /// The `session_meta` record, written first.
     pub meta: Arc<OmniMessage>,
-    /// Where child sessions' traces go.
-    pub env: crate::actors::spawn::SessionEnv,
+    /// Starts child sessions (handed to the subagent supervisor).
+    pub start_child: crate::actors::session_api::StartSession,
     /// Reports the first failed trace write.
     pub trace_health: Arc<TraceHealth>,
     /// When a new session's `session_meta` is written.
-    pub meta_write: crate::actors::spawn::MetaWrite,
+    pub meta_write: crate::actors::session_api::MetaWrite,
 }
 
 pub(crate) struct SessionActor;
@@ -182,8 +182,8 @@ pub(crate) struct SessionState {
     pub(crate) path_locks: crate::tools::path_locks::PathLocks,
     /// What this session's tool calls share (`tools::session_scope`).
     pub(crate) tool_scope: crate::tools::session_scope::SessionScope,
-    /// Where child sessions' traces go.
-    pub(crate) env: crate::actors::spawn::SessionEnv,
+    /// Starts child sessions (handed to the subagent supervisor).
+    pub(crate) start_child: crate::actors::session_api::StartSession,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
     pub(crate) pending_notices: Vec<ModelPayload>,
     /// The approval mode the trace recorded last (`None`: none yet).
@@ -238,7 +238,7 @@ impl Actor for SessionActor {
             trace,
             subscribers,
             meta,
-            env,
+            start_child,
             trace_health,
             meta_write,
         } = args;
@@ -329,7 +329,7 @@ impl Actor for SessionActor {
             wants_subagents,
             path_locks: Default::default(),
             tool_scope: Default::default(),
-            env,
+            start_child,
             pending_notices: Vec::new(),
             approval_mode: None,
             redactor,

@@ -37,7 +37,7 @@ pub use outcomes::{CompactStart, SteerOutcome, TaskSummary, steering_text};
 pub use request::SessionRequest;
 pub use session_ref::SessionRef;
 pub use spec::{ResolvedModel, SpecError, resolve_model};
-pub use start::{StartSession, StartedSession};
+pub use start::{MetaWrite, StartSession, StartedSession};
 
 /// The senders of every subscriber; shared with the host so it can report a crashed session.
 pub(crate) type Subscribers = Arc<Mutex<Vec<MessageSender>>>;

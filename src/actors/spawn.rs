@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use ractor::{Actor, ActorCell};
 
 use super::session::{SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers};
-use super::session_api::SessionRef;
+use super::session_api::{SessionRef, StartSession};
 use crate::config::ConfigError;
 use crate::error::{RookeryError, TraceOpenError};
 use crate::message::OmniMessage;
@@ -31,17 +31,7 @@ pub struct SessionEnv {
     pub traces: TraceWriters,
 }
 
-/// When a new session's `session_meta` goes to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MetaWrite {
-    /// At once: the trace is readable from the session's start.
-    AtOnce,
-    /// With the first records of the task its creator starts next (one write instead of two).
-    /// Until the session handles its first message other than a `Subscribe`, its meta is
-    /// queued: a crash in between leaves an empty trace file.
-    WithFirstTask,
-}
-
+pub use super::session_api::MetaWrite;
 pub(crate) use super::session_api::{StartedSession as SpawnedSession, report_crash, stop_trace};
 
 /// Opens the trace at `path` for appending and takes the session's owner lock on it.
@@ -125,7 +115,7 @@ pub(crate) async fn spawn_session(
             trace: trace.clone(),
             subscribers: subscribers.clone(),
             meta: meta_message.clone(),
-            env: env.clone(),
+            start_child: start_child(env),
             trace_health: health.clone(),
             meta_write,
         },
@@ -150,5 +140,17 @@ pub(crate) async fn spawn_session(
         },
         trace,
         subscribers,
+    })
+}
+
+/// The function a session's subagent supervisor starts its children with: a session spawned
+/// under `env`, its `session_meta` written at once.
+fn start_child(env: &SessionEnv) -> StartSession {
+    let env = env.clone();
+    Arc::new(move |supervisor, id, options| {
+        let env = env.clone();
+        Box::pin(async move {
+            spawn_session(supervisor, &env, id, options, None, MetaWrite::AtOnce).await
+        })
     })
 }

@@ -17,23 +17,10 @@ use crate::actors::command_supervisor::tools::CommandTools;
 use crate::actors::command_supervisor::{
     CommandEventSink, CommandOptions, CommandSupervisorHandle,
 };
-use crate::actors::session_api::{SessionRef, StartSession};
-use crate::actors::spawn::{MetaWrite, SessionEnv, spawn_session};
+use crate::actors::session_api::SessionRef;
 use crate::actors::subagent_supervisor::tools::SubagentTools;
 use crate::actors::subagent_supervisor::{ParentLink, SubagentArgs, SubagentSupervisorHandle};
 use crate::tools::{ServiceKind, ToolService};
-
-/// The function the subagent supervisor starts its children with: a session spawned under
-/// `env`, its `session_meta` written at once.
-fn start_child(env: &SessionEnv) -> StartSession {
-    let env = env.clone();
-    Arc::new(move |supervisor, id, options| {
-        let env = env.clone();
-        Box::pin(async move {
-            spawn_session(supervisor, &env, id, options, None, MetaWrite::AtOnce).await
-        })
-    })
-}
 
 /// The session's service of `kind`, serving one call of a tool bound to it.
 pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolService> {
@@ -124,7 +111,7 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
             template.config.tools.remove(&t);
         }
         let args = SubagentArgs {
-            start: start_child(&state.env),
+            start: state.start_child.clone(),
             template,
             parent: ParentLink {
                 subscribers: state.subscribers.clone(),

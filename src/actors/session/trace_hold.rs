@@ -13,8 +13,8 @@
 use ractor::ActorRef;
 
 use super::{SessionMsg, SessionState};
+use crate::actors::session_api::MetaWrite;
 use crate::actors::session_api::SessionRequest;
-use crate::actors::spawn::MetaWrite;
 use crate::trace::hub::TraceHandle;
 
 /// Whether, and until when, the session holds its trace writer.

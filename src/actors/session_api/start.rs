@@ -2,8 +2,8 @@
 //! actor: the session hands it a [`StartSession`] function, which returns a
 //! [`StartedSession`].
 //!
-//! Only the types; the function itself is built by the session (`actors/session/services.rs`)
-//! over `actors/spawn.rs`.
+//! Only the types (and when a new session's `session_meta` is written, [`MetaWrite`]); the
+//! function itself is built by `actors/spawn.rs` and handed to the session when it starts.
 
 use std::sync::Arc;
 
@@ -32,3 +32,14 @@ pub type StartSession = Arc<
         + Send
         + Sync,
 >;
+
+/// When a new session's `session_meta` goes to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaWrite {
+    /// At once: the trace is readable from the session's start.
+    AtOnce,
+    /// With the first records of the task its creator starts next (one write instead of two).
+    /// Until the session handles its first message other than a `Subscribe`, its meta is
+    /// queued: a crash in between leaves an empty trace file.
+    WithFirstTask,
+}
