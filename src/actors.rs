@@ -6,5 +6,6 @@ pub mod command;
 pub mod command_supervisor;
 pub mod host;
 pub mod session;
+pub mod session_api;
 pub mod spawn;
 pub mod subagent_supervisor;

@@ -13,15 +13,12 @@ mod compaction;
 mod compaction_text;
 mod dispatch;
 mod effects;
-mod fanout;
 mod gate;
-mod handle;
 pub mod inbox;
 mod machine;
 mod mcp_sync;
 mod mode;
 pub mod model_switch;
-mod options;
 mod output;
 mod partials;
 mod secrets;
@@ -32,7 +29,7 @@ mod task;
 mod trace_hold;
 mod turn;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use std::panic::AssertUnwindSafe;
 
@@ -49,72 +46,21 @@ use crate::trace::health::TraceHealth;
 use crate::trace::hub::TraceHandle;
 use crate::trace::writer::TraceMsg;
 
-pub use compaction::CompactStart;
-pub use handle::SessionHandle;
+use crate::actors::session_api::SessionRequest;
+use crate::actors::session_api::fanout_channel;
+pub use crate::actors::session_api::{
+    CompactStart, MessageReceiver, SUBSCRIBER_CAPACITY, SessionHandle, SessionOptions,
+    SessionStatus, SteerOutcome, TaskSummary, TryRecvError, steering_text,
+};
+pub(crate) use crate::actors::session_api::{Subscribers, broadcast, session_meta};
 pub(crate) use mode::restore as restore_mode;
-pub(crate) use options::session_meta;
-pub use options::{SessionOptions, SessionServices, SessionStatus};
 pub(crate) use secrets::redactor as session_redactor;
-pub use steer::{SteerOutcome, steering_text};
 use task::Task;
-pub use task::TaskSummary;
 
-pub(crate) use fanout::MessageSender;
-pub use fanout::{MessageReceiver, SUBSCRIBER_CAPACITY, TryRecvError};
-
-/// The senders of every subscriber; shared with the host so it can report a crashed session.
-pub(crate) type Subscribers = Arc<Mutex<Vec<MessageSender>>>;
-
-/// Sends `msg` to every live subscriber without waiting (a full queue drops its oldest),
-/// dropping closed ones.
-pub(crate) fn broadcast(subs: &Subscribers, msg: &Arc<OmniMessage>) {
-    if let Ok(mut subs) = subs.lock() {
-        subs.retain(|s| s.send(msg.clone()));
-    }
-}
-
-/// Messages of the session actor. The variants after `Close` are internal.
-pub enum SessionMsg {
-    Subscribe(RpcReplyPort<MessageReceiver>),
-    /// Starts a task with a user text (`sender` marks who wrote it, e.g. a parent agent).
-    StartTask(
-        String,
-        Option<Sender>,
-        RpcReplyPort<Result<(), RookeryError>>,
-    ),
-    Abort,
-    /// Compacts the context now (idle) or before the next request (a task runs).
-    Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
-    /// A receiver of the session's inbox (`wait_agent`).
-    Inbox(RpcReplyPort<tokio::sync::watch::Receiver<inbox::Inbox>>),
-    /// The history of completed tasks a spawned agent starts with (`fork_turns`).
-    Fork(inbox::ForkTurns, RpcReplyPort<Vec<ModelPayload>>),
-    /// A text for the model from a collaborating agent (a report or a message), delivered at
-    /// the next input-assembly point like a notice; `what` describes it for `wait_agent`.
-    AgentInput {
-        text: String,
-        what: String,
-    },
-    /// Wakes `wait_agent` (a message was queued for this session elsewhere).
-    Poke(String),
-    /// Switches the model from the next request on, or (`false`) only checks that the choice
-    /// resolves and builds: see `model_switch.rs`.
-    SwitchModel(
-        model_switch::ModelChoice,
-        bool,
-        RpcReplyPort<Result<model_switch::Switched, crate::actors::subagent_supervisor::SpecError>>,
-    ),
-    /// Steers the running task (or starts one when idle): see `steer.rs`.
-    Steer(
-        String,
-        Option<Sender>,
-        RpcReplyPort<Result<SteerOutcome, RookeryError>>,
-    ),
-    /// Replies when no task runs (at once if idle) with the last task's summary.
-    WaitIdle(RpcReplyPort<Option<TaskSummary>>),
-    Status(RpcReplyPort<SessionStatus>),
-    /// Aborts a running task, flushes and closes the trace, stops the actor.
-    Close(RpcReplyPort<()>),
+/// Messages of the session actor: the requests others send ([`SessionRequest`]), then its
+/// internal ones (private to `actors/session/`).
+pub(crate) enum SessionMsg {
+    Request(SessionRequest),
     Model {
         turn: u64,
         event: ModelEvent,
@@ -148,10 +94,6 @@ pub enum SessionMsg {
     },
     /// An event of the session's command supervisor.
     Command(CommandEvent),
-    /// A `[background_task_done]` text to deliver at the next input-assembly point.
-    Notice(String),
-    /// The session's command and subagent supervisors (for counts and metrics).
-    Services(RpcReplyPort<SessionServices>),
     /// The approver's mode changed (recorded as `approval_mode_changed`).
     ApprovalModeChanged(crate::approval::ApprovalMode),
     /// The trace actor could not write a record (`trace write failed: …`).
@@ -167,31 +109,45 @@ pub enum SessionMsg {
     /// Releases the trace writer held since a message of a turn (see `trace_hold.rs`): sent to
     /// itself at the end of that message, it comes after every message queued meanwhile.
     ReleaseTrace,
-    /// Test hook: makes `handle` panic.
-    #[doc(hidden)]
-    InjectPanic,
+}
+
+impl From<SessionRequest> for SessionMsg {
+    fn from(request: SessionRequest) -> Self {
+        SessionMsg::Request(request)
+    }
+}
+
+impl TryFrom<SessionMsg> for SessionRequest {
+    type Error = ();
+
+    fn try_from(msg: SessionMsg) -> Result<Self, ()> {
+        match msg {
+            SessionMsg::Request(request) => Ok(request),
+            _ => Err(()),
+        }
+    }
 }
 
 /// Start-up arguments (built by the host).
-pub struct SessionArgs {
+pub(crate) struct SessionArgs {
     pub id: String,
     pub options: SessionOptions,
     pub trace: TraceHandle,
     pub subscribers: Subscribers,
     /// The `session_meta` record, written first.
     pub meta: Arc<OmniMessage>,
-    /// Where child sessions' traces go.
-    pub env: crate::actors::spawn::SessionEnv,
+    /// Starts child sessions (handed to the subagent supervisor).
+    pub start_child: crate::actors::session_api::StartSession,
     /// Reports the first failed trace write.
     pub trace_health: Arc<TraceHealth>,
     /// When a new session's `session_meta` is written.
-    pub meta_write: crate::actors::spawn::MetaWrite,
+    pub meta_write: crate::actors::session_api::MetaWrite,
 }
 
-pub struct SessionActor;
+pub(crate) struct SessionActor;
 
 /// The actor's state: conversation, counters and the running task.
-pub struct SessionState {
+pub(crate) struct SessionState {
     pub(crate) id: String,
     pub(crate) options: SessionOptions,
     pub(crate) trace: TraceHandle,
@@ -226,8 +182,8 @@ pub struct SessionState {
     pub(crate) path_locks: crate::tools::path_locks::PathLocks,
     /// What this session's tool calls share (`tools::session_scope`).
     pub(crate) tool_scope: crate::tools::session_scope::SessionScope,
-    /// Where child sessions' traces go.
-    pub(crate) env: crate::actors::spawn::SessionEnv,
+    /// Starts child sessions (handed to the subagent supervisor).
+    pub(crate) start_child: crate::actors::session_api::StartSession,
     /// `[background_task_done]` notices waiting for the next input-assembly point.
     pub(crate) pending_notices: Vec<ModelPayload>,
     /// The approval mode the trace recorded last (`None`: none yet).
@@ -282,7 +238,7 @@ impl Actor for SessionActor {
             trace,
             subscribers,
             meta,
-            env,
+            start_child,
             trace_health,
             meta_write,
         } = args;
@@ -373,7 +329,7 @@ impl Actor for SessionActor {
             wants_subagents,
             path_locks: Default::default(),
             tool_scope: Default::default(),
-            env,
+            start_child,
             pending_notices: Vec::new(),
             approval_mode: None,
             redactor,
@@ -452,14 +408,14 @@ async fn handle_msg(
 ) -> Result<(), ActorProcessingErr> {
     {
         match message {
-            SessionMsg::Subscribe(reply) => {
-                let (tx, rx) = fanout::channel(SUBSCRIBER_CAPACITY);
+            SessionMsg::Request(SessionRequest::Subscribe(reply)) => {
+                let (tx, rx) = fanout_channel(SUBSCRIBER_CAPACITY);
                 if let Ok(mut subs) = state.subscribers.lock() {
                     subs.push(tx);
                 }
                 let _ = reply.send(rx);
             }
-            SessionMsg::StartTask(text, sender, reply) => {
+            SessionMsg::Request(SessionRequest::StartTask(text, sender, reply)) => {
                 if let Some(reason) = &state.trace_failure {
                     let _ = reply.send(Err(RookeryError::TraceFailed {
                         session: state.id.clone(),
@@ -479,38 +435,40 @@ async fn handle_msg(
                     }
                 }
             }
-            SessionMsg::Abort => turn::abort(&myself, state, "aborted by user"),
-            SessionMsg::Compact(reply) => {
+            SessionMsg::Request(SessionRequest::Abort) => {
+                turn::abort(&myself, state, "aborted by user")
+            }
+            SessionMsg::Request(SessionRequest::Compact(reply)) => {
                 let _ = reply.send(compaction::request(&myself, state));
             }
-            SessionMsg::Inbox(reply) => {
+            SessionMsg::Request(SessionRequest::Inbox(reply)) => {
                 let _ = reply.send(state.inbox.subscribe());
             }
-            SessionMsg::Fork(turns, reply) => {
+            SessionMsg::Request(SessionRequest::Fork(turns, reply)) => {
                 let _ = reply.send(inbox::fork(state, turns));
             }
-            SessionMsg::AgentInput { text, what } => {
+            SessionMsg::Request(SessionRequest::AgentInput { text, what }) => {
                 if let Some(p) = build::user_text(text, Some(Sender::Harness)).as_model() {
                     state.pending_notices.push(p.clone());
                 }
                 inbox::arrived(state, &what);
                 turn::on_notice(&myself, state);
             }
-            SessionMsg::Poke(what) => inbox::arrived(state, &what),
-            SessionMsg::SwitchModel(choice, apply, reply) => {
+            SessionMsg::Request(SessionRequest::Poke(what)) => inbox::arrived(state, &what),
+            SessionMsg::Request(SessionRequest::SwitchModel(choice, apply, reply)) => {
                 let _ = reply.send(model_switch::on_switch(state, &choice, apply));
             }
-            SessionMsg::Steer(text, sender, reply) => {
+            SessionMsg::Request(SessionRequest::Steer(text, sender, reply)) => {
                 steer::on_steer(&myself, state, text, sender, reply)
             }
-            SessionMsg::WaitIdle(reply) => {
+            SessionMsg::Request(SessionRequest::WaitIdle(reply)) => {
                 if state.task.is_none() {
                     let _ = reply.send(state.last_summary.clone());
                 } else {
                     state.idle_waiters.push(reply);
                 }
             }
-            SessionMsg::Status(reply) => {
+            SessionMsg::Request(SessionRequest::Status(reply)) => {
                 let status = if state.task.is_some() {
                     SessionStatus::Running
                 } else if state.trace_failure.is_some() {
@@ -520,7 +478,7 @@ async fn handle_msg(
                 };
                 let _ = reply.send(status);
             }
-            SessionMsg::Close(reply) => {
+            SessionMsg::Request(SessionRequest::Close(reply)) => {
                 if state.task.is_some() {
                     turn::abort(&myself, state, "session closed");
                     turn::force_finish_abort(state);
@@ -576,10 +534,20 @@ async fn handle_msg(
                 dispatch::on_tool_done(&myself, state, turn, idx, output)
             }
             SessionMsg::RetryNow { turn } => turn::on_retry_now(&myself, state, turn),
-            SessionMsg::Services(reply) => {
-                let _ = reply.send(SessionServices {
-                    commands: state.commands.clone(),
-                    subagents: state.subagents.clone(),
+            SessionMsg::Request(SessionRequest::LiveCounts(reply)) => {
+                let commands = state.commands.clone();
+                let subagents = state.subagents.clone();
+                // Counted outside the actor: the supervisors answer from their own mailboxes.
+                tokio::spawn(async move {
+                    let commands = match &commands {
+                        Some(c) => c.list().await.len(),
+                        None => 0,
+                    };
+                    let subagents = match &subagents {
+                        Some(s) => s.list().await.len(),
+                        None => 0,
+                    };
+                    let _ = reply.send((commands, subagents));
                 });
             }
             SessionMsg::Command(CommandEvent::Evicted { process_id, status }) => {
@@ -589,7 +557,7 @@ async fn handle_msg(
                 );
             }
             SessionMsg::Command(CommandEvent::Completed { notice_text })
-            | SessionMsg::Notice(notice_text) => {
+            | SessionMsg::Request(SessionRequest::Notice(notice_text)) => {
                 if let Some(p) = build::user_text(notice_text, Some(Sender::Harness)).as_model() {
                     state.pending_notices.push(p.clone());
                 }
@@ -609,7 +577,9 @@ async fn handle_msg(
                 replies,
             } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
             SessionMsg::ReleaseTrace => trace_hold::release(state),
-            SessionMsg::InjectPanic => panic!("injected session actor panic (test hook)"),
+            SessionMsg::Request(SessionRequest::InjectPanic) => {
+                panic!("injected session actor panic (test hook)")
+            }
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! Spawning a session under a given supervisor (the host for user sessions, a subagent
-//! supervisor for children), with its trace file handed to one of the host's trace writers, and
-//! reporting a crashed session.
+//! supervisor for children, through the function the session hands it), with its trace file
+//! handed to one of the host's trace writers.
 //!
 //! Owns the order of a session's start: trace file opened, locked and taken over by its writer
 //! first, then the session actor, whose first record is its `session_meta`. It keeps no state
@@ -11,17 +11,16 @@ use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorCell};
 
-use super::session::{
-    SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers, broadcast,
-};
+use super::session::{SessionActor, SessionArgs, SessionHandle, SessionOptions, Subscribers};
+use super::session_api::{SessionRef, StartSession};
 use crate::config::ConfigError;
 use crate::error::{RookeryError, TraceOpenError};
-use crate::message::{OmniMessage, StopReason, build};
+use crate::message::OmniMessage;
 use crate::trace::file::TraceFile;
 use crate::trace::health::TraceHealth;
-use crate::trace::hub::{TraceHandle, TraceWriters};
+use crate::trace::hub::TraceWriters;
 use crate::trace::paths;
-use crate::trace::writer::{TraceMsg, TraceStats};
+use crate::trace::writer::TraceStats;
 
 /// What every session of a host shares: where traces go, the writers that own them and the
 /// byte counter.
@@ -32,47 +31,8 @@ pub struct SessionEnv {
     pub traces: TraceWriters,
 }
 
-/// When a new session's `session_meta` goes to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MetaWrite {
-    /// At once: the trace is readable from the session's start.
-    AtOnce,
-    /// With the first records of the task its creator starts next (one write instead of two).
-    /// Until the session handles its first message other than a `Subscribe`, its meta is
-    /// queued: a crash in between leaves an empty trace file.
-    WithFirstTask,
-}
-
-/// A started session and the parts its supervisor keeps.
-pub(crate) struct SpawnedSession {
-    pub handle: SessionHandle,
-    pub trace: TraceHandle,
-    pub subscribers: Subscribers,
-}
-
-/// Asks a session's trace writer to write out and close its file, without waiting.
-pub(crate) fn stop_trace(trace: &TraceHandle) {
-    trace.stop();
-}
-
-/// Ends a crashed session's stream and trace with `abort` and `task_end(failed)`. A session
-/// whose handler panicked has already settled its open tool calls (their outputs are ahead of
-/// these records in the trace's mailbox).
-pub(crate) fn report_crash(trace: &TraceHandle, subscribers: &Subscribers, err: &str) {
-    let reason = format!("session actor failed: {err}");
-    for msg in [
-        build::abort(Some(reason)),
-        build::task_end(StopReason::Failed),
-    ] {
-        let msg = Arc::new(msg);
-        let _ = trace.cast(TraceMsg::Append(msg.clone()));
-        broadcast(subscribers, &msg);
-    }
-    stop_trace(trace);
-    if let Ok(mut subs) = subscribers.lock() {
-        subs.clear();
-    }
-}
+pub use super::session_api::MetaWrite;
+pub(crate) use super::session_api::{StartedSession as SpawnedSession, report_crash, stop_trace};
 
 /// Opens the trace at `path` for appending and takes the session's owner lock on it.
 pub(crate) fn open_locked(id: &str, path: &std::path::Path) -> Result<TraceFile, RookeryError> {
@@ -155,7 +115,7 @@ pub(crate) async fn spawn_session(
             trace: trace.clone(),
             subscribers: subscribers.clone(),
             meta: meta_message.clone(),
-            env: env.clone(),
+            start_child: start_child(env),
             trace_health: health.clone(),
             meta_write,
         },
@@ -174,11 +134,23 @@ pub(crate) async fn spawn_session(
             id,
             closing: Arc::default(),
             meta_message,
-            actor,
+            actor: SessionRef(actor.get_derived()),
             trace: trace.clone(),
             trace_health: health,
         },
         trace,
         subscribers,
+    })
+}
+
+/// The function a session's subagent supervisor starts its children with: a session spawned
+/// under `env`, its `session_meta` written at once.
+fn start_child(env: &SessionEnv) -> StartSession {
+    let env = env.clone();
+    Arc::new(move |supervisor, id, options| {
+        let env = env.clone();
+        Box::pin(async move {
+            spawn_session(supervisor, &env, id, options, None, MetaWrite::AtOnce).await
+        })
     })
 }

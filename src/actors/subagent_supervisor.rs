@@ -3,14 +3,15 @@
 //! exceed the cap. A full registry evicts its least recently used *idle* child; a running child is
 //! never evicted (the spawn is refused instead).
 //!
-//! Children are `SessionActor`s spawned linked to this actor, each with its own trace actor. The
+//! Children are sessions started linked to this actor through the function the parent session
+//! hands it (`SubagentArgs::start`), each with its own trace file. The
 //! supervisor never runs a child's turn and never writes the parent's trace except the one
 //! `subagent` pointer per child.
 
 pub mod child;
 pub mod collab;
 pub mod report;
-pub mod spec;
+pub use crate::actors::session_api::spec;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -18,8 +19,10 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use super::session::{SessionOptions, Subscribers};
-use super::spawn::{MetaWrite, SessionEnv, report_crash, spawn_session, stop_trace};
+use crate::actors::session_api::{
+    ForkTurns, Inbox, SessionOptions, SessionRef, StartSession, Subscribers, broadcast,
+    report_crash, stop_trace,
+};
 use crate::error::RookeryError;
 use crate::message::{EventPayload, OmniMessage};
 use crate::trace::hub::TraceHandle;
@@ -77,7 +80,8 @@ struct Entry {
 pub struct SubagentSupervisor;
 
 pub struct SubagentArgs {
-    pub env: SessionEnv,
+    /// Starts a child session (handed by the parent session).
+    pub start: StartSession,
     /// The child's options: the parent's model, workspace, approver and config, minus the
     /// subagent tools.
     pub template: SessionOptions,
@@ -155,16 +159,9 @@ impl SubagentSupervisor {
         options.first_prompt = Some(prompt.clone());
         options.depth = 1;
         options.approver = Arc::new(approver.clone());
-        let spawned = spawn_session(
-            myself.get_cell(),
-            &state.args.env,
-            session_id.clone(),
-            options,
-            None,
-            MetaWrite::AtOnce,
-        )
-        .await
-        .map_err(AdmitError::Start)?;
+        let spawned = (state.args.start)(myself.get_cell(), session_id.clone(), options)
+            .await
+            .map_err(AdmitError::Start)?;
         let tail: String = {
             let chars: Vec<char> = session_id.chars().collect();
             chars[chars.len().saturating_sub(8)..].iter().collect()
@@ -191,7 +188,7 @@ impl SubagentSupervisor {
                 .clone()
                 .with_origin(&session_id),
         );
-        super::session::broadcast(&state.args.parent.subscribers, &meta);
+        broadcast(&state.args.parent.subscribers, &meta);
         let pointer = OmniMessage::event(EventPayload::Subagent {
             session_id: session_id.clone(),
         });
@@ -311,7 +308,7 @@ impl Actor for SubagentSupervisor {
 pub struct SubagentSupervisorHandle {
     actor: ActorRef<SubagentMsg>,
     /// The parent session (its inbox and fork history, asked from the calling task).
-    parent: ActorRef<super::session::SessionMsg>,
+    parent: SessionRef,
 }
 
 impl std::fmt::Debug for SubagentSupervisorHandle {
@@ -342,25 +339,16 @@ impl SubagentSupervisorHandle {
     }
 
     /// The parent session's inbox (what `wait_agent` waits on).
-    pub async fn parent_inbox(
-        &self,
-    ) -> Result<tokio::sync::watch::Receiver<super::session::inbox::Inbox>, RookeryError> {
-        Ok(ractor::call!(
-            self.parent,
-            super::session::SessionMsg::Inbox
-        )?)
+    pub async fn parent_inbox(&self) -> Result<tokio::sync::watch::Receiver<Inbox>, RookeryError> {
+        self.parent.inbox().await
     }
 
     /// The parent's completed tasks chosen by `turns` (`fork_turns`).
     pub async fn parent_fork(
         &self,
-        turns: super::session::inbox::ForkTurns,
+        turns: ForkTurns,
     ) -> Result<Vec<crate::message::ModelPayload>, RookeryError> {
-        Ok(ractor::call!(
-            self.parent,
-            super::session::SessionMsg::Fork,
-            turns
-        )?)
+        self.parent.fork_history(turns).await
     }
 
     pub fn actor_id(&self) -> ActorId {

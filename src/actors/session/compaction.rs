@@ -48,14 +48,7 @@ impl Reason {
     }
 }
 
-/// What a manual compaction did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactStart {
-    /// The session was idle: the compaction runs now.
-    Started,
-    /// A task runs: the session compacts before its next request.
-    Scheduled,
-}
+use crate::actors::session_api::CompactStart;
 
 /// What follows a compaction.
 enum After {

@@ -26,7 +26,7 @@ pub(super) const POLICY_DENIED: &str = "Tool call denied by policy.";
 pub(super) const USER_DENIED: &str = "Tool call denied by user.";
 
 /// What the gate decided for one call.
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub(crate) decision: Decision,
     /// `approval_decision.source`.
     pub(super) source: &'static str,

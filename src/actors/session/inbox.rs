@@ -12,23 +12,7 @@ use crate::message::ModelPayload;
 
 use super::SessionState;
 
-/// What arrived for the session's model and what it has been given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Inbox {
-    /// Arrivals so far (steers, notices, reports, messages).
-    pub arrived: u64,
-    /// `arrived` as of the last input-assembly point.
-    pub delivered: u64,
-    /// The last arrival, e.g. `agent agent-1a2b3c4d reported (completed)`.
-    pub last: String,
-}
-
-impl Inbox {
-    /// Something arrived that the model has not been given yet.
-    pub fn waiting(&self) -> bool {
-        self.arrived > self.delivered
-    }
-}
+pub use crate::actors::session_api::Inbox;
 
 /// The session's [`Inbox`], watched once someone asked for a receiver: until then (an idle
 /// session nobody waits on) it is the bare value, not a watch channel.
@@ -70,13 +54,7 @@ impl InboxSignal {
     }
 }
 
-/// Which of the parent's completed tasks a spawned agent starts with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForkTurns {
-    None,
-    All,
-    Last(usize),
-}
+pub use crate::actors::session_api::ForkTurns;
 
 /// Records an arrival and wakes the waiters.
 pub(super) fn arrived(state: &mut SessionState, what: &str) {

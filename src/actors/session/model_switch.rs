@@ -1,6 +1,6 @@
 //! A running session's model switch (a parent agent's `send_message` with `model` /
 //! `reasoning_effort`, `docs/collaboration.md#send_message`): the choice is resolved exactly as
-//! `spawn_agent`'s (`subagent_supervisor::spec::resolve_model`), the session's next request
+//! `spawn_agent`'s (`session_api::spec::resolve_model`), the session's next request
 //! goes to the new model, and a `model_switched` record lets a resumed session (and every
 //! trace file after a rotation) keep it.
 //!
@@ -8,39 +8,11 @@
 //! ends on the model it began with); it never starts or ends a task.
 
 use super::{SessionOptions, SessionState};
-use crate::actors::subagent_supervisor::spec::{self, ResolvedModel, SpecError};
-use crate::error::RookeryError;
+use crate::actors::session_api::spec::{self, ResolvedModel, SpecError};
 use crate::message::{EventPayload, ModelPayload, OmniMessage};
-use crate::model::{ModelInfo, ModelSessionContext};
+use crate::model::ModelSessionContext;
 
-/// What a switch asks for: a `models:` name or `provider/model`, and/or a reasoning effort.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ModelChoice {
-    pub model: Option<String>,
-    pub reasoning_effort: Option<String>,
-}
-
-/// The session's model after a switch (or after a check of one).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Switched {
-    /// `provider`, `model_id` and context window of the model the choice names (the current
-    /// one when nothing changes).
-    pub info: ModelInfo,
-    /// False when the choice changes nothing (a scripted model takes no effort; the model the
-    /// session already runs on without a new effort).
-    pub changed: bool,
-}
-
-/// Why a switch was not made; the session keeps its model.
-#[derive(Debug, thiserror::Error)]
-pub enum SwitchError {
-    /// The name is unknown or its model cannot be built (the text the model reads).
-    #[error(transparent)]
-    Spec(#[from] SpecError),
-    /// The session is gone.
-    #[error(transparent)]
-    Session(#[from] RookeryError),
-}
+pub use crate::actors::session_api::{ModelChoice, SwitchError, Switched};
 
 /// Resolves `choice` against the session's config; with `apply`, the session uses the model
 /// from its next request on and records `model_switched`.

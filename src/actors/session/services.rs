@@ -17,6 +17,7 @@ use crate::actors::command_supervisor::tools::CommandTools;
 use crate::actors::command_supervisor::{
     CommandEventSink, CommandOptions, CommandSupervisorHandle,
 };
+use crate::actors::session_api::SessionRef;
 use crate::actors::subagent_supervisor::tools::SubagentTools;
 use crate::actors::subagent_supervisor::{ParentLink, SubagentArgs, SubagentSupervisorHandle};
 use crate::tools::{ServiceKind, ToolService};
@@ -110,11 +111,11 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
             template.config.tools.remove(&t);
         }
         let args = SubagentArgs {
-            env: state.env.clone(),
+            start: state.start_child.clone(),
             template,
             parent: ParentLink {
                 subscribers: state.subscribers.clone(),
-                session: myself.clone(),
+                session: SessionRef(myself.get_derived()),
             },
             parent_trace: state.trace.clone(),
         };

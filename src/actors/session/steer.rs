@@ -13,32 +13,9 @@
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::{SessionMsg, SessionState, turn};
+use crate::actors::session_api::{SteerOutcome, steering_text};
 use crate::error::RookeryError;
 use crate::message::{ModelPayload, Sender, build};
-
-/// What a steer did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SteerOutcome {
-    /// A task was running: the text joins it at its next input-assembly point.
-    Queued,
-    /// No task was running: the text started one.
-    Started,
-}
-
-impl SteerOutcome {
-    /// `queued` or `started` (the API's spelling).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SteerOutcome::Queued => "queued",
-            SteerOutcome::Started => "started",
-        }
-    }
-}
-
-/// The user text a steer becomes.
-pub fn steering_text(text: &str) -> String {
-    format!("[user_steering]\n{text}\n[/user_steering]")
-}
 
 /// Handles `SessionMsg::Steer`.
 pub(super) fn on_steer(

@@ -11,18 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::message::{ModelPayload, StopReason, Usage};
 
-/// How a task ended, for callers waiting on it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaskSummary {
-    /// `completed`, `failed` or `aborted`.
-    pub status: StopReason,
-    /// The last assistant text of the task.
-    pub final_text: Option<String>,
-    /// Tool calls the model made during the task.
-    pub tool_calls: usize,
-    /// The abort reason, when the task was aborted or failed with one.
-    pub abort_reason: Option<String>,
-}
+pub(super) use crate::actors::session_api::TaskSummary;
 
 pub(super) struct Call {
     pub(super) id: String,

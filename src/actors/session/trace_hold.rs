@@ -13,7 +13,8 @@
 use ractor::ActorRef;
 
 use super::{SessionMsg, SessionState};
-use crate::actors::spawn::MetaWrite;
+use crate::actors::session_api::MetaWrite;
+use crate::actors::session_api::SessionRequest;
 use crate::trace::hub::TraceHandle;
 
 /// Whether, and until when, the session holds its trace writer.
@@ -41,7 +42,9 @@ pub(super) fn at_start(trace: &TraceHandle, meta_write: MetaWrite, resumed: bool
 /// anything slow) and none is held yet. True when this message took it.
 /// The session's first message (other than a `Subscribe`) takes over the hold of its start.
 pub(super) fn take(state: &mut SessionState, message: &SessionMsg) -> bool {
-    if state.trace_held == Held::UntilFirstMessage && !matches!(message, SessionMsg::Subscribe(_)) {
+    if state.trace_held == Held::UntilFirstMessage
+        && !matches!(message, SessionMsg::Request(SessionRequest::Subscribe(_)))
+    {
         state.trace_held = Held::UntilRelease;
         return true;
     }
@@ -88,6 +91,6 @@ fn holds_trace(message: &SessionMsg) -> bool {
             | SessionMsg::RetryNow { .. }
             | SessionMsg::McpRecord(_)
             | SessionMsg::Command(_)
-            | SessionMsg::Notice(_)
+            | SessionMsg::Request(SessionRequest::Notice(_))
     )
 }

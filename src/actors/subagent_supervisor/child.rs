@@ -13,8 +13,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::background_notice::{self, NoticeKind};
-use crate::actors::session::model_switch::ModelChoice;
-use crate::actors::session::{MessageReceiver, SessionHandle, SessionMsg, Subscribers, broadcast};
+use crate::actors::session_api::{
+    MessageReceiver, ModelChoice, SessionHandle, SessionRef, Subscribers, broadcast,
+};
 use crate::approval::{ApprovalRequest, Approver};
 use crate::message::{Decision, EventPayload, ModelPayload, OmniMessage, Role, StopReason};
 
@@ -466,7 +467,7 @@ pub fn exit_note(end: &RoundEnd) -> (bool, String) {
 #[derive(Clone)]
 pub struct ParentLink {
     pub subscribers: Subscribers,
-    pub session: ractor::ActorRef<SessionMsg>,
+    pub session: SessionRef,
 }
 
 /// Forwards every message of the child to the parent's stream with the child's id prepended to
@@ -480,10 +481,10 @@ pub fn spawn_forwarder(child: Arc<Child>, mut rx: MessageReceiver, parent: Paren
             broadcast(&parent.subscribers, &tagged);
             match outgoing {
                 Some(Outgoing::Notice(text)) => {
-                    let _ = parent.session.cast(SessionMsg::Notice(text));
+                    let _ = parent.session.notice(text);
                 }
                 Some(Outgoing::Report { text, what }) => {
-                    let _ = parent.session.cast(SessionMsg::AgentInput { text, what });
+                    let _ = parent.session.agent_input(text, what);
                     // A message queued while the round ran starts the next round (on the
                     // model it asked for).
                     if let Some(next) = child.next_queued() {

@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{Child, SubagentSupervisorHandle};
-use crate::actors::session::inbox::Inbox;
+use crate::actors::session_api::Inbox;
 use crate::tools::{ToolContext, ToolResult, args};
 
 pub use crate::tools::profile::{WAIT_DEFAULT_S, WAIT_MAX_S};

@@ -11,11 +11,10 @@
 use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
-use ractor::ActorRef;
 use serde_json::{Map, Value};
 
 use super::{fail, wait_inbox, wait_timeout};
-use crate::actors::session::{SessionHandle, SessionMsg};
+use crate::actors::session_api::{SessionHandle, SessionRef};
 use crate::actors::subagent_supervisor::report::message_to_parent;
 use crate::tools::profile::collaboration_definition;
 use crate::tools::{Tool, ToolContext, ToolRegistry, ToolResult, args};
@@ -23,7 +22,7 @@ use crate::tools::{Tool, ToolContext, ToolRegistry, ToolResult, args};
 /// How a spawned agent reaches its parent and its own session.
 #[derive(Clone)]
 pub struct ChildLink {
-    pub parent: ActorRef<SessionMsg>,
+    pub parent: SessionRef,
     pub agent_id: String,
     /// The agent's own session (set right after it is spawned).
     pub own: Arc<OnceLock<SessionHandle>>,
@@ -66,10 +65,10 @@ impl Tool for ChildSendMessage {
                     ));
                 }
             };
-            let sent = link.parent.cast(SessionMsg::AgentInput {
-                text: message_to_parent(&link.agent_id, mode, &message),
-                what: format!("message from agent {}", link.agent_id),
-            });
+            let sent = link.parent.agent_input(
+                message_to_parent(&link.agent_id, mode, &message),
+                format!("message from agent {}", link.agent_id),
+            );
             if sent.is_err() {
                 return fail("[send_message error: the parent session has ended]");
             }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::super::SubagentSupervisorHandle;
 use super::{fail, supervisor, switch, target, wait_inbox, wait_timeout};
-use crate::actors::session::{SessionMsg, SteerOutcome};
+use crate::actors::session_api::SteerOutcome;
 use crate::actors::subagent_supervisor::child::QUEUE_CAP;
 use crate::message::Sender;
 use crate::tools::{ToolContext, ToolResult, args};
@@ -110,9 +110,9 @@ impl SendMessage {
                 ));
             }
             // The agent may be waiting in wait_agent: it wakes and can end its round.
-            let _ = child.session.actor.cast(SessionMsg::Poke(
-                "a message from the parent is queued".into(),
-            ));
+            let _ = child
+                .session
+                .poke("a message from the parent is queued".into());
             ToolResult::completed().with_note(format!(
                 "queued for {id} (position {}): it starts a new round when the current one ends{model_line}",
                 child.queued()

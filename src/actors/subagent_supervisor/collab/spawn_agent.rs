@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::super::SubagentSupervisorHandle;
 use super::{fail, supervisor};
-use crate::actors::session::inbox::ForkTurns;
+use crate::actors::session_api::ForkTurns;
 use crate::actors::subagent_supervisor::{AdmitError, AgentSpawn, ChildRequest};
 use crate::message::Sender;
 use crate::tools::{ToolContext, ToolResult, args};

@@ -7,8 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::actors::session::SessionHandle;
-use crate::actors::session::model_switch::{ModelChoice, SwitchError};
+use crate::actors::session_api::{ModelChoice, SessionHandle, SwitchError};
 
 /// A bad `model` or `reasoning_effort` argument (the text is the tool output).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

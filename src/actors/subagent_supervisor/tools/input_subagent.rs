@@ -55,7 +55,7 @@ impl InputSubagentTool {
                     .steer_as(prompt.clone(), Some(Sender::ParentAgent))
                     .await
                 {
-                    Ok(crate::actors::session::SteerOutcome::Started) => child.begin_round(),
+                    Ok(crate::actors::session_api::SteerOutcome::Started) => child.begin_round(),
                     Ok(_) => {}
                     Err(e) => return fail(format!("[input_subagent error: {e}]")),
                 }

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::actors::session::SessionOptions;
+use super::SessionOptions;
 use crate::config::catalog::{CatalogError, with_reasoning_effort};
 use crate::message::ModelPayload;
 use crate::model::Model;

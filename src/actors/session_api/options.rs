@@ -1,13 +1,11 @@
 //! What a caller gives to create a session (`SessionOptions`), what it can ask of a running one
-//! (`SessionServices`, `SessionStatus`), and the `session_meta` record a new session starts with.
+//! (`SessionStatus`), and the `session_meta` record a new session starts with.
 //!
 //! Plain data and one pure constructor; nothing here runs or records.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::actors::command_supervisor::CommandSupervisorHandle;
-use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::approval::Approver;
 use crate::config::AgentConfig;
 use crate::message::{ModelPayload, SessionMeta};
@@ -62,13 +60,6 @@ impl SessionOptions {
             forked_history: Default::default(),
         }
     }
-}
-
-/// A session's background services.
-#[derive(Clone, Debug, Default)]
-pub struct SessionServices {
-    pub commands: Option<CommandSupervisorHandle>,
-    pub subagents: Option<SubagentSupervisorHandle>,
 }
 
 /// Idle, running, or failed (its trace can no longer be written; it takes no new task).

@@ -7,9 +7,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ractor::ActorRef;
-
-use super::{MessageReceiver, SessionMsg, SessionStatus, SteerOutcome, TaskSummary};
+use super::{
+    CompactStart, ForkTurns, Inbox, MessageReceiver, ModelChoice, SessionRef, SessionRequest,
+    SessionStatus, SteerOutcome, SwitchError, Switched, TaskSummary,
+};
 use crate::error::RookeryError;
 use crate::message::{OmniMessage, Sender, SessionMeta};
 use crate::trace::health::TraceHealth;
@@ -24,7 +25,7 @@ pub struct SessionHandle {
     pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
     /// The `session_meta` record (its payload is the meta).
     pub(crate) meta_message: Arc<OmniMessage>,
-    pub(crate) actor: ActorRef<SessionMsg>,
+    pub(crate) actor: SessionRef,
     pub(crate) trace: TraceHandle,
     /// Also names the file records go to now (the session's path is not kept twice).
     pub(crate) trace_health: Arc<TraceHealth>,
@@ -77,7 +78,7 @@ impl SessionHandle {
 
     /// A new stream of everything the session emits from now on.
     pub async fn subscribe(&self) -> Result<MessageReceiver, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::Subscribe)?)
+        Ok(ractor::call!(self.actor.0, SessionRequest::Subscribe)?)
     }
 
     /// Starts a task with a user message; fails with `SessionBusy` while one runs.
@@ -91,7 +92,7 @@ impl SessionHandle {
         text: impl Into<String>,
         sender: Option<Sender>,
     ) -> Result<(), RookeryError> {
-        ractor::call!(self.actor, SessionMsg::StartTask, text.into(), sender)?
+        ractor::call!(self.actor.0, SessionRequest::StartTask, text.into(), sender)?
     }
 
     /// Steers the running task: `text` joins it at its next input-assembly point (after the
@@ -113,53 +114,59 @@ impl SessionHandle {
                 "steer text must not be empty".to_string(),
             ));
         }
-        ractor::call!(self.actor, SessionMsg::Steer, text, sender)?
+        ractor::call!(self.actor.0, SessionRequest::Steer, text, sender)?
     }
 
     /// A receiver of the session's inbox: what arrived for its model (`wait_agent`).
-    pub async fn inbox(
-        &self,
-    ) -> Result<tokio::sync::watch::Receiver<super::inbox::Inbox>, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::Inbox)?)
+    pub async fn inbox(&self) -> Result<tokio::sync::watch::Receiver<Inbox>, RookeryError> {
+        self.actor.inbox().await
     }
 
     /// The history of the session's completed tasks chosen by `turns` (oldest first).
     pub async fn fork_history(
         &self,
-        turns: super::inbox::ForkTurns,
+        turns: ForkTurns,
     ) -> Result<Vec<crate::message::ModelPayload>, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::Fork, turns)?)
+        self.actor.fork_history(turns).await
+    }
+
+    /// Wakes the session's `wait_agent` (a message was queued for it elsewhere).
+    pub fn poke(&self, what: String) -> Result<(), RookeryError> {
+        self.actor.poke(what)
+    }
+
+    /// The address of the session (what a subagent supervisor reaches its parent through).
+    pub fn session_ref(&self) -> &SessionRef {
+        &self.actor
     }
 
     /// Switches the session's model from its next request on (`apply`), or only checks that
     /// `choice` resolves against its config and builds. The history is kept.
     pub async fn switch_model(
         &self,
-        choice: super::model_switch::ModelChoice,
+        choice: ModelChoice,
         apply: bool,
-    ) -> Result<super::model_switch::Switched, super::model_switch::SwitchError> {
-        let switched = ractor::call!(self.actor, SessionMsg::SwitchModel, choice, apply)
+    ) -> Result<Switched, SwitchError> {
+        let switched = ractor::call!(self.actor.0, SessionRequest::SwitchModel, choice, apply)
             .map_err(RookeryError::from)?;
         Ok(switched?)
     }
 
     /// Aborts the running task (no-op when idle).
     pub fn abort(&self) -> Result<(), RookeryError> {
-        self.actor
-            .cast(SessionMsg::Abort)
-            .map_err(RookeryError::from)
+        self.actor.cast(SessionRequest::Abort)
     }
 
     /// Compacts the session's context: at once when idle (`Started`; `wait_idle` waits for
     /// it), before the running task's next request otherwise (`Scheduled`). An empty context
     /// is [`RookeryError::NothingToCompact`].
-    pub async fn compact(&self) -> Result<super::CompactStart, RookeryError> {
-        ractor::call!(self.actor, SessionMsg::Compact)?
+    pub async fn compact(&self) -> Result<CompactStart, RookeryError> {
+        ractor::call!(self.actor.0, SessionRequest::Compact)?
     }
 
     /// Waits until no task runs; the last task's summary.
     pub async fn wait_idle(&self) -> Result<Option<TaskSummary>, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::WaitIdle)?)
+        Ok(ractor::call!(self.actor.0, SessionRequest::WaitIdle)?)
     }
 
     /// Runs one task to its end.
@@ -171,32 +178,23 @@ impl SessionHandle {
     }
 
     pub async fn status(&self) -> Result<SessionStatus, RookeryError> {
-        Ok(ractor::call!(self.actor, SessionMsg::Status)?)
+        Ok(ractor::call!(self.actor.0, SessionRequest::Status)?)
     }
 
     /// Registered background commands and subagents right now.
     pub async fn live_counts(&self) -> Result<(usize, usize), RookeryError> {
-        let services = ractor::call!(self.actor, SessionMsg::Services)?;
-        let commands = match &services.commands {
-            Some(c) => c.list().await.len(),
-            None => 0,
-        };
-        let subagents = match &services.subagents {
-            Some(s) => s.list().await.len(),
-            None => 0,
-        };
-        Ok((commands, subagents))
+        Ok(ractor::call!(self.actor.0, SessionRequest::LiveCounts)?)
     }
 
     /// Aborts any task, writes out the trace and stops the session.
     pub async fn close(&self) -> Result<(), RookeryError> {
         self.closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        Ok(ractor::call!(self.actor, SessionMsg::Close)?)
+        Ok(ractor::call!(self.actor.0, SessionRequest::Close)?)
     }
 
     #[doc(hidden)]
     pub fn inject_panic_for_tests(&self) {
-        let _ = self.actor.cast(SessionMsg::InjectPanic);
+        let _ = self.actor.cast(SessionRequest::InjectPanic);
     }
 }
