@@ -13,7 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{OFlag, openat};
@@ -32,10 +32,11 @@ pub fn path_of(fd: impl AsFd) -> io::Result<PathBuf> {
     let fd = fd.as_fd();
     let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
     let bytes = link.as_os_str().as_bytes();
-    let unlinked = File::from(fd.try_clone_to_owned()?)
-        .metadata()
-        .is_ok_and(|m| m.nlink() == 0);
-    if unlinked && let Some(kept) = bytes.strip_suffix(DELETED.as_bytes()) {
+    // Only a path with the mark asks the file (one `fstat`, on the hot path of every read none):
+    // a file really named `x (deleted)` still has links.
+    if let Some(kept) = bytes.strip_suffix(DELETED.as_bytes())
+        && nix::sys::stat::fstat(fd).is_ok_and(|st| st.st_nlink == 0)
+    {
         return Ok(PathBuf::from(OsStr::from_bytes(kept)));
     }
     if !link.is_absolute() {
