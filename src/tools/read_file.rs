@@ -11,6 +11,7 @@ mod scan;
 
 use std::fs::Metadata;
 use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
@@ -179,6 +180,8 @@ fn read_prepared(
     if let Some(name) = secret_by_names(&resolved, real.as_deref()) {
         return Err(refusal(file_path, name));
     }
+    // The file the cheap proof looked at (a regular file reached through real directories).
+    let checked = stat.as_ref().map(|m| (m.dev(), m.ino()));
     let opened = match open_regular_stat(&resolved, stat) {
         Ok(opened) => opened,
         Err(TargetError::Io(e))
@@ -212,12 +215,20 @@ fn read_prepared(
     // Decided by the opened file, by where the kernel says it is (a symlink swapped between
     // the look above and the open cannot pass another file off as the one checked) and by its
     // inode (a hard link to a secret store is refused too).
-    let real = match path_of(&opened.file) {
-        Ok(opened_at) => opened_at,
-        Err(e) => {
-            tracing::debug!(error = %e, "read_file: no path for the opened file");
-            real.unwrap_or_else(|| resolved.clone())
+    // When the opened file is the very inode the proof looked at, `real` names it and the
+    // kernel need not be asked (no `readlink` on the common path). A file swapped in since is
+    // another inode: only a process that could already read it could make one with its content.
+    let real = match (checked, real) {
+        (Some((dev, ino)), Some(real)) if opened.meta.dev() == dev && opened.meta.ino() == ino => {
+            real
         }
+        (_, real) => match path_of(&opened.file) {
+            Ok(opened_at) => opened_at,
+            Err(e) => {
+                tracing::debug!(error = %e, "read_file: no path for the opened file");
+                real.unwrap_or_else(|| resolved.clone())
+            }
+        },
     };
     if let Some(name) = secret_by_names(&resolved, Some(&real)) {
         return Err(refusal(file_path, name));
