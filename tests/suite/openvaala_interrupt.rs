@@ -35,19 +35,21 @@ fn sleep_alive(pid: i32) -> bool {
     running && cmdline.starts_with(b"sleep\0")
 }
 
-/// The pid in `ws/sleep.pid`, waiting up to [`LIMIT`] for the file.
+/// The pid in `ws/sleep.pid` once it runs `sleep`, waiting up to [`LIMIT`] for the file and for
+/// the exec (`$!` names the forked shell, which on a loaded machine may not have exec'd yet).
 fn sleeper_pid(ws: &Path) -> i32 {
     let path = ws.join("sleep.pid");
     let deadline = Instant::now() + LIMIT;
     loop {
         if let Ok(text) = std::fs::read_to_string(&path)
             && let Ok(pid) = text.trim().parse()
+            && sleep_alive(pid)
         {
             return pid;
         }
         assert!(
             Instant::now() < deadline,
-            "the command never wrote {path:?}"
+            "the command never wrote {path:?}, or its pid never ran sleep"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
