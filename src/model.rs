@@ -12,6 +12,7 @@ pub mod image_window;
 pub mod model_config;
 pub mod openai;
 pub mod provider_defaults;
+mod script_error;
 pub mod scripted;
 
 use std::sync::Arc;

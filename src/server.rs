@@ -20,6 +20,7 @@ pub mod config_error;
 pub mod error;
 pub mod fd_limit;
 pub mod guard;
+pub mod guard_config;
 pub mod listener;
 pub mod metrics;
 pub mod reopen;

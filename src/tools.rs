@@ -35,6 +35,7 @@ pub mod binding;
 pub mod canonical;
 pub mod capped_read;
 pub mod close_out;
+pub mod definition;
 pub mod describe_image;
 pub mod diff_render;
 pub mod edit_file;

@@ -22,7 +22,7 @@ pub enum ModelSetupError {
     InvalidScript {
         path: PathBuf,
         #[source]
-        source: Box<crate::model::scripted::ScriptError>,
+        source: Box<super::script_error::ScriptError>,
     },
     /// A model provider that talks HTTP, configured without its endpoint or model name.
     #[error("model provider \"{provider}\" needs a base_url and a model")]

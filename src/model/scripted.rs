@@ -7,7 +7,6 @@
 //! It must not know about actors, tools, approvals or traces, and it never panics on a script:
 //! a bad script is a load error, anything unresolvable at run time is a `tracing::warn!`.
 
-mod error;
 mod placeholder;
 mod session;
 
@@ -17,9 +16,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use self::error::{PlaceholderError, ScriptError};
 use self::session::{ScriptedSession, TurnSource};
 use super::error::ModelSetupError;
+pub use super::script_error::{PlaceholderError, ScriptError};
 use super::{Model, ModelInfo, ModelSession, ModelSessionContext};
 use crate::message::{StopReason, json_kind};
 

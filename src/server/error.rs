@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::guard::BodyDeadline;
+use super::guard_config::BodyDeadline;
 use crate::config::ConfigError;
 use crate::error::RookeryError;
 

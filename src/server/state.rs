@@ -15,7 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::approver::ApiApprover;
 use super::error::ApiError;
-use super::guard::GuardConfig;
+use super::guard_config::GuardConfig;
 use super::metrics::{Metrics, SessionObserver};
 use super::session_config::ConfigDir;
 use super::sse::{CLIENT_BUFFER, EventLog, RING_CAPACITY};

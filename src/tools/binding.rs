@@ -13,7 +13,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::registry::ToolDefinitionConfig;
+use super::definition::ToolDefinitionConfig;
 use super::{Tool, ToolContext, ToolResult};
 
 /// Which of the session's services serves a tool.

@@ -20,12 +20,13 @@ pub use self::error::EditFileError;
 use super::apply_patch::compute::MAX_BYTES;
 use super::args::{flag, require_nonempty_str, require_str};
 use super::capped_read::{Capped, read_capped};
+use super::definition::ToolDefinitionConfig;
 use super::diff_render::replacement_hunks;
 use super::file_target::{FileKind, Target, TargetError};
 use super::fs_atomic::{write_notes, write_through};
 use super::path_hint::path_hint;
 use super::secret_guard::{secret_by_identity, secret_by_name};
-use super::{ToolDefinitionConfig, ToolReply, resolve_path};
+use super::{ToolReply, resolve_path};
 
 /// Largest file edit_file reads, and largest content it writes: apply_patch's per-file limit
 /// (4 MiB), so both tools take the same files.
@@ -226,7 +227,7 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
     use crate::message::StopReason;
-    use crate::tools::registry::default_definition;
+    use crate::tools::definition::default_definition;
     use serde_json::json;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;

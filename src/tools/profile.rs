@@ -12,6 +12,8 @@
 
 mod collab_defs;
 mod openvaala_defs;
+#[cfg(test)]
+mod vaala_read_file_tests;
 
 use std::fmt;
 use std::str::FromStr;

@@ -21,13 +21,13 @@ pub use self::error::ReadFileError;
 use self::render::{Listing, finish};
 use self::scan::ScanLimits;
 use super::canonical::canonical_under;
+use super::definition::ToolDefinitionConfig;
 use super::file_target::{FileKind, TargetError, open_regular_stat};
 use super::opened_at::path_of;
 use super::path_hint::{normalize_lexically, path_hint};
 use super::secret_guard::{secret_by_identity, secret_by_names};
 use super::{
-    Placement, Tool, ToolContext, ToolDefinitionConfig, ToolReply, ToolResult, args, resolve_path,
-    run_file_work,
+    Placement, Tool, ToolContext, ToolReply, ToolResult, args, resolve_path, run_file_work,
 };
 
 const TOOL: &str = "read_file";

@@ -1,6 +1,6 @@
-//! The registry a session assembles from tool definitions (`definition`) and the default table
-//! (`default_table`, `docs/tools.md#default-tool-table`): which tools the model sees, with which
-//! limits.
+//! The registry a session assembles from tool definitions (`tools::definition`, with each
+//! builtin's default) and the default table (`default_table`, how each builtin runs;
+//! `docs/tools.md#default-tool-table`): which tools the model sees, with which limits.
 //!
 //! The registry only maps names to definitions and bindings ([`ToolBinding`]: a local
 //! implementation or the session service that serves the tool); binding a call to a service is
@@ -15,10 +15,11 @@ use super::Tool;
 use super::binding::{RegisteredTool, ServiceKind, ToolBinding, ToolWrapper};
 
 mod default_table;
-mod definition;
 mod entry;
-pub use default_table::{BUILTIN_NAMES, builtin_binding, default_definition};
-pub use definition::{ForModel, Permission, ToolDefinitionConfig};
+pub use super::definition::{
+    BUILTIN_NAMES, ForModel, Permission, ToolDefinitionConfig, default_definition,
+};
+pub use default_table::builtin_binding;
 pub use entry::{BuiltinEntry, ToolOverride};
 
 /// Why a `tools.builtin` list cannot be assembled.

@@ -9,7 +9,8 @@
 //! and opens nothing its `guard` module refuses (a path leading out of the workspace, a secret
 //! store), an `AGENTS.md` included.
 
-mod agents;
+// Open to `tools` for the profile's tests of the tool as the profile defines it.
+pub(in crate::tools) mod agents;
 mod guard;
 mod image;
 #[cfg(test)]

@@ -17,11 +17,12 @@ pub use self::error::{WriteFailure, WriteFileError};
 
 use super::args::{require_nonempty_str, require_str};
 use super::capped_read::{Capped, read_capped};
+use super::definition::ToolDefinitionConfig;
 use super::diff_render::{Hunk, LineDiff, content_lines, line_diff};
 use super::file_target::{FileKind, Target, TargetError};
 use super::fs_atomic::{WriteMode, write_notes, write_through};
 use super::secret_guard::{secret_by_identity, secret_by_name, secret_name};
-use super::{ToolDefinitionConfig, ToolReply, resolve_path};
+use super::{ToolReply, resolve_path};
 
 /// Previous contents above this size get no diff.
 const DIFF_SOURCE_CAP: u64 = 1024 * 1024;
@@ -191,7 +192,7 @@ fn plural(n: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::registry::default_definition;
+    use crate::tools::definition::default_definition;
     use serde_json::json;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;

@@ -1,10 +1,14 @@
 //! The layering of `src/`, checked from the code: `docs/architecture.md` ("Layers") declares the
 //! order of the areas (the top-level modules), and this test reads every `crate::…`, `super::…`
-//! and `self::…` path of every file under `src/` (tests included) and fails on an import from a
-//! lower area into a higher one, or from an area the order does not name, naming the file and
-//! line of each. There is no exception list. (Areas below one another cannot form a cycle.)
+//! and `self::…` path of every file under `src/` (tests included) and fails
+//! - on an import from a lower area into a higher one, and
+//! - on a cycle between the modules of one folder that passes through a sub-folder (`foo.rs`
+//!   with `foo/` counting as one module; files of one folder may import each other both ways),
+//!
+//! naming the file and line of each offending import (every such cycle, in every folder). There
+//! is no exception list.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
@@ -221,6 +225,33 @@ fn declared_order() -> Vec<String> {
         .collect()
 }
 
+/// A shortest cycle in `edges` that passes through `node`, as the list of its nodes from
+/// `node` back to `node`; `None` when `node` is on no cycle.
+fn cycle_through(node: &str, edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    let mut came_from: BTreeMap<String, String> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([node.to_string()]);
+    while let Some(n) = queue.pop_front() {
+        for m in edges.get(&n).into_iter().flatten() {
+            if m == node {
+                // Back from `n` to `node` through the steps that reached it.
+                let mut path = vec![node.to_string(), n.clone()];
+                let mut at = n.clone();
+                while let Some(prev) = came_from.get(&at) {
+                    path.push(prev.clone());
+                    at = prev.clone();
+                }
+                path.reverse();
+                return Some(path);
+            }
+            if !came_from.contains_key(m) {
+                came_from.insert(m.clone(), n.clone());
+                queue.push_back(m.clone());
+            }
+        }
+    }
+    None
+}
+
 fn rel(file: &Path) -> String {
     file.strip_prefix(repo())
         .unwrap_or(file)
@@ -228,13 +259,20 @@ fn rel(file: &Path) -> String {
         .to_string()
 }
 
-/// The violations of the layering: imports into a higher area.
+/// The steps of a cycle, as a set: the same cycle found from two of its folders is one.
+type Steps = BTreeSet<(String, String)>;
+
+/// The violations of the layering: upward imports between areas and cycles through a
+/// sub-folder between the modules of one folder.
 fn violations() -> Vec<String> {
     let modules = modules();
     let known: BTreeSet<Vec<String>> = modules.iter().map(|m| m.path.clone()).collect();
     let order = declared_order();
     let rank = |area: &str| order.iter().position(|a| a == area);
     let mut out = Vec::new();
+    // Per folder (the parent's path), the edges between its modules, with one example each.
+    let mut folders: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut example: BTreeMap<(Vec<String>, String, String), String> = BTreeMap::new();
     for module in &modules {
         if module.path.is_empty() {
             continue;
@@ -260,13 +298,73 @@ fn violations() -> Vec<String> {
                     _ => {}
                 }
             }
+            let common = module
+                .path
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common < module.path.len() && common < target.len() {
+                let (a, b) = (module.path[common].clone(), target[common].clone());
+                let folder = module.path[..common].to_vec();
+                example
+                    .entry((folder.clone(), a.clone(), b.clone()))
+                    .or_insert_with(|| format!("{}:{line}", rel(&module.file)));
+                folders
+                    .entry(folder)
+                    .or_default()
+                    .entry(a)
+                    .or_default()
+                    .insert(b);
+            }
+        }
+    }
+    // The sibling modules that are folders themselves (`foo.rs` with `foo/`): no cycle may pass
+    // through one. Files of one folder may import each other both ways.
+    let is_folder = |path: &[String]| {
+        known
+            .iter()
+            .any(|k| k.len() == path.len() + 1 && k.starts_with(path))
+    };
+    // Every unit that is a folder and lies on a cycle is reported (a cycle through several
+    // folders once, from the first of them).
+    let mut seen: BTreeSet<(Vec<String>, Steps)> = BTreeSet::new();
+    for (folder, edges) in &folders {
+        for unit in edges.keys() {
+            let mut path = folder.clone();
+            path.push(unit.clone());
+            if !is_folder(&path) {
+                continue;
+            }
+            let Some(cycle) = cycle_through(unit, edges) else {
+                continue;
+            };
+            let steps: Steps = cycle
+                .windows(2)
+                .map(|w| (w[0].clone(), w[1].clone()))
+                .collect();
+            if !seen.insert((folder.clone(), steps)) {
+                continue;
+            }
+            let steps: Vec<String> = cycle
+                .windows(2)
+                .map(|w| {
+                    let at = &example[&(folder.clone(), w[0].clone(), w[1].clone())];
+                    format!("{} → {} ({at})", w[0], w[1])
+                })
+                .collect();
+            out.push(format!(
+                "a cycle through a folder between the modules of src/{}: {}",
+                folder.join("/"),
+                steps.join(", ")
+            ));
         }
     }
     out
 }
 
 #[test]
-fn no_area_imports_a_higher_one() {
+fn no_area_imports_upward_and_no_folder_has_a_cycle() {
     let found = violations();
     assert!(
         found.is_empty(),
@@ -292,4 +390,22 @@ fn use_trees_and_relative_paths_resolve() {
     );
     assert_eq!(resolve(&here, "crate::q"), Some(vec!["q".into()]));
     assert_eq!(resolve(&here, "std::io"), None);
+}
+
+#[test]
+fn cycle_through_finds_a_shortest_cycle() {
+    let mut edges = BTreeMap::new();
+    edges.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    edges.insert("b".to_string(), BTreeSet::from(["c".to_string()]));
+    edges.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
+    assert_eq!(
+        cycle_through("a", &edges),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    assert_eq!(
+        cycle_through("b", &edges),
+        Some(vec!["b".into(), "c".into(), "a".into(), "b".into()])
+    );
+    edges.remove("c");
+    assert_eq!(cycle_through("a", &edges), None);
 }

@@ -14,7 +14,7 @@
 use regex::Regex;
 use serde_json::Value;
 
-use super::error::PlaceholderError;
+use crate::model::script_error::PlaceholderError;
 
 const OPEN: &str = "{{output:";
 

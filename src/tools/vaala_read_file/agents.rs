@@ -18,7 +18,7 @@ const MAX_AGENTS_BYTES: usize = 65_536;
 /// The project-instruction blocks for the AGENTS.md files on the way from `workspace` to the
 /// directory of `file` (both absolute and normalized) that `scope` has not seen; empty when
 /// there are none.
-pub(super) fn bring(workspace: &Path, file: &Path, scope: &SessionScope) -> String {
+pub(in crate::tools) fn bring(workspace: &Path, file: &Path, scope: &SessionScope) -> String {
     let workspace = super::normalize(workspace);
     let Some(dir) = file.parent() else {
         return String::new();

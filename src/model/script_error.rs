@@ -1,7 +1,9 @@
 //! Why a script does not load: [`ScriptError`] names the place (`turns[2]`,
 //! `children[0].turns[1].tool_calls[0]`) and the problem; [`PlaceholderError`] what is wrong
 //! with one `{{output:K:REGEX}}` placeholder. The `Display` texts are the load errors users
-//! see, so they do not change. Wording only: `super` and `placeholder` find the problems.
+//! see, so they do not change. Wording only: `scripted` and its `placeholder` find the problems.
+//! It sits beside `scripted` (not inside it) so that `error` can wrap it without a cycle;
+//! `scripted` re-exports both types.
 
 /// A script that does not parse or validate.
 #[derive(Debug, thiserror::Error)]
