@@ -289,3 +289,10 @@ pub fn free_port() -> u16 {
 pub fn kill9(pid: i32) {
     let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
 }
+
+/// A `tools/call` answer of the test MCP servers built with rmcp, from its JSON.
+pub fn call_result(v: Value) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+    serde_json::from_value::<rmcp::model::CallToolResult>(v)
+        .map(Into::into)
+        .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+}

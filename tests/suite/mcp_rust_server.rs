@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -55,9 +55,7 @@ fn tool(name: &str, read_only: bool) -> Value {
 }
 
 fn result(v: Value) -> Result<CallToolResponse, ErrorData> {
-    serde_json::from_value::<CallToolResult>(v)
-        .map(Into::into)
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    support::call_result(v)
 }
 
 impl ServerHandler for TestServer {

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -40,9 +40,7 @@ struct LimitServer {
 }
 
 fn text(t: &str) -> Result<CallToolResponse, ErrorData> {
-    serde_json::from_value::<CallToolResult>(json!({"content": [{"type": "text", "text": t}]}))
-        .map(Into::into)
-        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    call_result(json!({"content": [{"type": "text", "text": t}]}))
 }
 
 impl ServerHandler for LimitServer {
