@@ -11,9 +11,11 @@ use serde_json::Value;
 /// The converted result of one call.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Converted {
+    /// The text the model reads.
     pub text: String,
     /// `data:<mime>;base64,<data>` URLs (vision models only).
     pub images: Vec<String>,
+    /// The server marked the result as an error (`isError`).
     pub is_error: bool,
 }
 
