@@ -26,6 +26,7 @@ pub type EnvFilter = Arc<dyn Fn(&std::ffi::OsStr, &std::ffi::OsStr) -> bool + Se
 /// Where and with what environment hooks run.
 #[derive(Clone)]
 pub struct HookEnv {
+    /// The directory hooks run in (the workspace).
     pub cwd: std::path::PathBuf,
     /// Decides which inherited variables a hook sees (`None`: all).
     pub allow_env: Option<EnvFilter>,
