@@ -36,6 +36,7 @@ pub struct EmptyActors {
     children: Vec<ActorRef<Nothing>>,
     /// RSS before and after spawning the children, kB.
     pub rss_before_kb: u64,
+    /// RSS after spawning the children, kB.
     pub rss_after_kb: u64,
 }
 

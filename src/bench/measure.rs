@@ -12,13 +12,16 @@ use std::time::{Duration, Instant};
 /// CPU seconds and peak RSS of the process (`RUSAGE_SELF`) or of its reaped children.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Usage {
+    /// User CPU seconds.
     pub user_s: f64,
+    /// System CPU seconds.
     pub sys_s: f64,
     /// Peak resident set size in kB (Linux reports `ru_maxrss` in kB).
     pub max_rss_kb: u64,
 }
 
 impl Usage {
+    /// User plus system CPU seconds.
     pub fn cpu_s(&self) -> f64 {
         self.user_s + self.sys_s
     }
