@@ -9,10 +9,10 @@
 //! only instrumentation is the [`model::Probed`] model wrapper and the [`model::TimedTool`] tool
 //! wrapper, both outside the runtime.
 
-pub mod actor_floor;
+pub(crate) mod actor_floor;
 pub mod hibernation;
-pub mod http_floor;
-pub mod measure;
+pub(crate) mod http_floor;
+pub(crate) mod measure;
 pub mod mock;
 pub mod model;
 pub mod trace_appends;

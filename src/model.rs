@@ -7,11 +7,11 @@
 pub mod anthropic;
 pub mod build;
 pub mod error;
-pub mod http_client;
-pub mod image_window;
+pub(crate) mod http_client;
+pub(crate) mod image_window;
 pub mod model_config;
 pub mod openai;
-pub mod provider_defaults;
+pub(crate) mod provider_defaults;
 mod script_error;
 pub mod scripted;
 

@@ -23,7 +23,7 @@ use super::measure;
 
 /// Why the floor could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum FloorError {
+pub(crate) enum FloorError {
     /// The base URL is not an `http://` URL with a host.
     #[error("the base URL {0} is not an http:// URL with a host")]
     Url(String),
@@ -57,7 +57,7 @@ pub enum FloorError {
 
 /// What the floor measured.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FloorOutcome {
+pub(crate) struct FloorOutcome {
     /// Wall time of all requests.
     pub wall: Duration,
     /// CPU seconds this process spent.
@@ -100,7 +100,7 @@ fn target(url: &str) -> Result<Target, FloorError> {
 
 /// Sends `sessions[i]` in order on worker `i`'s connection to `url` (the full
 /// `…/chat/completions` URL), all workers at once.
-pub async fn run(url: &str, sessions: Vec<Vec<Bytes>>) -> Result<FloorOutcome, FloorError> {
+pub(crate) async fn run(url: &str, sessions: Vec<Vec<Bytes>>) -> Result<FloorOutcome, FloorError> {
     let target = target(url)?;
     let requests = sessions.iter().map(Vec::len).sum();
     let cpu0 = measure::self_usage();

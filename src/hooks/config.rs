@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// Default timeout of a hook command, in seconds.
-pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
+pub(crate) const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 
 /// A bad hooks config.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +66,7 @@ pub enum HookConfigError {
 
 /// Which tools a group applies to.
 #[derive(Debug, Clone)]
-pub enum Matcher {
+pub(crate) enum Matcher {
     /// `*` or empty.
     All,
     /// Letters, digits, `_`, `-` and `|`: exact tool names.
@@ -102,7 +102,7 @@ impl Matcher {
     }
 
     /// Whether a call of the tool `tool` runs this matcher's hooks.
-    pub fn matches(&self, tool: &str) -> bool {
+    pub(crate) fn matches(&self, tool: &str) -> bool {
         match self {
             Matcher::All => true,
             Matcher::Names(names) => names.iter().any(|n| n == tool),

@@ -27,12 +27,12 @@ const PING_EVERY: Duration = Duration::from_millis(400);
 const PING_TIMEOUT_MS: u64 = 1200;
 
 /// How long after `timeoutMs` the close-out's own timer fires, should a call not end by itself.
-pub const TIMEOUT_BACKSTOP_MS: i64 = 2000;
+pub(crate) const TIMEOUT_BACKSTOP_MS: i64 = 2000;
 
 /// One MCP tool call's runner: sends the call to its server's connection and converts the
 ///
 /// result (with the server's timeout and the output cap).
-pub struct McpTool {
+pub(crate) struct McpTool {
     /// The server's name.
     pub server: Arc<str>,
     /// The tool's name on the server.
@@ -170,7 +170,7 @@ impl Tool for McpTool {
 
 /// The session's service for one server's tools (`ServiceKind::Mcp`): maps a model-facing name
 /// to the server's tool and calls it through [`McpTool`].
-pub struct McpService {
+pub(crate) struct McpService {
     /// The server's name.
     pub server: Arc<str>,
     /// The connection actor; `None` until the set starts it (or when it could not start).

@@ -24,7 +24,7 @@ const MAX_REDIRECTS: usize = 10;
 
 /// Why a redirect was not followed.
 #[derive(Debug, thiserror::Error)]
-pub enum RedirectRefused {
+pub(crate) enum RedirectRefused {
     /// A redirect from `http://` to `https://` (the client has no roots for it).
     #[error(
         "the endpoint redirected to {to}, which is https; set base_url to the https URL (a plain \
