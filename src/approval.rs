@@ -34,7 +34,6 @@ pub enum ApprovalMode {
 
 impl ApprovalMode {
     /// The mode's name in configs, flags and traces (`allow-all`, `deny-all`, `read-only`,
-    ///
     /// `always-ask`).
     pub fn as_str(self) -> &'static str {
         match self {

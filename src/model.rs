@@ -114,7 +114,7 @@ impl ModelOutcome {
         }
     }
 
-    /// A retryable end with `status` and its detail (see `permanent` for one that is not).
+    /// An end with `status` and its detail, not marked permanent (so retried unless `auth`).
     pub fn error(status: StopReason, message: impl Into<String>) -> Self {
         ModelOutcome {
             status,

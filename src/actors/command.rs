@@ -87,7 +87,6 @@ pub struct ReadReply {
 }
 
 /// Messages of a [`CommandActor`]: reads, input and kills from its users, and the reports of its
-///
 /// own output, exit and timer tasks.
 pub enum CommandMsg {
     /// Unread output now if any (or the exit); otherwise waits up to `wait` for some.

@@ -133,7 +133,8 @@ pub enum CommandSupervisorMsg {
     Start {
         /// What to start.
         req: StartRequest,
-        /// The id, the command's actor and, when registered at once, the count registered.
+        /// The id, the command's actor and, when registered at once, how many commands are
+        /// registered now.
         reply: RpcReplyPort<StartReply>,
     },
     /// A registered command by id, marked as being read (refreshes its last use).
@@ -154,7 +155,7 @@ pub enum CommandSupervisorMsg {
     Register {
         /// The command's process id.
         id: String,
-        /// The count registered, or `None` when the id is unknown.
+        /// How many commands are registered now, or `None` when the id is unknown.
         reply: RpcReplyPort<Option<usize>>,
     },
     /// A lease on a command ended (its `CommandLease` was dropped).
@@ -217,9 +218,7 @@ pub struct CommandSupervisorState {
 }
 
 /// The actor owning one session's background commands: starts them, registers up to the
-///
 /// capacity (evicting the least recently used), reaps idle ones and kills them all with the
-///
 /// session.
 pub struct CommandSupervisor;
 

@@ -80,7 +80,6 @@ struct Entry {
 }
 
 /// The actor owning one session's subagents: admits up to 8, evicts the least recently used
-///
 /// idle one, and closes them all with the session.
 pub struct SubagentSupervisor;
 

@@ -28,9 +28,9 @@ use crate::server::state::{HibernationConfig, OpenOptions, ServerConfig, ServerS
 
 /// The targets the figures are printed beside.
 pub const TARGET_RSS_KB: u64 = 100 * 1024;
-/// The most open file descriptors the run should end with.
+/// Open file descriptors the run should end under.
 pub const TARGET_FDS: usize = 1100;
-/// The slowest wake (task submitted to first model request) wanted, in ms.
+/// The p95 wake (task submitted to first model request) should stay under this, in ms.
 pub const TARGET_WAKE_MS: f64 = 50.0;
 
 /// What to run.
@@ -63,7 +63,7 @@ pub struct HibernationOutcome {
     pub rss_start_kb: u64,
     /// When `resident` sessions were created (all resident, none hibernated yet).
     pub rss_at_cap_kb: u64,
-    /// RSS after all sessions were created and the wakes ran, kB.
+    /// RSS once every session was created and the resident cap kept, kB.
     pub rss_after_kb: u64,
     /// Open file descriptors before the first session.
     pub fds_start: usize,

@@ -17,7 +17,6 @@ fn us(d: std::time::Duration) -> f64 {
 }
 
 /// `rookery bench --trace-appends N`: times bursts of `n` trace appends, raw and through the
-///
 /// trace writer.
 pub async fn trace_appends(args: &BenchArgs, n: usize) -> Result<ExitCode, CliError> {
     if n == 0 {

@@ -76,7 +76,6 @@ pub struct Unavailable {
 }
 
 /// Messages of an [`McpConnection`]: requests of the session's calls, and the results of its
-///
 /// own connects, refreshes and timers (each tagged with the generation it belongs to).
 pub enum McpMsg {
     /// Connects if never tried; replies with the current list once no connect or refresh is

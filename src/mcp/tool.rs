@@ -30,7 +30,6 @@ const PING_TIMEOUT_MS: u64 = 1200;
 pub(crate) const TIMEOUT_BACKSTOP_MS: i64 = 2000;
 
 /// One MCP tool call's runner: sends the call to its server's connection and converts the
-///
 /// result (with the server's timeout and the output cap).
 pub(crate) struct McpTool {
     /// The server's name.

@@ -177,7 +177,6 @@ impl OmniMessage {
     }
 
     /// Parses one JSON line. An unknown `type` becomes `Payload::Unknown`;
-    ///
     /// malformed JSON, a missing envelope field or a non-object payload is an error.
     pub fn from_json(line: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(line)

@@ -136,7 +136,6 @@ impl ModelConfig {
     }
 
     /// The name of the variable holding the API key: the configured one, else the provider's
-    ///
     /// default, else `OPENAI_API_KEY`.
     pub fn api_key_env(&self) -> &str {
         let default = provider_defaults::default_api_key_env(&self.provider);

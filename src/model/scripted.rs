@@ -101,7 +101,6 @@ pub struct ScriptedToolCall {
     /// The tool's name (must not be empty).
     pub name: String,
     /// An object (sent as compact JSON) or a string (sent verbatim); may hold
-    ///
     /// `{{output:K:REGEX}}` placeholders.
     #[serde(default = "empty_object")]
     pub arguments: Value,

@@ -22,7 +22,6 @@ pub struct GuardConfig {
 
 impl GuardConfig {
     /// The guard's rules from the command line, normalized (hosts lowercased without port,
-    ///
     /// origins normalized).
     pub fn new(
         listen: SocketAddr,

@@ -114,7 +114,6 @@ struct Base {
 }
 
 /// Everything `rookery serve` shares between requests: the host, the served and hibernated
-///
 /// sessions, the metrics and the shutdown flag.
 pub struct ServerState {
     /// The host that runs the sessions.

@@ -41,7 +41,6 @@ pub struct DescribeImageTool {
 
 impl DescribeImageTool {
     /// The tool over the vision `client` (`None`: every call answers that no vision model is
-    ///
     /// configured).
     pub fn new(client: Option<Arc<OpenAiModel>>) -> Self {
         DescribeImageTool { client }

@@ -285,7 +285,6 @@ pub struct VaalaCommandTools {
 
 impl VaalaCommandTools {
     /// The tools of the OpenVaala profile over `commands` (`None`: every call answers that
-    ///
     /// commands are unavailable).
     pub fn new(commands: Option<CommandSupervisorHandle>) -> Self {
         VaalaCommandTools { commands }

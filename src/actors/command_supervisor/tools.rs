@@ -26,7 +26,6 @@ pub struct CommandTools {
 
 impl CommandTools {
     /// The command tools over `commands` (`None`: every call answers that commands are
-    ///
     /// unavailable).
     pub fn new(commands: Option<CommandSupervisorHandle>) -> Self {
         CommandTools { commands }

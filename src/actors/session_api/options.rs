@@ -47,7 +47,6 @@ pub struct SessionOptions {
 
 impl SessionOptions {
     /// Options for a session in `workspace` on `model`, everything else the library's default
-    ///
     /// (deny-all approver, default agent config).
     pub fn new(workspace: impl Into<PathBuf>, model: Arc<dyn Model>) -> Self {
         SessionOptions {
