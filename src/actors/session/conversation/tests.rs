@@ -162,15 +162,18 @@ fn a_compaction_replaces_the_context_and_forgets_the_task_spans() {
     assert!(c.fork(ForkTurns::All, false).is_empty());
     // What waits for the next input is not part of the replaced context.
     assert!(c.input_waiting());
-    // The summary is the new context's first input; a task continues from it.
+    // The summary is the new context's first input; the running task continues from it, and
+    // its span begins there.
     let sent = c.begin_request(vec![user("[context_summary]")]);
     assert_eq!(ids(&sent), ["U:[context_summary]"]);
+    c.commit(vec![call("c0")]);
+    c.begin_request(vec![output("c0")]);
     c.commit(vec![answer("c")]);
     c.close_task();
-    assert_eq!(
-        ids(&c.fork(ForkTurns::Last(1), false)),
-        ["U:[context_summary]", "A:c"]
-    );
+    let context = ["U:[context_summary]", "call:c0", "out:c0", "A:c"];
+    assert_eq!(ids(&c.fork(ForkTurns::Last(1), false)), context);
+    // One task in the new context: asking for two copies it once.
+    assert_eq!(ids(&c.fork(ForkTurns::Last(2), false)), context);
 }
 
 #[test]
