@@ -1,13 +1,10 @@
 //! What a tool is to the model and the close-out: `ToolDefinitionConfig` (name, schema,
 //! permission, limits) and its `Permission`/`ForModel` fields, with the spec the model sees.
-//! Data only: it knows no registry and no tool's code; `defaults` holds each builtin's default
-//! definition by name. The registry, the bindings and the tools import it from here.
+//! Data only: it knows no registry and no tool's code; each profile's definitions are in
+//! `tools/profile/<profile>/`. The registry, the bindings and the tools import it from here.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-
-mod defaults;
-pub use defaults::{BUILTIN_NAMES, default_definition};
 
 /// `r` tools only read; `rw` tools may change the workspace or run programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,10 +1,10 @@
-//! The default definition of each builtin tool (`docs/tools.md#default-tool-table`) and the
-//! table's order: data only. It knows no tool's code and no registry; how each builtin runs is
-//! `registry::default_table`'s, and the registry assembles from both.
+//! The default definition of each penguin builtin tool (`docs/tools.md#default-tool-table`) and
+//! the table's order: data only. It knows no tool's code and no registry; how each builtin runs is
+//! `bindings.rs`'s, and the profile assembles the registry from both.
 
 use serde_json::{Value, json};
 
-use super::{ForModel, Permission, ToolDefinitionConfig};
+use crate::tools::definition::{ForModel, Permission, ToolDefinitionConfig};
 
 const DESCRIPTION_PROP: &str =
     "One short user-facing sentence saying what this call does. Emit it first.";

@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::tools::registry::{Permission, ToolDefinitionConfig, default_definition};
+use crate::tools::profile::penguin::default_definition;
+use crate::tools::registry::{Permission, ToolDefinitionConfig};
 
 fn schema(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required})
