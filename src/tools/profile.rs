@@ -7,7 +7,7 @@
 //! [`COLLABORATION_TOOLS`] (OpenVaala's collaboration tools, always present in the openvaala
 //! profile, bound to [`ServiceKind::Subagents`]). [`assemble`] turns a profile, a config's `tools.builtin` and
 //! the caller's extra implementations into a registry; the openvaala command tools are bound to
-//! [`ServiceKind::OpenVaalaCommands`], served by the session's command supervisor. It starts
+//! [`ServiceKind::DetachedCommands`], served by the session's command supervisor. It starts
 //! nothing and knows no actor.
 //!
 //! Each profile's tools (definitions and code, or a pointer to the actor that serves them) are
@@ -200,7 +200,7 @@ pub fn assemble(
             o.apply(&mut def);
         }
         if OPENVAALA_COMMAND_TOOLS.contains(&name) {
-            reg.register_service(def, ServiceKind::OpenVaalaCommands);
+            reg.register_service(def, ServiceKind::DetachedCommands);
             continue;
         }
         let tool = openvaala_local(name, opts)
@@ -255,7 +255,7 @@ mod tests {
             .collect();
         assert_eq!(names(&r), all);
         assert_eq!(
-            r.bound_to(&ServiceKind::OpenVaalaCommands),
+            r.bound_to(&ServiceKind::DetachedCommands),
             OPENVAALA_COMMAND_TOOLS
         );
         assert_eq!(r.bound_to(&ServiceKind::Subagents), COLLABORATION_TOOLS);
@@ -274,7 +274,7 @@ mod tests {
         let mut want = vec!["apply_patch", "read_file"];
         want.extend(COLLABORATION_TOOLS);
         assert_eq!(names(&r), want);
-        assert!(!r.uses(&ServiceKind::OpenVaalaCommands));
+        assert!(!r.uses(&ServiceKind::DetachedCommands));
         let spec = r.get("read_file").map(|t| t.definition.model_spec());
         let required = spec.map(|s| s["parameters"]["required"].clone());
         assert_eq!(required, Some(serde_json::json!(["path"])));
