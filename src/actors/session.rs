@@ -278,7 +278,7 @@ impl Actor for SessionActor {
         // The command and subagent supervisors are spawned on the first call of one of their
         // tools (an idle session costs two actors: itself and its trace actor).
         let wants_commands = options.config.tools.uses(&ServiceKind::Commands)
-            || options.config.tools.uses(&ServiceKind::OpenVaalaCommands);
+            || options.config.tools.uses(&ServiceKind::DetachedCommands);
         let wants_subagents =
             options.depth == 0 && options.config.tools.uses(&ServiceKind::Subagents);
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
