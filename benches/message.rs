@@ -226,7 +226,7 @@ fn exec_true(c: &mut Criterion) {
             },
         ))
         .expect("supervisor");
-    let registry = rookery::tools::registry::ToolRegistry::builtin();
+    let registry = rookery::tools::profile::penguin::builtin_registry();
     let service = Arc::new(CommandTools::new(Some(commands.clone())));
     let tool = (registry.get("exec_command")).map(|t| t.bind(|_| service.clone()));
     g.bench_function("exec_command", |b| {

@@ -12,7 +12,7 @@ pub mod error;
 
 use crate::model::model_config::ModelConfig;
 use crate::tools::ToolRegistry;
-use crate::tools::image_source::image_tools;
+use crate::tools::profile::penguin::{self, image_tools};
 use crate::tools::profile::{self, LocalToolOptions, ProfileError, ToolProfile};
 use crate::tools::registry::BuiltinEntry;
 pub use error::ConfigError;
@@ -160,8 +160,8 @@ pub struct AgentConfig {
 /// session about as many instructions as two of its tool calls.
 fn default_tools() -> ToolRegistry {
     static DEFAULT: std::sync::LazyLock<ToolRegistry> = std::sync::LazyLock::new(|| {
-        ToolRegistry::assemble(None, image_tools(&ModelConfig::scripted()))
-            .unwrap_or_else(|_| ToolRegistry::builtin())
+        penguin::assemble(None, image_tools(&ModelConfig::scripted()))
+            .unwrap_or_else(|_| penguin::builtin_registry())
     });
     DEFAULT.clone()
 }
@@ -181,7 +181,7 @@ impl Default for AgentConfig {
             mcp_servers: Default::default(),
             compaction: CompactionConfig::default(),
             profile: ToolProfile::Penguin,
-            max_image_kb: crate::tools::vaala_read_file::DEFAULT_MAX_IMAGE_KB,
+            max_image_kb: profile::openvaala::read_file::DEFAULT_MAX_IMAGE_KB,
             builtin: None,
             catalog: Default::default(),
         }
@@ -248,8 +248,7 @@ impl AgentConfig {
             agents: raw.agents.unwrap_or_default(),
         };
         named.validate(|t| {
-            crate::tools::registry::BUILTIN_NAMES.contains(&t)
-                || catalog::COLLABORATION_TOOLS.contains(&t)
+            penguin::BUILTIN_NAMES.contains(&t) || catalog::COLLABORATION_TOOLS.contains(&t)
         })?;
         cfg.catalog = std::sync::Arc::new(named);
         let tools = raw.tools.unwrap_or_default();

@@ -26,19 +26,20 @@
 //! - [`ToolReply`]: the finished text and verdict of a blocking file tool ([`BlockingFn`]),
 //!   turned into a [`ToolResult`] by [`BlockingTool`].
 //!
+//! Each tool is found in one step under its profile: `profile/penguin/` and
+//! `profile/openvaala/` hold every tool's definition and code (or, for a tool served by an
+//! actor, a pointer to it). The files directly in `tools/` are the shared building blocks.
+//!
 //! (`SessionEnv` in `src/actors/spawn.rs` is not a tool type: what every session of a host
 //! shares, i.e. where traces go and the byte counter.)
 
-pub mod apply_patch;
 pub mod args;
 pub mod binding;
 pub mod canonical;
 pub mod capped_read;
 pub mod close_out;
 pub mod definition;
-pub mod describe_image;
 pub mod diff_render;
-pub mod edit_file;
 pub mod file_target;
 pub mod fs_atomic;
 pub mod image_source;
@@ -46,13 +47,9 @@ pub mod opened_at;
 pub mod path_hint;
 pub mod path_locks;
 pub mod profile;
-pub mod read_file;
-pub mod read_image;
 pub mod registry;
 pub mod secret_guard;
 pub mod session_scope;
-pub mod vaala_read_file;
-pub mod write_file;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

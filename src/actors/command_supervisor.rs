@@ -105,13 +105,13 @@ pub struct StartRequest {
 /// How a command is registered, by the tool surface that starts it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CommandStyle {
-    /// PenguinHarness: `proc-` ids, registered when it outlives its window or runs in the
-    /// background.
+    /// Held by its call for a window: `proc-` ids, registered when it outlives its window or
+    /// runs in the background, with a completion notice then (the penguin profile's).
     #[default]
-    Penguin,
-    /// OpenVaala: `cmd-` ids, registered at once without a completion notice, stopped after
-    /// `timeout` (none: no limit).
-    OpenVaala {
+    Windowed,
+    /// Registered at once: `cmd-` ids, no completion notice, stopped after `timeout` (none: no
+    /// limit) (the openvaala profile's).
+    Detached {
         /// Stop the command after this long (`None`: no limit).
         timeout: Option<Duration>,
     },
@@ -404,8 +404,8 @@ impl CommandSupervisorState {
 
     fn new_id(&self, style: CommandStyle) -> String {
         let prefix = match style {
-            CommandStyle::Penguin => "proc",
-            CommandStyle::OpenVaala { .. } => "cmd",
+            CommandStyle::Windowed => "proc",
+            CommandStyle::Detached { .. } => "cmd",
         };
         loop {
             let id = format!("{prefix}-{:08x}", rand::random::<u32>());
@@ -429,8 +429,8 @@ impl CommandSupervisorState {
         }
         let id = self.new_id(req.style);
         let (timeout, register) = match req.style {
-            CommandStyle::Penguin => (None, req.background),
-            CommandStyle::OpenVaala { timeout } => (timeout, true),
+            CommandStyle::Windowed => (None, req.background),
+            CommandStyle::Detached { timeout } => (timeout, true),
         };
         let spec = SpawnSpec {
             cmd: req.cmd.clone(),
@@ -476,7 +476,7 @@ impl CommandSupervisorState {
                 last_used: tick,
                 last_used_at: Instant::now(),
                 readers: 0,
-                notify: req.background && req.style == CommandStyle::Penguin,
+                notify: req.background && req.style == CommandStyle::Windowed,
                 exit: None,
                 done: group.done(),
                 outputs,

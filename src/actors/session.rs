@@ -11,6 +11,7 @@ mod carry;
 mod close_out;
 mod compaction;
 mod compaction_text;
+mod conversation;
 mod dispatch;
 mod effects;
 mod gate;
@@ -39,7 +40,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
 use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::error::RookeryError;
-use crate::message::{Decision, EventPayload, ModelPayload, OmniMessage, Sender, Usage, build};
+use crate::message::{Decision, EventPayload, OmniMessage, Sender, Usage, build};
 use crate::model::{ModelEvent, ModelSession, ModelSessionContext};
 use crate::tools::ServiceKind;
 use crate::trace::health::TraceHealth;
@@ -153,13 +154,9 @@ pub(crate) struct SessionState {
     pub(crate) trace: TraceHandle,
     pub(crate) subscribers: Subscribers,
     pub(crate) model: Box<dyn ModelSession>,
-    /// The conversation sent with each request: the committed turns, then (while a request is
-    /// out) that request's input. Shared with the request, so a request costs no copy of it.
-    pub(crate) history: Arc<Vec<ModelPayload>>,
-    /// How much of `history` is committed (completed turns); the rest is dropped before the next
-    /// request is assembled.
-    pub(crate) committed: usize,
-    pub(crate) carry_over: Vec<ModelPayload>,
+    /// History, committed part, carry-over, task bounds, waiting steers and notices: read by
+    /// all, written only by the effects executor (`conversation.rs`, `effects.rs`).
+    pub(crate) conversation: effects::ExecutorOwned,
     pub(crate) session_usage: Usage,
     pub(crate) turns: u64,
     pub(crate) next_turn_id: u64,
@@ -184,8 +181,6 @@ pub(crate) struct SessionState {
     pub(crate) tool_scope: crate::tools::session_scope::SessionScope,
     /// Starts child sessions (handed to the subagent supervisor).
     pub(crate) start_child: crate::actors::session_api::StartSession,
-    /// `[background_task_done]` notices waiting for the next input-assembly point.
-    pub(crate) pending_notices: Vec<ModelPayload>,
     /// The approval mode the trace recorded last (`None`: none yet).
     pub(crate) approval_mode: Option<crate::approval::ApprovalMode>,
     /// Scrubs the session's secrets from what it records and streams (`None`: no secrets).
@@ -206,16 +201,10 @@ pub(crate) struct SessionState {
     pub(crate) mcp_synced: Option<(u64, u32)>,
     /// Compaction triggers and the compaction in progress (`compaction.rs`).
     pub(crate) compaction: compaction::Compaction,
-    /// Steers received while a task runs, waiting for the next input-assembly point.
-    pub(crate) pending_steers: Vec<ModelPayload>,
     /// Verdicts the gate gave on its first poll, applied once the current message is handled.
     pub(crate) ready_verdicts: std::collections::VecDeque<(u64, usize, gate::Verdict)>,
     /// What arrived for the model (steers, notices, reports, messages): wakes `wait_agent`.
     pub(crate) inbox: inbox::InboxSignal,
-    /// Where the running task's input begins in `history`.
-    pub(crate) task_start: usize,
-    /// `(start, end)` of every completed task in `history` (`fork_turns`).
-    pub(crate) completed_tasks: Vec<(usize, usize)>,
     /// The `model_switched` record in force (repeated in the files of later rotations).
     pub(crate) model_switch: Option<Box<OmniMessage>>,
     /// Whether the session holds its trace writer back (`trace_hold.rs`).
@@ -289,7 +278,7 @@ impl Actor for SessionActor {
         // The command and subagent supervisors are spawned on the first call of one of their
         // tools (an idle session costs two actors: itself and its trace actor).
         let wants_commands = options.config.tools.uses(&ServiceKind::Commands)
-            || options.config.tools.uses(&ServiceKind::OpenVaalaCommands);
+            || options.config.tools.uses(&ServiceKind::DetachedCommands);
         let wants_subagents =
             options.depth == 0 && options.config.tools.uses(&ServiceKind::Subagents);
         let system_prompt: Arc<str> = Arc::from(options.config.system_prompt.as_str());
@@ -303,15 +292,20 @@ impl Actor for SessionActor {
             trace,
             subscribers,
             model,
-            committed: resumed.as_ref().map_or(forked.len(), |r| r.history.len()),
-            history: match &resumed {
-                Some(r) => Arc::new(r.history.clone()),
-                None => forked,
-            },
-            carry_over: resumed
-                .as_ref()
-                .map(|r| r.carry_over.clone())
-                .unwrap_or_default(),
+            conversation: effects::ExecutorOwned::new(conversation::Conversation::new(
+                match &resumed {
+                    Some(r) => Arc::new(r.history.clone()),
+                    None => forked,
+                },
+                resumed
+                    .as_ref()
+                    .map(|r| r.carry_over.clone())
+                    .unwrap_or_default(),
+                resumed
+                    .as_ref()
+                    .map(|r| r.completed_tasks.clone())
+                    .unwrap_or_default(),
+            )),
             session_usage: resumed
                 .as_ref()
                 .map_or(Usage::default(), |r| r.session_usage),
@@ -330,7 +324,6 @@ impl Actor for SessionActor {
             path_locks: Default::default(),
             tool_scope: Default::default(),
             start_child,
-            pending_notices: Vec::new(),
             approval_mode: None,
             redactor,
             partials: Default::default(),
@@ -342,14 +335,8 @@ impl Actor for SessionActor {
             mcp,
             mcp_synced: None,
             compaction: compaction::Compaction::resumed(resumed.as_ref().map_or(0, |r| r.turns)),
-            pending_steers: Vec::new(),
             ready_verdicts: std::collections::VecDeque::new(),
             inbox: inbox::InboxSignal::default(),
-            task_start: 0,
-            completed_tasks: resumed
-                .as_ref()
-                .map(|r| r.completed_tasks.clone())
-                .unwrap_or_default(),
             model_switch,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
@@ -449,7 +436,7 @@ async fn handle_msg(
             }
             SessionMsg::Request(SessionRequest::AgentInput { text, what }) => {
                 if let Some(p) = build::user_text(text, Some(Sender::Harness)).as_model() {
-                    state.pending_notices.push(p.clone());
+                    effects::apply(state, machine::Effect::QueueNotice(p.clone()));
                 }
                 inbox::arrived(state, &what);
                 turn::on_notice(&myself, state);
@@ -559,7 +546,7 @@ async fn handle_msg(
             SessionMsg::Command(CommandEvent::Completed { notice_text })
             | SessionMsg::Request(SessionRequest::Notice(notice_text)) => {
                 if let Some(p) = build::user_text(notice_text, Some(Sender::Harness)).as_model() {
-                    state.pending_notices.push(p.clone());
+                    effects::apply(state, machine::Effect::QueueNotice(p.clone()));
                 }
                 inbox::arrived(state, "a background task finished");
                 turn::on_notice(&myself, state);

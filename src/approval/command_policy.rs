@@ -1,7 +1,9 @@
 //! The command policy (`commands.policy`, PenguinHarness compatible `forbidden` rules): named
-//! regexes matched against the command text of the shell tools of both profiles
-//! (`exec_command.cmd`, `bash.command`, and `input_command.chars`/`write_stdin.chars` except a
-//! lone Ctrl-C), seen through quoting, escapes and `sh -c`/`bash -c`/`eval` wrappers.
+//! regexes matched against the command text of the shell tools of both profiles, seen through
+//! quoting, escapes and `sh -c`/`bash -c`/`eval` wrappers. Which argument holds a tool's command
+//! text is declared by the tool's definition (`ToolDefinitionConfig::command_argument`:
+//! `exec_command.cmd`, `bash.command`, and `input_command.chars`/`write_stdin.chars`, where a
+//! lone Ctrl-C is exempt); the policy knows no tool by name.
 //!
 //! Pure: it compiles rules and answers "which rule forbids this", nothing else. It never runs
 //! anything and never touches the trace (the session records the denial). A text rule cannot
@@ -13,6 +15,7 @@ use regex::{Regex, RegexSet};
 use serde::Deserialize;
 
 use super::shell_words;
+use crate::tools::definition::{CommandArgument, ToolDefinitionConfig};
 
 /// One rule as written in the config.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -307,27 +310,23 @@ impl CommandPolicy {
             .map(String::as_str)
     }
 
-    /// The rule that forbids tool call `tool` with `arguments` (the JSON text the model sent),
-    /// for the shell tools; `None` for other tools, a lone Ctrl-C and unparsable arguments
-    /// (the tool itself rejects those).
-    pub fn check_call(&self, tool: &str, arguments: &str) -> Option<&str> {
-        let text = shell_text(tool, arguments)?;
+    /// The rule that forbids a call of the tool `definition` defines with `arguments` (the JSON
+    /// text the model sent), for a shell tool (one whose definition declares its
+    /// `command_argument`); `None` for other tools, a lone Ctrl-C sent as input and unparsable
+    /// arguments (the tool itself rejects those).
+    pub fn check_call(&self, definition: &ToolDefinitionConfig, arguments: &str) -> Option<&str> {
+        let text = shell_text(definition, arguments)?;
         self.check(&text)
     }
 }
 
-/// The shell text of a shell tool call, of either profile: penguin's `exec_command` (`cmd`)
-/// and `input_command` (`chars`), openvaala's `bash` (`command`) and `write_stdin` (`chars`).
-pub fn shell_text(tool: &str, arguments: &str) -> Option<String> {
-    let key = match tool {
-        "exec_command" => "cmd",
-        "bash" => "command",
-        "input_command" | "write_stdin" => "chars",
-        _ => return None,
-    };
+/// The shell text of a call of the tool `definition` defines: the argument its definition
+/// declares (`command_argument`), if it is a string and not a lone Ctrl-C sent as input.
+pub fn shell_text(definition: &ToolDefinitionConfig, arguments: &str) -> Option<String> {
+    let argument = definition.command_argument?;
     let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
-    let text = args.get(key)?.as_str()?;
-    if key == "chars" && text == "\u{3}" {
+    let text = args.get(argument.name())?.as_str()?;
+    if matches!(argument, CommandArgument::Stdin(_)) && text == "\u{3}" {
         return None;
     }
     Some(text.to_string())

@@ -4,6 +4,13 @@ fn policy() -> CommandPolicy {
     CommandPolicy::default()
 }
 
+/// The definition of `tool` as its profile defines it (penguin's, else openvaala's).
+fn def(tool: &str) -> ToolDefinitionConfig {
+    crate::tools::profile::penguin::default_definition(tool)
+        .or_else(|| crate::tools::profile::openvaala_definition(tool))
+        .unwrap_or_else(|| panic!("no profile defines {tool}"))
+}
+
 /// The default rules without their set: every rule tried one by one, as when the union is too
 /// large for one set. Every command of these tests must get the same answer both ways.
 fn one_by_one() -> CommandPolicy {
@@ -351,11 +358,11 @@ fn the_shell_tools_of_both_profiles_are_checked_and_a_lone_ctrl_c_is_exempt() {
         ),
     ] {
         assert_eq!(
-            p.check_call(tool, &args.to_string()),
+            p.check_call(&def(tool), &args.to_string()),
             Some("rm-recursive-force"),
             "{tool}"
         );
-        assert_eq!(p.check_call(tool, "{not json"), None, "{tool}");
+        assert_eq!(p.check_call(&def(tool), "{not json"), None, "{tool}");
     }
     // Not shell text: the other tools, whatever their arguments hold.
     for (tool, args) in [
@@ -369,7 +376,7 @@ fn the_shell_tools_of_both_profiles_are_checked_and_a_lone_ctrl_c_is_exempt() {
             json!({"file_path": "rm -rf /", "content": "rm -rf /"}),
         ),
     ] {
-        assert_eq!(p.check_call(tool, &args.to_string()), None, "{tool}");
+        assert_eq!(p.check_call(&def(tool), &args.to_string()), None, "{tool}");
     }
     // A lone Ctrl-C sent as input is exempt even from a rule that matches any text (it does
     // match a Ctrl-C given as a command); anything more is checked.
@@ -382,17 +389,59 @@ fn the_shell_tools_of_both_profiles_are_checked_and_a_lone_ctrl_c_is_exempt() {
         ..PolicyConfig::default()
     });
     let cmd = json!({"cmd": "\u{3}"}).to_string();
-    assert_eq!(any.check_call("exec_command", &cmd), Some("any"));
+    assert_eq!(any.check_call(&def("exec_command"), &cmd), Some("any"));
     for (tool, id) in [
         ("input_command", "process_id"),
         ("write_stdin", "command_id"),
     ] {
         let ctrl_c = json!({id: "1", "chars": "\u{3}"}).to_string();
-        assert_eq!(p.check_call(tool, &ctrl_c), None, "{tool}");
-        assert_eq!(any.check_call(tool, &ctrl_c), None, "{tool}");
+        assert_eq!(p.check_call(&def(tool), &ctrl_c), None, "{tool}");
+        assert_eq!(any.check_call(&def(tool), &ctrl_c), None, "{tool}");
         let more = json!({id: "1", "chars": "\u{3}\u{3}"}).to_string();
-        assert_eq!(any.check_call(tool, &more), Some("any"), "{tool}");
+        assert_eq!(any.check_call(&def(tool), &more), Some("any"), "{tool}");
     }
+}
+
+#[test]
+fn a_shell_tool_is_checked_at_the_argument_its_definition_declares() {
+    use crate::tools::Permission;
+    use crate::tools::definition::CommandArgument;
+    use serde_json::json;
+    let p = policy();
+    let args = json!({"script": "rm -rf /", "cmd": "rm -rf /", "command": "rm -rf /"}).to_string();
+    // A tool no profile has, whose definition declares `script` as its command text: the
+    // policy reads that argument, and only that one.
+    let runs_script =
+        ToolDefinitionConfig::new("run_script", "d", json!({}), Permission::ReadWrite)
+            .running(CommandArgument::Command("script"));
+    assert_eq!(
+        p.check_call(&runs_script, &args),
+        Some("rm-recursive-force")
+    );
+    let safe = json!({"script": "ls", "cmd": "rm -rf /", "command": "rm -rf /"}).to_string();
+    assert_eq!(p.check_call(&runs_script, &safe), None);
+    // A tool named like a shell tool whose definition declares nothing is not one.
+    let plain = ToolDefinitionConfig::new("bash", "d", json!({}), Permission::ReadWrite);
+    assert_eq!(p.check_call(&plain, &args), None);
+    // Input declared as stdin text keeps the lone Ctrl-C exemption under any name.
+    let feeds = ToolDefinitionConfig::new("feed", "d", json!({}), Permission::ReadWrite)
+        .running(CommandArgument::Stdin("keys"));
+    let any = CommandPolicy::from_config(&PolicyConfig {
+        rules: Some(vec![RuleConfig {
+            name: "any".into(),
+            pattern: "(?s).".into(),
+            enabled: true,
+        }]),
+        ..PolicyConfig::default()
+    });
+    assert_eq!(
+        any.check_call(&feeds, &json!({"keys": "\u{3}"}).to_string()),
+        None
+    );
+    assert_eq!(
+        any.check_call(&feeds, &json!({"keys": "ls"}).to_string()),
+        Some("any")
+    );
 }
 
 #[test]

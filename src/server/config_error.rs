@@ -8,8 +8,6 @@
 //! else as `…`. Anything else falls back to "invalid agent
 //! config at line L column C". It only rewrites texts; it never reads files.
 
-use crate::tools::ToolRegistry;
-
 /// Words of the error templates of serde, the YAML parser and the config checks.
 const TEMPLATE_WORDS: &[&str] = &[
     "a",
@@ -175,7 +173,10 @@ const SCHEMA_WORDS: &[&str] = &[
 ];
 
 fn is_schema_word(word: &str) -> bool {
-    SCHEMA_WORDS.contains(&word) || ToolRegistry::builtin().get(word).is_some()
+    SCHEMA_WORDS.contains(&word)
+        || crate::tools::profile::penguin::builtin_registry()
+            .get(word)
+            .is_some()
 }
 
 /// A key as a person writes one: `[A-Za-z_][A-Za-z0-9_]*`, at most 64 characters.

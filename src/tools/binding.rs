@@ -25,9 +25,10 @@ pub enum ServiceKind {
     Subagents,
     /// The session's connection to the MCP server `server` (tools known only at run time).
     Mcp { server: String },
-    /// The session's command supervisor, serving the openvaala profile's command tools
-    /// (`docs/tools-openvaala.md`).
-    OpenVaalaCommands,
+    /// The session's command supervisor, serving tools whose commands are registered at once,
+    /// read at cursors and stopped after their own timeout (the openvaala profile's command
+    /// tools, `docs/tools-openvaala.md`).
+    DetachedCommands,
 }
 
 /// How a registered tool runs.

@@ -1,13 +1,10 @@
 //! What a tool is to the model and the close-out: `ToolDefinitionConfig` (name, schema,
 //! permission, limits) and its `Permission`/`ForModel` fields, with the spec the model sees.
-//! Data only: it knows no registry and no tool's code; `defaults` holds each builtin's default
-//! definition by name. The registry, the bindings and the tools import it from here.
+//! Data only: it knows no registry and no tool's code; each profile's definitions are in
+//! `tools/profile/<profile>/`. The registry, the bindings and the tools import it from here.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-
-mod defaults;
-pub use defaults::{BUILTIN_NAMES, default_definition};
 
 /// `r` tools only read; `rw` tools may change the workspace or run programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +50,29 @@ pub struct ToolDefinitionConfig {
     /// `false` strips the `description` property from the schema at assembly.
     #[serde(default = "yes")]
     pub call_description: bool,
+    /// The argument that carries shell text, for a shell tool: what the command policy checks
+    /// (`approval/command_policy.rs`). Declared by the tool's own definition; not config.
+    #[serde(skip)]
+    pub command_argument: Option<CommandArgument>,
+}
+
+/// The argument of a shell tool whose text the command policy checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandArgument {
+    /// A command line the tool runs (penguin's `exec_command.cmd`, openvaala's `bash.command`).
+    Command(&'static str),
+    /// Text the tool writes to a running command's stdin (`input_command.chars`,
+    /// `write_stdin.chars`): a lone Ctrl-C there is an interrupt, not a command.
+    Stdin(&'static str),
+}
+
+impl CommandArgument {
+    /// The argument's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CommandArgument::Command(name) | CommandArgument::Stdin(name) => name,
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -71,7 +91,14 @@ impl ToolDefinitionConfig {
             timeout_ms: 120_000,
             max_output_length: 16_000,
             call_description: true,
+            command_argument: None,
         }
+    }
+
+    /// This definition, declaring `argument` as the shell text its calls run.
+    pub fn running(mut self, argument: CommandArgument) -> Self {
+        self.command_argument = Some(argument);
+        self
     }
 
     /// `{name, description, parameters}` as the model sees it.

@@ -1,13 +1,13 @@
 //! Image loading shared by `read_image` and `describe_image`: a local path (relative → the
 //! workspace) or an http(s) URL, at most 5 MiB, png/jpeg/gif/webp sniffed by content (then the
-//! response type, then the extension), scaled down to 2000 px on the longest side when larger;
-//! and [`image_tools`], which picks the one image tool a model gets.
+//! response type, then the extension), scaled down to 2000 px on the longest side when larger.
+//! (Which image tool a model gets is the penguin profile's `image_tools`.)
 //!
 //! It owns the exact error texts of `docs/tools.md#read_image`. It never talks to a model.
 
 use std::io::Cursor;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -15,14 +15,8 @@ use futures::StreamExt;
 use image::{DynamicImage, ImageFormat, ImageReader};
 use tokio_util::sync::CancellationToken;
 
-use super::Tool;
 use super::capped_read::{Capped, read_capped};
-use super::describe_image::DescribeImageTool;
 use super::file_target::{TargetError, open_regular};
-use super::read_image::ReadImageTool;
-use super::registry::{ToolDefinitionConfig, default_definition};
-use crate::model::model_config::ModelConfig;
-use crate::model::openai::OpenAiModel;
 
 /// Largest accepted image (bytes).
 pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
@@ -371,35 +365,4 @@ pub async fn load_prepared(
             "Failed to scale down the image: {e}"
         ))),
     }
-}
-
-/// The one image tool a model gets: `read_image` when `cfg.vision` (the image goes to the model
-/// itself), else `describe_image` (asking `cfg.vision_model` on the same endpoint; without one,
-/// the tool answers with a failed text saying none is configured). Definitions are the defaults.
-pub fn image_tools(cfg: &ModelConfig) -> Vec<(ToolDefinitionConfig, Arc<dyn Tool>)> {
-    if cfg.vision {
-        return default_definition("read_image")
-            .map(|def| (def, Arc::new(ReadImageTool) as Arc<dyn Tool>))
-            .into_iter()
-            .collect();
-    }
-    let client = match (&cfg.vision_model, cfg.is_scripted()) {
-        (Some(_), false) => match OpenAiModel::new(cfg.clone()) {
-            Ok(model) => Some(Arc::new(model)),
-            Err(e) => {
-                tracing::warn!("describe_image: no vision client: {e}");
-                None
-            }
-        },
-        _ => None,
-    };
-    default_definition("describe_image")
-        .map(|def| {
-            (
-                def,
-                Arc::new(DescribeImageTool::new(client)) as Arc<dyn Tool>,
-            )
-        })
-        .into_iter()
-        .collect()
 }

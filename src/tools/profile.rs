@@ -7,13 +7,14 @@
 //! [`COLLABORATION_TOOLS`] (OpenVaala's collaboration tools, always present in the openvaala
 //! profile, bound to [`ServiceKind::Subagents`]). [`assemble`] turns a profile, a config's `tools.builtin` and
 //! the caller's extra implementations into a registry; the openvaala command tools are bound to
-//! [`ServiceKind::OpenVaalaCommands`], served by the session's command supervisor. It starts
+//! [`ServiceKind::DetachedCommands`], served by the session's command supervisor. It starts
 //! nothing and knows no actor.
+//!
+//! Each profile's tools (definitions and code, or a pointer to the actor that serves them) are
+//! in its folder: [`penguin`] and [`openvaala`].
 
-mod collab_defs;
-mod openvaala_defs;
-#[cfg(test)]
-mod vaala_read_file_tests;
+pub mod openvaala;
+pub mod penguin;
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,8 +22,7 @@ use std::sync::Arc;
 
 use super::registry::{BuiltinEntry, ToolDefinitionConfig, ToolListError, ToolRegistry};
 use super::{ServiceKind, Tool};
-pub use collab_defs::{WAIT_DEFAULT_S, WAIT_MAX_S, collaboration_definition};
-pub use openvaala_defs::openvaala_definition;
+pub use openvaala::{WAIT_DEFAULT_S, WAIT_MAX_S, collaboration_definition, openvaala_definition};
 
 /// The tool surface of a session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -112,7 +112,7 @@ impl ToolProfile {
     /// collaboration tools for openvaala).
     pub fn default_tools(self) -> &'static [&'static str] {
         match self {
-            ToolProfile::Penguin => &super::registry::BUILTIN_NAMES,
+            ToolProfile::Penguin => &penguin::BUILTIN_NAMES,
             ToolProfile::OpenVaala => &OPENVAALA_TOOLS,
         }
     }
@@ -149,7 +149,7 @@ impl Default for LocalToolOptions {
     fn default() -> Self {
         LocalToolOptions {
             vision: false,
-            max_image_kb: super::vaala_read_file::DEFAULT_MAX_IMAGE_KB,
+            max_image_kb: openvaala::read_file::DEFAULT_MAX_IMAGE_KB,
         }
     }
 }
@@ -157,11 +157,11 @@ impl Default for LocalToolOptions {
 /// The implementation of an openvaala file tool (the command tools are service-bound).
 fn openvaala_local(name: &str, opts: LocalToolOptions) -> Option<Arc<dyn Tool>> {
     let tool: Arc<dyn Tool> = match name {
-        "read_file" => Arc::new(super::vaala_read_file::VaalaReadFile::new(
+        "read_file" => Arc::new(openvaala::read_file::VaalaReadFile::new(
             opts.vision,
             opts.max_image_kb,
         )),
-        "apply_patch" => Arc::new(super::apply_patch::ApplyPatch),
+        "apply_patch" => Arc::new(penguin::apply_patch::ApplyPatch),
         _ => return None,
     };
     Some(tool)
@@ -178,7 +178,7 @@ pub fn assemble(
     opts: LocalToolOptions,
 ) -> Result<ToolRegistry, ProfileError> {
     if profile == ToolProfile::Penguin {
-        return Ok(ToolRegistry::assemble(entries, bound)?);
+        return Ok(penguin::assemble(entries, bound)?);
     }
     let names: Vec<(&str, Option<&super::registry::ToolOverride>)> = match entries {
         None => OPENVAALA_TOOLS.iter().map(|n| (*n, None)).collect(),
@@ -206,7 +206,7 @@ pub fn assemble(
             o.apply(&mut def);
         }
         if OPENVAALA_COMMAND_TOOLS.contains(&name) {
-            reg.register_service(def, ServiceKind::OpenVaalaCommands);
+            reg.register_service(def, ServiceKind::DetachedCommands);
             continue;
         }
         let tool = openvaala_local(name, opts)
@@ -261,7 +261,7 @@ mod tests {
             .collect();
         assert_eq!(names(&r), all);
         assert_eq!(
-            r.bound_to(&ServiceKind::OpenVaalaCommands),
+            r.bound_to(&ServiceKind::DetachedCommands),
             OPENVAALA_COMMAND_TOOLS
         );
         assert_eq!(r.bound_to(&ServiceKind::Subagents), COLLABORATION_TOOLS);
@@ -280,7 +280,7 @@ mod tests {
         let mut want = vec!["apply_patch", "read_file"];
         want.extend(COLLABORATION_TOOLS);
         assert_eq!(names(&r), want);
-        assert!(!r.uses(&ServiceKind::OpenVaalaCommands));
+        assert!(!r.uses(&ServiceKind::DetachedCommands));
         let spec = r.get("read_file").map(|t| t.definition.model_spec());
         let required = spec.map(|s| s["parameters"]["required"].clone());
         assert_eq!(required, Some(serde_json::json!(["path"])));

@@ -1,6 +1,7 @@
-//! The registry a session assembles from tool definitions (`tools::definition`, with each
-//! builtin's default) and the default table (`default_table`, how each builtin runs;
-//! `docs/tools.md#default-tool-table`): which tools the model sees, with which limits.
+//! The registry a session assembles from tool definitions (`tools::definition`) and bindings:
+//! which tools the model sees, with which limits. Each profile fills it
+//! (`tools::profile::penguin::assemble`, `tools::profile::assemble`); the registry knows no
+//! profile and no tool.
 //!
 //! The registry only maps names to definitions and bindings ([`ToolBinding`]: a local
 //! implementation or the session service that serves the tool); binding a call to a service is
@@ -14,12 +15,8 @@ use serde_json::Value;
 use super::Tool;
 use super::binding::{RegisteredTool, ServiceKind, ToolBinding, ToolWrapper};
 
-mod default_table;
 mod entry;
-pub use super::definition::{
-    BUILTIN_NAMES, ForModel, Permission, ToolDefinitionConfig, default_definition,
-};
-pub use default_table::builtin_binding;
+pub use super::definition::{ForModel, Permission, ToolDefinitionConfig};
 pub use entry::{BuiltinEntry, ToolOverride};
 
 /// Why a `tools.builtin` list cannot be assembled.
@@ -48,85 +45,6 @@ impl ToolRegistry {
     /// An empty registry (no tools).
     pub fn empty() -> Self {
         Self::default()
-    }
-
-    /// Every builtin this build implements, with the default definitions.
-    pub fn builtin() -> Self {
-        let mut reg = Self::empty();
-        for name in BUILTIN_NAMES {
-            if let (Some(def), Some(binding)) = (default_definition(name), builtin_binding(name)) {
-                reg.register_binding(def, binding);
-            }
-        }
-        reg
-    }
-
-    /// The list of a config's `tools.builtin`, replacing the default list wholesale.
-    /// An unknown or unavailable name is an error naming it.
-    pub fn from_entries(entries: &[BuiltinEntry]) -> Result<Self, ToolListError> {
-        Self::assemble(Some(entries), Vec::new())
-    }
-
-    /// The tools of a session: the default list (`entries: None`) or a config's `tools.builtin`,
-    /// with the model's image tool from `image_tools` (`read_image` for vision models, else
-    /// `describe_image`). A configured image tool the model does not use is left out.
-    pub fn assemble(
-        entries: Option<&[BuiltinEntry]>,
-        image_tools: Vec<(ToolDefinitionConfig, Arc<dyn Tool>)>,
-    ) -> Result<Self, ToolListError> {
-        let Some(entries) = entries else {
-            let mut reg = Self::builtin();
-            for (def, tool) in image_tools {
-                reg.register(def, tool);
-            }
-            return Ok(reg);
-        };
-        let mut reg = Self::empty();
-        for entry in entries {
-            let (name, ov) = match entry {
-                BuiltinEntry::Name(n) => (n.as_str(), None),
-                BuiltinEntry::Override(o) => (o.name.as_str(), Some(o)),
-            };
-            let known = default_definition(name).ok_or_else(|| ToolListError::UnknownTool {
-                name: name.to_string(),
-                known: BUILTIN_NAMES.join(", "),
-            })?;
-            let (mut def, binding) = if known.for_model.is_some() {
-                match image_tools.iter().find(|(d, _)| d.name == name) {
-                    Some((d, t)) => (d.clone(), ToolBinding::Local(t.clone())),
-                    None => continue,
-                }
-            } else {
-                let binding = builtin_binding(name)
-                    .ok_or_else(|| ToolListError::UnavailableTool(name.to_string()))?;
-                (known, binding)
-            };
-            if let Some(o) = ov {
-                if let Some(v) = &o.description {
-                    def.description = v.clone();
-                }
-                if let Some(v) = &o.parameters {
-                    def.parameters = v.clone();
-                }
-                if let Some(v) = o.permission {
-                    def.permission = v;
-                }
-                if let Some(v) = o.for_model {
-                    def.for_model = Some(v);
-                }
-                if let Some(v) = o.timeout_ms {
-                    def.timeout_ms = v;
-                }
-                if let Some(v) = o.max_output_length {
-                    def.max_output_length = v;
-                }
-                if let Some(v) = o.call_description {
-                    def.call_description = v;
-                }
-            }
-            reg.register_binding(def, binding);
-        }
-        Ok(reg)
     }
 
     /// Adds (or replaces) a local tool. Library users register their own tools this way.
@@ -259,48 +177,5 @@ impl ToolRegistry {
             .filter_map(|n| self.by_name.get(n))
             .map(|t| t.definition.model_spec())
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unknown_name_is_an_error_naming_it() {
-        let err = ToolRegistry::from_entries(&[BuiltinEntry::Name("reed_file".into())])
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(err.contains("reed_file"), "{err}");
-    }
-
-    #[test]
-    fn the_registry_answers_which_service_serves_a_tool() {
-        let reg = ToolRegistry::builtin();
-        assert_eq!(
-            reg.bound_to(&ServiceKind::Commands),
-            [
-                "exec_command",
-                "input_command",
-                "kill_command",
-                "list_commands"
-            ]
-        );
-        assert_eq!(
-            reg.bound_to(&ServiceKind::Subagents),
-            [
-                "run_subagent",
-                "input_subagent",
-                "kill_subagent",
-                "list_subagents"
-            ]
-        );
-        assert_eq!(reg.service_of("read_file"), None);
-        assert!(reg.uses(&ServiceKind::Commands));
-        let files = ToolRegistry::from_entries(&[BuiltinEntry::Name("read_file".into())])
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!files.uses(&ServiceKind::Commands));
-        assert!(!files.uses(&ServiceKind::Subagents));
     }
 }

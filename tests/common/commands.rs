@@ -13,7 +13,7 @@ use rookery::actors::command_supervisor::{
 use rookery::message::{ModelPayload, OmniMessage, Payload, StopReason};
 use rookery::process::{group_members, proc_stat};
 use rookery::tools::close_out::{ToolCallInfo, execute};
-use rookery::tools::registry::{builtin_binding, default_definition};
+use rookery::tools::profile::penguin::{builtin_binding, default_definition};
 use rookery::tools::{
     Permission, RegisteredTool, ServiceKind, ToolBinding, ToolDefinitionConfig, ToolEnv,
 };

@@ -11,10 +11,10 @@ use std::path::Path;
 
 use rookery::message::StopReason;
 use rookery::tools::ToolReply;
-use rookery::tools::edit_file::edit_file;
-use rookery::tools::read_file::read_file;
-use rookery::tools::registry::default_definition;
-use rookery::tools::write_file::write_file;
+use rookery::tools::profile::penguin::default_definition;
+use rookery::tools::profile::penguin::edit_file::edit_file;
+use rookery::tools::profile::penguin::read_file::read_file;
+use rookery::tools::profile::penguin::write_file::write_file;
 use serde_json::{Value, json};
 
 fn write(ws: &Path, path: &str, content: &str) -> ToolReply {

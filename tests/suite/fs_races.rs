@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use rookery::message::StopReason;
 use rookery::tools::ToolReply;
-use rookery::tools::apply_patch::apply_text;
-use rookery::tools::edit_file::edit_file;
-use rookery::tools::read_file::read_file;
-use rookery::tools::registry::default_definition;
-use rookery::tools::write_file::write_file;
+use rookery::tools::profile::penguin::apply_patch::apply_text;
+use rookery::tools::profile::penguin::default_definition;
+use rookery::tools::profile::penguin::edit_file::edit_file;
+use rookery::tools::profile::penguin::read_file::read_file;
+use rookery::tools::profile::penguin::write_file::write_file;
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 8;

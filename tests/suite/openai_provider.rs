@@ -19,10 +19,10 @@ use rookery::message::{EventPayload, EventType, ModelPayload, Role, StopReason, 
 use rookery::model::model_config::ModelConfig;
 use rookery::model::openai::OpenAiModel;
 use rookery::model::{Model, ModelEvent, ModelOutcome, ModelRequest, ModelSessionContext};
-use rookery::tools::describe_image::DescribeImageTool;
-use rookery::tools::image_source::image_tools;
-use rookery::tools::read_image::ReadImageTool;
-use rookery::tools::registry::default_definition;
+use rookery::tools::profile::penguin::default_definition;
+use rookery::tools::profile::penguin::describe_image::DescribeImageTool;
+use rookery::tools::profile::penguin::image_tools;
+use rookery::tools::profile::penguin::read_image::ReadImageTool;
 use rookery::tools::{Tool, ToolContext, ToolResult};
 use rookery::{Host, SessionOptions};
 use serde_json::{Value, json};
@@ -551,7 +551,10 @@ async fn describe_image_asks_the_vision_model_once() {
 
     let none = DescribeImageTool::new(None);
     let (text, result) = run_tool(&none, ws, "describe_image", json!({"source": "red.png"})).await;
-    assert_eq!(text, rookery::tools::describe_image::NO_VISION_MODEL);
+    assert_eq!(
+        text,
+        rookery::tools::profile::penguin::describe_image::NO_VISION_MODEL
+    );
     assert_eq!(result, ToolResult::failed());
     mock.assert_clean();
 }

@@ -93,7 +93,7 @@ impl CommandSupervisorHandle {
     /// Starts a command. `Err` displays as the `<msg>` of `[spawn error: <msg>]`.
     pub async fn start(&self, req: StartRequest) -> Result<Started, StartError> {
         // A command registered at once lives on when the call lets go of it.
-        let background = req.background || req.style != super::CommandStyle::Penguin;
+        let background = req.background || req.style != super::CommandStyle::Windowed;
         match self
             .actor
             .call(|reply| CommandSupervisorMsg::Start { req, reply }, None)

@@ -107,7 +107,7 @@ async fn bash(
         cwd: a.cwd,
         tty: a.interactive,
         background: false,
-        style: CommandStyle::OpenVaala { timeout: a.timeout },
+        style: CommandStyle::Detached { timeout: a.timeout },
     };
     let lease = match commands.start(req).await {
         Ok(started) => started.lease,
@@ -276,22 +276,22 @@ async fn list(commands: CommandSupervisorHandle, ctx: ToolContext) -> ToolResult
 }
 
 /// The openvaala command tools of one session, served by its command supervisor
-/// ([`ServiceKind::OpenVaalaCommands`](crate::tools::ServiceKind::OpenVaalaCommands)). Without a
+/// ([`ServiceKind::DetachedCommands`](crate::tools::ServiceKind::DetachedCommands)). Without a
 /// supervisor each tool answers that it is unavailable.
 #[derive(Clone)]
-pub struct VaalaCommandTools {
+pub struct DetachedCommandTools {
     commands: Option<CommandSupervisorHandle>,
 }
 
-impl VaalaCommandTools {
-    /// The tools of the OpenVaala profile over `commands` (`None`: every call answers that
+impl DetachedCommandTools {
+    /// The openvaala profile's command tools over `commands` (`None`: every call answers that
     /// commands are unavailable).
     pub fn new(commands: Option<CommandSupervisorHandle>) -> Self {
-        VaalaCommandTools { commands }
+        DetachedCommandTools { commands }
     }
 }
 
-impl ToolService for VaalaCommandTools {
+impl ToolService for DetachedCommandTools {
     fn call(
         &self,
         tool: &str,

@@ -11,7 +11,9 @@
 //!
 //! Like `turn.rs`, every function runs inside the actor's `handle` and returns at once; the
 //! request's stream runs in a spawned task that casts back with the attempt's id. It must not
-//! touch a running turn's calls (a compaction runs only between requests).
+//! touch a running turn's calls (a compaction runs only between requests), and it never writes
+//! the conversation: it reads it, and replaces the context or sets the carry-over through the
+//! executor's effects (`ReplaceContext`, `SetCarryOver`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -21,6 +23,8 @@ use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
 use super::compaction_text::{self as text, CALL_NOT_RUN, RETRY_NOTE, SUMMARY_PROMPT};
+use super::effects::{self, Queue};
+use super::machine::Effect;
 use super::{SessionMsg, SessionState, turn};
 use crate::config::CompactionMode;
 use crate::message::{
@@ -176,12 +180,12 @@ pub(super) fn request(
         state.compaction.due = Some(Reason::Manual);
         return Ok(CompactStart::Scheduled);
     }
-    if state.committed == 0 && state.carry_over.is_empty() {
+    if !state.conversation.has_context() {
         return Err(RookeryError::NothingToCompact(state.id.clone()));
     }
     state.compaction.due = Some(Reason::Manual);
     turn::hold_task(state);
-    let pending = std::mem::take(&mut state.carry_over);
+    let pending = effects::take(state, Queue::CarryOver);
     begin(myself, state, pending, After::Idle);
     Ok(CompactStart::Started)
 }
@@ -198,7 +202,7 @@ pub(super) fn before_task(
         return Some((prompt, sender));
     }
     turn::hold_task(state);
-    let pending = std::mem::take(&mut state.carry_over);
+    let pending = effects::take(state, Queue::CarryOver);
     begin(myself, state, pending, After::Prompt(prompt, sender));
     None
 }
@@ -271,8 +275,7 @@ fn send_attempt(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     active.reply.clear();
     active.calls.clear();
     active.usage = Usage::default();
-    let mut history: Vec<ModelPayload> =
-        state.history[..state.committed.min(state.history.len())].to_vec();
+    let mut history: Vec<ModelPayload> = state.conversation.committed().to_vec();
     history.extend(active.pending.iter().cloned());
     history.push(text::user(SUMMARY_PROMPT));
     if active.retry_note {
@@ -462,9 +465,7 @@ fn complete(myself: &ActorRef<SessionMsg>, state: &mut SessionState, summary: Op
         end_record(state, &active, StopReason::Completed, None),
         true,
     );
-    state.history = Arc::new(Vec::new());
-    state.committed = 0;
-    super::inbox::context_replaced(state);
+    effects::apply(state, Effect::ReplaceContext);
     state.compaction.turns = 0;
     state.compaction.last_total = 0;
     rotate(state);
@@ -485,11 +486,11 @@ fn complete(myself: &ActorRef<SessionMsg>, state: &mut SessionState, summary: Op
     match active.after {
         After::Continue => turn::continue_task(myself, state, input),
         After::Prompt(prompt, sender) => {
-            state.carry_over = input;
+            effects::apply(state, Effect::SetCarryOver(input));
             turn::start_task(myself, state, prompt, sender);
         }
         After::Idle => {
-            state.carry_over = input;
+            effects::apply(state, Effect::SetCarryOver(input));
             turn::release_task(state);
         }
     }
@@ -569,18 +570,18 @@ fn settle(state: &mut SessionState, active: Active, status: StopReason, reason: 
     let mut carry = active.pending;
     match active.after {
         After::Idle => {
-            state.carry_over = carry;
+            effects::apply(state, Effect::SetCarryOver(carry));
             turn::release_task(state);
         }
         After::Prompt(prompt, sender) => {
             let user = build::user_text(prompt, sender);
             state.record_only(&user);
             carry.extend(user.as_model().cloned());
-            state.carry_over = carry;
+            effects::apply(state, Effect::SetCarryOver(carry));
             turn::end_task(state, status, reason);
         }
         After::Continue => {
-            state.carry_over = carry;
+            effects::apply(state, Effect::SetCarryOver(carry));
             turn::end_task(state, status, reason);
         }
     }

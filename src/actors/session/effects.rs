@@ -6,18 +6,58 @@
 //! It decides nothing about the turn loop (the machine does); it only does what it is told,
 //! inside the actor's `handle`, and every wait it starts is a spawned task that casts back
 //! tagged with the turn id.
+//!
+//! It is the only writer of the session's [`Conversation`]: the session holds it in
+//! [`ExecutorOwned`], whose inner value only this file reaches; everyone else reads it through
+//! `Deref`. The turn, compaction, steering and notices change it through effects
+//! ([`run`], [`run_local`], [`apply`]) and take its queues through [`take`].
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
+use super::conversation::Conversation;
 use super::machine::{Effect, Machine};
 use super::{SessionMsg, SessionState, compaction, dispatch, mcp_sync, services, turn};
 use crate::message::{Decision, ModelPayload, StopReason};
 use crate::model::{ModelEvent, ModelOutcome, ModelRequest};
+
+/// The session's conversation: readable by every file of the session (`Deref`), writable only
+/// by this executor (its field is private to this file).
+pub(crate) struct ExecutorOwned(Conversation);
+
+impl ExecutorOwned {
+    pub(super) fn new(conversation: Conversation) -> Self {
+        ExecutorOwned(conversation)
+    }
+}
+
+impl std::ops::Deref for ExecutorOwned {
+    type Target = Conversation;
+
+    fn deref(&self) -> &Conversation {
+        &self.0
+    }
+}
+
+/// A queue of the conversation the turn loop empties at an input-assembly point.
+pub(super) enum Queue {
+    CarryOver,
+    Steers,
+    Notices,
+}
+
+/// Takes everything waiting in `queue`, in order.
+pub(super) fn take(state: &mut SessionState, queue: Queue) -> Vec<ModelPayload> {
+    let conversation = &mut state.conversation.0;
+    match queue {
+        Queue::CarryOver => conversation.take_carry_over(),
+        Queue::Steers => conversation.take_steers(),
+        Queue::Notices => conversation.take_notices(),
+    }
+}
 
 /// The machine over the session's running task, with what it reads of the session now.
 pub(super) fn machine(state: &mut SessionState) -> Machine<'_> {
@@ -29,7 +69,7 @@ pub(super) fn machine(state: &mut SessionState) -> Machine<'_> {
         next_turn_id: &mut state.next_turn_id,
         max_turns: state.options.config.max_turns,
         retry: state.options.config.retry,
-        input_waiting: !state.pending_notices.is_empty() || !state.pending_steers.is_empty(),
+        input_waiting: state.conversation.input_waiting(),
         mcp_servers: state.mcp.is_some(),
         mcp_synced: state.mcp_synced,
         compacting,
@@ -112,18 +152,23 @@ pub(super) fn run_local(state: &mut SessionState, fx: Vec<Effect>) {
     }
 }
 
+/// Carries out one effect that needs only the session's state (a change of the conversation).
+pub(super) fn apply(state: &mut SessionState, effect: Effect) {
+    run_local(state, vec![effect]);
+}
+
 /// Carries out an effect that needs only the session's state; returns the others.
 fn apply_local(state: &mut SessionState, effect: Effect) -> Option<Effect> {
     match effect {
         Effect::Emit(msg) => state.emit(msg, true),
         Effect::Stream(msg) => state.emit(msg, false),
-        Effect::SetCarryOver(carry) => state.carry_over = carry,
+        Effect::SetCarryOver(carry) => state.conversation.0.set_carry_over(carry),
         Effect::RequestCompleted(usage) => compaction::after_request(state, &usage),
-        Effect::Commit(produced) => {
-            let history = Arc::make_mut(&mut state.history);
-            history.extend(produced);
-            state.committed = history.len();
-        }
+        Effect::Commit(produced) => state.conversation.0.commit(produced),
+        Effect::OpenTask => state.conversation.0.open_task(),
+        Effect::ReplaceContext => state.conversation.0.replace_context(),
+        Effect::QueueSteer(steer) => state.conversation.0.queue_steer(steer),
+        Effect::QueueNotice(notice) => state.conversation.0.queue_notice(notice),
         Effect::CancelTools => {
             if let Some(task) = state.task.as_mut() {
                 task.turn.io.cancel.cancel();
@@ -147,7 +192,7 @@ fn apply_local(state: &mut SessionState, effect: Effect) -> Option<Effect> {
         Effect::EndTask { summary, mut task } => {
             task.turn.io.stop();
             if summary.status == StopReason::Completed {
-                super::inbox::task_completed(state);
+                state.conversation.0.close_task();
             }
             state.last_summary = Some(summary.clone());
             for w in state.idle_waiters.drain(..) {
@@ -168,12 +213,10 @@ fn start_stream(
 ) {
     // Uncommitted input of an earlier attempt goes; this attempt's input is appended in place
     // (a copy happens only if an old request still holds the history).
-    let history = Arc::make_mut(&mut state.history);
-    history.truncate(state.committed);
-    history.extend(input);
+    let history = state.conversation.0.begin_request(input);
     let request = ModelRequest {
         system_prompt: state.system_prompt.clone(),
-        history: state.history.clone(),
+        history,
         tools: state.tool_specs.clone(),
     };
     let stream = state.model.stream(request);

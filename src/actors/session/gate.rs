@@ -1,5 +1,5 @@
 //! The gate every complete tool call passes before it runs, in this order: the command policy
-//! (shell tools; under every mode), the PreToolUse hooks (deny / ask / allow / updatedInput),
+//! (shell tools, as their definitions declare them; under every mode), the PreToolUse hooks (deny / ask / allow / updatedInput),
 //! then the session's approver; and after a call ran, its PostToolUse hooks, whose context
 //! is appended to the output the model sees.
 //!
@@ -19,6 +19,7 @@ use crate::hooks::{self, HookCall, HookContext, HookEnv, HookEvent, HooksConfig,
 use crate::message::{
     Decision, EventPayload, ModelPayload, OmniMessage, Payload, StopReason, build,
 };
+use crate::tools::ToolRegistry;
 
 /// Output of a call the command policy forbids.
 pub(super) const POLICY_DENIED: &str = "Tool call denied by policy.";
@@ -72,6 +73,8 @@ impl Verdict {
 #[derive(Clone)]
 pub(super) struct Gate {
     policy: Arc<CommandPolicy>,
+    /// The session's tools: a call's definition says which argument the policy checks.
+    tools: ToolRegistry,
     hooks: Arc<HooksConfig>,
     approver: Arc<dyn Approver>,
     ctx: HookContext,
@@ -109,6 +112,7 @@ impl Gate {
         };
         Gate {
             policy: options.config.command_policy.clone(),
+            tools: options.config.tools.clone(),
             hooks,
             approver: options.approver.clone(),
             ctx,
@@ -117,7 +121,8 @@ impl Gate {
     }
 
     fn policy_verdict(&self, name: &str, arguments: &str) -> Option<Verdict> {
-        let rule = self.policy.check_call(name, arguments)?;
+        let tool = self.tools.get(name)?;
+        let rule = self.policy.check_call(&tool.definition, arguments)?;
         tracing::info!("tool call {name} forbidden by the command policy rule {rule}");
         Some(Verdict::new(
             Decision::Forbidden,

@@ -9,6 +9,10 @@
 //! here is unit-tested without actors or processes (`machine/tests.rs`). The endings (abort,
 //! failure, close, panic, finish) are in `machine/ending.rs`.
 //!
+//! The effects on the conversation (`Commit`, `SetCarryOver`, `OpenTask`, `ReplaceContext`,
+//! `QueueSteer`, `QueueNotice`) are also how the turn, compaction and steering change it: the
+//! executor is its only writer.
+//!
 //! The hooks of other concerns stay outside: compaction (`compaction.rs`), steering and notices
 //! (`steer.rs`, `inbox.rs`) and MCP tool lists (`mcp_sync.rs`) are reached through effects
 //! ([`Effect::NextRequest`], [`Effect::SyncMcp`], [`Effect::AbortCompaction`],
@@ -72,11 +76,21 @@ pub(crate) enum Effect {
     /// The task runs a compaction: abort that instead, with this reason.
     AbortCompaction(String),
     /// The task is over (it is no longer the session's): stop what still runs for it, keep
-    /// the summary and answer the idle waiters.
+    /// the summary and answer the idle waiters (a completed task's span of the history is
+    /// closed).
     EndTask {
         summary: TaskSummary,
         task: Box<Task>,
     },
+    /// A task starts: its input begins at the committed end of the history (`turn.rs`).
+    OpenTask,
+    /// A completed compaction replaced the context: the history and the task spans are gone
+    /// (`compaction.rs`).
+    ReplaceContext,
+    /// A steer waits for the next input-assembly point (`steer.rs`).
+    QueueSteer(ModelPayload),
+    /// A notice (or an agent's input) waits for the next input-assembly point.
+    QueueNotice(ModelPayload),
 }
 
 /// The task's state and what the transitions read of the session.

@@ -85,9 +85,10 @@ fn install(state: &mut SessionState, resolved: ResolvedModel) {
 /// The ids of the calls in the session's context.
 fn call_ids(state: &SessionState) -> Vec<&str> {
     state
-        .history
+        .conversation
+        .history()
         .iter()
-        .chain(state.carry_over.iter())
+        .chain(state.conversation.carry_over().iter())
         .filter_map(|m| match m {
             ModelPayload::ToolCall { tool_call_id, .. } => Some(tool_call_id.as_str()),
             _ => None,

@@ -26,8 +26,8 @@ use crate::tools::{ServiceKind, ToolService};
 pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolService> {
     match kind {
         ServiceKind::Commands => Arc::new(CommandTools::new(state.commands.clone())),
-        ServiceKind::OpenVaalaCommands => Arc::new(
-            crate::actors::command_supervisor::openvaala::VaalaCommandTools::new(
+        ServiceKind::DetachedCommands => Arc::new(
+            crate::actors::command_supervisor::openvaala::DetachedCommandTools::new(
                 state.commands.clone(),
             ),
         ),
@@ -43,7 +43,7 @@ pub(super) fn service(state: &SessionState, kind: &ServiceKind) -> Arc<dyn ToolS
 /// must go through the actor's async path).
 pub(super) fn needs_start(state: &SessionState, tool: &str) -> bool {
     match state.options.config.tools.service_of(tool) {
-        Some(ServiceKind::Commands | ServiceKind::OpenVaalaCommands) => {
+        Some(ServiceKind::Commands | ServiceKind::DetachedCommands) => {
             state.commands.is_none() && state.wants_commands
         }
         Some(ServiceKind::Subagents) => state.subagents.is_none() && state.wants_subagents,
@@ -59,7 +59,7 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
     let kind = state.options.config.tools.service_of(tool).cloned();
     if matches!(
         kind,
-        Some(ServiceKind::Commands | ServiceKind::OpenVaalaCommands)
+        Some(ServiceKind::Commands | ServiceKind::DetachedCommands)
     ) {
         let me = myself.clone();
         let sink: CommandEventSink = Arc::new(move |ev| {

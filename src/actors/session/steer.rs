@@ -3,15 +3,18 @@
 //!
 //! A steer is recorded in the trace and streamed the moment it is received, as a user text
 //! wrapped in `[user_steering]…[/user_steering]`; resume therefore treats it as pending user
-//! input (it joins the next request, or the next task when none ran). Live, it waits in
-//! `SessionState::pending_steers` until the turn loop takes it. With no task running, a steer
-//! starts one with its text as the prompt.
+//! input (it joins the next request, or the next task when none ran). Live, it waits in the
+//! conversation's steer queue (`conversation.rs`, written through the executor's
+//! `Effect::QueueSteer`) until the turn loop takes it. With no task running, a steer starts one
+//! with its text as the prompt.
 //!
-//! This module owns the steer queue and the inbox signal; it must not drive the turn loop
-//! beyond starting a task through `turn::start_task`.
+//! This module owns the steer's reception; it must not drive the turn loop beyond starting a
+//! task through `turn::start_task`.
 
 use ractor::{ActorRef, RpcReplyPort};
 
+use super::effects::{self, Queue};
+use super::machine::Effect;
 use super::{SessionMsg, SessionState, turn};
 use crate::actors::session_api::{SteerOutcome, steering_text};
 use crate::error::RookeryError;
@@ -39,7 +42,7 @@ pub(super) fn on_steer(
     }
     let msg = build::user_text(steering_text(&text), sender);
     if let Some(p) = msg.as_model() {
-        state.pending_steers.push(p.clone());
+        effects::apply(state, Effect::QueueSteer(p.clone()));
     }
     // Recorded (and streamed) on receipt: the trace shows it before the request it joins.
     state.emit(msg, true);
@@ -52,5 +55,5 @@ pub(super) fn on_steer(
 /// input-assembly point, so every arrival so far counts as delivered.
 pub(super) fn take(state: &mut SessionState) -> Vec<ModelPayload> {
     super::inbox::delivered(state);
-    std::mem::take(&mut state.pending_steers)
+    effects::take(state, Queue::Steers)
 }

@@ -9,7 +9,8 @@
 
 use ractor::ActorRef;
 
-use super::effects::{machine, run, run_local};
+use super::effects::{Queue, apply, machine, run, run_local, take};
+use super::machine::Effect;
 use super::task::{self, Task, Turn};
 use super::{SessionMsg, SessionState};
 use crate::message::{ModelPayload, OmniMessage, StopReason, build};
@@ -25,8 +26,8 @@ pub(crate) fn start_task(
     let Some((text, sender)) = super::compaction::before_task(myself, state, text, sender) else {
         return;
     };
-    super::inbox::task_started(state);
-    let mut input = std::mem::take(&mut state.carry_over);
+    apply(state, Effect::OpenTask);
+    let mut input = take(state, Queue::CarryOver);
     // Steers left by an aborted task come before the new prompt, as the trace has them.
     input.extend(super::steer::take(state));
     let user = build::user_text(text, sender);
@@ -82,7 +83,7 @@ pub(crate) fn on_retry_now(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
 
 /// Streams and records the queued background notices and returns them as input.
 fn deliver_notices(state: &mut SessionState) -> Vec<ModelPayload> {
-    let notices = std::mem::take(&mut state.pending_notices);
+    let notices = take(state, Queue::Notices);
     for n in &notices {
         state.emit(OmniMessage::model(n.clone()), true);
     }

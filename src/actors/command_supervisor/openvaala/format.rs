@@ -161,7 +161,7 @@ pub struct BashArgs {
 
 /// `path` with `.` and `..` resolved lexically.
 fn normalize(path: &Path) -> PathBuf {
-    crate::tools::vaala_read_file::normalize(path)
+    crate::tools::profile::openvaala::read_file::normalize(path)
 }
 
 /// Whether `bash`'s `cwd` is the workspace itself (absent, empty or `.`): [`bash_args`] then

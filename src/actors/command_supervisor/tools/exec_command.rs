@@ -106,7 +106,7 @@ pub(super) async fn run(
         cwd,
         tty: flag(&args, "tty"),
         background,
-        style: CommandStyle::Penguin,
+        style: CommandStyle::Windowed,
     };
     let started = match commands.start(req).await {
         Ok(s) => s,

@@ -187,6 +187,10 @@ fn show(fx: &[Effect]) -> Vec<String> {
                 summary.status,
                 summary.abort_reason.as_deref().unwrap_or("-")
             ),
+            Effect::OpenTask => "open_task".into(),
+            Effect::ReplaceContext => "replace_context".into(),
+            Effect::QueueSteer(p) => format!("queue_steer [{}]", ids(std::slice::from_ref(p))),
+            Effect::QueueNotice(p) => format!("queue_notice [{}]", ids(std::slice::from_ref(p))),
         })
         .collect()
 }

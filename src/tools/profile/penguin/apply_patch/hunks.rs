@@ -207,7 +207,7 @@ fn split_lines(text: &str) -> (Vec<&str>, Vec<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::apply_patch::parser::{FileOp, parse_patch};
+    use crate::tools::profile::penguin::apply_patch::parser::{FileOp, parse_patch};
 
     fn apply(text: &str, patch: &str) -> Result<String, Box<dyn std::error::Error>> {
         let sections = parse_patch(patch)?;

@@ -119,7 +119,7 @@ pub fn inside_workspace(workspace: &Path, path: &str) -> Result<PathBuf, Outside
 
 /// The refusal of a secret store, in penguin's read_file words.
 fn secret_refusal(path: &str, name: &'static str) -> String {
-    super::read_file::ReadFileError::Secret {
+    crate::tools::profile::penguin::read_file::ReadFileError::Secret {
         file_path: path.to_string(),
         name,
     }

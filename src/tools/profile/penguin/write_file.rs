@@ -192,7 +192,7 @@ fn plural(n: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::definition::default_definition;
+    use crate::tools::profile::penguin::default_definition;
     use serde_json::json;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;

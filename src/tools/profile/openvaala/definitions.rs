@@ -1,9 +1,12 @@
 //! The definitions (descriptions and parameter schemas) of the openvaala profile's tools, as in
-//! `docs/tools-openvaala.md`. Texts only: no implementation lives here.
+//! `docs/tools-openvaala.md`, with the argument a shell tool's command text is in (read by the
+//! command policy). Texts only: no implementation lives here.
 
 use serde_json::{Value, json};
 
-use crate::tools::registry::{Permission, ToolDefinitionConfig, default_definition};
+use crate::tools::definition::CommandArgument;
+use crate::tools::profile::penguin::default_definition;
+use crate::tools::registry::{Permission, ToolDefinitionConfig};
 
 fn schema(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required})
@@ -57,7 +60,8 @@ pub fn openvaala_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ),
             ReadWrite,
             command_timeout,
-        ),
+        )
+        .running(CommandArgument::Command("command")),
         "read_command_output" => d(
             "Read a command's output from a cursor: 0, or the next_cursor of the previous result. Waits up to wait_seconds for output past the cursor or the command's end. Pages are at most 64 KB; each command keeps its last 1 MiB.",
             schema(
@@ -83,7 +87,8 @@ pub fn openvaala_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ),
             ReadWrite,
             command_timeout,
-        ),
+        )
+        .running(CommandArgument::Stdin("chars")),
         "stop_command" => d(
             "Stop a command and every process it started.",
             schema(json!({"command_id": command_id}), &["command_id"]),

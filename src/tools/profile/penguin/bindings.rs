@@ -1,7 +1,7 @@
-//! How each builtin runs in this build (`docs/tools.md#default-tool-table`): local code or
-//! the session service that serves it. The builtins' default definitions and the table's order
-//! are `definition`'s. It must not hold registry state or run tools; the registry assembles
-//! from it.
+//! How each penguin builtin runs in this build (`docs/tools.md#default-tool-table`): local code
+//! or the session service that serves it. The builtins' default definitions and the table's
+//! order are `definitions.rs`'s. It must not hold registry state or run tools; the profile
+//! assembles the registry from it.
 
 use std::sync::Arc;
 
@@ -13,16 +13,16 @@ use crate::tools::{BlockingTool, Tool};
 pub fn builtin_binding(name: &str) -> Option<ToolBinding> {
     let local = |tool: Arc<dyn Tool>| Some(ToolBinding::Local(tool));
     match name {
-        "read_file" => local(Arc::new(crate::tools::read_file::ReadFile)),
+        "read_file" => local(Arc::new(super::read_file::ReadFile)),
         "edit_file" => local(Arc::new(
-            BlockingTool::new(crate::tools::edit_file::edit_file)
+            BlockingTool::new(super::edit_file::edit_file)
                 .writing(crate::tools::path_locks::file_path_keys),
         )),
         "write_file" => local(Arc::new(
-            BlockingTool::new(crate::tools::write_file::write_file)
+            BlockingTool::new(super::write_file::write_file)
                 .writing(crate::tools::path_locks::file_path_keys),
         )),
-        "apply_patch" => local(Arc::new(crate::tools::apply_patch::ApplyPatch)),
+        "apply_patch" => local(Arc::new(super::apply_patch::ApplyPatch)),
         "exec_command" | "input_command" | "kill_command" | "list_commands" => {
             Some(ToolBinding::Service(ServiceKind::Commands))
         }

@@ -1,10 +1,11 @@
-//! The default definition of each builtin tool (`docs/tools.md#default-tool-table`) and the
-//! table's order: data only. It knows no tool's code and no registry; how each builtin runs is
-//! `registry::default_table`'s, and the registry assembles from both.
+//! The default definition of each penguin builtin tool (`docs/tools.md#default-tool-table`) and
+//! the table's order: data only, including the argument a shell tool's command text is in (read
+//! by the command policy). It knows no tool's code and no registry; how each builtin runs is
+//! `bindings.rs`'s, and the profile assembles the registry from both.
 
 use serde_json::{Value, json};
 
-use super::{ForModel, Permission, ToolDefinitionConfig};
+use crate::tools::definition::{CommandArgument, ForModel, Permission, ToolDefinitionConfig};
 
 const DESCRIPTION_PROP: &str =
     "One short user-facing sentence saying what this call does. Emit it first.";
@@ -98,7 +99,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             120_000,
             16_000,
-        ),
+        )
+        .running(CommandArgument::Command("cmd")),
         "input_command" => d(
             "input_command",
             "Send input to a running command (or poll it with empty chars). Send \"\\u0003\" alone to interrupt it.",
@@ -114,7 +116,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             130_000,
             16_000,
-        ),
+        )
+        .running(CommandArgument::Stdin("chars")),
         "kill_command" => d(
             "kill_command",
             "Stop a background command and its process group.",

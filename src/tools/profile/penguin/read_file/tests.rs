@@ -1,7 +1,7 @@
 //! Tests of read_file on real files in temp dirs: texts, paging, budgets, guards and caps.
 
 use super::*;
-use crate::tools::definition::default_definition;
+use crate::tools::profile::penguin::default_definition;
 use serde_json::json;
 use std::fs;
 use std::path::PathBuf;

@@ -1,13 +1,13 @@
 //! Tests of the openvaala `read_file` ([`VaalaReadFile`]) called as the profile defines it
 //! (`openvaala_definition("read_file")`): images, secret stores, symlinks and `AGENTS.md`. They
-//! sit with the profile, which is above the tool, so the tool's own tests need no profile.
+//! sit beside the tool and its definition, so the tool's own tests need no definition.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use super::read_file::{VaalaReadFile, agents};
 use crate::tools::session_scope::SessionScope;
-use crate::tools::vaala_read_file::{VaalaReadFile, agents};
 use crate::tools::{Tool, ToolContext, ToolResult};
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -25,7 +25,7 @@ fn noisy_png(path: &Path, side: u32) {
 
 async fn call(tool: VaalaReadFile, ws: &Path, args: Value) -> (ToolResult, String) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let def = crate::tools::profile::openvaala_definition("read_file").unwrap();
+    let def = super::openvaala_definition("read_file").unwrap();
     let ctx = ToolContext::new(
         ws.to_path_buf(),
         "c1".into(),

@@ -227,7 +227,7 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
     use crate::message::StopReason;
-    use crate::tools::definition::default_definition;
+    use crate::tools::profile::penguin::default_definition;
     use serde_json::json;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;

@@ -73,7 +73,7 @@ mod tests {
 
     use super::*;
     use crate::tools::image_source::format_size;
-    use crate::tools::registry::default_definition;
+    use crate::tools::profile::penguin::default_definition;
 
     async fn run(ws: &Path, args: Value, cancel: CancellationToken) -> (String, ToolResult) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
