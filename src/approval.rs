@@ -22,14 +22,19 @@ use crate::tools::Permission;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApprovalMode {
+    /// Allows every call.
     AllowAll,
+    /// Denies every call.
     DenyAll,
     /// Allows `permission: r` tools, asks for the rest.
     ReadOnly,
+    /// Asks the approver for every call.
     AlwaysAsk,
 }
 
 impl ApprovalMode {
+    /// The mode's name in configs, flags and traces (`allow-all`, `deny-all`, `read-only`,
+    /// `always-ask`).
     pub fn as_str(self) -> &'static str {
         match self {
             ApprovalMode::AllowAll => "allow-all",
@@ -68,7 +73,9 @@ impl std::fmt::Display for ApprovalMode {
 /// One tool call waiting for a decision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRequest {
+    /// The call's id.
     pub tool_call_id: String,
+    /// The tool's name.
     pub name: String,
     /// The arguments JSON text as the model sent it.
     pub arguments: String,
@@ -81,6 +88,7 @@ pub struct ApprovalRequest {
 /// Decides tool calls. Called one call at a time, in call order. A panic or an error inside an
 /// approver counts as `deny`.
 pub trait Approver: Send + Sync + 'static {
+    /// Decides one call. A panic or an error inside counts as `deny`.
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision>;
 
     /// The mode policy this approver applies, if any: a session records its mode in the trace
@@ -184,6 +192,7 @@ impl PolicyApprover {
         self.explicit
     }
 
+    /// The current mode.
     pub fn mode(&self) -> ApprovalMode {
         *self.mode.borrow()
     }

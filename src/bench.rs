@@ -9,10 +9,10 @@
 //! only instrumentation is the [`model::Probed`] model wrapper and the [`model::TimedTool`] tool
 //! wrapper, both outside the runtime.
 
-pub mod actor_floor;
+pub(crate) mod actor_floor;
 pub mod hibernation;
-pub mod http_floor;
-pub mod measure;
+pub(crate) mod http_floor;
+pub(crate) mod measure;
 pub mod mock;
 pub mod model;
 pub mod trace_appends;
@@ -42,11 +42,14 @@ pub const INPUT_FILE: &str = "bench-input.txt";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Workload {
+    /// `exec_command true` per request.
     Exec,
+    /// `read_file bench-input.txt` per request.
     Read,
 }
 
 impl Workload {
+    /// The workload's name in flags and reports (`exec`, `read`).
     pub fn as_str(self) -> &'static str {
         match self {
             Workload::Exec => "exec",
@@ -54,6 +57,7 @@ impl Workload {
         }
     }
 
+    /// The tool the model asks for.
     pub fn tool_name(self) -> &'static str {
         match self {
             Workload::Exec => "exec_command",
@@ -110,6 +114,7 @@ impl TempDir {
         Ok(TempDir(path))
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -124,11 +129,15 @@ impl Drop for TempDir {
 /// What to run.
 #[derive(Clone)]
 pub struct Spec {
+    /// Which tool the model asks for.
     pub workload: Workload,
+    /// Concurrent sessions, one task each.
     pub sessions: usize,
+    /// Tool results each session's task gathers before the model answers.
     pub turns: usize,
     /// `None`: the built-in [`BenchModel`] (with `latency`); else this model (e.g. HTTP).
     pub model: Option<Arc<dyn Model>>,
+    /// The built-in model's delay before each answer.
     pub latency: Duration,
     /// The agent config of every session (its tools; the model section for an HTTP model).
     pub config: AgentConfig,
@@ -147,17 +156,21 @@ pub struct Spec {
 pub struct Outcome {
     /// One line per session that did not pass its check.
     pub failures: Vec<String>,
+    /// Wall time from the tasks' start to the last session idle.
     pub wall: Duration,
+    /// Time to create all the sessions.
     pub session_create: Duration,
     /// Harness overhead per tool turn, µs, sorted.
     pub overheads_us: Vec<u64>,
     /// CPU seconds of this process and of its children, from session creation to the last
     /// session idle (workspace set-up and teardown excluded).
     pub cpu_s: f64,
+    /// CPU seconds of the reaped children (the tools' processes) in the same window.
     pub children_cpu_s: f64,
     /// This process's user and system CPU seconds inside the timed window only (from the tasks'
     /// start to the last session idle), without session creation and teardown.
     pub run_user_s: f64,
+    /// This process's system CPU seconds inside the timed window.
     pub run_sys_s: f64,
     /// `write(2)` calls the host's trace writers made (all sessions, through their close).
     pub trace_writes: u64,
@@ -390,9 +403,11 @@ fn check(
 /// What the idle run measured.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct IdleOutcome {
+    /// Time to create all the idle sessions.
     pub create: Duration,
     /// RSS before and after creating the sessions (trace headers written), kB.
     pub rss_before_kb: u64,
+    /// RSS after creating them, kB.
     pub rss_after_kb: u64,
     /// kB one empty supervised ractor actor adds, measured right after (the sessions still
     /// open): the floor of an idle session, which is one such actor.

@@ -82,6 +82,7 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("read", "every model turn calls read_file on a 20-line file"),
 ];
 
+/// The command line of `rookery`.
 #[derive(Debug, Parser)]
 #[command(
     name = "rookery",
@@ -90,10 +91,12 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     arg_required_else_help = true
 )]
 pub struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands of `rookery`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one task in a new session and print its transcript.
@@ -117,6 +120,7 @@ pub struct SessionArgs {
     /// Where traces go (default: $ROOKERY_HOME, else ~/.rookery).
     #[arg(long, value_name = "DIR")]
     pub home: Option<PathBuf>,
+    /// Which model to use (`--script`, `--provider`, `--model`, …).
     #[command(flatten)]
     pub model: ModelArgs,
     /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin, model.
@@ -148,8 +152,10 @@ fn parse_profile(
     s.parse()
 }
 
+/// The flags and prompt of `rookery run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
+    /// The session's flags.
     #[command(flatten)]
     pub session: SessionArgs,
     /// Print every complete message and event as one JSON line.
@@ -163,8 +169,10 @@ pub struct RunArgs {
     pub prompt: String,
 }
 
+/// The flags of `rookery chat`.
 #[derive(Debug, Clone, Args)]
 pub struct ChatArgs {
+    /// The session's flags.
     #[command(flatten)]
     pub session: SessionArgs,
     /// Continue an earlier session (its trace is appended to).
@@ -172,6 +180,7 @@ pub struct ChatArgs {
     pub resume: Option<String>,
 }
 
+/// The flags of `rookery serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the first stdout line names it).
@@ -187,6 +196,7 @@ pub struct ServeArgs {
     /// Overrides the config's tools.profile; `tools_profile` in `POST /v1/sessions` wins.
     #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
     pub tools_profile: Option<crate::tools::profile::ToolProfile>,
+    /// The model of new sessions.
     #[command(flatten)]
     pub model: ModelArgs,
     /// The bearer token every route but /healthz needs, read from this environment variable
@@ -240,6 +250,7 @@ pub struct ServeArgs {
     pub body_timeout_ms: u64,
 }
 
+/// The flags of `rookery bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// The tool every model turn calls.
@@ -255,6 +266,7 @@ pub struct BenchArgs {
     /// Delay of each built-in model answer.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub model_latency_ms: u64,
+    /// An HTTP model to run the workload against instead of the built-in one.
     #[command(flatten)]
     pub model: BenchModelArgs,
     /// Where traces go (default: a temp dir, removed afterwards).

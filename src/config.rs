@@ -36,6 +36,7 @@ pub struct RetryPolicy {
     /// Backoff before retry n is `min(base_ms · 2^(n−1), cap_ms)`.
     #[serde(default = "default_base_ms")]
     pub base_ms: u64,
+    /// The longest backoff, in milliseconds (default 30000).
     #[serde(default = "default_cap_ms")]
     pub cap_ms: u64,
 }
@@ -121,10 +122,13 @@ struct RawAgentConfig {
 /// A validated agent config.
 #[derive(Clone)]
 pub struct AgentConfig {
+    /// The system prompt of the agent's sessions.
     pub system_prompt: String,
     /// `<= 0` = unlimited (the default).
     pub max_turns: i64,
+    /// How model errors are retried.
     pub retry: RetryPolicy,
+    /// The tools the agent's sessions offer.
     pub tools: ToolRegistry,
     /// `tools.max_parallel`: at most this many tool calls of one session run at once (>= 1).
     pub max_parallel: usize,

@@ -39,14 +39,19 @@ impl<T> From<ractor::MessagingErr<T>> for ActorError {
 /// Errors of the host and session API.
 #[derive(Debug, thiserror::Error)]
 pub enum RookeryError {
+    /// A configuration error.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// No session of the host has this id.
     #[error("unknown session {0}")]
     UnknownSession(String),
+    /// The session already runs a task.
     #[error("session {0} is busy: a task is already running")]
     SessionBusy(String),
+    /// The session has ended and takes no more tasks.
     #[error("session {0} has ended")]
     SessionEnded(String),
+    /// A trace file operation failed.
     #[error("trace error: {0}")]
     Trace(#[from] std::io::Error),
     /// A session's trace that cannot be resumed (`trace error: <reason>`).
@@ -54,21 +59,34 @@ pub enum RookeryError {
     Resume(#[from] crate::trace::resume::ResumeFileError),
     /// Another process holds the session's trace lock (it has the session open).
     #[error("session {id} is open in another rookery process ({})", pid.map_or_else(|| "pid unknown".to_string(), |p| format!("pid {p}")))]
-    SessionLocked { id: String, pid: Option<u32> },
+    SessionLocked {
+        /// The session's id.
+        id: String,
+        /// The other process's id, when known.
+        pid: Option<u32>,
+    },
     /// A trace cannot be created or opened: `cannot create traces under <home>: <reason>`.
     #[error(transparent)]
     TraceOpen(#[from] TraceOpenError),
     /// The session's trace can no longer be written (`trace write failed: <reason> (<path>)`):
     /// the session takes no new task.
     #[error("session {session} failed: {reason}")]
-    TraceFailed { session: String, reason: String },
+    TraceFailed {
+        /// The session's id.
+        session: String,
+        /// The write failure, with the trace's path.
+        reason: String,
+    },
     /// A directory a session needs could not be prepared (e.g. a benchmark's workspace).
     #[error("{what}: {source}")]
     Setup {
+        /// What was being prepared.
         what: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A call to an actor failed (it stopped, or the call timed out).
     #[error("actor error: {0}")]
     Actor(#[source] ActorError),
     /// A manual compaction of a session with an empty context.

@@ -4,9 +4,9 @@
 //! This module runs hooks and combines their answers; where they sit in the loop, and what is
 //! recorded, is the session's business (`actors::session::gate`). It must not touch the trace.
 
-pub mod config;
+pub(crate) mod config;
 pub mod protocol;
-pub mod runner;
+pub(crate) mod runner;
 
 pub use config::{HookCommand, HookConfigError, HookEvent, HooksConfig};
 pub use protocol::{Combined, HookCall, HookContext, Permission, ToolResponse};

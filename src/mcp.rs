@@ -11,14 +11,14 @@
 //! nothing of the turn loop. The tools are service-bound (`ServiceKind::Mcp { server }`): the
 //! registry records the binding, and the session binds each call to [`service`].
 
-pub mod call;
+pub(crate) mod call;
 pub mod client;
 pub mod config;
 pub mod connection;
-pub mod convert;
+pub(crate) mod convert;
 pub mod names;
 pub mod stdio;
-pub mod tool;
+pub(crate) mod tool;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -15,12 +15,18 @@ pub use envelope::{OmniMessage, Payload, now_timestamp};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
+    /// The step, request or call finished normally (also the default when absent on read).
     #[default]
     Completed,
+    /// It failed (a model error, a tool error, a failed compaction).
     Failed,
+    /// It was denied, or interrupted by the user.
     Aborted,
+    /// The transport stalled or dropped (a model request that is retried).
     Timeout,
+    /// The stream was unparseable or truncated (a model request that is retried).
     Malformed,
+    /// The provider rejected the credentials: never retried, ends the task.
     Auth,
 }
 
@@ -44,10 +50,13 @@ impl std::fmt::Display for StopReason {
     }
 }
 
+/// Who a model message belongs to in the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// The human, a parent agent or the harness; also tool outputs.
     User,
+    /// The model: its text, thinking and tool calls.
     Assistant,
 }
 
@@ -55,8 +64,11 @@ pub enum Role {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sender {
+    /// A parent agent's prompt inside its child session.
     ParentAgent,
+    /// The runtime itself (background completion notices).
     Harness,
+    /// The server (reserved for scheduled triggers).
     Server,
 }
 
@@ -64,8 +76,11 @@ pub enum Sender {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
+    /// Opens a segment (empty content).
     Start,
+    /// One fragment of the segment's content.
     Delta,
+    /// Closes a segment (empty content); carries the segment's final `stop_reason`.
     Stop,
 }
 
@@ -79,13 +94,21 @@ fn is_empty_map(m: &Option<Fidelity>) -> bool {
 /// `session_meta` payload (no `type` field: the envelope type is the discriminator).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SessionMeta {
+    /// The session's id (`session-<date>-<time>-<hex>`).
     pub session_id: String,
+    /// The provider name (`anthropic`, `openai`, `scripted`, …).
     pub provider: String,
+    /// The provider's model id.
     pub model_id: String,
+    /// The model's context window as the model reports it (a number or a string).
     pub model_context_window: Value,
+    /// The system prompt the session sends.
     pub system_prompt: String,
+    /// The canonical absolute workspace path (the protocol's name for it).
     pub agent_state: String,
+    /// The canonical absolute workspace path.
     pub workspace: String,
+    /// `subagent` for a child session; absent for a user-created one. Survives a resume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// The approval mode the session started with (`approval_mode_changed` records changes).
@@ -100,97 +123,161 @@ pub struct SessionMeta {
 #[derive(Debug, Clone, PartialEq, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ModelPayload {
+    /// Text of the human, a parent agent, the harness or the model.
     Text {
+        /// `user` or `assistant`.
         role: Role,
+        /// The text itself.
         text: String,
+        /// Who wrote a user-role text other than the human; `None` for human input.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sender: Option<Sender>,
+        /// How the message ended.
         #[serde(default)]
         stop_reason: StopReason,
+        /// Opaque provider data, replayed verbatim.
         #[serde(default, skip_serializing_if = "is_empty_map")]
         fidelity: Option<Fidelity>,
     },
+    /// An image given by URL (`https://…` or a `data:<mime>;base64,…` URL).
     ImageUrl {
+        /// Who the image belongs to.
         role: Role,
+        /// The image's URL.
         image_url: String,
+        /// How the message ended.
         #[serde(default)]
         stop_reason: StopReason,
     },
+    /// Inline base64 data with its MIME type (an image, a document).
     InlineData {
+        /// Who the data belongs to.
         role: Role,
+        /// The content, base64-encoded.
         data: String,
+        /// The content's MIME type (`image/png`, …).
         mime_type: String,
+        /// How the message ended.
         #[serde(default)]
         stop_reason: StopReason,
+        /// Opaque provider data, replayed verbatim.
         #[serde(default, skip_serializing_if = "is_empty_map")]
         fidelity: Option<Fidelity>,
     },
+    /// The model's visible reasoning.
     Thinking {
+        /// Always `assistant`.
         role: Role,
+        /// The reasoning text.
         thinking: String,
+        /// How the message ended.
         #[serde(default)]
         stop_reason: StopReason,
+        /// Opaque provider data (e.g. a signature), replayed verbatim.
         #[serde(default, skip_serializing_if = "is_empty_map")]
         fidelity: Option<Fidelity>,
     },
+    /// Reasoning the provider returns opaque (redacted or encrypted), replayed verbatim.
     InlineThinking {
+        /// Always `assistant`.
         role: Role,
+        /// The opaque reasoning data.
         data: String,
+        /// The data's MIME type, as the provider labels it.
         mime_type: String,
+        /// How the message ended.
         #[serde(default)]
         stop_reason: StopReason,
+        /// Opaque provider data, replayed verbatim.
         #[serde(default, skip_serializing_if = "is_empty_map")]
         fidelity: Option<Fidelity>,
     },
+    /// A tool call the model made.
     ToolCall {
+        /// Always `assistant`.
         role: Role,
+        /// The tool's name.
         name: String,
+        /// The call's arguments: a JSON object serialised as a string.
         arguments: String,
+        /// The model's id of the call; its output carries the same id.
         tool_call_id: String,
+        /// How the message ended.
         #[serde(default)]
         stop_reason: StopReason,
+        /// Opaque provider data, replayed verbatim.
         #[serde(default, skip_serializing_if = "is_empty_map")]
         fidelity: Option<Fidelity>,
     },
+    /// The output of one tool call (exactly one per call).
     ToolCallOutput {
+        /// Always `user`.
         role: Role,
+        /// The output text the model reads.
         output: String,
+        /// Images the tool returned, as data URLs (omitted when empty).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<String>,
+        /// The id of the call this answers.
         tool_call_id: String,
+        /// `completed`, `failed` (a tool error) or `aborted` (denied or interrupted).
         #[serde(default)]
         stop_reason: StopReason,
     },
+    /// A fragment of streamed assistant text (streamed only, never recorded).
     PartialText {
+        /// Always `assistant`.
         role: Role,
+        /// The fragment's phase in its segment.
         event_type: EventType,
+        /// The fragment (empty on `start` and `stop`).
         text: String,
+        /// The segment's outcome (final on `stop`).
         #[serde(default)]
         stop_reason: StopReason,
     },
+    /// A fragment of streamed thinking (streamed only, never recorded).
     PartialThinking {
+        /// Always `assistant`.
         role: Role,
+        /// The fragment's phase in its segment.
         event_type: EventType,
+        /// The fragment (empty on `start` and `stop`).
         thinking: String,
+        /// The segment's outcome (final on `stop`).
         #[serde(default)]
         stop_reason: StopReason,
     },
+    /// A fragment of a streamed tool call (streamed only, never recorded).
     PartialToolCall {
+        /// Always `assistant`.
         role: Role,
+        /// The fragment's phase in its segment.
         event_type: EventType,
+        /// The tool's name.
         name: String,
+        /// A fragment of the arguments string.
         arguments: String,
+        /// The call's id.
         tool_call_id: String,
+        /// The segment's outcome (final on `stop`).
         #[serde(default)]
         stop_reason: StopReason,
     },
+    /// A fragment of a streamed tool output (streamed only, never recorded).
     PartialToolCallOutput {
+        /// Always `user`.
         role: Role,
+        /// The fragment's phase in its segment.
         event_type: EventType,
+        /// A fragment of the output text.
         output: String,
+        /// The output's images (data URLs), all in one delta.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         images: Vec<String>,
+        /// The id of the call this answers.
         tool_call_id: String,
+        /// The segment's outcome (final on `stop`).
         #[serde(default)]
         stop_reason: StopReason,
     },
@@ -208,6 +295,7 @@ impl ModelPayload {
         )
     }
 
+    /// The role of any payload kind.
     pub fn role(&self) -> Role {
         match self {
             ModelPayload::Text { role, .. }
@@ -224,6 +312,7 @@ impl ModelPayload {
         }
     }
 
+    /// The `stop_reason` of any payload kind.
     pub fn stop_reason(&self) -> StopReason {
         match self {
             ModelPayload::Text { stop_reason, .. }
@@ -244,17 +333,22 @@ impl ModelPayload {
 /// Token counters of `token_usage` (`session` running totals and this `request`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Usage {
+    /// Prompt tokens read from the provider's cache.
     #[serde(default)]
     pub cache_read: u64,
+    /// Prompt tokens written to the provider's cache.
     #[serde(default)]
     pub cache_write: u64,
+    /// Output tokens generated.
     #[serde(default)]
     pub output: u64,
+    /// All tokens of the request(s): input (cached or not) plus output.
     #[serde(default)]
     pub total: u64,
 }
 
 impl Usage {
+    /// Adds `other`'s counters to these (running session totals).
     pub fn add(&mut self, other: &Usage) {
         self.cache_read += other.cache_read;
         self.cache_write += other.cache_write;
@@ -263,11 +357,15 @@ impl Usage {
     }
 }
 
+/// The approval gate's verdict on one tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
+    /// The call runs.
     Allow,
+    /// The call is refused; the model may try something else.
     Deny,
+    /// The call is refused by the command policy: a rule no approval mode or approver can lift.
     Forbidden,
 }
 
@@ -276,18 +374,27 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventPayload {
+    /// Before each model request attempt.
     RequestBegin {},
+    /// A model stream ended (tool outputs may follow).
     RequestEnd {
+        /// The attempt's outcome.
         status: StopReason,
+        /// The failure's detail, only on a non-completed status (`unknown` when none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
+        /// The 1-based attempt, on a non-completed end or a completion that needed retries.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         attempt: Option<u32>,
+        /// The wait before the next try in milliseconds, only when the session will retry.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_in_ms: Option<u64>,
     },
+    /// The approval gate's decision on one real tool call, before its output.
     ApprovalDecision {
+        /// The verdict.
         decision: Decision,
+        /// The id of the call decided on.
         tool_call_id: String,
         /// Who decided: `hook`, `policy`, `mode`, `user` or `api` (Rookery's own).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -296,81 +403,125 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A task was aborted (by the user, a final model failure, a trace write failure, a crash).
     Abort {
+        /// Why, when known.
         reason: Option<String>,
     },
+    /// Token counts after a completed stream, just before `request_end`.
     TokenUsage {
+        /// The session's running totals.
         session: Usage,
+        /// This request's counts.
         request: Usage,
     },
+    /// A compaction of the history starts (before the request it precedes).
     CompactionBegin {
+        /// What triggered it: `context`, `turns` or `manual`.
         reason: String,
+        /// How: `summarize` or `discard`.
         mode: String,
+        /// The last request's `total` tokens.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         context: Option<u64>,
+        /// Turns since the last compaction.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         turns: Option<u64>,
     },
+    /// A compaction ended.
     CompactionEnd {
+        /// What triggered it: `context`, `turns` or `manual`.
         reason: String,
+        /// How: `summarize` or `discard`.
         mode: String,
+        /// Its outcome.
         status: StopReason,
+        /// The final attempt, when more than one was needed or it did not complete.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         attempt: Option<u32>,
+        /// The last failure, when it failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
     },
+    /// A child session was admitted (parent trace only, never streamed).
     Subagent {
+        /// The child's session id.
         session_id: String,
     },
+    /// The tools the session offers the model (first task of a session, after its input).
     ToolListReady {
+        /// The tool specs `{name, description, parameters}`.
         tools: ToolList,
     },
     /// PenguinHarness writes one pair for all servers (`servers`, `results`); Rookery writes
     /// one pair per server (`server`, and `tools`, `ms`, `error` on the end).
     McpConnectBegin {
+        /// All servers of the connect (PenguinHarness form).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         servers: Vec<String>,
+        /// The one server of this connect (Rookery's form).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server: Option<String>,
     },
+    /// An MCP connect ended (one for all servers, or one per server).
     McpConnectEnd {
+        /// The connect's outcome.
         status: StopReason,
+        /// One result per server (PenguinHarness form).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         results: Vec<Value>,
+        /// The server connected (Rookery's form).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server: Option<String>,
+        /// How many tools the server offers.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tools: Option<u64>,
+        /// How long the connect took, in milliseconds.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ms: Option<u64>,
+        /// Why the connect failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
     /// One reconnect try of an MCP server whose transport died (Rookery's own).
     McpReconnect {
+        /// The server's name in the config.
         server: String,
+        /// The 1-based reconnect try.
         attempt: u32,
+        /// The try's outcome.
         status: StopReason,
+        /// Why the try failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A goal finished (part of the compatible set; not emitted yet).
     GoalFinished {
+        /// How the goal ended.
         outcome: String,
+        /// Model rounds the goal took.
         rounds: u64,
+        /// Tokens the goal used.
         tokens_used: u64,
     },
+    /// A registered background command was evicted to admit another, or reaped when idle.
     CommandEvicted {
+        /// The command's process id (as `run_command` returned it).
         process_id: String,
+        /// Its state when evicted: `running`, `exited` or `reaped`.
         status: String,
     },
+    /// The last record of every task (Rookery's own).
     TaskEnd {
+        /// `completed`, `failed` or `aborted`.
         status: StopReason,
     },
     /// A subscriber fell behind and lost its `count` oldest messages (Rookery's own; built for
     /// that subscriber only, never recorded). `text` reads `[... N earlier messages dropped ...]`.
     MessagesDropped {
+        /// How many messages were dropped.
         count: u64,
+        /// The notice the subscriber sees in their place.
         text: String,
     },
     /// `rookery serve` hibernated the idle session (Rookery's own; streamed, never recorded).
@@ -379,36 +530,51 @@ pub enum EventPayload {
     SessionResumed {},
     /// The session's approval mode changed (Rookery's own).
     ApprovalModeChanged {
+        /// The new mode (`allow-all`, `deny-all`, `read-only`, `always-ask`).
         mode: String,
     },
     /// A PreToolUse hook replaced a call's arguments (Rookery's own).
     HookRewrite {
+        /// The id of the rewritten call.
         tool_call_id: String,
+        /// The hook's command line.
         command: String,
+        /// The arguments the model sent (a JSON string).
         original_arguments: String,
+        /// The arguments the call runs with (a JSON string).
         arguments: String,
     },
     /// A hook failed without blocking: an exit other than 0 or 2, a timeout, bad JSON.
     HookError {
+        /// The id of the call the hook ran for.
         tool_call_id: String,
+        /// The hook's command line.
         command: String,
+        /// The hook's exit code; `None` when it timed out, was killed or never started.
         #[serde(default)]
         exit_code: Option<i32>,
+        /// What the hook wrote to stderr (or the failure's text).
         stderr: String,
     },
     /// A spawned agent's copy of its parent's turns (`spawn_agent` `fork_turns`), written
     /// right after its `session_meta`; resume puts them first in its history (Rookery's own).
     ForkedHistory {
+        /// The parent's complete model payloads the child starts with.
         messages: Vec<ModelPayload>,
     },
     /// The session's model changed (a parent's `send_message` with `model` /
     /// `reasoning_effort`): `model` is the `models:` name or `provider/model` it resolved from;
     /// resume resolves it again, so a resumed session keeps it (Rookery's own).
     ModelSwitched {
+        /// The `models:` name or `provider/model` the switch resolved from.
         model: String,
+        /// The new provider name.
         provider: String,
+        /// The new provider's model id.
         model_id: String,
+        /// The new model's context window, as the model reports it.
         context_window: Value,
+        /// The reasoning effort requested with the switch, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_effort: Option<String>,
     },

@@ -7,11 +7,11 @@
 pub mod anthropic;
 pub mod build;
 pub mod error;
-pub mod http_client;
-pub mod image_window;
+pub(crate) mod http_client;
+pub(crate) mod image_window;
 pub mod model_config;
 pub mod openai;
-pub mod provider_defaults;
+pub(crate) mod provider_defaults;
 mod script_error;
 pub mod scripted;
 
@@ -25,7 +25,9 @@ use crate::message::{ModelPayload, StopReason, Usage};
 /// Who the model is, for `session_meta`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {
+    /// The provider name (`anthropic`, `openai`, `scripted`, …).
     pub provider: String,
+    /// The provider's model id.
     pub model_id: String,
     /// Number or string, recorded verbatim.
     pub context_window: Value,
@@ -34,6 +36,7 @@ pub struct ModelInfo {
 /// One request: everything the model may see.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
+    /// The system prompt sent with every request.
     pub system_prompt: Arc<str>,
     /// Complete model messages (user texts, assistant texts/thinking/tool calls, tool outputs),
     /// in conversation order, tool outputs paired with their calls in call order.
@@ -92,6 +95,7 @@ impl ModelEvent {
 pub struct ModelOutcome {
     /// `completed`, or `failed|timeout|malformed` (retried), or `auth` (final).
     pub status: StopReason,
+    /// The failure's detail on a non-completed status.
     pub error_message: Option<String>,
     /// A `failed` that must not be retried (HTTP 400/404/422).
     pub permanent: bool,
@@ -100,6 +104,7 @@ pub struct ModelOutcome {
 }
 
 impl ModelOutcome {
+    /// A clean completion.
     pub fn completed() -> Self {
         ModelOutcome {
             status: StopReason::Completed,
@@ -109,6 +114,7 @@ impl ModelOutcome {
         }
     }
 
+    /// An end with `status` and its detail, not marked permanent (so retried unless `auth`).
     pub fn error(status: StopReason, message: impl Into<String>) -> Self {
         ModelOutcome {
             status,
@@ -122,6 +128,7 @@ impl ModelOutcome {
 /// What a model session knows about the session it serves.
 #[derive(Debug, Clone, Default)]
 pub struct ModelSessionContext {
+    /// The id of the session served.
     pub session_id: String,
     /// True for a subagent's (child) session.
     pub is_subagent: bool,
@@ -136,6 +143,7 @@ pub struct ModelSessionContext {
 
 /// A model: shared by all sessions of a host.
 pub trait Model: Send + Sync + 'static {
+    /// Who the model is, recorded in `session_meta`.
     fn info(&self) -> ModelInfo;
     /// Per-session state (the scripted model's cursor and call counter).
     fn open(&self, ctx: &ModelSessionContext) -> Box<dyn ModelSession>;
@@ -144,6 +152,7 @@ pub trait Model: Send + Sync + 'static {
 /// One session's view of a model. `stream` is called once per request, from the session actor;
 /// the returned stream is driven by a spawned task.
 pub trait ModelSession: Send + 'static {
+    /// Starts one request; the stream ends with exactly one [`ModelEvent::End`].
     fn stream(&mut self, request: ModelRequest) -> BoxStream<'static, ModelEvent>;
 
     /// Tool call ids the session's history already holds (a model switch, a resume): a

@@ -80,10 +80,12 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// A completed result with no note.
     pub fn completed() -> Self {
         Self::default()
     }
 
+    /// A `failed` result with no note.
     pub fn failed() -> Self {
         ToolResult {
             stop_reason: Some(StopReason::Failed),
@@ -91,6 +93,7 @@ impl ToolResult {
         }
     }
 
+    /// This result with `note` appended after the content.
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
         self.note = Some(note.into());
         self
@@ -100,7 +103,9 @@ impl ToolResult {
 /// A finished synchronous tool's text and verdict (what the file tools return).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolReply {
+    /// The output text the model reads.
     pub text: String,
+    /// How the call ended.
     pub stop_reason: StopReason,
 }
 
@@ -115,6 +120,7 @@ impl<E: std::error::Error> From<Result<String, E>> for ToolReply {
 }
 
 impl ToolReply {
+    /// A completed reply of `text`.
     pub fn ok(text: impl Into<String>) -> Self {
         ToolReply {
             text: text.into(),
@@ -122,6 +128,7 @@ impl ToolReply {
         }
     }
 
+    /// A `failed` reply of `text`.
     pub fn fail(text: impl Into<String>) -> Self {
         ToolReply {
             text: text.into(),
@@ -266,6 +273,7 @@ pub struct BlockingTool {
 }
 
 impl BlockingTool {
+    /// A tool running `run` on the blocking pool; it writes no path (see `writing`).
     pub fn new(run: BlockingFn) -> Self {
         BlockingTool { run, writes: None }
     }

@@ -10,7 +10,9 @@ pub const TAIL_CHARS: usize = 4000;
 /// What finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoticeKind {
+    /// A `run_in_background` command.
     Command,
+    /// A background subagent.
     Subagent,
 }
 

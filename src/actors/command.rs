@@ -50,8 +50,11 @@ pub type FinishFn = Box<dyn FnOnce(ExitInfo, String) + Send + Sync>;
 
 /// What the actor is started with.
 pub struct CommandArgs {
+    /// The command's process id (as `run_command` returns it).
     pub id: String,
+    /// The started process and its output streams.
     pub process: SpawnedProcess,
+    /// Called once with the exit and the output's tail when the command is over.
     pub on_finish: FinishFn,
     /// Counts output chunks (the supervisor's idle reaper counts output as use).
     pub outputs: Arc<std::sync::atomic::AtomicU64>,
@@ -63,7 +66,9 @@ pub struct CommandArgs {
 /// is over and its output complete, its exit.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PageReply {
+    /// The output at the cursor.
     pub page: RingPage,
+    /// The exit, once the command is over and its output complete.
     pub exit: Option<ExitInfo>,
     /// The command runs under a pseudo-terminal.
     pub tty: bool,
@@ -75,14 +80,20 @@ pub struct PageReply {
 /// everything was read, its exit.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReadReply {
+    /// The output drained.
     pub text: String,
+    /// The exit, once the command is over and everything was read.
     pub exit: Option<ExitInfo>,
 }
 
+/// Messages of a [`CommandActor`]: reads, input and kills from its users, and the reports of its
+/// own output, exit and timer tasks.
 pub enum CommandMsg {
     /// Unread output now if any (or the exit); otherwise waits up to `wait` for some.
     Read {
+        /// The longest wait for output.
         wait: Duration,
+        /// Where the answer goes.
         reply: RpcReplyPort<ReadReply>,
     },
     /// Unread output and the exit status if the process has exited, at once.
@@ -90,14 +101,20 @@ pub enum CommandMsg {
     /// At most `max` bytes of output from the absolute offset `cursor`, consuming nothing. Waits
     /// up to `wait` first: for output past the cursor, or (`until_exit`) for the command's end.
     ReadAt {
+        /// The absolute output offset to read from.
         cursor: u64,
+        /// The most bytes to return.
         max: usize,
+        /// The longest wait first.
         wait: Duration,
+        /// Wait for the command's end rather than for more output.
         until_exit: bool,
+        /// Where the answer goes.
         reply: RpcReplyPort<PageReply>,
     },
     /// Stops the command and every process it started; its exit becomes `Failed(reason)`.
     Kill {
+        /// Why it was killed (the exit's text).
         reason: String,
     },
     /// Bytes for stdin (silently dropped once stdin is closed).
@@ -107,13 +124,20 @@ pub enum CommandMsg {
     // From the actor's own tasks.
     /// Bytes the command wrote, ending on a character boundary.
     Output(Vec<u8>),
+    /// One of the output streams reached its end.
     StreamEnd,
+    /// The process exited.
     Exited {
+        /// How it ended.
         exit: ExitInfo,
+        /// Other processes of its group still run (they may still write output).
         others_alive: bool,
     },
+    /// The wait of the `Read` numbered so is over.
     ReadTimeout(u64),
+    /// The wait of the `ReadAt` numbered so is over.
     ReadAtTimeout(u64),
+    /// The quiet time after the exit is over (for the drain of that generation): finish.
     DrainTimer(u64),
 }
 
@@ -135,6 +159,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The state of a [`CommandActor`]: its output ring, exit, waiting readers and timers.
 pub struct CommandState {
     id: String,
     ring: OutputRing,
@@ -164,6 +189,7 @@ pub struct CommandState {
     outputs: Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// The actor owning one running command: its output, its input and its exit.
 pub struct CommandActor;
 
 impl Actor for CommandActor {

@@ -46,9 +46,17 @@ pub(crate) const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq)]
 pub enum CommandEvent {
     /// A registered command was evicted to admit another (`status`: `running` | `exited`).
-    Evicted { process_id: String, status: String },
+    Evicted {
+        /// The command's process id.
+        process_id: String,
+        /// `running` or `exited`.
+        status: String,
+    },
     /// A `run_in_background` command finished: the exact `[background_task_done]` user text.
-    Completed { notice_text: String },
+    Completed {
+        /// The notice, as the model will read it.
+        notice_text: String,
+    },
 }
 
 /// Where the supervisor sends its events (called from inside the actor: keep it quick).
@@ -82,9 +90,11 @@ impl Default for CommandOptions {
 /// A command to start.
 #[derive(Debug, Clone)]
 pub struct StartRequest {
+    /// The shell command line (run with `bash -lc`).
     pub cmd: String,
     /// Absolute working directory.
     pub cwd: PathBuf,
+    /// Run it under a pseudo-terminal.
     pub tty: bool,
     /// Register at once and arm the completion notice (`run_in_background`).
     pub background: bool,
@@ -101,7 +111,10 @@ pub enum CommandStyle {
     Windowed,
     /// Registered at once: `cmd-` ids, no completion notice, stopped after `timeout` (none: no
     /// limit) (the openvaala profile's).
-    Detached { timeout: Option<Duration> },
+    Detached {
+        /// Stop the command after this long (`None`: no limit).
+        timeout: Option<Duration>,
+    },
 }
 
 /// A started command.
@@ -114,37 +127,58 @@ pub struct Started {
 
 type StartReply = Result<(String, ActorRef<CommandMsg>, Option<usize>), StartError>;
 
+/// Messages of a [`CommandSupervisor`]: the session's requests and its commands' reports.
 pub enum CommandSupervisorMsg {
+    /// Starts a command.
     Start {
+        /// What to start.
         req: StartRequest,
+        /// The id, the command's actor and, when registered at once, how many commands are
+        /// registered now.
         reply: RpcReplyPort<StartReply>,
     },
     /// A registered command by id, marked as being read (refreshes its last use).
     Lease {
+        /// The command's process id.
         id: String,
+        /// The command's actor, if registered.
         reply: RpcReplyPort<Option<ActorRef<CommandMsg>>>,
     },
     /// A registered command by id for kill_command: disarmed and unregistered at once.
     Take {
+        /// The command's process id.
         id: String,
+        /// The command's actor and its exit (if over), if registered.
         reply: RpcReplyPort<Option<(ActorRef<CommandMsg>, Option<ExitInfo>)>>,
     },
     /// Registers a foreground command that outlived its window.
     Register {
+        /// The command's process id.
         id: String,
+        /// How many commands are registered now, or `None` when the id is unknown.
         reply: RpcReplyPort<Option<usize>>,
     },
+    /// A lease on a command ended (its `CommandLease` was dropped).
     LeaseEnded {
+        /// The command's process id.
         id: String,
+        /// The lease counted as a reader of the command.
         reader: bool,
+        /// The command is to be removed (a foreground command its caller gave up).
         discard: bool,
     },
+    /// A command is over.
     Finished {
+        /// The command's process id.
         id: String,
+        /// How it ended.
         exit: ExitInfo,
+        /// The last part of its output (for the completion notice).
         tail: String,
     },
+    /// The registered commands, as `list_commands` shows them.
     List(RpcReplyPort<Vec<CommandListing>>),
+    /// Kills every command; answers when done.
     Shutdown(RpcReplyPort<()>),
     /// The idle reaper's tick (`idle.rs`).
     Sweep,
@@ -170,6 +204,7 @@ struct Entry {
     _group: KillOnDrop,
 }
 
+/// The state of a [`CommandSupervisor`]: the session's commands and their registry.
 pub struct CommandSupervisorState {
     session_id: String,
     workspace: PathBuf,
@@ -182,8 +217,12 @@ pub struct CommandSupervisorState {
     _sweeper: Option<idle::Sweeper>,
 }
 
+/// The actor owning one session's background commands: starts them, registers up to the
+/// capacity (evicting the least recently used), reaps idle ones and kills them all with the
+/// session.
 pub struct CommandSupervisor;
 
+/// What a [`CommandSupervisor`] is started with.
 pub struct CommandSupervisorArgs {
     pub(crate) session_id: String,
     pub(crate) workspace: PathBuf,

@@ -24,6 +24,7 @@ use crate::trace::writer::{TraceMsg, TraceStats};
 
 /// Messages of the host actor.
 pub enum HostMsg {
+    /// Creates a session; its `session_meta` is written as `MetaWrite` says.
     CreateSession(
         Box<SessionOptions>,
         MetaWrite,
@@ -35,7 +36,9 @@ pub enum HostMsg {
         Box<SessionOptions>,
         RpcReplyPort<Result<SessionHandle, RookeryError>>,
     ),
+    /// The session with this id, if the host has it.
     GetSession(String, RpcReplyPort<Option<SessionHandle>>),
+    /// Every session of the host.
     ListSessions(RpcReplyPort<Vec<SessionHandle>>),
 }
 
@@ -45,8 +48,10 @@ struct Entry {
     subscribers: Subscribers,
 }
 
+/// The actor behind a [`crate::Host`]: registers its sessions and starts and resumes them.
 pub struct HostActor;
 
+/// The state of a [`HostActor`]: the shared session environment and the sessions by id.
 pub struct HostState {
     env: SessionEnv,
     sessions: HashMap<String, Entry>,
@@ -240,6 +245,7 @@ impl Host {
         })
     }
 
+    /// The Rookery home the host's traces go under.
     pub fn home(&self) -> &std::path::Path {
         &self.home
     }
@@ -299,6 +305,7 @@ impl Host {
         )?
     }
 
+    /// The session with this id, if the host has it.
     pub async fn session(&self, id: &str) -> Result<Option<SessionHandle>, RookeryError> {
         Ok(ractor::call!(
             self.actor,
@@ -321,6 +328,7 @@ impl Host {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Every session of the host.
     pub async fn sessions(&self) -> Result<Vec<SessionHandle>, RookeryError> {
         Ok(ractor::call!(self.actor, HostMsg::ListSessions)?)
     }

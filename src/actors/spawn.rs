@@ -26,8 +26,11 @@ use crate::trace::writer::TraceStats;
 /// byte counter.
 #[derive(Clone, Debug)]
 pub struct SessionEnv {
+    /// The Rookery home traces go under.
     pub home: PathBuf,
+    /// The host's trace counters.
     pub trace_stats: Arc<TraceStats>,
+    /// The host's pool of trace writers.
     pub traces: TraceWriters,
 }
 

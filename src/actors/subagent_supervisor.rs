@@ -55,6 +55,7 @@ pub const MAX_SUBAGENTS: usize = 8;
 pub const TOO_MANY: &str =
     "[run_subagent error: too many background subagents; poll or finish existing ones first]";
 
+/// Messages of a [`SubagentSupervisor`].
 pub enum SubagentMsg {
     /// Admits and starts a child session for `prompt` (its task is not started yet).
     Admit(
@@ -66,6 +67,7 @@ pub enum SubagentMsg {
     Get(String, RpcReplyPort<Option<Arc<Child>>>),
     /// Removes a child from the registry (the caller closes it).
     Remove(String, RpcReplyPort<Option<Arc<Child>>>),
+    /// Every registered child.
     List(RpcReplyPort<Vec<Arc<Child>>>),
     /// Closes every child (their traces keep what they did), then stops.
     Shutdown(RpcReplyPort<()>),
@@ -77,19 +79,24 @@ struct Entry {
     subscribers: Subscribers,
 }
 
+/// The actor owning one session's subagents: admits up to 8, evicts the least recently used
+/// idle one, and closes them all with the session.
 pub struct SubagentSupervisor;
 
+/// What a [`SubagentSupervisor`] is started with.
 pub struct SubagentArgs {
     /// Starts a child session (handed by the parent session).
     pub start: StartSession,
     /// The child's options: the parent's model, workspace, approver and config, minus the
     /// subagent tools.
     pub template: SessionOptions,
+    /// Where the children's messages go.
     pub parent: ParentLink,
     /// The parent's trace (for the `subagent` pointer events).
     pub parent_trace: TraceHandle,
 }
 
+/// The state of a [`SubagentSupervisor`]: its children and their registry.
 pub struct SubagentState {
     args: SubagentArgs,
     /// Registration order; LRU is by `Child::last_used`.
@@ -318,6 +325,7 @@ impl std::fmt::Debug for SubagentSupervisorHandle {
 }
 
 impl SubagentSupervisorHandle {
+    /// Starts the supervisor, linked to `supervisor`.
     pub async fn spawn(
         args: SubagentArgs,
         supervisor: ractor::ActorCell,
@@ -351,10 +359,12 @@ impl SubagentSupervisorHandle {
         self.parent.fork_history(turns).await
     }
 
+    /// The supervisor actor's id.
     pub fn actor_id(&self) -> ActorId {
         self.actor.get_id()
     }
 
+    /// The child with this id (marked used), if registered.
     pub async fn get(&self, id: &str) -> Option<Arc<Child>> {
         ractor::call!(self.actor, SubagentMsg::Get, id.to_string())
             .ok()
@@ -372,6 +382,7 @@ impl SubagentSupervisorHandle {
         Some(child)
     }
 
+    /// Every registered child.
     pub async fn list(&self) -> Vec<Arc<Child>> {
         ractor::call!(self.actor, SubagentMsg::List).unwrap_or_default()
     }

@@ -21,9 +21,11 @@ use crate::tools::definition::{CommandArgument, ToolDefinitionConfig};
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
+    /// The rule's name (named in the `approval_decision` reason and the refusal text).
     pub name: String,
     /// A regex (Rust `regex` syntax) searched in each candidate text of a command.
     pub pattern: String,
+    /// False turns the rule off (default true).
     #[serde(default = "yes")]
     pub enabled: bool,
 }
@@ -32,10 +34,13 @@ pub struct RuleConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
+    /// False turns the whole policy off (default true).
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Replaces the default rules, when given.
     #[serde(default)]
     pub rules: Option<Vec<RuleConfig>>,
+    /// Rule names turned off.
     #[serde(default)]
     pub disable: Vec<String>,
 }

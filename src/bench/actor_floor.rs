@@ -31,18 +31,19 @@ impl Actor for Empty {
 }
 
 /// The empty actors of one measurement: a parent and its `n` linked children.
-pub struct EmptyActors {
+pub(crate) struct EmptyActors {
     parent: ActorRef<Nothing>,
     children: Vec<ActorRef<Nothing>>,
     /// RSS before and after spawning the children, kB.
     pub rss_before_kb: u64,
+    /// RSS after spawning the children, kB.
     pub rss_after_kb: u64,
 }
 
 impl EmptyActors {
     /// Spawns a parent, then `n` children linked to it (as sessions are to their host), and
     /// measures the RSS the children add.
-    pub async fn spawn(n: usize) -> Result<Self, RookeryError> {
+    pub(crate) async fn spawn(n: usize) -> Result<Self, RookeryError> {
         let (parent, _) = Actor::spawn(None, Empty, ()).await?;
         let rss_before_kb = measure::current_rss_kb().unwrap_or(0);
         let mut children = Vec::with_capacity(n);
@@ -65,7 +66,7 @@ impl EmptyActors {
     }
 
     /// kB each child added.
-    pub fn per_actor_kb(&self) -> f64 {
+    pub(crate) fn per_actor_kb(&self) -> f64 {
         let added = self.rss_after_kb.saturating_sub(self.rss_before_kb);
         if self.children.is_empty() {
             0.0
@@ -75,7 +76,7 @@ impl EmptyActors {
     }
 
     /// Stops every child, then the parent.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         for child in &self.children {
             child.stop(None);
         }

@@ -28,7 +28,9 @@ use crate::server::state::{HibernationConfig, OpenOptions, ServerConfig, ServerS
 
 /// The targets the figures are printed beside.
 pub const TARGET_RSS_KB: u64 = 100 * 1024;
+/// Open file descriptors the run should end under.
 pub const TARGET_FDS: usize = 1100;
+/// The p95 wake (task submitted to first model request) should stay under this, in ms.
 pub const TARGET_WAKE_MS: f64 = 50.0;
 
 /// What to run.
@@ -53,34 +55,50 @@ pub struct HibernationSpec {
 /// What the scenario measured.
 #[derive(Debug, Clone, Default)]
 pub struct HibernationOutcome {
+    /// One line per check that did not pass.
     pub failures: Vec<String>,
     /// Creating all the sessions (each beyond the cap hibernating the least recently used one).
     pub create: Duration,
+    /// RSS before the first session, kB.
     pub rss_start_kb: u64,
     /// When `resident` sessions were created (all resident, none hibernated yet).
     pub rss_at_cap_kb: u64,
+    /// RSS once every session was created and the resident cap kept, kB.
     pub rss_after_kb: u64,
+    /// Open file descriptors before the first session.
     pub fds_start: usize,
+    /// Open file descriptors at the end.
     pub fds_after: usize,
+    /// Sessions resident at the end.
     pub resident_after: usize,
+    /// Sessions hibernated at the end.
     pub hibernated_after: usize,
     /// The most sessions seen resident after a create.
     pub resident_peak: usize,
     /// Tool turns of each woken session's earlier task, and the fewest records of their traces.
     pub turns: usize,
+    /// The fewest records of the woken sessions' traces.
     pub records_min: usize,
     /// Per wake, ms, sorted: task submitted to first model request, and to the task's end.
     pub first_request_ms: Vec<f64>,
+    /// Per wake, ms, sorted: task submitted to the task's end.
     pub task_end_ms: Vec<f64>,
 }
 
 /// A failure of the scenario's set-up.
 #[derive(Debug, thiserror::Error)]
 pub enum HibernationBenchError {
+    /// A host or session call failed.
     #[error(transparent)]
     Rookery(#[from] RookeryError),
+    /// A server-state call failed.
     #[error("{what}: {message}")]
-    Server { what: String, message: String },
+    Server {
+        /// The step that failed.
+        what: String,
+        /// The server's error text.
+        message: String,
+    },
 }
 
 fn server_error(

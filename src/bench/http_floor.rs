@@ -23,36 +23,50 @@ use super::measure;
 
 /// Why the floor could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum FloorError {
+pub(crate) enum FloorError {
+    /// The base URL is not an `http://` URL with a host.
     #[error("the base URL {0} is not an http:// URL with a host")]
     Url(String),
+    /// The endpoint cannot be reached.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
+        /// The `host:port` dialled.
         addr: String,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The HTTP exchange failed.
     #[error("HTTP: {0}")]
     Http(#[from] hyper::Error),
+    /// A request could not be built.
     #[error("cannot build a request: {0}")]
     Request(#[from] hyper::http::Error),
+    /// The endpoint answered with a non-success status.
     #[error("the endpoint answered HTTP {0}")]
     Status(u16),
+    /// A stream ended without its `[DONE]` line.
     #[error("a stream ended without [DONE]")]
     Unfinished,
+    /// A stream chunk is not the expected JSON.
     #[error("a chunk does not parse: {0}")]
     Chunk(#[from] serde_json::Error),
+    /// A worker task panicked or was cancelled.
     #[error("a worker stopped: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
 
 /// What the floor measured.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FloorOutcome {
+pub(crate) struct FloorOutcome {
+    /// Wall time of all requests.
     pub wall: Duration,
+    /// CPU seconds this process spent.
     pub cpu_s: f64,
+    /// Requests made.
     pub requests: usize,
     /// Tool calls and final texts seen in the streams.
     pub tool_calls: usize,
+    /// Final texts seen in the streams.
     pub texts: usize,
 }
 
@@ -86,7 +100,7 @@ fn target(url: &str) -> Result<Target, FloorError> {
 
 /// Sends `sessions[i]` in order on worker `i`'s connection to `url` (the full
 /// `…/chat/completions` URL), all workers at once.
-pub async fn run(url: &str, sessions: Vec<Vec<Bytes>>) -> Result<FloorOutcome, FloorError> {
+pub(crate) async fn run(url: &str, sessions: Vec<Vec<Bytes>>) -> Result<FloorOutcome, FloorError> {
     let target = target(url)?;
     let requests = sessions.iter().map(Vec::len).sum();
     let cpu0 = measure::self_usage();

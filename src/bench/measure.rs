@@ -11,20 +11,23 @@ use std::time::{Duration, Instant};
 
 /// CPU seconds and peak RSS of the process (`RUSAGE_SELF`) or of its reaped children.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Usage {
+pub(crate) struct Usage {
+    /// User CPU seconds.
     pub user_s: f64,
+    /// System CPU seconds.
     pub sys_s: f64,
     /// Peak resident set size in kB (Linux reports `ru_maxrss` in kB).
     pub max_rss_kb: u64,
 }
 
 impl Usage {
-    pub fn cpu_s(&self) -> f64 {
+    /// User plus system CPU seconds.
+    pub(crate) fn cpu_s(&self) -> f64 {
         self.user_s + self.sys_s
     }
 
     /// The user and system CPU seconds spent since `earlier` (the peak RSS is this one's).
-    pub fn since(&self, earlier: &Usage) -> Usage {
+    pub(crate) fn since(&self, earlier: &Usage) -> Usage {
         Usage {
             user_s: (self.user_s - earlier.user_s).max(0.0),
             sys_s: (self.sys_s - earlier.sys_s).max(0.0),
@@ -33,7 +36,7 @@ impl Usage {
     }
 
     /// CPU seconds spent since `earlier`.
-    pub fn cpu_since(&self, earlier: &Usage) -> f64 {
+    pub(crate) fn cpu_since(&self, earlier: &Usage) -> f64 {
         self.since(earlier).cpu_s()
     }
 }
@@ -57,17 +60,17 @@ fn rusage(who: libc::c_int) -> Usage {
 }
 
 /// This process.
-pub fn self_usage() -> Usage {
+pub(crate) fn self_usage() -> Usage {
     rusage(libc::RUSAGE_SELF)
 }
 
 /// The reaped children of this process (the spawned shells).
-pub fn children_usage() -> Usage {
+pub(crate) fn children_usage() -> Usage {
     rusage(libc::RUSAGE_CHILDREN)
 }
 
 /// The resident set size right now, in kB (`None` where `/proc` is missing).
-pub fn current_rss_kb() -> Option<u64> {
+pub(crate) fn current_rss_kb() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
     // SAFETY: `sysconf` has no preconditions.
@@ -76,7 +79,7 @@ pub fn current_rss_kb() -> Option<u64> {
 }
 
 /// Raises the soft open-files limit to the hard limit (each session holds its trace open).
-pub fn raise_open_files_limit() {
+pub(crate) fn raise_open_files_limit() {
     // SAFETY: get/setrlimit only read/write the struct we pass.
     unsafe {
         let mut lim: libc::rlimit = std::mem::zeroed();
@@ -88,7 +91,7 @@ pub fn raise_open_files_limit() {
 }
 
 /// The `p`-th percentile (0..=100, nearest rank) of sorted values; 0 when empty.
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -97,7 +100,7 @@ pub fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 /// Files and bytes under `dir`, recursively (0, 0 when it does not exist).
-pub fn dir_totals(dir: &Path) -> (u64, u64) {
+pub(crate) fn dir_totals(dir: &Path) -> (u64, u64) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return (0, 0);
     };
@@ -119,7 +122,7 @@ pub fn dir_totals(dir: &Path) -> (u64, u64) {
 
 /// Why a spawn floor could not be measured.
 #[derive(Debug, thiserror::Error)]
-pub enum FloorError {
+pub(crate) enum FloorError {
     /// bash could not be started.
     #[error("cannot run bash: {0}")]
     Bash(#[source] std::io::Error),
@@ -149,7 +152,7 @@ async fn spawn_true(home: &Path, cwd: &Path) -> Result<(), FloorError> {
 }
 
 /// Wall time of `total` `bash -lc true` spawns run by `workers` concurrent workers.
-pub async fn spawn_floor(
+pub(crate) async fn spawn_floor(
     total: usize,
     workers: usize,
     home: &Path,

@@ -30,8 +30,11 @@ pub fn done_text(t: usize) -> String {
 /// The built-in bench model (see the module doc); `latency` delays each answer.
 #[derive(Debug, Clone)]
 pub struct BenchModel {
+    /// Which tool it asks for.
     pub workload: Workload,
+    /// Tool results in the conversation before it answers with a text.
     pub turns: usize,
+    /// Delay before each answer.
     pub latency: Duration,
 }
 
@@ -171,7 +174,9 @@ impl Probe {
 
 /// Wraps a model, recording request and stream-end instants into `probe`.
 pub struct Probed {
+    /// The model wrapped.
     pub inner: Arc<dyn Model>,
+    /// Where the instants go.
     pub probe: Arc<Probe>,
 }
 
@@ -213,7 +218,9 @@ impl ModelSession for ProbedSession {
 
 /// Wraps a tool, recording the run time of each call into `probe`.
 pub struct TimedTool {
+    /// The tool wrapped.
     pub inner: Arc<dyn Tool>,
+    /// Where the run times go.
     pub probe: Arc<Probe>,
 }
 

@@ -25,8 +25,11 @@ use crate::trace::writer::{TraceMsg, TraceStats, record_line};
 /// What one run measured (medians over the rounds).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AppendsOutcome {
+    /// Records per burst.
     pub records: usize,
+    /// Bytes of one record, newline included.
     pub record_bytes: usize,
+    /// Rounds measured.
     pub rounds: usize,
     /// The raw loop's median burst time.
     pub raw: Duration,

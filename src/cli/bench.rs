@@ -32,6 +32,7 @@ fn r3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// `rookery bench`: runs the chosen scenario and prints its figures (text, or JSON with `--json`).
 pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.serve_mock {
         return serve_mock(&args).await;

@@ -16,6 +16,8 @@ fn us(d: std::time::Duration) -> f64 {
     (d.as_secs_f64() * 1e7).round() / 10.0
 }
 
+/// `rookery bench --trace-appends N`: times bursts of `n` trace appends, raw and through the
+/// trace writer.
 pub async fn trace_appends(args: &BenchArgs, n: usize) -> Result<ExitCode, CliError> {
     if n == 0 {
         return Err(CliError::usage("--trace-appends must be at least 1"));

@@ -97,6 +97,7 @@ fn read_lines(mut input: impl BufRead, mut send: impl FnMut(String) -> bool) {
     }
 }
 
+/// `rookery chat`: one session, each input line a task, until `/exit` or end of input.
 pub async fn chat(args: ChatArgs) -> Result<ExitCode, CliError> {
     let (int, term) = match (
         signal(SignalKind::interrupt()),

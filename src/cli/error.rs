@@ -26,6 +26,7 @@ pub enum CliError {
     /// subcommand's `--help`.
     #[error("{}", parse_text(source, command))]
     Parse {
+        /// clap's error.
         #[source]
         source: clap::Error,
         /// The (sub)command the arguments were for, e.g. `rookery run`.
@@ -47,9 +48,12 @@ pub enum CliError {
     /// An I/O failure of the CLI itself, with what it was doing (exit 2 before start, 1 after).
     #[error("{what}: {source}")]
     Io {
+        /// What the CLI was doing.
         what: String,
+        /// The I/O error.
         #[source]
         source: io::Error,
+        /// The exit code (2 before start, 1 after).
         code: u8,
     },
 }

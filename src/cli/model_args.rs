@@ -15,6 +15,7 @@ use crate::model::build::build_model;
 use crate::model::model_config::ModelConfig;
 use crate::model::scripted::ScriptedModel;
 
+/// The model flags shared by `run`, `chat` and `serve`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ModelArgs {
     /// A scripted-model JSON file (the built-in model: no network, no key).

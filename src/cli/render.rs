@@ -102,6 +102,7 @@ pub struct Transcript {
 }
 
 impl Transcript {
+    /// The text to print for `msg`, if any (nothing for a child session's messages).
     pub fn render(&mut self, msg: &OmniMessage) -> Option<String> {
         if msg.has_origin() {
             return None;

@@ -24,7 +24,9 @@ use crate::trace::paths;
 
 /// What a session-running subcommand needs, resolved from its flags.
 pub struct Resolved {
+    /// The Rookery home (traces).
     pub home: PathBuf,
+    /// The options of the session to open.
     pub options: SessionOptions,
 }
 
@@ -100,6 +102,7 @@ pub fn launch_from(
     }
 }
 
+/// `rookery run`: one task in a new session, its transcript printed (or JSON lines with `--json`).
 pub async fn run(args: RunArgs) -> Result<ExitCode, CliError> {
     // Installed before anything is created, so an early Ctrl-C still aborts cleanly.
     let interrupts = Interrupts::install()

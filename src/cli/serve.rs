@@ -239,6 +239,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     Ok((listener, state, limits))
 }
 
+/// `rookery serve`: serves sessions over HTTP + SSE until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     // Installed first, so a signal during start-up still means a clean stop.
     let (mut int, mut term) = match (

@@ -20,16 +20,19 @@ use crate::trace::catalog::{Catalog, remove_files};
 use crate::trace::paths;
 use crate::trace::summary::{RecordedStatus, SessionSummary};
 
+/// The flags of `rookery sessions`.
 #[derive(Debug, Clone, Args)]
 #[command(arg_required_else_help = true)]
 pub struct SessionsArgs {
     /// Where traces are (default: $ROOKERY_HOME, else ~/.rookery).
     #[arg(long, value_name = "DIR", global = true)]
     pub home: Option<PathBuf>,
+    /// What to do with the recorded sessions.
     #[command(subcommand)]
     pub command: SessionsCommand,
 }
 
+/// The subcommands of `rookery sessions`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum SessionsCommand {
     /// List the recorded sessions, newest first (subagents only with --all).
@@ -40,6 +43,7 @@ pub enum SessionsCommand {
     Rm(RmArgs),
 }
 
+/// The flags of `rookery sessions list`.
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
     /// One JSON object per session and line.
@@ -50,6 +54,7 @@ pub struct ListArgs {
     pub all: bool,
 }
 
+/// The flags of `rookery sessions show`.
 #[derive(Debug, Clone, Args)]
 pub struct ShowArgs {
     /// A session id, or a unique abbreviation of it.
@@ -60,6 +65,7 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
+/// The flags of `rookery sessions rm`.
 #[derive(Debug, Clone, Args)]
 pub struct RmArgs {
     /// A session id, or a unique abbreviation of it.
@@ -73,6 +79,7 @@ pub struct RmArgs {
 /// Characters of the first prompt line shown by `list`.
 const PROMPT_WIDTH: usize = 60;
 
+/// `rookery sessions`: lists, shows or deletes recorded sessions.
 pub fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
     let home = paths::rookery_home(args.home.as_deref());
     let catalog = Catalog::scan(&home)?;

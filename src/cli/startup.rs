@@ -41,16 +41,20 @@ const KEPT_PREFIXES: [&str; 4] = ["LD_", "MALLOC_", "MIMALLOC_", "GLIBC_TUNABLES
 /// A step of the set-up that did not work; the process goes on without it.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
+    /// The environment could not be moved out of `/proc/<pid>/environ`.
     #[error(
         "cannot move the environment out of /proc/{pid}/environ ({0}); commands of the same \
          user may read the initial environment there",
         pid = std::process::id()
     )]
     Move(#[source] io::Error),
+    /// The moved environment could not be restored.
     #[error("cannot restore the moved environment ({0}); variables may be missing")]
     Restore(#[source] io::Error),
+    /// The process could not be made non-dumpable.
     #[error("cannot make the process non-dumpable: {0}")]
     Dumpable(#[source] io::Error),
+    /// SIGXFSZ could not be caught.
     #[error("cannot catch SIGXFSZ ({0}); a write past the file size limit ends rookery")]
     FileSizeSignal(#[source] io::Error),
 }

@@ -41,19 +41,33 @@ pub struct AgentSpec {
 /// `agents:` and `models:`, validated against each other.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalog {
+    /// The named models (`models:`).
     pub models: BTreeMap<String, ModelConfig>,
+    /// The named agents (`agents:`).
     pub agents: BTreeMap<String, AgentSpec>,
 }
 
 /// A name the model gave that the config does not know (its text is the tool's error).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CatalogError {
+    /// The model asked for an agent the config does not have.
     #[error("unknown agent \"{name}\" (configured agents: {known})")]
-    UnknownAgent { name: String, known: String },
+    UnknownAgent {
+        /// The name asked for.
+        name: String,
+        /// The configured agents, listed.
+        known: String,
+    },
+    /// The model asked for a model the config does not have.
     #[error(
         "unknown model \"{name}\" (configured models: {known}; or give provider/model of one of them)"
     )]
-    UnknownModel { name: String, known: String },
+    UnknownModel {
+        /// The name asked for.
+        name: String,
+        /// The configured models, listed.
+        known: String,
+    },
 }
 
 fn known(names: impl Iterator<Item = String>) -> String {

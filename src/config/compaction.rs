@@ -29,6 +29,7 @@ pub enum CompactionMode {
 }
 
 impl CompactionMode {
+    /// The mode's name in the config and in `compaction_*` events.
     pub fn as_str(self) -> &'static str {
         match self {
             CompactionMode::Summarize => "summarize",
@@ -56,6 +57,7 @@ pub struct CompactionConfig {
     pub max_context: u64,
     /// Completed model turns since the last compaction that trigger one (`None`: off).
     pub max_turns: Option<u64>,
+    /// How to compact.
     pub mode: CompactionMode,
 }
 

@@ -13,15 +13,24 @@ use crate::model::error::ModelSetupError;
 /// A configuration or start-up error: the CLI prints it on one line and exits 2.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// A config file cannot be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A config file whose content is wrong: the file and what is wrong with it.
     #[error("invalid config {path}: {message}")]
-    InvalidConfig { path: PathBuf, message: String },
+    InvalidConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The workspace does not exist or is not a directory.
     #[error("workspace {0} does not exist or is not a directory")]
     Workspace(PathBuf),
     /// A config text that is not the config's YAML.
@@ -36,7 +45,9 @@ pub enum ConfigError {
     /// A `models.<name>` section that is not a valid model section.
     #[error("models.{name}: {source}")]
     NamedModel {
+        /// The model's name under `models:`.
         name: String,
+        /// Why the section cannot be used.
         #[source]
         source: ModelSetupError,
     },
@@ -48,21 +59,31 @@ pub enum ConfigError {
     /// `agents.<name>.model` naming no `models:` entry.
     #[error("agents.{agent}.model: unknown model \"{model}\" (configured models: {known})")]
     AgentModel {
+        /// The agent's name.
         agent: String,
+        /// The model it names.
         model: String,
+        /// The configured models, listed.
         known: String,
     },
     /// `agents.<name>.tools` naming no tool.
     #[error("agents.{agent}.tools: unknown tool \"{tool}\"")]
-    AgentTool { agent: String, tool: String },
+    AgentTool {
+        /// The agent's name.
+        agent: String,
+        /// The tool it names.
+        tool: String,
+    },
     /// A model that cannot be set up.
     #[error(transparent)]
     Model(#[from] ModelSetupError),
     /// A hooks file that cannot be used.
     #[error(transparent)]
     Hooks(#[from] crate::hooks::HookConfigError),
+    /// An MCP server configuration that cannot be used.
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpConfigError),
+    /// A tool profile that cannot be used.
     #[error(transparent)]
     Profile(#[from] crate::tools::profile::ProfileError),
 }

@@ -11,38 +11,62 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// Default timeout of a hook command, in seconds.
-pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
+pub(crate) const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 
 /// A bad hooks config.
 #[derive(Debug, thiserror::Error)]
 pub enum HookConfigError {
+    /// A hooks file cannot be read.
     #[error("cannot read hooks file {path}: {source}")]
     Read {
+        /// The file.
         path: std::path::PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// A hooks file is not valid YAML/JSON of the hooks shape.
     #[error("invalid hooks file {path}: {message}")]
     Invalid {
+        /// The file.
         path: std::path::PathBuf,
+        /// What does not parse, and where.
         message: String,
     },
+    /// A matcher that is not a valid regex.
     #[error("hooks.{event}: bad matcher \"{matcher}\": {message}")]
     Matcher {
+        /// The hook event (`PreToolUse`, `PostToolUse`).
         event: String,
+        /// The matcher as written.
         matcher: String,
+        /// The regex crate's reason, on one line.
         message: String,
     },
+    /// A hook whose `type` is not `command`.
     #[error("hooks.{event}: hook type \"{kind}\" is not supported (use type: command)")]
-    Type { event: String, kind: String },
+    Type {
+        /// The hook event.
+        event: String,
+        /// The type as written.
+        kind: String,
+    },
+    /// A hook with an empty command.
     #[error("hooks.{event}: a hook has an empty command")]
-    EmptyCommand { event: String },
+    EmptyCommand {
+        /// The hook event.
+        event: String,
+    },
+    /// A timeout that is not a positive number of seconds.
     #[error("hooks.{event}: timeout must be a positive number of seconds")]
-    Timeout { event: String },
+    Timeout {
+        /// The hook event.
+        event: String,
+    },
 }
 
 /// Which tools a group applies to.
 #[derive(Debug, Clone)]
-pub enum Matcher {
+pub(crate) enum Matcher {
     /// `*` or empty.
     All,
     /// Letters, digits, `_`, `-` and `|`: exact tool names.
@@ -77,7 +101,8 @@ impl Matcher {
             })
     }
 
-    pub fn matches(&self, tool: &str) -> bool {
+    /// Whether a call of the tool `tool` runs this matcher's hooks.
+    pub(crate) fn matches(&self, tool: &str) -> bool {
         match self {
             Matcher::All => true,
             Matcher::Names(names) => names.iter().any(|n| n == tool),
@@ -91,6 +116,7 @@ impl Matcher {
 pub struct HookCommand {
     /// Run with `bash -c` in the workspace.
     pub command: String,
+    /// How long the hook may run before it is killed with its process tree.
     pub timeout: std::time::Duration,
 }
 
@@ -110,11 +136,14 @@ pub struct HooksConfig {
 /// The hook events Rookery runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookEvent {
+    /// Before a tool call runs: may allow, ask, deny or rewrite it.
     PreToolUse,
+    /// After a tool call ran: sees its output, may add context for the model.
     PostToolUse,
 }
 
 impl HookEvent {
+    /// The event's name in the config and in the hook's input (`PreToolUse`, `PostToolUse`).
     pub fn as_str(self) -> &'static str {
         match self {
             HookEvent::PreToolUse => "PreToolUse",
@@ -228,6 +257,7 @@ impl HooksConfig {
         out
     }
 
+    /// True when no hook is configured for any event.
     pub fn is_empty(&self) -> bool {
         self.pre_tool_use.is_empty() && self.post_tool_use.is_empty()
     }

@@ -11,9 +11,11 @@ use super::config::HookEvent;
 /// What every hook of a session is told about the call.
 #[derive(Debug, Clone)]
 pub struct HookContext {
+    /// The session's id.
     pub session_id: String,
     /// The session's trace.
     pub transcript_path: String,
+    /// The workspace, where hooks run.
     pub cwd: String,
     /// Rookery's approval mode name (`allow-all`, …).
     pub permission_mode: String,
@@ -22,7 +24,9 @@ pub struct HookContext {
 /// The call a hook runs for.
 #[derive(Debug, Clone)]
 pub struct HookCall {
+    /// The call's id.
     pub tool_use_id: String,
+    /// The tool's name.
     pub tool_name: String,
     /// The arguments JSON text as the model sent it.
     pub arguments: String,
@@ -31,8 +35,11 @@ pub struct HookCall {
 /// The PostToolUse part of the input.
 #[derive(Debug, Clone)]
 pub struct ToolResponse {
+    /// The output text the model reads.
     pub output: String,
+    /// How the call ended (`completed`, `failed`, …).
     pub stop_reason: String,
+    /// How long the call took, in milliseconds.
     pub duration_ms: u64,
 }
 
@@ -80,25 +87,35 @@ pub enum Exit {
 /// One hook's run, as the runner saw it (stdout and stderr capped).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawRun {
+    /// The hook's command line.
     pub command: String,
+    /// How it ended.
     pub exit: Exit,
+    /// What it wrote to stdout (capped).
     pub stdout: String,
+    /// What it wrote to stderr (capped).
     pub stderr: String,
 }
 
 /// A permission decision of a PreToolUse hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Permission {
+    /// Run the call without asking.
     Allow,
+    /// Ask the approver.
     Ask,
+    /// Refuse the call.
     Deny,
 }
 
 /// A hook that failed without blocking.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookFailure {
+    /// The hook's command line.
     pub command: String,
+    /// Its exit code; `None` when it timed out, was killed or never started.
     pub exit_code: Option<i32>,
+    /// What it wrote to stderr, or why it failed.
     pub stderr: String,
 }
 
@@ -113,6 +130,7 @@ pub struct Combined {
     pub updated_input: Option<(String, Map<String, Value>)>,
     /// `additionalContext` texts (and PostToolUse `decision: block` reasons), in config order.
     pub context: Vec<String>,
+    /// Hooks that failed without blocking (each recorded as `hook_error`).
     pub failures: Vec<HookFailure>,
 }
 

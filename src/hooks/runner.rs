@@ -14,18 +14,19 @@ use super::config::HookCommand;
 use super::protocol::{Exit, RawRun};
 
 /// How many characters of a hook's stdout and of its stderr are kept.
-pub const OUTPUT_CAP: usize = 10_000;
+pub(crate) const OUTPUT_CAP: usize = 10_000;
 
 /// How long the pipes are still read after the hook itself exited (a background child of the
 /// hook may hold them open; the group is killed after that).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Decides whether a hook inherits one environment variable.
-pub type EnvFilter = Arc<dyn Fn(&std::ffi::OsStr, &std::ffi::OsStr) -> bool + Send + Sync>;
+pub(crate) type EnvFilter = Arc<dyn Fn(&std::ffi::OsStr, &std::ffi::OsStr) -> bool + Send + Sync>;
 
 /// Where and with what environment hooks run.
 #[derive(Clone)]
 pub struct HookEnv {
+    /// The directory hooks run in (the workspace).
     pub cwd: std::path::PathBuf,
     /// Decides which inherited variables a hook sees (`None`: all).
     pub allow_env: Option<EnvFilter>,
@@ -76,7 +77,7 @@ async fn read_capped<R: AsyncRead + Unpin>(mut r: R) -> String {
 }
 
 /// Runs one hook with `input` on stdin.
-pub async fn run(hook: &HookCommand, input: &[u8], env: &HookEnv) -> RawRun {
+pub(crate) async fn run(hook: &HookCommand, input: &[u8], env: &HookEnv) -> RawRun {
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-c")
         .arg(&hook.command)
@@ -159,7 +160,7 @@ pub async fn run(hook: &HookCommand, input: &[u8], env: &HookEnv) -> RawRun {
 }
 
 /// Runs `hooks` in parallel; the runs come back in config order.
-pub async fn run_all(
+pub(crate) async fn run_all(
     hooks: &[HookCommand],
     input: &serde_json::Value,
     env: &HookEnv,

@@ -17,7 +17,7 @@ use super::client::McpError;
 use super::stdio::{LINE_LIMIT, StdoutWatch};
 
 /// The text of a call whose answer was over the line limit.
-pub fn oversized_text(limit: usize) -> String {
+pub(crate) fn oversized_text(limit: usize) -> String {
     format!(
         "the server's answer is larger than the {} MiB message limit of the stdio transport and was dropped; ask for less at a time",
         limit / (1024 * 1024)
@@ -25,7 +25,7 @@ pub fn oversized_text(limit: usize) -> String {
 }
 
 /// Sends `tools/call` and waits for its answer.
-pub async fn call_tool(
+pub(crate) async fn call_tool(
     peer: &Peer<RoleClient>,
     params: CallToolRequestParams,
     stdout: Option<&StdoutWatch>,

@@ -27,16 +27,27 @@ use crate::process::tree;
 /// How a connection attempt or a request failed (the text the trace and the model see).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum McpError {
+    /// The server's command cannot be started.
     #[error("cannot start {command}: {reason}")]
-    Spawn { command: String, reason: String },
+    Spawn {
+        /// The command as configured.
+        command: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// The entry cannot be used as configured (the text says why).
     #[error("{0}")]
     Config(String),
+    /// The transport or the `initialize` handshake failed.
     #[error("connect failed: {0}")]
     Connect(String),
+    /// The connect or request did not finish in time (the limit, in milliseconds).
     #[error("timed out after {0} ms")]
     Timeout(u64),
+    /// The server answered the request with an error, or the request failed.
     #[error("{0}")]
     Request(String),
+    /// The connection closed before the answer.
     #[error("the connection closed")]
     Closed,
 }
@@ -48,6 +59,7 @@ pub type ListChanged = Arc<dyn Fn() + Send + Sync>;
 /// `tools/list_changed`.
 #[derive(Clone)]
 pub struct Handler {
+    /// Called when the server reports `tools/list_changed`.
     pub on_list_changed: ListChanged,
 }
 
@@ -63,6 +75,7 @@ impl ClientHandler for Handler {
 
 /// An open connection.
 pub struct Live {
+    /// The handle requests are sent through.
     pub peer: Peer<RoleClient>,
     /// Fires when the transport ended (the child exited, the stream broke).
     pub dead: CancellationToken,

@@ -20,20 +20,43 @@ pub const DEFAULT_MAX_OUTPUT_LENGTH: i64 = 16_000;
 /// An MCP configuration that cannot be used; every message names the entry.
 #[derive(Debug, thiserror::Error)]
 pub enum McpConfigError {
+    /// An entry that cannot be used.
     #[error("MCP server {entry}: {message}")]
-    Entry { entry: String, message: String },
+    Entry {
+        /// The entry's name, or `#<n>` (1-based) for a YAML entry without a usable name.
+        entry: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A server name that is not a valid tool name part.
     #[error("MCP server name {name:?} is not valid: it must match ^[A-Za-z0-9][A-Za-z0-9_-]*$")]
-    BadName { name: String },
+    BadName {
+        /// The name as configured.
+        name: String,
+    },
+    /// Two entries with the same name.
     #[error("MCP server {name:?} is configured twice")]
-    Duplicate { name: String },
+    Duplicate {
+        /// The repeated name.
+        name: String,
+    },
+    /// The MCP config file cannot be read.
     #[error("cannot read the MCP config {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The MCP config file is not valid JSON of the expected shape.
     #[error("invalid MCP config {path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What does not parse, and where.
+        message: String,
+    },
 }
 
 /// Why `${VAR}` expansion failed.
@@ -51,8 +74,11 @@ pub enum ExpandError {
 /// `r` / all `rw`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum McpPermission {
+    /// From each tool's `readOnlyHint` (the default).
     Auto,
+    /// Every tool counts as read-only (`r`).
     Read,
+    /// Every tool counts as writing (`rw`).
     ReadWrite,
 }
 
@@ -61,14 +87,20 @@ pub enum McpPermission {
 pub enum McpTransport {
     /// A child process speaking JSON-RPC on stdin/stdout.
     Stdio {
+        /// The program to run.
         command: String,
+        /// Its arguments.
         args: Vec<String>,
+        /// Variables set for it (`${VAR}` already expanded).
         env: Vec<(String, String)>,
+        /// Its working directory (default: the workspace).
         cwd: Option<PathBuf>,
     },
     /// A streamable-HTTP endpoint.
     Http {
+        /// The endpoint (`http://` or `https://`).
         url: String,
+        /// Headers sent with every request (e.g. `Authorization`).
         headers: Vec<(String, String)>,
     },
 }
@@ -86,15 +118,21 @@ impl McpTransport {
 /// One validated server entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
+    /// The server's name (`mcp__<name>__<tool>` in tool names).
     pub name: String,
+    /// How to reach the server.
     pub transport: McpTransport,
+    /// The budget for connecting and listing the tools, in milliseconds (default 10000).
     pub connect_timeout_ms: u64,
     /// Per call; `<= 0` disables it (the close-out's timeout).
     pub timeout_ms: i64,
+    /// The cap on one call's output, in chars (default 16000).
     pub max_output_length: i64,
+    /// How its calls are approved.
     pub permission: McpPermission,
     /// Only these tools (by the server's name), when set.
     pub enabled_tools: Option<Vec<String>>,
+    /// Tools left out (by the server's name).
     pub disabled_tools: Vec<String>,
 }
 

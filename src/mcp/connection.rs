@@ -41,6 +41,7 @@ pub type McpSink = Arc<dyn Fn(OmniMessage) + Send + Sync>;
 /// The server's tool list as the session should see it.
 #[derive(Debug, Clone)]
 pub struct SyncReply {
+    /// The server's name.
     pub server: String,
     /// The server's tools (JSON `Tool` objects), filtered by enabled/disabled_tools.
     pub tools: Vec<Value>,
@@ -53,9 +54,11 @@ pub struct SyncReply {
 /// A connection lent to one call.
 #[derive(Clone)]
 pub struct Lease {
+    /// The handle the call's request goes through.
     pub peer: Peer<RoleClient>,
     /// Fires when this connection's transport ends.
     pub dead: CancellationToken,
+    /// The connection's generation (a `Broken` report names it, so a stale one is ignored).
     pub generation: u64,
     /// The watch of a stdio server's stdout.
     pub stdout: Option<StdoutWatch>,
@@ -66,10 +69,14 @@ pub struct Lease {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("MCP server \"{server}\" is unavailable: {reason}")]
 pub struct Unavailable {
+    /// The server's name.
     pub server: String,
+    /// Why (the text already recorded).
     pub reason: String,
 }
 
+/// Messages of an [`McpConnection`]: requests of the session's calls, and the results of its
+/// own connects, refreshes and timers (each tagged with the generation it belongs to).
 pub enum McpMsg {
     /// Connects if never tried; replies with the current list once no connect or refresh is
     /// pending.
@@ -78,29 +85,45 @@ pub enum McpMsg {
     Lease(RpcReplyPort<Result<Lease, Unavailable>>),
     /// A call saw the connection die (e.g. an HTTP server that stopped answering pings).
     Broken {
+        /// The generation of the connection the call used.
         generation: u64,
     },
+    /// A connect finished.
     Connected {
+        /// The generation the connect started.
         generation: u64,
+        /// The reconnect try it was, or `None` for the first connect.
         reconnect: Option<u32>,
+        /// How long it took, in milliseconds.
         ms: u64,
+        /// The connection and its tool list, or why it failed.
         result: Result<Box<(Live, Vec<Value>)>, McpError>,
     },
+    /// The transport of a connection ended.
     Dead {
+        /// The connection's generation.
         generation: u64,
     },
+    /// The server reported `tools/list_changed`.
     ListChanged {
+        /// The connection's generation.
         generation: u64,
     },
+    /// A `tools/list` refresh finished.
     Refreshed {
+        /// The connection's generation.
         generation: u64,
+        /// The new list, or why the fetch failed.
         result: Result<Vec<Value>, McpError>,
     },
+    /// The backoff before a reconnect is over: try again.
     Reconnect {
+        /// The 1-based reconnect try.
         attempt: u32,
     },
     /// The spacing after the last refresh is over: fetch the list.
     RefreshNow {
+        /// The connection's generation.
         generation: u64,
     },
 }
@@ -113,14 +136,20 @@ enum Phase {
     Failed(String),
 }
 
+/// The actor owning one server's connection for one session.
 pub struct McpConnection;
 
+/// What an [`McpConnection`] starts with.
 pub struct McpArgs {
+    /// The server entry.
     pub config: Arc<McpServerConfig>,
+    /// The session's workspace (a stdio server's default working directory).
     pub workspace: PathBuf,
+    /// Where the connection's trace events (`mcp_connect_*`, `mcp_reconnect`) go.
     pub sink: McpSink,
 }
 
+/// The state of an [`McpConnection`]: its phase, generation and pending requests.
 pub struct McpState {
     cfg: Arc<McpServerConfig>,
     workspace: PathBuf,

@@ -10,16 +10,18 @@ use serde_json::Value;
 
 /// The converted result of one call.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Converted {
+pub(crate) struct Converted {
+    /// The text the model reads.
     pub text: String,
     /// `data:<mime>;base64,<data>` URLs (vision models only).
     pub images: Vec<String>,
+    /// The server marked the result as an error (`isError`).
     pub is_error: bool,
 }
 
 /// Converts `result` (a `CallToolResult` serialized to JSON). `vision`: the session's model
 /// takes images.
-pub fn convert(result: &Value, vision: bool) -> Converted {
+pub(crate) fn convert(result: &Value, vision: bool) -> Converted {
     let mut parts: Vec<String> = Vec::new();
     let mut images = Vec::new();
     let mut has_text = false;

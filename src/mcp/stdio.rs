@@ -37,6 +37,7 @@ pub struct StdoutWatch {
 }
 
 impl StdoutWatch {
+    /// A watch with no report and no byte read yet.
     pub fn new() -> Self {
         StdoutWatch {
             oversized: broadcast::channel(16).0,
@@ -68,6 +69,7 @@ pub struct Watched<R> {
 }
 
 impl<R> Watched<R> {
+    /// Wraps `inner`, the server's stdout, reporting to `watch`.
     pub fn new(inner: R, watch: StdoutWatch) -> Self {
         Watched {
             inner,

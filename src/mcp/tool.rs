@@ -27,12 +27,16 @@ const PING_EVERY: Duration = Duration::from_millis(400);
 const PING_TIMEOUT_MS: u64 = 1200;
 
 /// How long after `timeoutMs` the close-out's own timer fires, should a call not end by itself.
-pub const TIMEOUT_BACKSTOP_MS: i64 = 2000;
+pub(crate) const TIMEOUT_BACKSTOP_MS: i64 = 2000;
 
-pub struct McpTool {
+/// One MCP tool call's runner: sends the call to its server's connection and converts the
+/// result (with the server's timeout and the output cap).
+pub(crate) struct McpTool {
+    /// The server's name.
     pub server: Arc<str>,
     /// The tool's name on the server.
     pub tool: Arc<str>,
+    /// The connection actor of the server.
     pub actor: ActorRef<McpMsg>,
     /// The session's model takes images.
     pub vision: bool,
@@ -165,9 +169,12 @@ impl Tool for McpTool {
 
 /// The session's service for one server's tools (`ServiceKind::Mcp`): maps a model-facing name
 /// to the server's tool and calls it through [`McpTool`].
-pub struct McpService {
+pub(crate) struct McpService {
+    /// The server's name.
     pub server: Arc<str>,
+    /// The connection actor; `None` until the set starts it (or when it could not start).
     pub actor: Option<ActorRef<McpMsg>>,
+    /// The session's model takes images.
     pub vision: bool,
     /// (model-facing name, the server's name) of every registered tool.
     pub tools: Vec<(String, String)>,

@@ -3,6 +3,7 @@
 
 use super::*;
 
+/// A user-role text; `sender` is `None` for human input.
 pub fn user_text(text: impl Into<String>, sender: Option<Sender>) -> OmniMessage {
     OmniMessage::model(ModelPayload::Text {
         role: Role::User,
@@ -13,6 +14,7 @@ pub fn user_text(text: impl Into<String>, sender: Option<Sender>) -> OmniMessage
     })
 }
 
+/// An assistant text that ended with `stop_reason`.
 pub fn assistant_text(text: impl Into<String>, stop_reason: StopReason) -> OmniMessage {
     OmniMessage::model(ModelPayload::Text {
         role: Role::Assistant,
@@ -23,6 +25,7 @@ pub fn assistant_text(text: impl Into<String>, stop_reason: StopReason) -> OmniM
     })
 }
 
+/// A completed assistant thinking message.
 pub fn thinking(thinking: impl Into<String>) -> OmniMessage {
     OmniMessage::model(ModelPayload::Thinking {
         role: Role::Assistant,
@@ -32,6 +35,7 @@ pub fn thinking(thinking: impl Into<String>) -> OmniMessage {
     })
 }
 
+/// A completed assistant tool call (`arguments` is the JSON string of the call).
 pub fn tool_call(
     name: impl Into<String>,
     arguments: impl Into<String>,
@@ -47,6 +51,7 @@ pub fn tool_call(
     })
 }
 
+/// The output of the call `tool_call_id`, with its images (data URLs).
 pub fn tool_call_output(
     tool_call_id: impl Into<String>,
     output: impl Into<String>,
@@ -62,6 +67,7 @@ pub fn tool_call_output(
     })
 }
 
+/// A streamed fragment of assistant text.
 pub fn partial_text(
     event_type: EventType,
     text: impl Into<String>,
@@ -75,6 +81,7 @@ pub fn partial_text(
     })
 }
 
+/// A streamed fragment of the output of the call `tool_call_id`.
 pub fn partial_tool_call_output(
     tool_call_id: impl Into<String>,
     event_type: EventType,
@@ -92,10 +99,12 @@ pub fn partial_tool_call_output(
     })
 }
 
+/// A `request_begin` event.
 pub fn request_begin() -> OmniMessage {
     OmniMessage::event(EventPayload::RequestBegin {})
 }
 
+/// A `request_end` event (see [`EventPayload::RequestEnd`] for when each field is set).
 pub fn request_end(
     status: StopReason,
     error_message: Option<String>,
@@ -110,6 +119,7 @@ pub fn request_end(
     })
 }
 
+/// An `approval_decision` without `source` or `reason`.
 pub fn approval_decision(decision: Decision, tool_call_id: impl Into<String>) -> OmniMessage {
     OmniMessage::event(EventPayload::ApprovalDecision {
         decision,
@@ -134,18 +144,22 @@ pub fn approval_decision_by(
     })
 }
 
+/// An `abort` event with its reason, if known.
 pub fn abort(reason: Option<String>) -> OmniMessage {
     OmniMessage::event(EventPayload::Abort { reason })
 }
 
+/// A `token_usage` event: the session's totals and this request's counts.
 pub fn token_usage(session: Usage, request: Usage) -> OmniMessage {
     OmniMessage::event(EventPayload::TokenUsage { session, request })
 }
 
+/// The `task_end` event that closes a task.
 pub fn task_end(status: StopReason) -> OmniMessage {
     OmniMessage::event(EventPayload::TaskEnd { status })
 }
 
+/// A `tool_list_ready` event announcing `tools`.
 pub fn tool_list_ready(tools: impl Into<ToolList>) -> OmniMessage {
     OmniMessage::event(EventPayload::ToolListReady {
         tools: tools.into(),

@@ -13,11 +13,15 @@ use super::{EventPayload, ModelPayload, SessionMeta};
 pub enum Payload {
     /// Boxed: the largest payload, one per trace file, would otherwise size every message.
     SessionMeta(Box<SessionMeta>),
+    /// A `model_msg`: a complete or partial model message.
     Model(ModelPayload),
+    /// An `event_msg`.
     Event(EventPayload),
     /// Envelope type and payload as read (an unknown `type` at either level).
     Unknown {
+        /// The envelope `type` as read.
         kind: String,
+        /// The payload as read.
         payload: Value,
     },
 }
@@ -27,6 +31,7 @@ pub enum Payload {
 pub struct OmniMessage {
     /// ISO-8601 UTC with milliseconds, set when the message is built.
     pub timestamp: String,
+    /// What the message carries.
     pub payload: Payload,
     /// Child-session ids, outer → inner; `None` = from this session. Never an empty list.
     pub origin: Option<Vec<String>>,
@@ -85,6 +90,7 @@ fn second_prefix(secs: u64) -> String {
 }
 
 impl OmniMessage {
+    /// A message of `payload`, stamped now, from this session (no origin).
     pub fn new(payload: Payload) -> Self {
         OmniMessage {
             timestamp: now_timestamp(),
@@ -93,14 +99,17 @@ impl OmniMessage {
         }
     }
 
+    /// A `model_msg` envelope, stamped now.
     pub fn model(payload: ModelPayload) -> Self {
         Self::new(Payload::Model(payload))
     }
 
+    /// An `event_msg` envelope, stamped now.
     pub fn event(payload: EventPayload) -> Self {
         Self::new(Payload::Event(payload))
     }
 
+    /// A `session_meta` envelope, stamped now.
     pub fn session_meta(meta: SessionMeta) -> Self {
         Self::new(Payload::SessionMeta(Box::new(meta)))
     }
@@ -136,6 +145,7 @@ impl OmniMessage {
         !matches!(&self.payload, Payload::Model(p) if p.is_partial())
     }
 
+    /// The model payload, if this is a `model_msg`.
     pub fn as_model(&self) -> Option<&ModelPayload> {
         match &self.payload {
             Payload::Model(p) => Some(p),
@@ -143,6 +153,7 @@ impl OmniMessage {
         }
     }
 
+    /// The event payload, if this is an `event_msg`.
     pub fn as_event(&self) -> Option<&EventPayload> {
         match &self.payload {
             Payload::Event(p) => Some(p),
@@ -165,6 +176,8 @@ impl OmniMessage {
         }
     }
 
+    /// Parses one JSON line. An unknown `type` becomes `Payload::Unknown`;
+    /// malformed JSON, a missing envelope field or a non-object payload is an error.
     pub fn from_json(line: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(line)
     }

@@ -57,6 +57,7 @@ impl<V: Clone> PerToolList<V> {
 pub struct ToolList(Arc<Vec<Value>>);
 
 impl ToolList {
+    /// The tool specs, in order.
     pub fn as_slice(&self) -> &[Value] {
         &self.0
     }

@@ -13,23 +13,33 @@ pub enum ModelSetupError {
     /// A script file that cannot be read.
     #[error("cannot read {path}: {source}")]
     ReadScript {
+        /// The script file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A script file that does not parse.
     #[error("invalid script {path}: {source}")]
     InvalidScript {
+        /// The script file.
         path: PathBuf,
+        /// What does not parse, and where.
         #[source]
         source: Box<super::script_error::ScriptError>,
     },
     /// A model provider that talks HTTP, configured without its endpoint or model name.
     #[error("model provider \"{provider}\" needs a base_url and a model")]
-    MissingEndpoint { provider: String },
+    MissingEndpoint {
+        /// The provider named in the config.
+        provider: String,
+    },
     /// A provider with a default endpoint, configured without a model name.
     #[error("model provider \"{provider}\" needs a model")]
-    MissingModel { provider: String },
+    MissingModel {
+        /// The provider named in the config.
+        provider: String,
+    },
     /// `model.base_url` is not an http(s) URL.
     #[error("model.base_url must start with http:// or https:// (got \"{0}\")")]
     BadBaseUrl(String),
@@ -41,7 +51,10 @@ pub enum ModelSetupError {
     ScriptedNeedsScript,
     /// The API key's value cannot be sent in an HTTP header.
     #[error("the API key in ${var} contains characters not allowed in an HTTP header")]
-    KeyNotHeader { var: String },
+    KeyNotHeader {
+        /// The name of the key variable (never its value).
+        var: String,
+    },
     /// The provider's HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     HttpClient(#[source] reqwest::Error),
@@ -81,7 +94,12 @@ pub enum ModelSetupError {
     SmallThinkingBudget,
     /// `model.thinking.budget_tokens` not below `max_tokens`.
     #[error("model.thinking.budget_tokens ({budget}) must be less than max_tokens ({max_tokens})")]
-    ThinkingOverMaxTokens { budget: u64, max_tokens: u64 },
+    ThinkingOverMaxTokens {
+        /// The configured `budget_tokens`.
+        budget: u64,
+        /// The request's `max_tokens`.
+        max_tokens: u64,
+    },
     /// `model.thinking` of no known type.
     #[error("model.thinking must be {{type: enabled, budget_tokens: N}} or {{type: disabled}}")]
     BadThinking,

@@ -24,12 +24,17 @@ const MAX_REDIRECTS: usize = 10;
 
 /// Why a redirect was not followed.
 #[derive(Debug, thiserror::Error)]
-pub enum RedirectRefused {
+pub(crate) enum RedirectRefused {
+    /// A redirect from `http://` to `https://` (the client has no roots for it).
     #[error(
         "the endpoint redirected to {to}, which is https; set base_url to the https URL (a plain \
          http endpoint is reached without the system's certificate store)"
     )]
-    ToHttps { to: String },
+    ToHttps {
+        /// The redirect's target URL.
+        to: String,
+    },
+    /// More redirects in a row than the client follows (10).
     #[error("too many redirects (more than {MAX_REDIRECTS})")]
     TooMany,
 }

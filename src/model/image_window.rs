@@ -6,10 +6,10 @@
 use crate::message::ModelPayload;
 
 /// Images of tool outputs one request carries at most.
-pub const MAX_REQUEST_IMAGES: usize = 20;
+pub(crate) const MAX_REQUEST_IMAGES: usize = 20;
 
 /// The note that replaces `n` older images in a tool output.
-pub fn dropped_note(n: usize) -> String {
+pub(crate) fn dropped_note(n: usize) -> String {
     format!(
         "[{n} image(s) removed from this request: only the {MAX_REQUEST_IMAGES} most recent images are kept; read the file again to see it]"
     )
@@ -17,7 +17,7 @@ pub fn dropped_note(n: usize) -> String {
 
 /// The history with only the `keep` most recent tool-output images, or `None` when it has no
 /// more than that (send it as it is).
-pub fn windowed(history: &[ModelPayload], keep: usize) -> Option<Vec<ModelPayload>> {
+pub(crate) fn windowed(history: &[ModelPayload], keep: usize) -> Option<Vec<ModelPayload>> {
     let total: usize = history
         .iter()
         .map(|p| match p {

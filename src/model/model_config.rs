@@ -86,9 +86,11 @@ const FIELDS: [&str; 11] = [
 /// (Anthropic's Messages API, see [`super::anthropic`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelConfig {
+    /// `scripted`, `anthropic`, or the name of an OpenAI-compatible provider.
     pub provider: String,
     /// e.g. `https://api.openai.com/v1`; requests go to `{base_url}/chat/completions`.
     pub base_url: Option<String>,
+    /// The provider's model name (required for HTTP providers).
     pub model: Option<String>,
     /// The variable holding the API key (default `OPENAI_API_KEY`). Unset: no `Authorization`.
     pub api_key_env: Option<String>,
@@ -133,6 +135,8 @@ impl ModelConfig {
         self.provider == "scripted"
     }
 
+    /// The name of the variable holding the API key: the configured one, else the provider's
+    /// default, else `OPENAI_API_KEY`.
     pub fn api_key_env(&self) -> &str {
         let default = provider_defaults::default_api_key_env(&self.provider);
         self.api_key_env
@@ -150,14 +154,17 @@ impl ModelConfig {
         }
     }
 
+    /// The context window in tokens (default 128000).
     pub fn context_window(&self) -> u64 {
         self.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW)
     }
 
+    /// The longest wait for the next byte, in milliseconds (default 120000).
     pub fn idle_timeout_ms(&self) -> u64 {
         self.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)
     }
 
+    /// The cap on one response, in bytes (default 8 MiB).
     pub fn max_response_bytes(&self) -> usize {
         let max = self
             .max_response_bytes
@@ -251,10 +258,13 @@ pub enum ModelSectionError {
     /// A known field with a value of the wrong type or range.
     #[error("model.{key}: {source}")]
     Field {
+        /// The field.
         key: String,
+        /// Serde's reason.
         #[source]
         source: serde_json::Error,
     },
+    /// The section has no `provider`.
     #[error("model.provider is missing")]
     MissingProvider,
     /// A key that is neither a field nor a request field (`known`: the fields, listed).
@@ -262,7 +272,12 @@ pub enum ModelSectionError {
         "unknown field `{key}` in model (known: {known}, and request fields such as temperature or \
          max_tokens; put other request fields under `extra:`)"
     )]
-    UnknownField { key: String, known: String },
+    UnknownField {
+        /// The unknown key.
+        key: String,
+        /// The known fields, comma-separated.
+        known: String,
+    },
 }
 
 fn from_map(mut map: Map<String, Value>) -> Result<ModelConfig, ModelSectionError> {

@@ -6,14 +6,14 @@
 //! and constants only: no config type, no client, no I/O.
 
 /// The provider name of Anthropic's Messages API (`anthropic`).
-pub const ANTHROPIC: &str = "anthropic";
+pub(crate) const ANTHROPIC: &str = "anthropic";
 /// Anthropic's `base_url` when the config names none.
-pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+pub(crate) const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// The variable Anthropic's key is read from when `api_key_env` is not given.
-pub const ANTHROPIC_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+pub(crate) const ANTHROPIC_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 
 /// The endpoint a provider uses when the config names none (`None`: the config must name one).
-pub fn default_base_url(provider: &str) -> Option<&'static str> {
+pub(crate) fn default_base_url(provider: &str) -> Option<&'static str> {
     match provider {
         ANTHROPIC => Some(ANTHROPIC_BASE_URL),
         _ => None,
@@ -21,7 +21,7 @@ pub fn default_base_url(provider: &str) -> Option<&'static str> {
 }
 
 /// The key variable of a provider with its own default (`None`: the OpenAI-compatible default).
-pub fn default_api_key_env(provider: &str) -> Option<&'static str> {
+pub(crate) fn default_api_key_env(provider: &str) -> Option<&'static str> {
     match provider {
         ANTHROPIC => Some(ANTHROPIC_API_KEY_ENV),
         _ => None,

@@ -29,8 +29,10 @@ pub const SCRIPT_FINISHED: &str = "script finished";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
+    /// The root session's turns, played in order.
     #[serde(default)]
     pub turns: Vec<Turn>,
+    /// The scripts of subagents, matched by their prompt.
     #[serde(default)]
     pub children: Vec<ChildScript>,
 }
@@ -39,7 +41,9 @@ pub struct Script {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChildScript {
+    /// A text the subagent's prompt must contain to play these turns.
     pub when_prompt_contains: String,
+    /// The subagent's turns, played in order.
     #[serde(default)]
     pub turns: Vec<Turn>,
 }
@@ -48,18 +52,25 @@ pub struct ChildScript {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
+    /// Thinking streamed before the text.
     #[serde(default)]
     pub thinking: Option<String>,
+    /// The assistant text of the answer.
     #[serde(default)]
     pub text: Option<String>,
+    /// Tool calls of the answer, in order.
     #[serde(default)]
     pub tool_calls: Vec<ScriptedToolCall>,
+    /// Delay before the answer streams, in milliseconds.
     #[serde(default)]
     pub delay_ms: u64,
+    /// Ends the request with this failure instead of an answer.
     #[serde(default)]
     pub error: Option<ScriptedError>,
+    /// Token use to report (default: an estimate of 4 chars per token).
     #[serde(default)]
     pub usage: Option<ScriptedUsage>,
+    /// How many requests this turn answers (default 1, at least 1).
     #[serde(default = "one")]
     pub repeat: u32,
 }
@@ -87,7 +98,10 @@ impl Default for Turn {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptedToolCall {
+    /// The tool's name (must not be empty).
     pub name: String,
+    /// An object (sent as compact JSON) or a string (sent verbatim); may hold
+    /// `{{output:K:REGEX}}` placeholders.
     #[serde(default = "empty_object")]
     pub arguments: Value,
 }
@@ -100,13 +114,18 @@ fn empty_object() -> Value {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScriptedError {
+    /// Ends the request `failed`.
     Failed,
+    /// Ends the request `timeout`.
     Timeout,
+    /// Ends the request `malformed`.
     Malformed,
+    /// Ends the request `auth` (never retried).
     Auth,
 }
 
 impl ScriptedError {
+    /// The `request_end` status this failure gives.
     pub fn status(self) -> StopReason {
         match self {
             ScriptedError::Failed => StopReason::Failed,
@@ -121,8 +140,10 @@ impl ScriptedError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScriptedUsage {
+    /// Input tokens to report.
     #[serde(default)]
     pub input: u64,
+    /// Output tokens to report.
     #[serde(default)]
     pub output: u64,
 }
@@ -297,16 +318,19 @@ pub struct ScriptedModel {
 }
 
 impl ScriptedModel {
+    /// A model that plays `script`.
     pub fn new(script: Script) -> Self {
         ScriptedModel {
             script: Arc::new(script),
         }
     }
 
+    /// A model that plays the script JSON `text`; errors say what does not parse and where.
     pub fn from_json_str(text: &str) -> Result<Self, ScriptError> {
         Script::from_json_str(text).map(Self::new)
     }
 
+    /// A model that plays the script file at `path`; errors name the file.
     pub fn from_file(path: &Path) -> Result<Self, ModelSetupError> {
         let text = std::fs::read_to_string(path).map_err(|source| ModelSetupError::ReadScript {
             path: path.to_path_buf(),
@@ -318,6 +342,7 @@ impl ScriptedModel {
         })
     }
 
+    /// The script played.
     pub fn script(&self) -> &Script {
         &self.script
     }

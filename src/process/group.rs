@@ -39,6 +39,7 @@ impl ProcessGroup {
         })
     }
 
+    /// The process group's id (the leader's pid).
     pub fn pgid(&self) -> i32 {
         self.pgid
     }

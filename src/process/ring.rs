@@ -288,6 +288,7 @@ pub struct TailBuffer {
 }
 
 impl TailBuffer {
+    /// Appends `text`, dropping the oldest characters past the limit.
     pub fn push(&mut self, text: &str) {
         self.text.push_str(text);
         self.chars += text.chars().count();

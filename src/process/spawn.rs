@@ -55,7 +55,9 @@ pub const STRIPPED_ENV: [&str; 9] = [
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
+    /// The shell command line (run with `bash -lc`).
     pub cmd: String,
+    /// The working directory.
     pub cwd: PathBuf,
     /// Run under a pseudo-terminal instead of pipes.
     pub tty: bool,
@@ -68,8 +70,11 @@ pub struct SpawnSpec {
 /// How a command's foreground process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExitInfo {
+    /// Exited by itself with this code.
     Code(i32),
+    /// Killed by this signal.
     Signal(i32),
+    /// Could not be started; the text says why.
     SpawnError(String),
     /// The command's actor failed or vanished; the text says why.
     Failed(String),
@@ -110,6 +115,7 @@ impl ExitInfo {
         }
     }
 
+    /// The exit of a waited-for process (`Failed` when it reports neither a code nor a signal).
     pub fn from_status(status: std::process::ExitStatus) -> Self {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
@@ -122,9 +128,13 @@ impl ExitInfo {
 
 /// The streams of a spawned command.
 pub enum ProcessIo {
+    /// Pipes for stdin, stdout and stderr.
     Pipes {
+        /// Where input goes.
         stdin: ChildStdin,
+        /// The standard output.
         stdout: ChildStdout,
+        /// The standard error.
         stderr: ChildStderr,
     },
     /// The master side of the pseudo-terminal (non-blocking), for reading and writing.
@@ -133,8 +143,11 @@ pub enum ProcessIo {
 
 /// A freshly spawned command; dropping it kills its group.
 pub struct SpawnedProcess {
+    /// The foreground process, to wait for.
     pub child: ChildProc,
+    /// Its streams.
     pub io: ProcessIo,
+    /// Kills the command's process group when dropped.
     pub group: KillOnDrop,
 }
 

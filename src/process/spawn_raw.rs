@@ -202,10 +202,12 @@ pub struct ChildProc {
 }
 
 impl ChildProc {
+    /// The child with this pid (not yet waited for).
     pub fn new(pid: libc::pid_t) -> Self {
         ChildProc { pid, status: None }
     }
 
+    /// The pid, if it fits a `u32`.
     pub fn id(&self) -> Option<u32> {
         u32::try_from(self.pid).ok()
     }

@@ -25,7 +25,9 @@ struct Pending {
 /// One question waiting for an answer, as listed by the API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingApproval {
+    /// The id the API answers it by (`POST …/approvals/{approval_id}`).
     pub approval_id: String,
+    /// The call waiting.
     pub request: ApprovalRequest,
 }
 
@@ -62,6 +64,7 @@ pub struct ApiApprover {
 }
 
 impl ApiApprover {
+    /// An approver with no question pending.
     pub fn new() -> Self {
         Self::default()
     }

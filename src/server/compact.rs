@@ -18,6 +18,7 @@ use super::error::{ApiError, ApiPath};
 use super::state::ServerState;
 use crate::actors::session::CompactStart;
 
+/// `POST /v1/sessions/{id}/compact` (see the module doc for the answers).
 pub async fn compact(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,

@@ -42,14 +42,18 @@ pub fn shown(value: &str) -> String {
 /// An error answered as `{"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The machine-readable `code` (`unknown_session`, `bad_request`, …).
     pub code: &'static str,
+    /// The human-readable `message`.
     pub message: String,
     /// A further member of the error object (e.g. the `approvals` of an ambiguous decision).
     pub detail: Option<Box<(&'static str, serde_json::Value)>>,
 }
 
 impl ApiError {
+    /// An error without a detail member.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
@@ -83,6 +87,7 @@ impl ApiError {
         )
     }
 
+    /// A 400 with `code` and `message`.
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
@@ -111,6 +116,7 @@ impl ApiError {
         )
     }
 
+    /// The 401 of a missing or wrong bearer token.
     pub fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
@@ -119,6 +125,7 @@ impl ApiError {
         )
     }
 
+    /// The 503 of a request arriving while the server shuts down.
     pub fn shutting_down() -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -127,6 +134,7 @@ impl ApiError {
         )
     }
 
+    /// A 500 `internal` with `message`.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }

@@ -71,6 +71,7 @@ mod tests {
             rlim_cur: 0,
             rlim_max: 0,
         };
+        // SAFETY: `lim` is a valid, writable `rlimit` that outlives the call.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
         assert_eq!(
             lim.rlim_cur, lim.rlim_max,

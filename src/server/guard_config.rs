@@ -21,6 +21,8 @@ pub struct GuardConfig {
 }
 
 impl GuardConfig {
+    /// The guard's rules from the command line, normalized (hosts lowercased without port,
+    /// origins normalized).
     pub fn new(
         listen: SocketAddr,
         allow_hosts: &[String],
@@ -52,6 +54,7 @@ impl GuardConfig {
         self.allow_hosts.iter().any(|h| h == &name)
     }
 
+    /// Whether a browser `Origin` header may call the API (`--allow-origin`).
     pub fn origin_allowed(&self, origin: &str) -> bool {
         let origin = normalize_origin(origin);
         self.allow_origins.iter().any(|o| o == &origin)

@@ -41,12 +41,17 @@ pub struct Metrics {
 /// Values sampled when `/metrics` is read.
 #[derive(Debug, Default, Clone)]
 pub struct Gauges {
+    /// Sessions open and waiting for a task.
     pub sessions_idle: u64,
+    /// Sessions running a task.
     pub sessions_running: u64,
     /// Sessions whose trace could not be written (they take no new task).
     pub sessions_failed: u64,
+    /// Approval questions waiting for an answer.
     pub approvals_pending: u64,
+    /// Bytes written to traces since the start.
     pub trace_bytes: u64,
+    /// SSE clients connected.
     pub sse_clients: u64,
     /// Registered background commands, over all sessions.
     pub live_commands: u64,
@@ -62,12 +67,14 @@ fn esc(v: &str) -> String {
 }
 
 impl Metrics {
+    /// Counts a task started.
     pub fn task_started(&self) {
         if let Ok(mut c) = self.c.lock() {
             c.tasks_started += 1;
         }
     }
 
+    /// Counts `n` SSE clients dropped for falling behind.
     pub fn sse_clients_dropped(&self, n: usize) {
         if n > 0
             && let Ok(mut c) = self.c.lock()
@@ -259,6 +266,7 @@ pub struct SessionObserver {
 }
 
 impl SessionObserver {
+    /// Updates `metrics` from one message of the session's stream (requests, tool calls, tokens).
     pub fn observe(&mut self, msg: &OmniMessage, metrics: &Metrics) {
         let origin = msg.origin.as_ref().map(|o| o.join("/")).unwrap_or_default();
         if let Some(m) = msg.as_model() {

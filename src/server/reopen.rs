@@ -19,8 +19,11 @@ use crate::model::scripted::ScriptedModel;
 
 /// A recorded session's model, config and launch details.
 pub struct Recorded {
+    /// The model the trace records, built again.
     pub model: Arc<dyn Model>,
+    /// The agent config the trace records (or the server's).
     pub config: AgentConfig,
+    /// The launch details to record in the reopened session's `session_meta`.
     pub launch: Launch,
 }
 

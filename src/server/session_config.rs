@@ -53,6 +53,7 @@ impl ConfigDir {
         })
     }
 
+    /// The directory's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

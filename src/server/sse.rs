@@ -34,14 +34,18 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// One numbered message, serialized once.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Record {
+    /// The SSE event id.
     pub seq: u64,
+    /// The message's JSON.
     pub json: String,
 }
 
 /// A recorded message gone from the ring: its number and the hash of its JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gone {
+    /// The SSE event id.
     pub seq: u64,
+    /// The hash of its JSON (to match it in the trace).
     pub hash: u64,
 }
 
@@ -74,8 +78,11 @@ pub struct EventLog {
 /// What a new client gets: the recorded messages gone from the ring (to read from the trace),
 /// the ring's replay, then the live feed (none when the log is closed).
 pub struct Subscription {
+    /// Messages to read from the trace first, oldest first.
     pub from_trace: Vec<Gone>,
+    /// The ring's messages after those.
     pub replay: Vec<Arc<Record>>,
+    /// The live feed; `None` when the log is closed.
     pub live: Option<mpsc::Receiver<Arc<Record>>>,
 }
 

@@ -35,6 +35,7 @@ use trace_meta::{first_meta_record, recorded_creation};
 
 /// What the command line gives the server.
 pub struct ServerConfig {
+    /// The Rookery home (traces).
     pub home: PathBuf,
     /// The model of new sessions (`None`: the server only resumes recorded sessions, each with
     /// the model its trace records).
@@ -62,10 +63,15 @@ pub struct ServerConfig {
 
 /// One served session.
 pub struct SessionEntry {
+    /// The session.
     pub handle: SessionHandle,
+    /// Its approval mode policy (changed by `PUT …/approval_mode`).
     pub policy: Arc<PolicyApprover>,
+    /// Its questions waiting for the approvals API.
     pub approvals: Arc<ApiApprover>,
+    /// Its numbered message log (SSE replay and live feed).
     pub log: Arc<EventLog>,
+    /// When the session was created (the timestamp of its `session_meta`).
     pub created_at: String,
     /// Last use (a message of the session, or a request naming it), for hibernation.
     pub(crate) last_active: hibernate::Activity,
@@ -81,6 +87,7 @@ pub struct SessionEntry {
 }
 
 impl SessionEntry {
+    /// The session's id.
     pub fn id(&self) -> &str {
         self.handle.id()
     }
@@ -89,7 +96,9 @@ impl SessionEntry {
 /// How a session is to be opened (create or resume).
 #[derive(Default)]
 pub struct OpenOptions {
+    /// The workspace (default: the server's).
     pub workspace: Option<PathBuf>,
+    /// The approval mode (default: the server's).
     pub approval_mode: Option<ApprovalMode>,
     /// The request's config, resolved (`session_config.rs`); `None`: the server's.
     pub config: Option<AgentConfig>,
@@ -104,9 +113,14 @@ struct Base {
     launch: Launch,
 }
 
+/// Everything `rookery serve` shares between requests: the host, the served and hibernated
+/// sessions, the metrics and the shutdown flag.
 pub struct ServerState {
+    /// The host that runs the sessions.
     pub host: Host,
+    /// The command line's configuration.
     pub cfg: ServerConfig,
+    /// The counters `/metrics` reports.
     pub metrics: Metrics,
     sessions: Mutex<HashMap<String, Arc<SessionEntry>>>,
     /// Sessions closed through the API: not resumed implicitly, only by `POST …/resume`.
@@ -126,6 +140,7 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The state of a server with no session yet.
     pub fn new(host: Host, cfg: ServerConfig) -> Arc<Self> {
         let slots = Arc::new(Semaphore::new(cfg.max_sessions.min(Semaphore::MAX_PERMITS)));
         if let Some(token) = &cfg.token {
@@ -147,6 +162,7 @@ impl ServerState {
         })
     }
 
+    /// True once shutdown began (new requests get 503).
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }

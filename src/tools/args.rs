@@ -13,11 +13,14 @@ pub fn missing(arg: &str, tool: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Missing required argument \"{arg}\" for {tool}.")]
 pub struct MissingArg {
+    /// The argument's name.
     pub arg: String,
+    /// The tool's name.
     pub tool: String,
 }
 
 impl MissingArg {
+    /// The error for the missing `arg` of `tool`.
     pub fn new(arg: &str, tool: &str) -> Self {
         MissingArg {
             arg: arg.to_string(),

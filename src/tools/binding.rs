@@ -78,7 +78,9 @@ pub type ToolWrapper = Arc<dyn Fn(Arc<dyn Tool>) -> Arc<dyn Tool> + Send + Sync>
 /// A registry entry: the tool's definition and how it runs.
 #[derive(Clone)]
 pub struct RegisteredTool {
+    /// The tool's definition, as the model sees it.
     pub definition: Arc<ToolDefinitionConfig>,
+    /// Where its implementation comes from.
     pub binding: ToolBinding,
     /// Applied, in order, to the implementation when the tool is bound.
     pub wrappers: Vec<ToolWrapper>,
@@ -108,7 +110,9 @@ impl RegisteredTool {
 /// A tool bound for one call: what the close-out runs.
 #[derive(Clone)]
 pub struct BoundTool {
+    /// The tool's definition.
     pub definition: Arc<ToolDefinitionConfig>,
+    /// The implementation that runs the call.
     pub tool: Arc<dyn Tool>,
 }
 

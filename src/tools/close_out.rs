@@ -32,8 +32,11 @@ const EMPTY_NOTE: &str = "[no output]";
 /// A tool call to run (from the model's complete tool_call).
 #[derive(Debug, Clone)]
 pub struct ToolCallInfo {
+    /// The model's id of the call.
     pub tool_call_id: String,
+    /// The tool's name.
     pub name: String,
+    /// The arguments JSON text as the model sent it.
     pub arguments: String,
 }
 

@@ -9,8 +9,10 @@ use serde_json::{Value, json};
 /// `r` tools only read; `rw` tools may change the workspace or run programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Permission {
+    /// Only reads (`r`).
     #[serde(rename = "r")]
     Read,
+    /// May change the workspace or run programs (`rw`).
     #[serde(rename = "rw")]
     ReadWrite,
 }
@@ -19,18 +21,24 @@ pub enum Permission {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ForModel {
+    /// Only to models that take images.
     Vision,
+    /// Only to models that do not take images.
     TextOnly,
 }
 
 /// One tool's definition, as in PenguinHarness's `tools.builtin` entries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDefinitionConfig {
+    /// The tool's name, unique in a session.
     pub name: String,
+    /// What the model is told the tool does.
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
+    /// Whether it only reads (decides approval under `read-only`).
     pub permission: Permission,
+    /// Which models it is offered to (`None`: all).
     #[serde(rename = "forModel", default, skip_serializing_if = "Option::is_none")]
     pub for_model: Option<ForModel>,
     /// Per-call timeout; `<= 0` disables it.

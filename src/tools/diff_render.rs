@@ -24,10 +24,15 @@ const MAX_DIFF_CELLS: usize = 250_000;
 /// One hunk: 1-based header numbers (before the zero-count adjustment) and prefixed lines.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hunk {
+    /// The first old line of the hunk (1-based).
     pub old_start: usize,
+    /// Old lines in the hunk.
     pub old_count: usize,
+    /// The first new line of the hunk (1-based).
     pub new_start: usize,
+    /// New lines in the hunk.
     pub new_count: usize,
+    /// The hunk's lines, each prefixed with ` `, `-` or `+`.
     pub lines: Vec<String>,
 }
 
@@ -94,7 +99,9 @@ fn line_starts(content: &str) -> Vec<usize> {
 /// A hunk of edit_file and how many replacement sites it covers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SiteHunk {
+    /// The hunk.
     pub hunk: Hunk,
+    /// Replacement sites it covers.
     pub sites: usize,
 }
 
@@ -209,15 +216,22 @@ pub fn replacement_hunks(
 /// The outcome of diffing two whole contents.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LineDiff {
+    /// The contents are equal.
     Identical,
     /// Too big to diff cheaply: sizes of the differing middles (after the common prefix/suffix).
     TooLarge {
+        /// Lines of the new middle.
         plus: usize,
+        /// Lines of the old middle.
         minus: usize,
     },
+    /// The differences as hunks.
     Hunks {
+        /// The hunks, in file order.
         hunks: Vec<Hunk>,
+        /// Lines added.
         plus: usize,
+        /// Lines removed.
         minus: usize,
     },
 }

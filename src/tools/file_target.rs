@@ -25,16 +25,24 @@ const MAX_SWAP_RETRIES: usize = 8;
 /// What a path names, as far as the file tools care.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
+    /// A regular file.
     Regular,
+    /// A directory.
     Directory,
+    /// A named pipe.
     Fifo,
+    /// A Unix socket.
     Socket,
+    /// A character device.
     CharDevice,
+    /// A block device.
     BlockDevice,
+    /// Anything else.
     Other,
 }
 
 impl FileKind {
+    /// The kind of `file_type`.
     pub fn of(file_type: FileType) -> Self {
         if file_type.is_file() {
             FileKind::Regular
@@ -73,6 +81,7 @@ pub enum TargetError {
     /// The path names something that is not a regular file.
     #[error("it is {}, not a regular file", .0.describe())]
     NotRegular(FileKind),
+    /// Opening or `fstat` failed.
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -80,7 +89,9 @@ pub enum TargetError {
 /// A regular file opened read-only, with the `fstat` of its descriptor.
 #[derive(Debug)]
 pub struct Opened {
+    /// The open file.
     pub file: File,
+    /// Its metadata, from the descriptor.
     pub meta: Metadata,
 }
 

@@ -83,8 +83,10 @@ pub fn write_notes(target: &Target, mode: WriteMode) -> String {
 /// Why a write failed (the target is unchanged unless an in-place write failed midway).
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
+    /// The path has no file name (e.g. `/` or `..`).
     #[error("{0} does not name a file")]
     NoFileName(PathBuf),
+    /// Another file took the target's place during the write.
     #[error("the file was replaced by another one while it was being written")]
     Changed,
     /// The new contents are longer than `RLIMIT_FSIZE` lets this process write (`ulimit -f`):
@@ -94,6 +96,7 @@ pub enum WriteError {
          `ulimit -f`); the file is unchanged"
     )]
     OverSizeLimit { size: u64, limit: u64 },
+    /// An I/O error.
     #[error(transparent)]
     Io(#[from] io::Error),
 }

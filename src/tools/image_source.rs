@@ -30,13 +30,16 @@ const SUPPORTED: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/web
 /// A loaded, validated image.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedImage {
+    /// The image's bytes.
     pub bytes: Vec<u8>,
+    /// Its MIME type (`image/png`, …).
     pub mime: String,
 }
 
 /// Why an image was not loaded.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LoadError {
+    /// The call was cancelled while loading.
     Aborted,
     /// The exact text for the model.
     Failed(String),
@@ -48,16 +51,22 @@ pub enum ScaleError {
     /// Reading the image's format failed.
     #[error("Failed to scale down the image ({w}×{h} px): {source}")]
     Read {
+        /// The image's width in pixels.
         w: u32,
+        /// Its height in pixels.
         h: u32,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// Decoding the image failed.
     #[error("Failed to scale down the image ({w}×{h} px): {source}")]
     Decode {
+        /// The image's width in pixels.
         w: u32,
+        /// Its height in pixels.
         h: u32,
+        /// The decoder's error.
         #[source]
         source: image::ImageError,
     },
@@ -69,8 +78,11 @@ pub enum ScaleError {
 /// The image as it is sent: possibly scaled down and re-encoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
+    /// The MIME type sent.
     pub mime: String,
+    /// Bytes sent (after any scaling).
     pub size: u64,
+    /// The `data:<mime>;base64,…` URL.
     pub data_url: String,
     /// `(from_w, from_h, to_w, to_h)` when scaled down.
     pub scaled: Option<(u32, u32, u32, u32)>,

@@ -74,6 +74,7 @@ pub fn open_dir(path: &Path) -> io::Result<File> {
 /// A directory opened by [`open_dir_inside`].
 #[derive(Debug)]
 pub struct InsideDir {
+    /// The opened directory.
     pub dir: File,
     /// Where the opened directory really is (its canonical path, from the descriptor).
     pub real: PathBuf,
@@ -82,8 +83,10 @@ pub struct InsideDir {
 /// Why [`open_dir_inside`] did not give a directory.
 #[derive(Debug, thiserror::Error)]
 pub enum InsideError {
+    /// It resolves outside the workspace (where it really is).
     #[error("the directory leads outside the workspace (it is {})", .0.display())]
     Outside(PathBuf),
+    /// Opening failed.
     #[error(transparent)]
     Io(#[from] io::Error),
 }

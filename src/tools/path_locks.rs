@@ -95,6 +95,7 @@ impl Shared {
 }
 
 impl PathLocks {
+    /// A set with no path locked.
     pub fn new() -> Self {
         Self::default()
     }

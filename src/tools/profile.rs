@@ -42,16 +42,22 @@ pub struct UnknownProfile(pub String);
 /// Why a tool list does not fit its profile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
+    /// The profile's name is unknown.
     #[error(transparent)]
     UnknownProfile(#[from] UnknownProfile),
+    /// A `tools.builtin` name the profile does not have.
     #[error(
         "unknown tool \"{name}\" in tools.builtin of the {profile} profile (known tools: {known})"
     )]
     UnknownTool {
+        /// The name given.
         name: String,
+        /// The profile.
         profile: ToolProfile,
+        /// The profile's tools, listed.
         known: String,
     },
+    /// A collaboration tool listed in `tools.builtin` of the openvaala profile (its name).
     #[error(
         "tool \"{0}\" cannot be listed in tools.builtin: collaboration tools are always present in the openvaala profile"
     )]

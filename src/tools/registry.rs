@@ -112,6 +112,7 @@ impl ToolRegistry {
         Arc::make_mut(&mut self.by_name).remove(name).is_some()
     }
 
+    /// The registered tool `name`, if any.
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
         self.by_name.get(name)
     }
@@ -137,18 +138,22 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// The permission of the tool `name`, if registered.
     pub fn permission(&self, name: &str) -> Option<Permission> {
         self.by_name.get(name).map(|t| t.definition.permission)
     }
 
+    /// The tools' names, in registration order.
     pub fn names(&self) -> Vec<String> {
         self.order.as_ref().clone()
     }
 
+    /// How many tools are registered.
     pub fn len(&self) -> usize {
         self.order.len()
     }
 
+    /// True when no tool is registered.
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
     }

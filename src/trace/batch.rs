@@ -48,6 +48,7 @@ impl Batch {
         self.parts.extend(more.parts);
     }
 
+    /// True when the batch holds no record.
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
     }

@@ -23,28 +23,44 @@ const LISTED_CANDIDATES: usize = 10;
 /// Failures of the catalog. Each is one line naming the path or the id concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
+    /// The given home exists but is not a directory.
     #[error("{0} is not a directory, so it cannot be a Rookery home")]
     NotADirectory(PathBuf),
+    /// A directory or trace file cannot be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The path that failed.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A trace file cannot be deleted.
     #[error("cannot delete {path}: {source}")]
     Remove {
+        /// The file that failed.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// No recorded session's id matches the query.
     #[error("no session matches \"{query}\" under {}", home.display())]
-    UnknownSession { query: String, home: PathBuf },
+    UnknownSession {
+        /// The id or prefix asked for.
+        query: String,
+        /// The Rookery home searched.
+        home: PathBuf,
+    },
+    /// The query (an id prefix) matches more than one session.
     #[error(
         "session id \"{query}\" is ambiguous; it matches {}",
         list_candidates(candidates)
     )]
     AmbiguousSession {
+        /// The id or prefix asked for.
         query: String,
+        /// The ids it matches.
         candidates: Vec<String>,
     },
 }
@@ -68,7 +84,9 @@ fn list_candidates(candidates: &[String]) -> String {
 /// The trace files of one session id, in history order (`_001`, `_002`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionFiles {
+    /// The session id.
     pub id: String,
+    /// Its trace files, `_001` first.
     pub files: Vec<PathBuf>,
 }
 
@@ -83,7 +101,9 @@ pub struct Catalog {
 /// The records of one session, read from all of its files.
 #[derive(Debug, Clone, Default)]
 pub struct SessionHistory {
+    /// The session id.
     pub id: String,
+    /// Its trace files, `_001` first.
     pub files: Vec<PathBuf>,
     /// Every record that parsed, in history order.
     pub records: Vec<OmniMessage>,
@@ -159,6 +179,7 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// The Rookery home the catalog was read from.
     pub fn home(&self) -> &Path {
         &self.home
     }
@@ -351,6 +372,7 @@ impl SessionHistory {
         skipped
     }
 
+    /// The session at a glance (status, times, model, first prompt, …).
     pub fn summary(&self) -> SessionSummary {
         summarize(
             &self.id,

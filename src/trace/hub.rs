@@ -124,6 +124,7 @@ impl Entry {
     }
 }
 
+/// The state of one trace writer: the files it owns and its pending commits.
 pub struct WriterState {
     stats: Arc<TraceStats>,
     files: HashMap<FileId, Entry>,

@@ -15,7 +15,11 @@ use std::os::unix::fs::MetadataExt;
 pub enum LockError {
     /// Another open file description holds the lock (another process, as a rule).
     #[error("the trace is locked by {}", holder_text(*.pid))]
-    Held { pid: Option<u32> },
+    Held {
+        /// The holder's process id, when the system reports it.
+        pid: Option<u32>,
+    },
+    /// The lock call failed for another reason.
     #[error("cannot lock the trace: {0}")]
     Io(#[from] io::Error),
 }

@@ -14,14 +14,18 @@ pub enum TraceOpenError {
     /// No trace can be created under the home directory.
     #[error("cannot create traces under {}: {}", home.display(), io_reason(source))]
     Create {
+        /// The Rookery home.
         home: PathBuf,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
     /// The existing trace of a resumed session cannot be opened.
     #[error("cannot open trace {}: {}", path.display(), io_reason(source))]
     Open {
+        /// The trace file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },

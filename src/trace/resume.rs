@@ -71,8 +71,10 @@ pub struct ResumeState {
     pub unpaired: Vec<String>,
 }
 
+/// Why a trace's records cannot be resumed.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ResumeError {
+    /// The trace has no `session_meta`, so no session to rebuild.
     #[error("trace has no session_meta; cannot resume")]
     NoMeta,
 }

@@ -16,6 +16,7 @@ use super::writer::TraceState;
 /// A pending rotation: the serialized records (newline included) the new file starts with.
 #[derive(Debug, Clone, Default)]
 pub struct Rotation {
+    /// The serialized records (each ending with its newline) written first to the new file.
     pub header: Vec<Vec<u8>>,
 }
 

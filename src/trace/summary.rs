@@ -27,6 +27,7 @@ pub enum RecordedStatus {
 }
 
 impl RecordedStatus {
+    /// The status as `rookery sessions` prints it: a `task_end` status, `open`, `new` or `unknown`.
     pub fn as_str(self) -> &'static str {
         match self {
             RecordedStatus::Ended(s) => s.as_str(),
@@ -52,7 +53,9 @@ impl Serialize for RecordedStatus {
 /// One session of the catalog, summarized from all of its trace files.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionSummary {
+    /// The session id.
     pub id: String,
+    /// Where the session stands.
     pub status: RecordedStatus,
     /// Timestamp (UTC) of the first record, normally the `session_meta`.
     pub started: Option<String>,
@@ -64,6 +67,7 @@ pub struct SessionSummary {
     pub model: Option<String>,
     /// `tool_profile` of the last `session_meta`, else [`DEFAULT_TOOL_PROFILE`].
     pub tool_profile: String,
+    /// `workspace` of the last `session_meta`.
     pub workspace: Option<String>,
     /// `session_meta.source` (`subagent` for a child session).
     pub source: Option<String>,

@@ -48,8 +48,11 @@ const BATCH_MAX_BYTES: usize = 1 << 20;
 /// Shared counters a host reads for metrics.
 #[derive(Debug, Default)]
 pub struct TraceStats {
+    /// Bytes appended to traces.
     pub bytes_written: AtomicU64,
+    /// Records appended to traces.
     pub records: AtomicU64,
+    /// Writes that failed (each reported to the file's health).
     pub failed_writes: AtomicU64,
     /// `write(2)` batches issued (each holds one or more whole records).
     pub batches: AtomicU64,
@@ -58,11 +61,14 @@ pub struct TraceStats {
 /// Start-up arguments: the file to write (opened by the spawner, so an open failure is a
 /// plain error naming the path), the counters to update and the health to report to.
 pub struct TraceArgs {
+    /// The opened, locked trace file to append to.
     pub file: TraceFile,
+    /// The counters to update.
     pub stats: Arc<TraceStats>,
     /// Scrubs secrets from the records sent as messages (`Append`); `AppendLine` records come
     /// scrubbed from their session.
     pub redactor: Option<Arc<Redactor>>,
+    /// Where write failures are reported.
     pub health: Arc<TraceHealth>,
 }
 

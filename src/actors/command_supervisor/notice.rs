@@ -25,11 +25,13 @@ pub fn completion_notice(id: &str, label: &str, exit: &ExitInfo, tail: &str) -> 
 /// One registered command as `list_commands` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandListing {
+    /// The command's process id.
     pub process_id: String,
     /// `None` while running, else the exit.
     pub exit: Option<ExitInfo>,
     /// Time since the last register/input/poll/kill by id.
     pub idle: Duration,
+    /// The command's first line (clipped).
     pub label: String,
 }
 

@@ -284,6 +284,8 @@ pub struct DetachedCommandTools {
 }
 
 impl DetachedCommandTools {
+    /// The openvaala profile's command tools over `commands` (`None`: every call answers that
+    /// commands are unavailable).
     pub fn new(commands: Option<CommandSupervisorHandle>) -> Self {
         DetachedCommandTools { commands }
     }

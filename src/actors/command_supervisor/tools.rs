@@ -25,6 +25,8 @@ pub struct CommandTools {
 }
 
 impl CommandTools {
+    /// The command tools over `commands` (`None`: every call answers that commands are
+    /// unavailable).
     pub fn new(commands: Option<CommandSupervisorHandle>) -> Self {
         CommandTools { commands }
     }

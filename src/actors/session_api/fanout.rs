@@ -140,6 +140,7 @@ impl MessageReceiver {
         self.shared.lock().items.len()
     }
 
+    /// True when nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -40,6 +40,7 @@ impl std::fmt::Debug for SessionHandle {
 }
 
 impl SessionHandle {
+    /// The session's id.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -177,6 +178,7 @@ impl SessionHandle {
             .ok_or_else(|| RookeryError::SessionEnded(self.id.clone()))
     }
 
+    /// Whether the session is idle, running a task, or failed.
     pub async fn status(&self) -> Result<SessionStatus, RookeryError> {
         Ok(ractor::call!(self.actor.0, SessionRequest::Status)?)
     }

@@ -24,7 +24,10 @@ impl Inbox {
 /// Which of the parent's completed tasks a spawned agent starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForkTurns {
+    /// None of them.
     None,
+    /// All of them.
     All,
+    /// The last this many.
     Last(usize),
 }

@@ -11,7 +11,9 @@ use crate::model::ModelInfo;
 /// What a switch asks for: a `models:` name or `provider/model`, and/or a reasoning effort.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelChoice {
+    /// A `models:` name or `provider/model`.
     pub model: Option<String>,
+    /// A reasoning effort (`low`, `medium`, `high`, …).
     pub reasoning_effort: Option<String>,
 }
 

@@ -17,9 +17,11 @@ use crate::trace::resume::ResumeState;
 pub struct SessionOptions {
     /// Must exist; relative tool paths resolve against it.
     pub workspace: PathBuf,
+    /// The model the session asks.
     pub model: Arc<dyn Model>,
     /// Decides each tool call. The library default ([`crate::approval::DenyAllApprover`]) denies all.
     pub approver: Arc<dyn Approver>,
+    /// The session's system prompt, tools, limits and policies.
     pub config: AgentConfig,
     /// `session_meta.source` (`subagent`, `schedule`); `None` for a user session.
     pub source: Option<String>,
@@ -44,6 +46,8 @@ pub struct SessionOptions {
 }
 
 impl SessionOptions {
+    /// Options for a session in `workspace` on `model`, everything else the library's default
+    /// (deny-all approver, default agent config).
     pub fn new(workspace: impl Into<PathBuf>, model: Arc<dyn Model>) -> Self {
         SessionOptions {
             workspace: workspace.into(),
@@ -65,8 +69,11 @@ impl SessionOptions {
 /// Idle, running, or failed (its trace can no longer be written; it takes no new task).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionStatus {
+    /// No task runs; it takes a new one.
     Idle,
+    /// A task runs.
     Running,
+    /// Its trace can no longer be written; it takes no new task.
     Failed,
 }
 

@@ -17,6 +17,7 @@ use crate::message::{ModelPayload, Sender};
 
 /// A request to a session.
 pub enum SessionRequest {
+    /// A receiver of the session's messages from now on.
     Subscribe(RpcReplyPort<MessageReceiver>),
     /// Starts a task with a user text (`sender` marks who wrote it, e.g. a parent agent).
     StartTask(
@@ -24,6 +25,7 @@ pub enum SessionRequest {
         Option<Sender>,
         RpcReplyPort<Result<(), RookeryError>>,
     ),
+    /// Aborts the running task, if any.
     Abort,
     /// Compacts the context now (idle) or before the next request (a task runs).
     Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
@@ -34,7 +36,9 @@ pub enum SessionRequest {
     /// A text for the model from a collaborating agent (a report or a message), delivered at
     /// the next input-assembly point like a notice; `what` describes it for `wait_agent`.
     AgentInput {
+        /// The text for the model.
         text: String,
+        /// What it is (e.g. `message from agent <id>`), for `wait_agent`.
         what: String,
     },
     /// Wakes `wait_agent` (a message was queued for this session elsewhere).
@@ -52,6 +56,7 @@ pub enum SessionRequest {
     ),
     /// Replies when no task runs (at once if idle) with the last task's summary.
     WaitIdle(RpcReplyPort<Option<TaskSummary>>),
+    /// Whether the session is idle, running or failed.
     Status(RpcReplyPort<SessionStatus>),
     /// Registered background commands and subagents.
     LiveCounts(RpcReplyPort<(usize, usize)>),

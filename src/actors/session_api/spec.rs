@@ -36,17 +36,22 @@ pub struct ChildRequest {
 /// What `spawn_agent` adds to a spawn.
 #[derive(Debug, Clone, Default)]
 pub struct AgentSpawn {
+    /// The task name `spawn_agent` gave.
     pub task_name: String,
 }
 
 /// Why a spawn's request cannot be met (its text is the tool's error).
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
+    /// The agent or model name is not in the config.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// The named model cannot be built.
     #[error("cannot build model \"{name}\": {source}")]
     Build {
+        /// The model's name.
         name: String,
+        /// Why it cannot be built.
         #[source]
         source: crate::model::error::ModelSetupError,
     },
@@ -64,7 +69,9 @@ pub fn current_pair(options: &SessionOptions) -> String {
 pub struct ResolvedModel {
     /// The `models:` name or `provider/model` given (or the session's own pair).
     pub name: String,
+    /// The resolved model configuration.
     pub config: ModelConfig,
+    /// The model built from it.
     pub model: Arc<dyn Model>,
 }
 

@@ -16,8 +16,11 @@ use crate::trace::hub::TraceHandle;
 
 /// A started session and the parts its supervisor keeps.
 pub struct StartedSession {
+    /// The session.
     pub handle: SessionHandle,
+    /// Its trace file's handle.
     pub trace: TraceHandle,
+    /// Its subscribers (the host forwards to them).
     pub subscribers: Subscribers,
 }
 

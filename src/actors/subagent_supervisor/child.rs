@@ -31,6 +31,7 @@ pub struct ChildApprover {
 }
 
 impl ChildApprover {
+    /// An approver for the child `child_session_id` asking `parent`.
     pub fn new(parent: Arc<dyn Approver>, child_session_id: String) -> Self {
         ChildApprover {
             parent,
@@ -108,9 +109,11 @@ impl ChildApprover {
 /// How a child's round ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoundEnd {
+    /// The round's `task_end` status.
     pub status: StopReason,
     /// The reason of a direct `abort` event, when the round was aborted or failed.
     pub abort_reason: Option<String>,
+    /// The round produced assistant text.
     pub had_text: bool,
     /// Set when the child session itself failed (panicked).
     pub error: Option<String>,
@@ -152,7 +155,9 @@ pub const QUEUE_CAP: usize = 8;
 /// A `send_message` text waiting for the agent's next round, and the model switch it brings.
 #[derive(Debug, Clone)]
 pub struct Queued {
+    /// The message.
     pub text: String,
+    /// The model switch it asks for, if any.
     pub switch: Option<ModelChoice>,
 }
 
@@ -164,9 +169,13 @@ enum Outgoing {
 
 /// A subagent: its session and everything its tools read.
 pub struct Child {
+    /// The subagent's id (`subagent-…` or the agent id).
     pub id: String,
+    /// The child's session.
     pub session: SessionHandle,
+    /// The first line of its prompt (clipped).
     pub label: String,
+    /// The approver of its calls.
     pub approver: Arc<ChildApprover>,
     state: Mutex<ChildState>,
     version: watch::Sender<u64>,
@@ -175,14 +184,20 @@ pub struct Child {
 /// What `list_subagents` shows of a child.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildListing {
+    /// The subagent's id.
     pub id: String,
+    /// A round runs.
     pub running: bool,
+    /// Model turns so far.
     pub turns: u64,
+    /// Tokens used so far.
     pub tokens: u64,
+    /// The first line of its prompt (clipped).
     pub label: String,
 }
 
 impl Child {
+    /// A registered child for `prompt` (marked used now).
     pub fn new(
         id: String,
         session: SessionHandle,
@@ -214,6 +229,7 @@ impl Child {
         self.version.send_modify(|v| *v += 1);
     }
 
+    /// True while a round runs.
     pub fn is_running(&self) -> bool {
         self.with(|s| s.running)
     }
@@ -303,10 +319,12 @@ impl Child {
         self.with(|s| s.background = on);
     }
 
+    /// Marks the child used now (for the eviction order).
     pub fn touch(&self) {
         self.with(|s| s.last_used = Some(Instant::now()));
     }
 
+    /// When the child was last used.
     pub fn last_used(&self) -> Option<Instant> {
         self.with(|s| s.last_used)
     }
@@ -340,6 +358,7 @@ impl Child {
         self.bump();
     }
 
+    /// What `list_subagents` shows of it.
     pub fn listing(&self) -> ChildListing {
         self.with(|s| ChildListing {
             id: self.id.clone(),
@@ -466,7 +485,9 @@ pub fn exit_note(end: &RoundEnd) -> (bool, String) {
 /// Where a child's messages go: the parent's stream (origin-tagged) and its notices.
 #[derive(Clone)]
 pub struct ParentLink {
+    /// The parent's subscribers.
     pub subscribers: Subscribers,
+    /// The parent session (for notices).
     pub session: SessionRef,
 }
 

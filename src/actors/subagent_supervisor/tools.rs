@@ -30,6 +30,8 @@ pub struct SubagentTools {
 }
 
 impl SubagentTools {
+    /// The subagent tools over `subagents` (`None`: every call answers that they are
+    /// unavailable) for a session at `depth`.
     pub fn new(subagents: Option<SubagentSupervisorHandle>, depth: u32) -> Self {
         SubagentTools { subagents, depth }
     }

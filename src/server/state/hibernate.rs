@@ -72,10 +72,15 @@ pub(in crate::server) struct Carried {
 
 /// A hibernated session as `GET /v1/sessions` lists it.
 pub struct HibernatedView {
+    /// The session's id.
     pub id: String,
+    /// Its workspace.
     pub workspace: PathBuf,
+    /// Its approval mode when it hibernated.
     pub approval_mode: ApprovalMode,
+    /// The last SSE event id it streamed.
     pub last_event_id: u64,
+    /// When it was created (ISO-8601 UTC).
     pub created_at: String,
     /// The file its trace was written to last (where a wake resumes it from).
     pub trace_path: PathBuf,

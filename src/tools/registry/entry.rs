@@ -11,7 +11,9 @@ use super::{ForModel, Permission};
 /// An unknown key in a definition is an error naming the key and the tool.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BuiltinEntry {
+    /// A builtin by name, with its default definition.
     Name(String),
+    /// A builtin whose given fields override its default definition.
     Override(ToolOverride),
 }
 
@@ -62,16 +64,24 @@ impl<'de> Deserialize<'de> for BuiltinEntry {
 /// Fields of a `tools.builtin` object entry; only `name` is required.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ToolOverride {
+    /// The builtin's name.
     pub name: String,
+    /// Replaces the description.
     pub description: Option<String>,
+    /// Replaces the arguments' JSON Schema.
     pub parameters: Option<Value>,
+    /// Replaces the permission.
     pub permission: Option<Permission>,
+    /// Replaces which models the tool is offered to.
     #[serde(rename = "forModel")]
     pub for_model: Option<ForModel>,
+    /// Replaces the per-call timeout (`<= 0`: none).
     #[serde(rename = "timeoutMs")]
     pub timeout_ms: Option<i64>,
+    /// Replaces the output cap in characters (`<= 0`: none).
     #[serde(rename = "maxOutputLength")]
     pub max_output_length: Option<i64>,
+    /// Replaces whether the schema keeps its `description` property.
     pub call_description: Option<bool>,
 }
 

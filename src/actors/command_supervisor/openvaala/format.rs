@@ -22,16 +22,19 @@ use crate::tools::canonical::{real_location, really_inside, under_workspace};
 pub const RESULT_BYTES: usize = 65_536;
 /// Default and largest `wait_seconds`.
 pub const DEFAULT_WAIT_S: f64 = 10.0;
+/// Largest `wait_seconds`.
 pub const MAX_WAIT_S: f64 = 600.0;
 /// Default `wait_seconds` of write_stdin.
 pub const DEFAULT_STDIN_WAIT_S: f64 = 2.0;
 /// Default and largest `timeout_seconds` (0 = no limit).
 pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
+/// Largest `timeout_seconds` (one week).
 pub const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
 
 /// `status:` of a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// It still runs.
     Running,
     /// It ended by itself, whatever its exit code.
     Exited,
@@ -40,6 +43,7 @@ pub enum Status {
 }
 
 impl Status {
+    /// The status as the result text writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",
@@ -143,11 +147,15 @@ pub fn seconds(args: &Map<String, Value>, key: &str, default: f64, max: f64) -> 
 /// The arguments of `bash`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BashArgs {
+    /// The shell command line.
     pub command: String,
+    /// The absolute working directory (inside the workspace).
     pub cwd: PathBuf,
+    /// How long to wait for output before answering.
     pub wait: Duration,
     /// `None`: no limit.
     pub timeout: Option<Duration>,
+    /// Run it under a pseudo-terminal.
     pub interactive: bool,
 }
 
@@ -165,11 +173,17 @@ pub fn cwd_is_workspace(args: &Map<String, Value>) -> bool {
 /// Why `bash`'s arguments were refused (the text is the tool output).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BashArgsError {
+    /// A required argument is missing.
     #[error(transparent)]
     Missing(#[from] MissingArg),
     /// `cwd` resolves outside the workspace.
     #[error("cwd \"{cwd}\" is outside the workspace {}.", .root.display())]
-    OutsideWorkspace { cwd: String, root: PathBuf },
+    OutsideWorkspace {
+        /// The `cwd` as given.
+        cwd: String,
+        /// The workspace.
+        root: PathBuf,
+    },
 }
 
 /// Parses `bash`'s arguments. `cwd` must name a place inside `workspace`: relative to it, or

@@ -16,10 +16,12 @@ use crate::tools::{ToolContext, ToolResult};
 const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
 /// `read_session_history`'s default and largest page.
 pub const HISTORY_LIMIT: usize = 20;
+/// `read_session_history`'s largest page.
 pub const HISTORY_MAX: usize = 100;
 /// Longest text shown of one history entry, in characters.
 const ENTRY_CHARS: usize = 2000;
 
+/// The `interrupt_agent` tool: cancels an agent's running round.
 pub struct InterruptAgent;
 
 impl InterruptAgent {
@@ -66,6 +68,7 @@ impl InterruptAgent {
     }
 }
 
+/// The `list_agents` tool: the session's agents and their state.
 pub struct ListAgents;
 
 impl ListAgents {
@@ -120,6 +123,7 @@ impl ListAgents {
     }
 }
 
+/// The `read_session_history` tool: a page of an agent's history, newest first.
 pub struct ReadSessionHistory;
 
 /// One history entry as a line.

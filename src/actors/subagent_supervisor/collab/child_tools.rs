@@ -22,7 +22,9 @@ use crate::tools::{Tool, ToolContext, ToolRegistry, ToolResult, args};
 /// How a spawned agent reaches its parent and its own session.
 #[derive(Clone)]
 pub struct ChildLink {
+    /// The parent session.
     pub parent: SessionRef,
+    /// The agent's id.
     pub agent_id: String,
     /// The agent's own session (set right after it is spawned).
     pub own: Arc<OnceLock<SessionHandle>>,

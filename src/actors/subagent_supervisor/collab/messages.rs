@@ -13,6 +13,7 @@ use crate::actors::subagent_supervisor::child::QUEUE_CAP;
 use crate::message::Sender;
 use crate::tools::{ToolContext, ToolResult, args};
 
+/// The `send_message` tool: queues a message for an agent (and maybe switches its model).
 pub struct SendMessage;
 
 impl SendMessage {
@@ -121,6 +122,7 @@ impl SendMessage {
     }
 }
 
+/// The `wait_agent` tool: waits for an agent's report or message.
 pub struct WaitAgent;
 
 impl WaitAgent {

@@ -12,6 +12,7 @@ use crate::actors::subagent_supervisor::{AdmitError, AgentSpawn, ChildRequest};
 use crate::message::Sender;
 use crate::tools::{ToolContext, ToolResult, args};
 
+/// The `spawn_agent` tool: starts a named agent on a task.
 pub struct SpawnAgent;
 
 /// A `fork_turns` that is neither `none`, `all` nor a whole number (the text is the tool output).
@@ -55,6 +56,7 @@ pub fn fork_turns(args: &Map<String, Value>) -> Result<ForkTurns, BadForkTurns> 
     "[spawn_agent error: reasoning_effort must be a word such as low, medium or high (got {got})]"
 )]
 pub struct BadEffort {
+    /// The value given.
     pub got: String,
 }
 

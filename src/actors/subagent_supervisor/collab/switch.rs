@@ -12,10 +12,12 @@ use crate::actors::session_api::{ModelChoice, SessionHandle, SwitchError};
 /// A bad `model` or `reasoning_effort` argument (the text is the tool output).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BadSwitch {
+    /// A `model` that is not a name or `provider/model` (the value given).
     #[error(
         "[send_message error: model must be a name from the config's models: or provider/model (got {0})]"
     )]
     Model(String),
+    /// A `reasoning_effort` that is not a word (the value given).
     #[error(
         "[send_message error: reasoning_effort must be a word such as low, medium or high (got {0})]"
     )]
@@ -53,7 +55,9 @@ pub enum SwitchRefused {
     /// The name is unknown or its model cannot be built.
     #[error("[send_message error: {source}; {id} keeps its model and the message was not sent]")]
     Spec {
+        /// The agent's id.
         id: String,
+        /// Why the model cannot be used.
         source: crate::actors::subagent_supervisor::spec::SpecError,
     },
     /// The agent's session is gone.

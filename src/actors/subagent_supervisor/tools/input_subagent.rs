@@ -11,6 +11,7 @@ use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::message::{Sender, StopReason};
 use crate::tools::{ToolContext, ToolResult, args};
 
+/// The `input_subagent` tool: sends a follow-up prompt to a subagent and collects its answer.
 pub struct InputSubagentTool;
 
 fn fail(text: impl Into<String>) -> ToolResult {

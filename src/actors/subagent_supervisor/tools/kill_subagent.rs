@@ -7,8 +7,10 @@ use serde_json::{Map, Value};
 use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::tools::{ToolContext, ToolResult, args};
 
+/// The `kill_subagent` tool: stops a subagent and removes it.
 pub struct KillSubagentTool;
 
+/// The `list_subagents` tool: the registered subagents.
 pub struct ListSubagentsTool;
 
 fn fail(text: impl Into<String>) -> ToolResult {

@@ -11,6 +11,7 @@ use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::message::{Sender, StopReason};
 use crate::tools::{ToolContext, ToolResult, args};
 
+/// The `run_subagent` tool: starts a subagent on a prompt and collects its answer.
 pub struct RunSubagentTool;
 
 fn fail(text: impl Into<String>) -> ToolResult {

@@ -13,8 +13,11 @@ use crate::tools::{ToolContext, ToolResult, args};
 
 /// How a window ended.
 pub enum Window {
+    /// The child's round ended.
     Finished,
+    /// The window elapsed with the round still running.
     StillRunning,
+    /// The call was cancelled.
     Cancelled,
 }
 

@@ -9,6 +9,7 @@ use crate::tools::registry::{Permission, ToolDefinitionConfig};
 
 /// `wait_agent`'s default and bounds, in seconds.
 pub const WAIT_DEFAULT_S: u64 = 30;
+/// `wait_agent`'s largest timeout, in seconds.
 pub const WAIT_MAX_S: u64 = 600;
 
 fn schema(props: Value, required: &[&str]) -> Value {

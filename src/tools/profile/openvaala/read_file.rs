@@ -32,6 +32,7 @@ pub const DEFAULT_MAX_IMAGE_KB: u64 = 500;
 pub const MAX_RESULT_BYTES: usize = 65_536;
 /// Default and largest `limit`.
 pub const DEFAULT_LIMIT: u64 = 200;
+/// Largest `limit`.
 pub const MAX_LIMIT: u64 = 2000;
 
 const NAME: &str = "read_file";
@@ -56,8 +57,11 @@ impl VaalaReadFile {
 /// The validated arguments of one call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadArgs {
+    /// The path as the call gave it.
     pub path: String,
+    /// The first line to read (1-based).
     pub offset: u64,
+    /// Lines to read at most.
     pub limit: u64,
 }
 
@@ -96,7 +100,9 @@ pub fn normalize(path: &Path) -> PathBuf {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Path \"{path}\" is outside the workspace {}.", .workspace.display())]
 pub struct OutsideWorkspace {
+    /// The path as the call gave it.
     pub path: String,
+    /// The workspace.
     pub workspace: PathBuf,
 }
 

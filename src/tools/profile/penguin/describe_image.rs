@@ -18,6 +18,7 @@ use crate::message::{EventType, ModelPayload, Role, StopReason};
 use crate::model::openai::OpenAiModel;
 use crate::model::{ModelEvent, ModelRequest};
 
+/// The tool's name.
 pub const NAME: &str = "describe_image";
 
 /// The question asked when the call gives no `prompt`.
@@ -39,6 +40,8 @@ pub struct DescribeImageTool {
 }
 
 impl DescribeImageTool {
+    /// The tool over the vision `client` (`None`: every call answers that no vision model is
+    /// configured).
     pub fn new(client: Option<Arc<OpenAiModel>>) -> Self {
         DescribeImageTool { client }
     }

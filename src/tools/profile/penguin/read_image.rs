@@ -12,6 +12,7 @@ use super::image_source::{LoadError, Prepared, format_size, load_prepared};
 use super::{Tool, ToolContext, ToolResult};
 use crate::message::StopReason;
 
+/// The tool's name.
 pub const NAME: &str = "read_image";
 
 /// The `read_image` builtin.

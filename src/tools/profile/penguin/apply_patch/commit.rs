@@ -56,8 +56,11 @@ const NAME_KEEP: usize = 200;
 #[derive(Debug, thiserror::Error)]
 #[error("Failed to apply the patch at {shown}: {source}\n{restored}")]
 pub struct CommitError {
+    /// The path as the patch wrote it.
     pub shown: String,
+    /// The I/O error.
     pub source: io::Error,
+    /// What the rollback restored (or could not), as the result's last line.
     pub restored: String,
 }
 

@@ -31,26 +31,35 @@ pub const MAX_BYTES: usize = 4 * 1024 * 1024;
 /// Why a patch cannot be applied. Nothing has been changed when one of these is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// The patch text does not parse.
     #[error("{0}")]
     Parse(#[from] ParseError),
+    /// The patch changes no file.
     #[error("No files were modified.")]
     NoChanges,
     /// The call was cancelled (aborted or timed out) while the patch was computed.
     #[error("apply_patch stopped: the call was cancelled before any file was written")]
     Stopped,
+    /// The patch text is over 4 MB (`bytes`: its size).
     #[error("the patch is {bytes} bytes; at most {MAX_BYTES} (4 MB) are accepted")]
     PatchTooLarge { bytes: usize },
+    /// The patch changes too many files (`count`: how many).
     #[error("the patch changes {count} files; at most {MAX_FILES} are accepted")]
     TooManyFiles { count: usize },
+    /// The patch has too many hunks (`count`: how many).
     #[error("the patch has {count} hunks; at most {MAX_HUNKS} are accepted")]
     TooManyHunks { count: usize },
+    /// One file of the patch cannot be changed (`path` as written, `reason`).
     #[error("{path}: {reason}")]
     File { path: String, reason: FileError },
     /// codex's text for a file that cannot be read (a missing one included).
     #[error("Failed to read file to {op} {path}: {source}")]
     Unreadable {
+        /// What the file was read for (`update`, `delete`, …).
         op: &'static str,
+        /// The path as the patch wrote it.
         path: String,
+        /// The I/O error.
         source: io::Error,
     },
     /// A hunk that is not found (the texts are codex's).
@@ -70,25 +79,36 @@ impl From<HunkError> for PlanError {
 /// What is wrong with one file of the patch.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// The path resolves outside the workspace.
     #[error("the path is outside the workspace")]
     OutsideWorkspace,
+    /// The path is a file of the user's secrets (named in the text).
     #[error("{0} holds the user's secrets; apply_patch never changes it")]
     Secret(&'static str),
+    /// An add or move onto an existing file (`op`: which).
     #[error("{op} would overwrite an existing file; apply_patch never overwrites")]
     Exists { op: &'static str },
+    /// The file cannot be read (`op`: what for).
     #[error("Failed to read file to {op}: {source}")]
     Unreadable { op: &'static str, source: io::Error },
+    /// The path is not a regular file (a directory, a device, …).
     #[error("cannot {op} it: {source}")]
     Kind {
+        /// What was to be done with it.
         op: &'static str,
+        /// What the path is instead.
         source: TargetError,
     },
+    /// A parent of the path is a file (the parent as written).
     #[error("\"{0}\" is a file, not a directory")]
     ParentNotDirectory(String),
+    /// The file is over 4 MB.
     #[error("the file is larger than {MAX_BYTES} bytes (4 MB)")]
     TooLarge,
+    /// The file is not UTF-8 text.
     #[error("the file is not UTF-8 text")]
     NotUtf8,
+    /// The patch has two sections for this file.
     #[error("the patch changes this file more than once; put all its hunks in one section")]
     Twice,
 }
@@ -100,18 +120,26 @@ pub enum Action {
     Create { path: PathBuf, contents: Vec<u8> },
     /// New contents for the existing regular file `path`; `old` and `meta` are what it was.
     Replace {
+        /// The file.
         path: PathBuf,
+        /// Its new contents.
         contents: Vec<u8>,
+        /// Its contents before (for the rollback).
         old: Vec<u8>,
+        /// Its metadata before (owner and mode are kept).
         meta: Metadata,
     },
     /// Removes the directory entry `path`.
     Remove { path: PathBuf },
     /// Writes `contents` to the new file `to` (with `meta`'s owner and mode) and removes `from`.
     Move {
+        /// The file moved.
         from: PathBuf,
+        /// Where it goes (must not exist).
         to: PathBuf,
+        /// Its new contents.
         contents: Vec<u8>,
+        /// Its metadata before (owner and mode are kept).
         meta: Metadata,
     },
 }
@@ -119,8 +147,11 @@ pub enum Action {
 /// A change and its line of the success summary (`A`, `M` or `D` and the path as written).
 #[derive(Debug)]
 pub struct Change {
+    /// `A` (added), `M` (modified or moved) or `D` (deleted).
     pub letter: char,
+    /// The path as the patch wrote it.
     pub shown: String,
+    /// What to do on disk.
     pub action: Action,
 }
 

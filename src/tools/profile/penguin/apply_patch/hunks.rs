@@ -14,22 +14,32 @@ pub enum HunkError {
     /// The call was cancelled while the hunks were applied.
     #[error("stopped")]
     Stopped,
+    /// A hunk's `@@ <context>` line is not found.
     #[error(
         "Failed to find context '{context}' in {path}\n(hunk {hunk} of {path}, at line {line} of the patch)"
     )]
     Context {
+        /// The path as the patch wrote it.
         path: String,
+        /// The context line looked for.
         context: String,
+        /// The 1-based hunk of the file.
         hunk: usize,
+        /// The 1-based line of the patch where the hunk starts.
         line: usize,
     },
+    /// A hunk's old lines are not found.
     #[error(
         "Failed to find expected lines in {path}:\n{lines}\n(hunk {hunk} of {path}, at line {line} of the patch)"
     )]
     Lines {
+        /// The path as the patch wrote it.
         path: String,
+        /// The lines looked for.
         lines: String,
+        /// The 1-based hunk of the file.
         hunk: usize,
+        /// The 1-based line of the patch where the hunk starts.
         line: usize,
     },
 }

@@ -19,8 +19,10 @@ const END_OF_FILE: &str = "*** End of File";
 /// Why a patch text is not a patch (the texts are codex's).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
+    /// The patch's envelope is wrong (the text says how).
     #[error("invalid patch: {0}")]
     InvalidPatch(String),
+    /// A hunk does not parse (`line`: 1-based patch line).
     #[error("invalid hunk at line {line}, {message}")]
     InvalidHunk { message: String, line: usize },
 }
@@ -30,7 +32,9 @@ pub enum ParseError {
 pub struct Chunk {
     /// The `@@ <context>` header: a line to find (forward) before the hunk's lines.
     pub context: Option<String>,
+    /// The lines to find (context and removed).
     pub old: Vec<String>,
+    /// The lines they become (context and added).
     pub new: Vec<String>,
     /// For each line of `new`, the index in `old` of the same context line (`None`: an added
     /// line). A context line keeps its line ending in the file; an added one takes its
@@ -45,16 +49,25 @@ pub struct Chunk {
 /// What one section of a patch does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileOp {
+    /// `*** Add File`: a new file.
     Add {
+        /// The path as written.
         path: String,
+        /// The file's contents.
         contents: String,
     },
+    /// `*** Delete File`.
     Delete {
+        /// The path as written.
         path: String,
     },
+    /// `*** Update File`: hunks, and maybe a move.
     Update {
+        /// The path as written.
         path: String,
+        /// `*** Move to`: the new path, if any.
         move_to: Option<String>,
+        /// The hunks, in file order.
         chunks: Vec<Chunk>,
     },
 }
@@ -73,7 +86,9 @@ impl FileOp {
 /// A section and the 1-based patch line of its header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
+    /// What the section does.
     pub op: FileOp,
+    /// The 1-based patch line of its header.
     pub line: usize,
 }
 

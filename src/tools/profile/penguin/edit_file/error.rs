@@ -18,10 +18,12 @@ pub enum EditFileError {
     /// A required argument is missing (the text of `args::missing`).
     #[error("{0}")]
     Argument(#[from] MissingArg),
+    /// `old_string` is empty.
     #[error(
         "old_string must not be empty — edit_file replaces existing text. To create a file or rewrite it wholesale, use write_file."
     )]
     EmptyOldString,
+    /// `old_string` and `new_string` are the same.
     #[error(
         "old_string and new_string are identical — nothing to change. Make new_string the desired replacement text."
     )]
@@ -31,7 +33,9 @@ pub enum EditFileError {
         "Refusing to edit \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
     )]
     Secret {
+        /// The path as the call gave it.
         file_path: String,
+        /// The secret store it is (e.g. `.vault.toml`).
         name: &'static str,
     },
     /// Nothing at the path (`hint` is the missing-path diagnostic, possibly empty).
@@ -39,15 +43,20 @@ pub enum EditFileError {
         "File not found: \"{file_path}\". edit_file only edits existing files — check the path (absolute paths are supported), or use write_file to create it.{hint}"
     )]
     NotFound {
+        /// The path as the call gave it.
         file_path: String,
+        /// The missing-path diagnostic, possibly empty.
         hint: String,
+        /// The open error, if there was one.
         #[source]
         source: Option<io::Error>,
     },
     /// Opening or reading failed.
     #[error("Failed to read \"{file_path}\": {source}")]
     Read {
+        /// The path as the call gave it.
         file_path: String,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
@@ -57,7 +66,9 @@ pub enum EditFileError {
     /// The path is something other than a regular file or a directory.
     #[error("Cannot edit \"{file_path}\": {source}.")]
     NotRegular {
+        /// The path as the call gave it.
         file_path: String,
+        /// What the path is instead.
         #[source]
         source: TargetError,
     },
@@ -84,13 +95,17 @@ pub enum EditFileError {
         "old_string occurs {occurrences} times in \"{file_path}\". Add surrounding context to make it unique, or set replace_all to true to replace every occurrence."
     )]
     Ambiguous {
+        /// The path as the call gave it.
         file_path: String,
+        /// How often `old_string` occurs.
         occurrences: usize,
     },
     /// Writing the edited content failed.
     #[error("Failed to write \"{file_path}\": {source}")]
     Write {
+        /// The path as the call gave it.
         file_path: String,
+        /// The write failure.
         #[source]
         source: WriteError,
     },

@@ -24,7 +24,9 @@ pub enum ReadFileError {
         "Refusing to read \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
     )]
     Secret {
+        /// The path as the call gave it.
         file_path: String,
+        /// The secret store it is (e.g. `.vault.toml`).
         name: &'static str,
     },
     /// Nothing at the path (`hint` is the missing-path diagnostic, possibly empty).
@@ -33,23 +35,31 @@ pub enum ReadFileError {
         .workspace.display()
     )]
     NotFound {
+        /// The path as the call gave it.
         file_path: String,
+        /// The workspace relative paths resolve against.
         workspace: PathBuf,
+        /// The missing-path diagnostic, possibly empty.
         hint: String,
+        /// The open error.
         #[source]
         source: io::Error,
     },
     /// Opening or reading failed.
     #[error("Failed to read \"{file_path}\": {source}")]
     Io {
+        /// The path as the call gave it.
         file_path: String,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
     /// The file has nothing to give yet (opened with O_NONBLOCK, e.g. /proc/kmsg).
     #[error("Failed to read \"{file_path}\": it has no data to read now (it would block)")]
     WouldBlock {
+        /// The path as the call gave it.
         file_path: String,
+        /// The I/O error (`EAGAIN`).
         #[source]
         source: io::Error,
     },
@@ -59,7 +69,9 @@ pub enum ReadFileError {
     /// The path is something other than a regular file or a directory.
     #[error("Cannot read \"{file_path}\": {source}.")]
     NotRegular {
+        /// The path as the call gave it.
         file_path: String,
+        /// What the path is instead.
         #[source]
         source: TargetError,
     },
@@ -75,16 +87,23 @@ pub enum ReadFileError {
         scan::SCAN_CAP_BYTES / (1024 * 1024)
     )]
     ScanCap {
+        /// The path as the call gave it.
         file_path: String,
+        /// The requested first line (1-based).
         offset: i64,
+        /// The window's last line.
         last: i128,
+        /// How far the scan got (`<n> line(s)`).
         scanned: String,
     },
     /// `offset` is past the last line (`total` is `<n> line(s)`).
     #[error("Offset {offset} is past the end of \"{file_path}\" ({total} total).")]
     PastEnd {
+        /// The path as the call gave it.
         file_path: String,
+        /// The requested first line (1-based).
         offset: i64,
+        /// The file's length (`<n> line(s)`).
         total: String,
     },
 }

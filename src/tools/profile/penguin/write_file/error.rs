@@ -19,7 +19,9 @@ pub enum WriteFileError {
         "Refusing to write \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
     )]
     Secret {
+        /// The path as the call gave it.
         file_path: String,
+        /// The secret store it is (e.g. `.vault.toml`).
         name: &'static str,
     },
     /// The path is a directory.
@@ -28,21 +30,27 @@ pub enum WriteFileError {
     /// The path is something other than a regular file or a directory.
     #[error("Cannot write \"{file_path}\": {source}.")]
     NotRegular {
+        /// The path as the call gave it.
         file_path: String,
+        /// What the path is instead.
         #[source]
         source: TargetError,
     },
     /// Looking at the path failed before anything was written.
     #[error("Failed to write \"{file_path}\": {source}")]
     Open {
+        /// The path as the call gave it.
         file_path: String,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
     /// Creating the parent directories or writing the content failed.
     #[error("Failed to write \"{file_path}\": {source}")]
     Write {
+        /// The path as the call gave it.
         file_path: String,
+        /// What failed.
         #[source]
         source: WriteFailure,
     },
@@ -54,10 +62,13 @@ pub enum WriteFailure {
     /// The parent directories cannot be created (`blocked`: a file stands in the way).
     #[error("{}", blocked.clone().unwrap_or_else(|| source.to_string()))]
     Parent {
+        /// The file standing in the way, if that is why.
         blocked: Option<String>,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
+    /// Writing the content failed.
     #[error(transparent)]
     Write(#[from] WriteError),
 }
