@@ -138,7 +138,10 @@ pub enum ProcessIo {
         stderr: ChildStderr,
     },
     /// The master side of the pseudo-terminal (non-blocking), for reading and writing.
-    Pty { master: Arc<AsyncFd<OwnedFd>> },
+    Pty {
+        /// The master descriptor, registered with tokio's reactor.
+        master: Arc<AsyncFd<OwnedFd>>,
+    },
 }
 
 /// A freshly spawned command; dropping it kills its group.

@@ -24,7 +24,10 @@ pub enum ServiceKind {
     /// The session's subagent supervisor (child sessions).
     Subagents,
     /// The session's connection to the MCP server `server` (tools known only at run time).
-    Mcp { server: String },
+    Mcp {
+        /// The server's name in the MCP config.
+        server: String,
+    },
     /// The session's command supervisor, serving tools whose commands are registered at once,
     /// read at cursors and stopped after their own timeout (the openvaala profile's command
     /// tools, `docs/tools-openvaala.md`).

@@ -14,7 +14,10 @@ pub enum Capped {
     /// The whole content, at most the cap.
     Whole(Vec<u8>),
     /// More than the cap: `size` is the file's size as last seen (more than the cap).
-    TooLarge { size: u64 },
+    TooLarge {
+        /// The size in bytes (more than the cap).
+        size: u64,
+    },
 }
 
 /// The whole content of `opened` when it is at most `cap` bytes. Nothing is read when the

@@ -43,7 +43,10 @@ pub enum WriteMode {
     /// A new inode renamed over the target (or a new file created).
     Replaced,
     /// Written in place because the file has `links` hard links.
-    InPlaceLinks { links: u64 },
+    InPlaceLinks {
+        /// The file's hard-link count.
+        links: u64,
+    },
     /// Written in place because a new file could not be given the old file's owner.
     InPlaceOwner,
 }
@@ -95,7 +98,12 @@ pub enum WriteError {
         "{size} bytes exceed this process's file size limit of {limit} bytes (RLIMIT_FSIZE, \
          `ulimit -f`); the file is unchanged"
     )]
-    OverSizeLimit { size: u64, limit: u64 },
+    OverSizeLimit {
+        /// The size in bytes the write needed.
+        size: u64,
+        /// The process's file-size limit in bytes (`RLIMIT_FSIZE`).
+        limit: u64,
+    },
     /// An I/O error.
     #[error(transparent)]
     Io(#[from] io::Error),

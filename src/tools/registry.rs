@@ -24,7 +24,12 @@ pub use entry::{BuiltinEntry, ToolOverride};
 pub enum ToolListError {
     /// A name no builtin has.
     #[error("unknown tool \"{name}\" in tools.builtin (known tools: {known})")]
-    UnknownTool { name: String, known: String },
+    UnknownTool {
+        /// The name as configured.
+        name: String,
+        /// The builtin names, comma-separated.
+        known: String,
+    },
     /// A builtin this build has no implementation of.
     #[error("tool \"{0}\" is not available in this build of rookery")]
     UnavailableTool(String),

@@ -42,16 +42,30 @@ pub enum PlanError {
     Stopped,
     /// The patch text is over 4 MB (`bytes`: its size).
     #[error("the patch is {bytes} bytes; at most {MAX_BYTES} (4 MB) are accepted")]
-    PatchTooLarge { bytes: usize },
+    PatchTooLarge {
+        /// The patch text's size in bytes.
+        bytes: usize,
+    },
     /// The patch changes too many files (`count`: how many).
     #[error("the patch changes {count} files; at most {MAX_FILES} are accepted")]
-    TooManyFiles { count: usize },
+    TooManyFiles {
+        /// How many files the patch changes.
+        count: usize,
+    },
     /// The patch has too many hunks (`count`: how many).
     #[error("the patch has {count} hunks; at most {MAX_HUNKS} are accepted")]
-    TooManyHunks { count: usize },
+    TooManyHunks {
+        /// How many hunks the patch has.
+        count: usize,
+    },
     /// One file of the patch cannot be changed (`path` as written, `reason`).
     #[error("{path}: {reason}")]
-    File { path: String, reason: FileError },
+    File {
+        /// The path as the patch wrote it.
+        path: String,
+        /// Why that file cannot be changed.
+        reason: FileError,
+    },
     /// codex's text for a file that cannot be read (a missing one included).
     #[error("Failed to read file to {op} {path}: {source}")]
     Unreadable {
@@ -87,10 +101,18 @@ pub enum FileError {
     Secret(&'static str),
     /// An add or move onto an existing file (`op`: which).
     #[error("{op} would overwrite an existing file; apply_patch never overwrites")]
-    Exists { op: &'static str },
+    Exists {
+        /// The operation as the message names it (`add`, `Move to`, …).
+        op: &'static str,
+    },
     /// The file cannot be read (`op`: what for).
     #[error("Failed to read file to {op}: {source}")]
-    Unreadable { op: &'static str, source: io::Error },
+    Unreadable {
+        /// What the file was read for (`update`, `delete`, …).
+        op: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
     /// The path is not a regular file (a directory, a device, …).
     #[error("cannot {op} it: {source}")]
     Kind {
@@ -117,7 +139,12 @@ pub enum FileError {
 #[derive(Debug)]
 pub enum Action {
     /// A new file at `path` (nothing may exist there).
-    Create { path: PathBuf, contents: Vec<u8> },
+    Create {
+        /// Where the file is created.
+        path: PathBuf,
+        /// Its bytes.
+        contents: Vec<u8>,
+    },
     /// New contents for the existing regular file `path`; `old` and `meta` are what it was.
     Replace {
         /// The file.
@@ -130,7 +157,10 @@ pub enum Action {
         meta: Metadata,
     },
     /// Removes the directory entry `path`.
-    Remove { path: PathBuf },
+    Remove {
+        /// The entry removed.
+        path: PathBuf,
+    },
     /// Writes `contents` to the new file `to` (with `meta`'s owner and mode) and removes `from`.
     Move {
         /// The file moved.

@@ -24,7 +24,12 @@ pub enum ParseError {
     InvalidPatch(String),
     /// A hunk does not parse (`line`: 1-based patch line).
     #[error("invalid hunk at line {line}, {message}")]
-    InvalidHunk { message: String, line: usize },
+    InvalidHunk {
+        /// What is wrong with the hunk.
+        message: String,
+        /// The 1-based line of the patch.
+        line: usize,
+    },
 }
 
 /// One hunk of an update: the lines it expects (`old`) and what replaces them (`new`).

@@ -62,7 +62,10 @@ pub enum EditFileError {
     },
     /// The path is a directory.
     #[error("Cannot edit \"{file_path}\": it is a directory.")]
-    Directory { file_path: String },
+    Directory {
+        /// The path as the model wrote it.
+        file_path: String,
+    },
     /// The path is something other than a regular file or a directory.
     #[error("Cannot edit \"{file_path}\": {source}.")]
     NotRegular {
@@ -77,19 +80,34 @@ pub enum EditFileError {
         "Cannot edit \"{file_path}\": it is {size} bytes, and edit_file only edits files of at most {} bytes (4 MB). Change a file this large with shell commands (exec_command, e.g. sed -i 's/old/new/' FILE), or replace its whole content with write_file.",
         MAX_FILE_BYTES
     )]
-    TooLarge { file_path: String, size: u64 },
+    TooLarge {
+        /// The path as the model wrote it.
+        file_path: String,
+        /// The size in bytes (more than the cap).
+        size: u64,
+    },
     /// The edited content would be larger than edit_file writes (`size`: its size in bytes).
     #[error(
         "Cannot edit \"{file_path}\": the edit would make it {size} bytes, and edit_file only writes files of at most {} bytes (4 MB). Nothing was changed. Make a smaller change, or use shell commands (exec_command) for this one.",
         MAX_FILE_BYTES
     )]
-    ResultTooLarge { file_path: String, size: u64 },
+    ResultTooLarge {
+        /// The path as the model wrote it.
+        file_path: String,
+        /// The size in bytes the edit would give.
+        size: u64,
+    },
     /// `old_string` does not occur in the file (`crlf`: the file uses CRLF line endings).
     #[error(
         "old_string not found in \"{file_path}\". Make sure it matches the file content exactly, including whitespace and indentation.{}",
         crlf_note(*.crlf)
     )]
-    NoMatch { file_path: String, crlf: bool },
+    NoMatch {
+        /// The path as the model wrote it.
+        file_path: String,
+        /// Whether the file has CRLF line ends (the text then says so).
+        crlf: bool,
+    },
     /// `old_string` occurs more than once and `replace_all` is not set.
     #[error(
         "old_string occurs {occurrences} times in \"{file_path}\". Add surrounding context to make it unique, or set replace_all to true to replace every occurrence."

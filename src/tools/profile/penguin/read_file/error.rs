@@ -15,10 +15,16 @@ pub enum ReadFileError {
     Argument(#[source] crate::tools::args::MissingArg),
     /// `offset` is not a number (`got` is its JSON text).
     #[error("Invalid \"offset\": expected a number (got {got}).")]
-    InvalidOffset { got: String },
+    InvalidOffset {
+        /// The JSON text of the value given.
+        got: String,
+    },
     /// `limit` is not a positive number (`got` is its JSON text).
     #[error("Invalid \"limit\": expected a positive number (got {got}).")]
-    InvalidLimit { got: String },
+    InvalidLimit {
+        /// The JSON text of the value given.
+        got: String,
+    },
     /// The path is a secret store.
     #[error(
         "Refusing to read \"{file_path}\": {name} holds the user's secrets and must never enter the conversation."
@@ -65,7 +71,10 @@ pub enum ReadFileError {
     },
     /// The path is a directory.
     #[error("Cannot read \"{file_path}\": it is a directory. Pass the path of a file inside it.")]
-    Directory { file_path: String },
+    Directory {
+        /// The path as the model wrote it.
+        file_path: String,
+    },
     /// The path is something other than a regular file or a directory.
     #[error("Cannot read \"{file_path}\": {source}.")]
     NotRegular {
@@ -79,7 +88,10 @@ pub enum ReadFileError {
     #[error(
         "\"{file_path}\" looks like a binary file (contains NUL bytes). Use shell commands to inspect it, or read_image if it is an image."
     )]
-    Binary { file_path: String },
+    Binary {
+        /// The path as the model wrote it.
+        file_path: String,
+    },
     /// The scan cap was reached before the window (`scanned` is `<n> line(s)`, `last` the
     /// window's last line).
     #[error(

@@ -26,7 +26,10 @@ pub enum WriteFileError {
     },
     /// The path is a directory.
     #[error("Cannot write \"{file_path}\": it is a directory.")]
-    Directory { file_path: String },
+    Directory {
+        /// The path as the model wrote it.
+        file_path: String,
+    },
     /// The path is something other than a regular file or a directory.
     #[error("Cannot write \"{file_path}\": {source}.")]
     NotRegular {
