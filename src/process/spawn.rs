@@ -63,6 +63,8 @@ pub struct SpawnSpec {
     pub env: Vec<(String, String)>,
     /// Which inherited variables the command may see (secrets are stripped).
     pub env_policy: std::sync::Arc<super::env_policy::EnvPolicy>,
+    /// The session's kernel confinement, applied between fork and exec (`None`: unsandboxed).
+    pub sandbox: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 /// How a command's foreground process ended.
@@ -418,6 +420,7 @@ mod tests {
             tty: false,
             env: Vec::new(),
             env_policy: Default::default(),
+            sandbox: None,
         };
         let err = spawn_process(&spec)
             .err()
@@ -438,6 +441,7 @@ mod tests {
             tty: false,
             env: vec![("HOME".into(), dir.path().display().to_string())],
             env_policy: Default::default(),
+            sandbox: None,
         };
         let SpawnedProcess {
             mut child, group, ..
