@@ -1,25 +1,242 @@
-//! The kernel filters of one session, built once from its layout and applied to each of its
-//! processes between fork and exec by the process layer.
+//! The kernel confinement of one session, built once from its layout by [`Confinement::prepare`]
+//! (the Landlock ruleset descriptor, the compiled seccomp programs, the namespace strings) and
+//! applied by the process layer to each of the session's processes between clone and exec:
+//! [`Confinement::enter_namespaces`] in the first process of the session's fresh user + PID +
+//! mount namespaces, [`Confinement::restrict`] in the process about to exec.
+//!
+//! The child-side methods make raw system calls only (no allocation, no lock, no logging): they
+//! run in a child of a multi-threaded process. This file spawns nothing.
 
-use super::{SandboxError, SandboxLayout};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use seccompiler::BpfProgram;
+
+use super::namespaces::{NsSetup, last_errno};
+use super::{SandboxError, SandboxLayout, SandboxMode, landlock_rules, probe, seccomp_filter};
+
+/// The steps of the child side, as numbers a child can report through a pipe or shared
+/// memory without allocating ([`name`](step::name) gives their text).
+pub mod step {
+    pub const SETGROUPS: u32 = 1;
+    pub const UID_MAP: u32 = 2;
+    pub const GID_MAP: u32 = 3;
+    pub const MOUNT_PROC: u32 = 4;
+    pub const MASK_DIR: u32 = 5;
+    pub const MASK_FILE: u32 = 6;
+    pub const CAP_BOUND: u32 = 7;
+    pub const CAP_AMBIENT: u32 = 8;
+    pub const LANDLOCK: u32 = 9;
+    pub const NO_NEW_PRIVS: u32 = 10;
+    pub const CAP_SET: u32 = 11;
+    pub const SECCOMP: u32 = 12;
+    pub const UNSHARE: u32 = 13;
+
+    /// What step `code` did (`sandbox step N` for a number this module does not know).
+    pub fn name(code: u32) -> &'static str {
+        match code {
+            SETGROUPS => "deny setgroups in the user namespace",
+            UID_MAP => "write the uid map",
+            GID_MAP => "write the gid map",
+            MOUNT_PROC => "mount /proc of the PID namespace",
+            MASK_DIR => "hide a deny_read directory",
+            MASK_FILE => "hide a deny_read file",
+            CAP_BOUND => "drop the capability bounding set",
+            CAP_AMBIENT => "clear the ambient capabilities",
+            LANDLOCK => "apply the Landlock ruleset",
+            NO_NEW_PRIVS => "set no_new_privs",
+            CAP_SET => "drop the capabilities",
+            SECCOMP => "install the seccomp filter",
+            UNSHARE => "create the user and mount namespaces",
+            _ => "sandbox step",
+        }
+    }
+}
+
+/// A failed child-side step: which one ([`step`]) and the errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct ChildFailure {
+    pub step: u32,
+    pub errno: i32,
+}
+
+impl ChildFailure {
+    pub(super) fn last(step: u32) -> Self {
+        ChildFailure {
+            step,
+            errno: last_errno(),
+        }
+    }
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`.
+const CAP_V3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `struct sock_fprog`.
+#[repr(C)]
+struct SockFprog {
+    len: libc::c_ushort,
+    filter: *const seccompiler::sock_filter,
+}
 
 /// A session's prepared confinement.
 #[derive(Debug)]
 pub struct Confinement {
     layout: SandboxLayout,
+    ns: NsSetup,
+    ruleset: OwnedFd,
+    filters: Vec<BpfProgram>,
+    /// The highest capability number of the kernel (the bounding set is dropped up to it).
+    last_cap: libc::c_ulong,
 }
 
 impl Confinement {
     /// Builds the session's filters; fails closed when a mechanism is missing.
     pub fn prepare(layout: SandboxLayout) -> Result<Confinement, SandboxError> {
-        Err(SandboxError::Unavailable {
-            mode: layout.mode,
-            missing: "kernel confinement is not built into this binary".to_string(),
+        if layout.mode == SandboxMode::Off {
+            return Err(SandboxError::Unavailable {
+                mode: layout.mode,
+                missing: "a confinement for mode off (an unsandboxed session has none)".to_string(),
+            });
+        }
+        probe::check(layout.mode)?;
+        let ruleset = landlock_rules::build(&layout)?;
+        let filters = seccomp_filter::build(layout.network)?;
+        for f in &filters {
+            if f.len() > usize::from(u16::MAX) {
+                return Err(SandboxError::Setup {
+                    what: "seccomp filter",
+                    source: io::Error::other("the program is too long"),
+                });
+            }
+        }
+        let ns = NsSetup::new(&layout.deny_read)?;
+        let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(63);
+        tracing::debug!(mode = %layout.mode, network = layout.network.as_str(), "sandbox prepared");
+        Ok(Confinement {
+            layout,
+            ns,
+            ruleset,
+            filters,
+            last_cap,
         })
     }
 
     /// The layout the filters were built from.
     pub fn layout(&self) -> &SandboxLayout {
         &self.layout
+    }
+
+    /// The namespaces the first process of each command is cloned into.
+    pub fn clone_flags(&self) -> libc::c_int {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS
+    }
+
+    /// Child side, in the first process of the namespaces of [`Self::clone_flags`]: the id
+    /// maps, a fresh `/proc`, the `deny_read` masks. Raw system calls only.
+    pub fn enter_namespaces(&self) -> Result<(), ChildFailure> {
+        self.ns.enter(true)
+    }
+
+    /// Child side, in the process about to exec (after the namespaces are set up): drops the
+    /// capability bounding set and the ambient set, applies the Landlock ruleset, sets
+    /// `no_new_privs`, drops every capability, installs the seccomp filters. Raw system calls
+    /// only; afterwards nothing of it can be undone by the process or its descendants.
+    pub fn restrict(&self) -> Result<(), ChildFailure> {
+        // SAFETY: prctl/syscall with integer arguments and pointers to live local values or to
+        // the programs this value owns.
+        unsafe {
+            for cap in 0..=self.last_cap {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1
+                    && last_errno() != libc::EINVAL
+                {
+                    return Err(ChildFailure::last(step::CAP_BOUND));
+                }
+            }
+            if libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+                && last_errno() != libc::EINVAL
+            {
+                return Err(ChildFailure::last(step::CAP_AMBIENT));
+            }
+            if libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0 as libc::c_uint,
+            ) == -1
+            {
+                return Err(ChildFailure::last(step::LANDLOCK));
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 {
+                return Err(ChildFailure::last(step::NO_NEW_PRIVS));
+            }
+            let mut header = CapHeader {
+                version: CAP_V3,
+                pid: 0,
+            };
+            let data = [CapData {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            }; 2];
+            if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) == -1 {
+                return Err(ChildFailure::last(step::CAP_SET));
+            }
+            for f in &self.filters {
+                let prog = SockFprog {
+                    len: f.len() as libc::c_ushort,
+                    filter: f.as_ptr(),
+                };
+                if libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0 as libc::c_uint,
+                    &prog as *const SockFprog,
+                ) == -1
+                {
+                    return Err(ChildFailure::last(step::SECCOMP));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole confinement for a `tokio::process::Command`'s `pre_exec` (an MCP stdio
+    /// server): a new user + mount namespace (no PID namespace: the forked child cannot enter
+    /// one itself; Landlock's scoping still keeps it from signalling, tracing or reading the
+    /// memory and environment of processes outside), the `deny_read` masks, then
+    /// [`Self::restrict`]. Async-signal-safe; the error is the failed step's errno.
+    pub fn apply_in_child(&self) -> io::Result<()> {
+        // SAFETY: unshare with integer flags only, in the single-threaded forked child.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        self.ns
+            .enter(false)
+            .and_then(|()| self.restrict())
+            .map_err(|f| io::Error::from_raw_os_error(f.errno))
     }
 }
