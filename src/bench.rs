@@ -15,6 +15,7 @@ pub mod http_floor;
 pub mod measure;
 pub mod mock;
 pub mod model;
+pub mod sandboxed;
 pub mod trace_appends;
 
 use std::path::{Path, PathBuf};

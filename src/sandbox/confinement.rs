@@ -240,3 +240,55 @@ impl Confinement {
             .map_err(|f| io::Error::from_raw_os_error(f.errno))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::NetworkAccess;
+
+    fn layout(dir: &std::path::Path, mode: SandboxMode) -> SandboxLayout {
+        SandboxLayout {
+            mode,
+            network: NetworkAccess::Off,
+            workspace: dir.to_path_buf(),
+            tmpdir: dir.to_path_buf(),
+            writable: vec![dir.to_path_buf()],
+            deny_read: vec![dir.join("secret")],
+        }
+    }
+
+    #[test]
+    fn mode_off_has_no_confinement() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Confinement::prepare(layout(dir.path(), SandboxMode::Off)).unwrap_err();
+        assert!(matches!(err, SandboxError::Unavailable { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_sandbox_mode_prepares_on_a_kernel_that_has_the_mechanisms() {
+        // The machines this crate is tested on have Landlock 6+, seccomp and user namespaces;
+        // elsewhere `check` names what is missing and `prepare` must fail the same way.
+        let dir = tempfile::tempdir().unwrap();
+        let prepared = Confinement::prepare(layout(dir.path(), SandboxMode::WorkspaceWrite));
+        match probe::check(SandboxMode::WorkspaceWrite) {
+            Ok(()) => {
+                let c = prepared.unwrap();
+                assert_eq!(c.filters.len(), 2);
+                assert_eq!(c.layout().mode, SandboxMode::WorkspaceWrite);
+            }
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("unavailable on this machine"), "{text}");
+                assert!(prepared.is_err());
+            }
+        }
+        assert!(probe::check(SandboxMode::Off).is_ok());
+    }
+
+    #[test]
+    fn every_step_has_its_own_text() {
+        let texts: std::collections::HashSet<_> = (1..=13).map(step::name).collect();
+        assert_eq!(texts.len(), 13);
+        assert_eq!(step::name(999), "sandbox step");
+    }
+}

@@ -190,3 +190,18 @@ pub(super) fn build(network: NetworkAccess) -> Result<Vec<BpfProgram>, SandboxEr
     }
     Ok(programs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_off_adds_the_socket_rules() {
+        let on = build(NetworkAccess::On).unwrap();
+        let off = build(NetworkAccess::Off).unwrap();
+        assert_eq!((on.len(), off.len()), (2, 2));
+        // The clone3 program is the same; the EPERM one grows by the socket rules.
+        assert_eq!(on[0], off[0]);
+        assert!(off[1].len() > on[1].len());
+    }
+}

@@ -489,3 +489,44 @@ fn read(path: &Path) -> String {
     }
     s
 }
+
+/// `Confinement::apply_in_child` from a `tokio::process::Command`'s `pre_exec` (how MCP stdio
+/// servers are started): the same walls, without the PID namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_in_child_confines_a_tokio_command() {
+    let f = fixture();
+    let conf = confine(&f, SandboxMode::WorkspaceWrite, NetworkAccess::Off);
+    let escaped = f.root.join("escaped");
+    let script = format!(
+        "echo in > inside; echo out > {}; cat ~/.ssh/id_rsa; \
+         (exec 3<>/dev/tcp/127.0.0.1/9) 2>/dev/null; \
+         python3 -c 'import socket; socket.socket(socket.AF_INET); print(\"ip-socket\")'; \
+         unshare -r true && echo unshared; echo end",
+        escaped.display()
+    );
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(&script)
+        .current_dir(&f.ws)
+        .env("HOME", &f.home);
+    let c = Arc::clone(&conf);
+    // SAFETY: apply_in_child makes async-signal-safe system calls only.
+    unsafe {
+        cmd.pre_exec(move || c.apply_in_child());
+    }
+    let out = cmd.output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("end"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("inside")).unwrap(),
+        "in\n"
+    );
+    assert!(!escaped.exists(), "{text}");
+    assert!(!text.contains(KEY), "{text}");
+    assert!(!text.contains("ip-socket"), "{text}");
+    assert!(!text.contains("unshared"), "{text}");
+}
