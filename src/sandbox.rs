@@ -19,6 +19,7 @@ mod namespaces;
 mod policy;
 mod probe;
 mod seccomp_filter;
+pub mod sys;
 
 pub use confinement::{ChildFailure, Confinement, step};
 pub use error::SandboxError;

@@ -298,7 +298,7 @@ fn start(
         return Ok((pid, ChildProc::new(pid)));
     };
     match super::spawn_confined::spawn(program, argv, envp, cwd, stdio, tty, conf) {
-        Ok((pid, report)) => Ok((pid, ChildProc::confined(pid, report))),
+        Ok((pid, report, stack)) => Ok((pid, ChildProc::confined(pid, report, stack))),
         Err(e) if e.sandbox => {
             tracing::warn!(step = e.step, error = %e.source, "sandboxed spawn refused");
             Err(SpawnError::Sandbox {

@@ -1,27 +1,31 @@
-//! Linux: starting a command inside its session's sandbox. The parent clones (without sharing
-//! memory) the first process of fresh user + PID + mount namespaces; that process sets the
-//! namespaces up (`Confinement::enter_namespaces`) and becomes their init: it starts the command
-//! with a vfork-style clone (the command's own session and process group; stdio, the
-//! controlling terminal, the working directory, then `Confinement::restrict`, then `execve`),
-//! forwards the signals rookery sends to its group to the command's group, reaps what the
-//! command leaves (they are re-parented to it), and when the command exits writes its wait
-//! status to the report pipe and exits, which kills whatever is left in the namespace (`&`
-//! children do not outlive a call anyway; see `docs/tools.md`). A command killed with SIGKILL
-//! from outside takes the init with it.
+//! Linux: starting a command inside its session's sandbox. The parent clones the first process
+//! of fresh user + PID + mount namespaces, sharing its memory (`CLONE_VM`, as the unsandboxed
+//! spawn does, so no page table is copied and rookery's pages never turn copy-on-write); that
+//! process sets the namespaces up (`Confinement::enter_namespaces`) and becomes their init: it
+//! starts the command with a vfork-style clone (the command's own session and process group;
+//! stdio, the controlling terminal, the working directory, then `Confinement::restrict`, then
+//! `execve`), forwards the signals rookery sends to its group to the command's group (through a
+//! signalfd), reaps what the command leaves (they are re-parented to it), and when the command
+//! exits writes its wait status to the report pipe and exits, which kills whatever is left in
+//! the namespace (`&` children do not outlive a call anyway; see `docs/tools.md`). A command
+//! killed with SIGKILL from outside takes the init with it.
 //!
 //! The report pipe first says whether the start worked: the step that failed and its errno, so
-//! the spawn fails with what went wrong and nothing runs unconfined. Children here make raw
-//! system calls only (no allocation, no lock): the parent has other threads. The unsandboxed
-//! path (`spawn_raw.rs`) does none of this.
+//! the spawn fails with what went wrong and nothing runs unconfined. The init shares rookery's
+//! memory and the spawning thread's TLS, so once it has reported the start (the spawning
+//! thread then runs again) it makes only raw system calls that touch nothing but its own stack,
+//! which [`InitStack`] keeps alive until the init is reaped. The sandboxed processes cannot
+//! reach that memory: Landlock refuses them any `ptrace` or `/proc/<pid>/mem` access to the
+//! unsandboxed init, and its `/proc` hides processes they may not inspect. The unsandboxed path
+//! (`spawn_raw.rs`) does none of this.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::spawn_raw::{above_stdio, default_dispositions};
+use super::spawn_raw::above_stdio;
 use crate::sandbox::{ChildFailure, Confinement};
 
 /// Stack of each child (the init and the command before its exec run only a few calls).
@@ -37,6 +41,7 @@ mod step {
     pub(super) const EXEC: u32 = 106;
     pub(super) const CLONE: u32 = 107;
     pub(super) const INIT_GONE: u32 = 108;
+    pub(super) const SIGNALFD: u32 = 109;
 }
 
 /// The report's code for "the command started".
@@ -62,9 +67,6 @@ const FORWARDED: [libc::c_int; 13] = [
     libc::SIGPIPE,
 ];
 
-/// In the init (a copy of our memory): the command's process group, the target of forwarding.
-static COMMAND_PGID: AtomicI32 = AtomicI32::new(0);
-
 /// A failed sandboxed start: which step, the OS error, and whether the step was the
 /// sandbox's (namespaces, Landlock, seccomp, capabilities) or an ordinary one (exec, chdir).
 #[derive(Debug)]
@@ -85,6 +87,7 @@ impl ConfinedError {
             step::EXEC => ("execute bash", false),
             step::CLONE => ("start the command inside the namespaces", true),
             step::INIT_GONE => ("the sandbox's init exited before the command started", true),
+            step::SIGNALFD => ("receive the group's signals in the init", true),
             other => (crate::sandbox::step::name(other), true),
         };
         ConfinedError {
@@ -95,8 +98,8 @@ impl ConfinedError {
     }
 }
 
-/// What the children need, prepared by the parent. The init gets a copy (its own memory);
-/// the command shares the init's memory until it execs.
+/// What the children need, prepared by the parent (who keeps it until the start is reported;
+/// the init reads nothing of it afterwards).
 #[repr(C)]
 struct InitArgs {
     program: *const libc::c_char,
@@ -127,44 +130,41 @@ fn report(fd: libc::c_int, code: u32, value: i32) {
     let mut rec = [0u8; 8];
     rec[..4].copy_from_slice(&code.to_ne_bytes());
     rec[4..].copy_from_slice(&value.to_ne_bytes());
-    // SAFETY: a valid 8-byte buffer.
-    unsafe { libc::write(fd, rec.as_ptr().cast(), rec.len()) };
+    raw::write(fd, rec.as_ptr(), rec.len());
 }
 
 /// Init side: reports the failure and exits.
 fn fail(a: &InitArgs, code: u32, errno: i32) -> ! {
     report(a.report, code, errno);
-    // SAFETY: ends this child without running any handler of the parent.
-    unsafe { libc::_exit(127) }
+    raw::exit(127)
 }
 
-extern "C" fn forward(sig: libc::c_int) {
-    let pgid = COMMAND_PGID.load(Ordering::Relaxed);
-    if pgid > 0 {
-        // SAFETY: kill is async-signal-safe; errno is saved and restored around it so the
-        // interrupted code sees its own.
-        unsafe {
-            let saved = *libc::__errno_location();
-            libc::kill(-pgid, sig);
-            *libc::__errno_location() = saved;
-        }
-    }
+/// The kernel's signal set (`sigset_t` of the system calls: one bit per signal).
+fn sigmask(sigs: &[libc::c_int]) -> u64 {
+    sigs.iter().fold(0, |m, &s| m | 1u64 << (s - 1))
 }
 
-/// The first process of the namespaces (their init), in its own copy of our memory.
+/// The first process of the namespaces (their init), sharing our memory.
 extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` points at this process's copy of the parent's `InitArgs`, whose pointers
-    // (strings, the confinement, the command's stack) point into the same copy. Only raw
-    // system calls run here.
+    // SAFETY: `arg` is the parent's `InitArgs`, alive until the start is reported (the parent
+    // blocks on the report pipe meanwhile). Every call here is a raw one (`raw`, `sandbox::sys`)
+    // except the clone of the command, whose errno may be another thread's: it fails closed.
     unsafe {
         let a = &mut *(arg as *mut InitArgs);
-        default_dispositions();
         // Its own group, so rookery's group signals reach it (and only it) to be forwarded.
-        if libc::setsid() == -1 {
-            fail(a, step::SETSID, errno());
+        if let Err(e) = raw::ok(libc::SYS_setsid, [0; 6]) {
+            fail(a, step::SETSID, e);
         }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == -1 {
-            fail(a, step::PARENT_DEATH, errno());
+        let pdeath = [
+            libc::PR_SET_PDEATHSIG as usize,
+            libc::SIGKILL as usize,
+            0,
+            0,
+            0,
+            0,
+        ];
+        if let Err(e) = raw::ok(libc::SYS_prctl, pdeath) {
+            fail(a, step::PARENT_DEATH, e);
         }
         // Rookery may have died before prctl took effect (getppid says 0 across namespaces).
         let mut pfd = libc::pollfd {
@@ -172,14 +172,46 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             events: libc::POLLIN,
             revents: 0,
         };
-        if libc::poll(&mut pfd, 1, 0) != 0 {
+        let now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let polled = crate::sandbox::sys::call(
+            libc::SYS_ppoll,
+            [
+                &mut pfd as *mut libc::pollfd as usize,
+                1,
+                &now as *const libc::timespec as usize,
+                0,
+                8,
+                0,
+            ],
+        );
+        if polled != 0 {
             fail(a, step::PARENT_DEATH, libc::ESRCH);
         }
         if let Err(f) = (*a.conf).enter_namespaces() {
             fail(a, f.step, f.errno);
         }
-        // Its memory is a copy of rookery's: nobody may read it through /proc or ptrace.
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        // Every signal stays blocked here (the parent blocked them around the clone); the ones
+        // to pass on and SIGCHLD are read from a signalfd. A blocked signal reaches a PID
+        // namespace's init even without a handler.
+        let mask = sigmask(&FORWARDED) | sigmask(&[libc::SIGCHLD]);
+        let sfd = crate::sandbox::sys::call(
+            libc::SYS_signalfd4,
+            [
+                -1isize as usize,
+                &mask as *const u64 as usize,
+                8,
+                libc::SFD_CLOEXEC as usize,
+                0,
+                0,
+            ],
+        );
+        if sfd < 0 {
+            fail(a, step::SIGNALFD, (-sfd) as i32);
+        }
+        let sfd = sfd as libc::c_int;
         let pid = libc::clone(
             exec_main,
             a.exec_stack,
@@ -187,93 +219,219 @@ extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
             arg,
         );
         if pid == -1 {
-            fail(a, step::CLONE, errno());
+            fail(a, step::CLONE, libc::EAGAIN);
         }
         let failure = std::ptr::read_volatile(&a.failure);
         if failure.errno != 0 {
             let mut status = 0;
-            libc::waitpid(pid, &mut status, 0);
+            raw::wait4(pid, &mut status, 0);
             fail(a, failure.step, failure.errno);
         }
-        COMMAND_PGID.store(pid, Ordering::Relaxed);
-        for sig in FORWARDED {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = forward as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            act.sa_flags = libc::SA_RESTART;
-            libc::sigfillset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
-        report(a.report, STARTED, 0);
         // Every other descriptor of rookery's was copied here: none may stay open (pipes of
         // other commands would never see their end).
-        let keep = a.report as libc::c_uint;
-        libc::syscall(
-            libc::SYS_close_range,
-            0 as libc::c_uint,
-            keep - 1,
-            0 as libc::c_uint,
-        );
-        libc::syscall(
-            libc::SYS_close_range,
-            keep + 1,
-            libc::c_uint::MAX,
-            0 as libc::c_uint,
-        );
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        loop {
-            let mut status = 0;
-            let r = libc::waitpid(-1, &mut status, 0);
-            if r == pid {
-                report(a.report, EXITED, status);
-                libc::_exit(0);
+        let report_fd = a.report;
+        let (lo, hi) = (report_fd.min(sfd) as usize, report_fd.max(sfd) as usize);
+        let close = |from: usize, to: usize| {
+            if from <= to {
+                let _ = raw::ok(libc::SYS_close_range, [from, to, 0, 0, 0, 0]);
             }
-            if r == -1 && errno() != libc::EINTR {
-                libc::_exit(127);
+        };
+        if lo > 0 {
+            close(0, lo - 1);
+        }
+        close(lo + 1, hi - 1);
+        close(hi + 1, libc::c_uint::MAX as usize);
+        report(report_fd, STARTED, 0);
+        // From here on the parent runs again: nothing but this stack.
+        supervise(sfd, report_fd, pid)
+    }
+}
+
+/// The init's loop after the start: forwards signals to the command's group, reaps, and reports
+/// the command's status when it exits. Raw system calls only (see the module text).
+fn supervise(sfd: libc::c_int, report_fd: libc::c_int, command: libc::pid_t) -> ! {
+    loop {
+        // SAFETY: a zeroed signalfd_siginfo is a valid buffer of its size.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        let n = raw::read(sfd, (&mut info as *mut libc::signalfd_siginfo).cast(), size);
+        if n == -(libc::EINTR as isize) {
+            continue;
+        }
+        if n != size as isize {
+            raw::exit(127);
+        }
+        let sig = info.ssi_signo as libc::c_int;
+        if sig != libc::SIGCHLD {
+            raw::kill(-command, sig);
+            continue;
+        }
+        loop {
+            let mut status: libc::c_int = 0;
+            let r = raw::wait4(-1, &mut status, libc::WNOHANG);
+            if r == command as isize {
+                let mut rec = [0u8; 8];
+                rec[..4].copy_from_slice(&EXITED.to_ne_bytes());
+                rec[4..].copy_from_slice(&status.to_ne_bytes());
+                raw::write(report_fd, rec.as_ptr(), rec.len());
+                raw::exit(0);
+            }
+            if r <= 0 {
+                break;
             }
         }
     }
 }
 
-/// The command, sharing the init's memory until it execs.
-extern "C" fn exec_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the init's `InitArgs` (the init is suspended until this child has
-    // exec'd or exited); only raw system calls run here.
-    unsafe {
-        let a = &mut *(arg as *mut InitArgs);
-        let fail = |a: &mut InitArgs, step: u32, errno: i32| -> libc::c_int {
-            a.failure = ChildFailure { step, errno };
-            libc::_exit(127)
+/// The init's and the command's system calls, through `sandbox::sys` (they leave the shared
+/// `errno` alone; each returns `-errno` on failure).
+mod raw {
+    use crate::sandbox::sys::call;
+
+    pub(super) fn read(fd: libc::c_int, buf: *mut u8, len: usize) -> isize {
+        call(libc::SYS_read, [fd as usize, buf as usize, len, 0, 0, 0])
+    }
+
+    pub(super) fn write(fd: libc::c_int, buf: *const u8, len: usize) -> isize {
+        call(libc::SYS_write, [fd as usize, buf as usize, len, 0, 0, 0])
+    }
+
+    pub(super) fn kill(pid: libc::pid_t, sig: libc::c_int) -> isize {
+        call(
+            libc::SYS_kill,
+            [pid as isize as usize, sig as usize, 0, 0, 0, 0],
+        )
+    }
+
+    pub(super) fn wait4(pid: libc::pid_t, status: &mut libc::c_int, options: libc::c_int) -> isize {
+        let status = status as *mut libc::c_int as usize;
+        call(
+            libc::SYS_wait4,
+            [pid as isize as usize, status, options as usize, 0, 0, 0],
+        )
+    }
+
+    /// A call that only fails or succeeds: `Err(errno)`.
+    pub(super) fn ok(nr: libc::c_long, a: [usize; 6]) -> Result<(), i32> {
+        crate::sandbox::sys::check(call(nr, a)).map(drop)
+    }
+
+    pub(super) fn exit(code: libc::c_int) -> ! {
+        loop {
+            call(libc::SYS_exit_group, [code as usize, 0, 0, 0, 0, 0]);
+        }
+    }
+}
+
+/// Every signal disposition back to its default (a handler of rookery's must not run in the
+/// command before its exec; an ignored signal must reach the command). Raw calls only.
+fn default_dispositions_raw() {
+    /// The kernel's `struct sigaction` (x86_64 and aarch64).
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    for sig in 1..=64usize {
+        if sig == libc::SIGKILL as usize || sig == libc::SIGSTOP as usize {
+            continue;
+        }
+        let mut old = KernelSigaction {
+            handler: 0,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
         };
-        for (target, &fd) in a.stdio.iter().enumerate() {
-            if libc::dup2(fd, target as libc::c_int) == -1 {
-                return fail(a, step::DUP2, errno());
-            }
+        let got = crate::sandbox::sys::call(
+            libc::SYS_rt_sigaction,
+            [sig, 0, &mut old as *mut KernelSigaction as usize, 8, 0, 0],
+        );
+        if got == 0 && old.handler != libc::SIG_DFL {
+            let dfl = KernelSigaction {
+                handler: libc::SIG_DFL,
+                flags: 0,
+                restorer: 0,
+                mask: 0,
+            };
+            crate::sandbox::sys::call(
+                libc::SYS_rt_sigaction,
+                [sig, &dfl as *const KernelSigaction as usize, 0, 8, 0, 0],
+            );
         }
-        if libc::setsid() == -1 {
-            return fail(a, step::SETSID, errno());
+    }
+}
+
+/// The command, sharing the init's (that is, our) memory until it execs. Raw calls only.
+extern "C" fn exec_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `InitArgs` (the init is suspended until this child has
+    // exec'd or exited, the parent blocked on the report pipe).
+    let a = unsafe { &mut *(arg as *mut InitArgs) };
+    let fail = |a: &mut InitArgs, step: u32, errno: i32| -> libc::c_int {
+        a.failure = ChildFailure { step, errno };
+        raw::exit(127)
+    };
+    default_dispositions_raw();
+    for (target, &fd) in a.stdio.iter().enumerate() {
+        if let Err(e) = raw::ok(libc::SYS_dup3, [fd as usize, target, 0, 0, 0, 0]) {
+            return fail(a, step::DUP2, e);
         }
-        if a.tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
-            return fail(a, step::CTTY, errno());
+    }
+    if let Err(e) = raw::ok(libc::SYS_setsid, [0; 6]) {
+        return fail(a, step::SETSID, e);
+    }
+    if a.tty {
+        let sctty = [0, libc::TIOCSCTTY as usize, 0, 0, 0, 0];
+        if let Err(e) = raw::ok(libc::SYS_ioctl, sctty) {
+            return fail(a, step::CTTY, e);
         }
-        if libc::chdir(a.cwd) == -1 {
-            return fail(a, step::CHDIR, errno());
-        }
-        if let Err(f) = (*a.conf).restrict() {
-            return fail(a, f.step, f.errno);
-        }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        libc::execve(a.program, a.argv, a.envp);
-        fail(a, step::EXEC, errno())
+    }
+    if let Err(e) = raw::ok(libc::SYS_chdir, [a.cwd as usize, 0, 0, 0, 0, 0]) {
+        return fail(a, step::CHDIR, e);
+    }
+    // SAFETY: `conf` points at the session's confinement, alive for the whole spawn.
+    if let Err(f) = unsafe { (*a.conf).restrict() } {
+        return fail(a, f.step, f.errno);
+    }
+    let none = 0u64;
+    let _ = raw::ok(
+        libc::SYS_rt_sigprocmask,
+        [
+            libc::SIG_SETMASK as usize,
+            &none as *const u64 as usize,
+            0,
+            8,
+            0,
+            0,
+        ],
+    );
+    let exec = [
+        a.program as usize,
+        a.argv as usize,
+        a.envp as usize,
+        0,
+        0,
+        0,
+    ];
+    let e = raw::ok(libc::SYS_execve, exec).err().unwrap_or(libc::EIO);
+    fail(a, step::EXEC, e)
+}
+
+/// The stacks of a sandboxed command's init and of the command before its exec. The init runs
+/// on it, in our memory, until it exits: the owner frees it only once the init is reaped and
+/// leaks it otherwise (see `ChildProc`).
+pub struct InitStack(#[allow(dead_code)] Box<[std::mem::MaybeUninit<u8>]>);
+
+impl std::fmt::Debug for InitStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InitStack")
     }
 }
 
 /// Starts `program` confined by `conf` (see the module text); returns the init's pid (the
-/// leader of the group rookery signals) and the report pipe the command's status comes
-/// through ([`command_status`]).
+/// leader of the group rookery signals), the report pipe the command's status comes through
+/// ([`command_status`]) and the init's stack.
 pub fn spawn(
     program: &CString,
     argv: &[CString],
@@ -282,7 +440,7 @@ pub fn spawn(
     stdio: [RawFd; 3],
     tty: bool,
     conf: &Confinement,
-) -> Result<(libc::pid_t, OwnedFd), ConfinedError> {
+) -> Result<(libc::pid_t, OwnedFd, InitStack), ConfinedError> {
     let os = |code: u32| {
         move |e: io::Error| ConfinedError::new(code, e.raw_os_error().unwrap_or(libc::EIO))
     };
@@ -325,9 +483,11 @@ pub fn spawn(
         exec_stack: exec_top.cast(),
         failure: ChildFailure { step: 0, errno: 0 },
     };
-    // SAFETY: without CLONE_VM the child runs on its own copy of `stacks` and `args`; signals
-    // are blocked around the clone so no handler of ours runs in the child before it resets
-    // them.
+    // SAFETY: the init shares our memory: `args` (and what it points to) stays alive until
+    // the init reports the start or its failure, below; `stacks` until the init is reaped
+    // (returned to the caller, or kept here on failure until after the reap). Signals are
+    // blocked around the clone so no handler of ours runs in the child; the init keeps them
+    // blocked and the command resets them before exec.
     let pid = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
@@ -346,7 +506,7 @@ pub fn spawn(
         }
         pid
     };
-    drop((rep_w, parent, stacks));
+    drop((rep_w, parent));
     let reap = |pid: libc::pid_t| {
         let mut status = 0;
         // SAFETY: reaps our own child, which has reported a failure (or died).
@@ -359,6 +519,7 @@ pub fn spawn(
     };
     if code != STARTED {
         reap(pid);
+        drop(stacks);
         return Err(ConfinedError::new(code, value));
     }
     // The status is read once the init has exited: never block on it.
@@ -368,7 +529,7 @@ pub fn spawn(
         libc::fcntl(rep_r.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
     owned.insert(pid);
-    Ok((pid, rep_r))
+    Ok((pid, rep_r, InitStack(stacks)))
 }
 
 /// Reads one 8-byte record; `None` at the end of the pipe (or with nothing there yet on a

@@ -86,7 +86,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 /// Child side: every signal disposition back to its default. Handlers of the parent must not
 /// run in a child, and signals the parent ignores (a shell starting us in the background
 /// ignores SIGINT/SIGQUIT, `nohup` SIGHUP) must reach the command. Raw calls only.
-pub(super) fn default_dispositions() {
+fn default_dispositions() {
     for sig in 1..libc::SIGRTMAX() {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
@@ -209,6 +209,17 @@ pub struct ChildProc {
     /// A sandboxed command: the pid is its namespace's init, which writes the command's own
     /// wait status here before it exits (see `spawn_confined.rs`).
     report: Option<OwnedFd>,
+    /// The stack that init runs on, in our memory: freed once it is reaped, never before.
+    init_stack: Option<super::spawn_confined::InitStack>,
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        // An init never reaped may still run on its stack: leak it rather than free it.
+        if let Some(stack) = self.init_stack.take() {
+            std::mem::forget(stack);
+        }
+    }
 }
 
 impl ChildProc {
@@ -217,15 +228,21 @@ impl ChildProc {
             pid,
             status: None,
             report: None,
+            init_stack: None,
         }
     }
 
     /// The init of a sandboxed command, whose status comes through `report`.
-    pub(crate) fn confined(pid: libc::pid_t, report: OwnedFd) -> Self {
+    pub(crate) fn confined(
+        pid: libc::pid_t,
+        report: OwnedFd,
+        init_stack: super::spawn_confined::InitStack,
+    ) -> Self {
         ChildProc {
             pid,
             status: None,
             report: Some(report),
+            init_stack: Some(init_stack),
         }
     }
 
@@ -254,6 +271,8 @@ impl ChildProc {
                 .await
                 .map_err(io::Error::other)??
         };
+        // Reaped: the init no longer runs on its stack.
+        drop(self.init_stack.take());
         let status = match self.report.take() {
             Some(fd) => super::spawn_confined::command_status(&fd).unwrap_or(status),
             None => status,

@@ -12,8 +12,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use seccompiler::BpfProgram;
 
-use super::namespaces::{NsSetup, last_errno};
-use super::{SandboxError, SandboxLayout, SandboxMode, landlock_rules, probe, seccomp_filter};
+use super::namespaces::NsSetup;
+use super::{SandboxError, SandboxLayout, SandboxMode, landlock_rules, probe, seccomp_filter, sys};
 
 /// The steps of the child side, as numbers a child can report through a pipe or shared
 /// memory without allocating ([`name`](step::name) gives their text).
@@ -59,15 +59,6 @@ pub mod step {
 pub struct ChildFailure {
     pub step: u32,
     pub errno: i32,
-}
-
-impl ChildFailure {
-    pub(super) fn last(step: u32) -> Self {
-        ChildFailure {
-            step,
-            errno: last_errno(),
-        }
-    }
 }
 
 /// `_LINUX_CAPABILITY_VERSION_3`.
@@ -147,7 +138,7 @@ impl Confinement {
 
     /// The namespaces the first process of each command is cloned into.
     pub fn clone_flags(&self) -> libc::c_int {
-        libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS
+        libc::CLONE_VM | libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS
     }
 
     /// Child side, in the first process of the namespaces of [`Self::clone_flags`]: the id
@@ -159,67 +150,78 @@ impl Confinement {
     /// Child side, in the process about to exec (after the namespaces are set up): drops the
     /// capability bounding set and the ambient set, applies the Landlock ruleset, sets
     /// `no_new_privs`, drops every capability, installs the seccomp filters. Raw system calls
-    /// only; afterwards nothing of it can be undone by the process or its descendants.
+    /// only (see `sys.rs`); afterwards nothing of it can be undone by the process or its
+    /// descendants.
     pub fn restrict(&self) -> Result<(), ChildFailure> {
-        // SAFETY: prctl/syscall with integer arguments and pointers to live local values or to
-        // the programs this value owns.
-        unsafe {
-            for cap in 0..=self.last_cap {
-                if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1
-                    && last_errno() != libc::EINVAL
-                {
-                    return Err(ChildFailure::last(step::CAP_BOUND));
-                }
+        let at = |step: u32| move |errno: i32| ChildFailure { step, errno };
+        let prctl = |op: libc::c_int, arg: usize| {
+            sys::check(sys::call(libc::SYS_prctl, [op as usize, arg, 0, 0, 0, 0]))
+        };
+        for cap in 0..=self.last_cap {
+            match prctl(libc::PR_CAPBSET_DROP, cap as usize) {
+                Ok(_) | Err(libc::EINVAL) => {}
+                Err(errno) => return Err(at(step::CAP_BOUND)(errno)),
             }
-            if libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+        }
+        let clear = sys::call(
+            libc::SYS_prctl,
+            [
+                libc::PR_CAP_AMBIENT as usize,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as usize,
                 0,
                 0,
                 0,
-            ) == -1
-                && last_errno() != libc::EINVAL
-            {
-                return Err(ChildFailure::last(step::CAP_AMBIENT));
-            }
-            if libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.ruleset.as_raw_fd(),
-                0 as libc::c_uint,
-            ) == -1
-            {
-                return Err(ChildFailure::last(step::LANDLOCK));
-            }
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 {
-                return Err(ChildFailure::last(step::NO_NEW_PRIVS));
-            }
-            let mut header = CapHeader {
-                version: CAP_V3,
-                pid: 0,
+                0,
+            ],
+        );
+        match sys::check(clear) {
+            Ok(_) | Err(libc::EINVAL) => {}
+            Err(errno) => return Err(at(step::CAP_AMBIENT)(errno)),
+        }
+        sys::check(sys::call(
+            libc::SYS_landlock_restrict_self,
+            [self.ruleset.as_raw_fd() as usize, 0, 0, 0, 0, 0],
+        ))
+        .map_err(at(step::LANDLOCK))?;
+        prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(at(step::NO_NEW_PRIVS))?;
+        let mut header = CapHeader {
+            version: CAP_V3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        sys::check(sys::call(
+            libc::SYS_capset,
+            [
+                &mut header as *mut CapHeader as usize,
+                data.as_ptr() as usize,
+                0,
+                0,
+                0,
+                0,
+            ],
+        ))
+        .map_err(at(step::CAP_SET))?;
+        for f in &self.filters {
+            let prog = SockFprog {
+                len: f.len() as libc::c_ushort,
+                filter: f.as_ptr(),
             };
-            let data = [CapData {
-                effective: 0,
-                permitted: 0,
-                inheritable: 0,
-            }; 2];
-            if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) == -1 {
-                return Err(ChildFailure::last(step::CAP_SET));
-            }
-            for f in &self.filters {
-                let prog = SockFprog {
-                    len: f.len() as libc::c_ushort,
-                    filter: f.as_ptr(),
-                };
-                if libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0 as libc::c_uint,
-                    &prog as *const SockFprog,
-                ) == -1
-                {
-                    return Err(ChildFailure::last(step::SECCOMP));
-                }
-            }
+            sys::check(sys::call(
+                libc::SYS_seccomp,
+                [
+                    libc::SECCOMP_SET_MODE_FILTER as usize,
+                    0,
+                    &prog as *const SockFprog as usize,
+                    0,
+                    0,
+                    0,
+                ],
+            ))
+            .map_err(at(step::SECCOMP))?;
         }
         Ok(())
     }
@@ -230,10 +232,9 @@ impl Confinement {
     /// memory and environment of processes outside), the `deny_read` masks, then
     /// [`Self::restrict`]. Async-signal-safe; the error is the failed step's errno.
     pub fn apply_in_child(&self) -> io::Result<()> {
-        // SAFETY: unshare with integer flags only, in the single-threaded forked child.
-        if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
+        let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as usize;
+        sys::check(sys::call(libc::SYS_unshare, [flags, 0, 0, 0, 0, 0]))
+            .map_err(io::Error::from_raw_os_error)?;
         self.ns
             .enter(false)
             .and_then(|()| self.restrict())

@@ -11,8 +11,8 @@ use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use super::SandboxError;
 use super::confinement::{ChildFailure, step};
+use super::{SandboxError, sys};
 
 const SETGROUPS: &CStr = c"/proc/self/setgroups";
 const UID_MAP: &CStr = c"/proc/self/uid_map";
@@ -20,6 +20,9 @@ const GID_MAP: &CStr = c"/proc/self/gid_map";
 const PROC: &CStr = c"/proc";
 const DEV_NULL: &CStr = c"/dev/null";
 const TMPFS: &CStr = c"tmpfs";
+/// Processes a reader may not inspect (`ptrace` read access, which Landlock refuses towards
+/// anything outside its sandbox, the namespace's init included) are not even listed.
+const PROC_OPTS: &CStr = c"hidepid=ptraceable";
 /// An empty directory nobody may list, read-only.
 const MASK_OPTS: &CStr = c"mode=000,size=4k";
 
@@ -53,26 +56,20 @@ impl NsSetup {
 
     /// In the first process of a new user + mount namespace (and PID namespace when
     /// `mount_proc`): the id maps, a fresh `/proc`, the masks over the denied paths. A denied
-    /// path that does not exist (now) is skipped; any other failure is returned.
+    /// path that does not exist (now) is skipped; any other failure is returned. Raw system
+    /// calls only (see `sys.rs`).
     pub(super) fn enter(&self, mount_proc: bool) -> Result<(), ChildFailure> {
         write_all(SETGROUPS, b"deny", step::SETGROUPS)?;
         write_all(UID_MAP, &self.uid_map, step::UID_MAP)?;
         write_all(GID_MAP, &self.gid_map, step::GID_MAP)?;
         if mount_proc {
             let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-            // SAFETY: NUL-terminated constant strings; no data argument.
-            let r = unsafe {
-                libc::mount(
-                    c"proc".as_ptr(),
-                    PROC.as_ptr(),
-                    c"proc".as_ptr(),
-                    flags,
-                    std::ptr::null(),
-                )
-            };
-            if r == -1 {
-                return Err(ChildFailure::last(step::MOUNT_PROC));
-            }
+            mount(c"proc", PROC, Some(c"proc"), flags, Some(PROC_OPTS)).map_err(|errno| {
+                ChildFailure {
+                    step: step::MOUNT_PROC,
+                    errno,
+                }
+            })?;
         }
         for path in &self.deny {
             mask(path)?;
@@ -81,41 +78,40 @@ impl NsSetup {
     }
 }
 
+fn mount(
+    source: &CStr,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> Result<(), i32> {
+    let ptr = |c: Option<&CStr>| c.map_or(0, |c| c.as_ptr() as usize);
+    sys::check(sys::call(
+        libc::SYS_mount,
+        [
+            source.as_ptr() as usize,
+            target.as_ptr() as usize,
+            ptr(fstype),
+            flags as usize,
+            ptr(data),
+            0,
+        ],
+    ))
+    .map(drop)
+}
+
 /// Hides one path: an empty read-only tmpfs over a directory, `/dev/null` over anything else.
 fn mask(path: &CStr) -> Result<(), ChildFailure> {
     let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    // SAFETY: NUL-terminated strings prepared before the clone.
-    let r = unsafe {
-        libc::mount(
-            TMPFS.as_ptr(),
-            path.as_ptr(),
-            TMPFS.as_ptr(),
-            flags,
-            MASK_OPTS.as_ptr().cast(),
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    match last_errno() {
-        libc::ENOENT => Ok(()),
-        libc::ENOTDIR => {
-            // SAFETY: as above; a bind mount takes no file system type nor data.
-            let r = unsafe {
-                libc::mount(
-                    DEV_NULL.as_ptr(),
-                    path.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if r == -1 {
-                return Err(ChildFailure::last(step::MASK_FILE));
-            }
-            Ok(())
+    match mount(TMPFS, path, Some(TMPFS), flags, Some(MASK_OPTS)) {
+        Ok(()) | Err(libc::ENOENT) => Ok(()),
+        Err(libc::ENOTDIR) => {
+            mount(DEV_NULL, path, None, libc::MS_BIND, None).map_err(|errno| ChildFailure {
+                step: step::MASK_FILE,
+                errno,
+            })
         }
-        errno => Err(ChildFailure {
+        Err(errno) => Err(ChildFailure {
             step: step::MASK_DIR,
             errno,
         }),
@@ -124,30 +120,27 @@ fn mask(path: &CStr) -> Result<(), ChildFailure> {
 
 /// Writes `data` to `path` in one `write` (the id map files take a whole map at once).
 fn write_all(path: &CStr, data: &[u8], what: u32) -> Result<(), ChildFailure> {
-    // SAFETY: a NUL-terminated path; the descriptor is closed below.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-    if fd == -1 {
-        return Err(ChildFailure::last(what));
+    let failed = |errno| ChildFailure { step: what, errno };
+    let fd = sys::check(sys::call(
+        libc::SYS_openat,
+        [
+            libc::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            (libc::O_WRONLY | libc::O_CLOEXEC) as usize,
+            0,
+            0,
+            0,
+        ],
+    ))
+    .map_err(failed)?;
+    let n = sys::call(
+        libc::SYS_write,
+        [fd as usize, data.as_ptr() as usize, data.len(), 0, 0, 0],
+    );
+    sys::call(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]);
+    match sys::check(n) {
+        Ok(n) if n as usize == data.len() => Ok(()),
+        Ok(_) => Err(failed(libc::EIO)),
+        Err(errno) => Err(failed(errno)),
     }
-    // SAFETY: `data` is a valid buffer of its length.
-    let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
-    let failure = if n == data.len() as isize {
-        None
-    } else if n == -1 {
-        Some(ChildFailure::last(what))
-    } else {
-        Some(ChildFailure {
-            step: what,
-            errno: libc::EIO,
-        })
-    };
-    // SAFETY: closes the descriptor opened above.
-    unsafe { libc::close(fd) };
-    failure.map_or(Ok(()), Err)
-}
-
-pub(super) fn last_errno() -> libc::c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EINVAL)
 }

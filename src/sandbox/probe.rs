@@ -60,6 +60,12 @@ fn probe() -> Result<(), String> {
     if let Err(m) = seccomp_filter::target_arch() {
         missing.push(m);
     }
+    if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        missing.push(format!(
+            "the sandbox's init for {} (x86_64 and aarch64 only)",
+            std::env::consts::ARCH
+        ));
+    }
     if let Err(m) = namespaces_usable() {
         missing.push(m);
     }

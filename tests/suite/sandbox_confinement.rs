@@ -193,6 +193,8 @@ async fn proc_of_outside_processes_is_out_of_reach() {
         "cat /proc/$PPID/environ >/dev/null && echo ppid-environ; \
          cat /proc/{me}/environ >/dev/null && echo my-environ; \
          cat /proc/{me}/cmdline >/dev/null && echo my-cmdline; \
+         cat /proc/1/cmdline >/dev/null && echo init-cmdline; \
+         cat /proc/1/environ >/dev/null && echo init-environ; \
          echo count=$(ls /proc | grep -c '^[0-9]')"
     );
     let open = run(&f, &cmd, None).await;
@@ -202,10 +204,17 @@ async fn proc_of_outside_processes_is_out_of_reach() {
     );
     let conf = confine(&f, SandboxMode::WorkspaceWrite, NetworkAccess::Off);
     let ran = run(&f, &cmd, Some(&conf)).await;
-    for leak in ["ppid-environ", "my-environ", "my-cmdline"] {
+    // The init shares rookery's memory: its command line and environment are rookery's.
+    for leak in [
+        "ppid-environ",
+        "my-environ",
+        "my-cmdline",
+        "init-cmdline",
+        "init-environ",
+    ] {
         assert!(!ran.out.contains(leak), "{leak}: {ran:?}");
     }
-    // Only the namespace's own processes: its init, bash, ls and grep.
+    // Only the command's own processes (bash, ls, grep; the init is hidden).
     let count = ran.out.split("count=").nth(1).unwrap();
     let count: usize = count.lines().next().unwrap().trim().parse().unwrap();
     assert!(count <= 5, "{ran:?}");
