@@ -539,3 +539,71 @@ async fn apply_in_child_confines_a_tokio_command() {
     assert!(!text.contains("ip-socket"), "{text}");
     assert!(!text.contains("unshared"), "{text}");
 }
+
+/// What a non-root user's sandbox must hold (its own uid mapped to itself in the user
+/// namespace): confined writes, hidden secrets, no view of the init.
+async fn non_root_checks() {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    assert_ne!(uid, 0, "these checks are for a non-root user");
+    let f = fixture();
+    let conf = confine(&f, SandboxMode::WorkspaceWrite, NetworkAccess::Off);
+    let cmd = format!(
+        "echo uid=$(id -u); echo in > inside; echo out > {}; cat ~/.ssh/id_rsa; \
+         cat /proc/1/cmdline >/dev/null && echo init-cmdline; unshare -r true && echo unshared; \
+         echo end",
+        f.root.join("escaped").display()
+    );
+    let ran = run(&f, &cmd, Some(&conf)).await;
+    assert!(ran.out.contains(&format!("uid={uid}\n")), "{ran:?}");
+    assert!(ran.out.contains("end"), "{ran:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("inside")).unwrap(),
+        "in\n"
+    );
+    assert!(!f.root.join("escaped").exists(), "{ran:?}");
+    for leak in [KEY, "init-cmdline", "unshared"] {
+        assert!(!ran.out.contains(leak), "{leak}: {ran:?}");
+    }
+}
+
+/// Run by [`as_a_non_root_user`] in this test binary, as `nobody`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run as a non-root user by as_a_non_root_user"]
+async fn non_root_inner() {
+    non_root_checks().await;
+}
+
+/// The sandbox as a non-root user: as root (CI), this test binary runs `non_root_inner` again
+/// as `nobody` through `setpriv`; as another user, the checks run here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_a_non_root_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        non_root_checks().await;
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "suite::sandbox_confinement::non_root_inner",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("HOME", home.path())
+        .current_dir("/")
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+}
