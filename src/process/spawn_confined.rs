@@ -515,7 +515,12 @@ pub fn spawn(
     let (code, value) = match read_record(&rep_r) {
         Ok(Some(rec)) => rec,
         Ok(None) => (step::INIT_GONE, libc::ECHILD),
-        Err(e) => (step::INIT_GONE, e.raw_os_error().unwrap_or(libc::EIO)),
+        Err(e) => {
+            // The start is unknown: the command must not run on unwatched.
+            // SAFETY: kill of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            (step::INIT_GONE, e.raw_os_error().unwrap_or(libc::EIO))
+        }
     };
     if code != STARTED {
         reap(pid);

@@ -5,9 +5,8 @@
 //! its outcome (the file is not there, the listener saw nothing, the process still lives), and
 //! where it matters the same command is first shown to work without the sandbox.
 
-use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -487,16 +486,6 @@ async fn a_confinement_that_cannot_be_applied_fails_the_spawn() {
     };
     let err = Confinement::prepare(layout).unwrap_err().to_string();
     assert!(err.contains("missing"), "{err}");
-}
-
-/// Reads what `path` holds, for messages.
-#[allow(dead_code)]
-fn read(path: &Path) -> String {
-    let mut s = String::new();
-    if let Ok(mut f) = std::fs::File::open(path) {
-        let _ = f.read_to_string(&mut s);
-    }
-    s
 }
 
 /// `Confinement::apply_in_child` from a `tokio::process::Command`'s `pre_exec` (how MCP stdio
