@@ -15,6 +15,7 @@ pub(crate) mod http_floor;
 pub(crate) mod measure;
 pub mod mock;
 pub mod model;
+pub(crate) mod sandboxed;
 pub mod trace_appends;
 
 use std::path::{Path, PathBuf};

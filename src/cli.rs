@@ -32,6 +32,7 @@ pub mod approve_prompt;
 pub mod bench;
 mod bench_hibernation;
 mod bench_rounds;
+mod bench_sandbox;
 pub mod bench_trace;
 pub mod chat;
 pub mod error;
@@ -334,6 +335,21 @@ pub struct BenchArgs {
         value_parser = clap::value_parser!(u32).range(1..=100),
         conflicts_with_all = ["idle_sessions", "trace_appends", "hibernation", "serve_mock"])]
     pub rounds: u32,
+    /// With `--workload exec`: spawn the workload's N x K commands through the command spawn
+    /// path inside this sandbox mode, against the same commands unsandboxed and the spawn
+    /// floor, in interleaved rounds (3 unless --rounds says more), and print the ratios.
+    #[arg(long, value_name = "MODE", conflicts_with_all = [
+        "idle_sessions", "trace_appends", "hibernation", "serve_mock", "provider", "base_url",
+    ])]
+    pub sandbox: Option<crate::sandbox::SandboxMode>,
+    /// With `--sandbox`: the sandboxed commands' network (`off` or `on`).
+    #[arg(
+        long,
+        value_name = "on|off",
+        default_value = "off",
+        requires = "sandbox"
+    )]
+    pub sandbox_network: crate::sandbox::NetworkAccess,
     /// Serve the workload's model as a loopback OpenAI-compatible endpoint (prints its base URL).
     #[arg(long)]
     pub serve_mock: bool,

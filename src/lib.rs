@@ -16,6 +16,7 @@ pub mod message;
 pub mod model;
 pub mod process;
 pub mod redact;
+pub mod sandbox;
 pub mod server;
 pub mod tools;
 pub mod trace;

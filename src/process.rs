@@ -17,6 +17,8 @@ pub mod guard;
 pub mod reaper;
 pub mod ring;
 pub mod spawn;
+#[cfg(target_os = "linux")]
+pub mod spawn_confined;
 pub mod spawn_error;
 #[cfg(target_os = "linux")]
 pub mod spawn_raw;

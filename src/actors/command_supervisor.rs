@@ -442,6 +442,7 @@ impl CommandSupervisorState {
             tty: req.tty,
             env: self.options.env.clone(),
             env_policy: self.options.env_policy.clone(),
+            sandbox: None,
         };
         let spawned = process::spawn_process(&spec)?;
         let group = spawned.group.0.clone();

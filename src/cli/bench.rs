@@ -40,6 +40,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if let Some(n) = args.hibernation {
         return super::bench_hibernation::bench(&args, n).await;
     }
+    if let Some(mode) = args.sandbox {
+        return super::bench_sandbox::bench(&args, mode).await;
+    }
     if let Some(n) = args.trace_appends {
         return super::bench_trace::trace_appends(&args, n).await;
     }

@@ -65,6 +65,8 @@ pub struct SpawnSpec {
     pub env: Vec<(String, String)>,
     /// Which inherited variables the command may see (secrets are stripped).
     pub env_policy: std::sync::Arc<super::env_policy::EnvPolicy>,
+    /// The session's kernel confinement, applied between fork and exec (`None`: unsandboxed).
+    pub sandbox: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 /// How a command's foreground process ended.
@@ -206,7 +208,7 @@ fn find_bash(path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
 /// the `<msg>` of `[spawn error: <msg>]` (see `spawn_error.rs`).
 #[cfg(target_os = "linux")]
 pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
-    use super::spawn_raw::{self, above_stdio};
+    use super::spawn_raw::above_stdio;
     use std::ffi::CString;
     use std::os::fd::AsRawFd;
     use std::os::unix::ffi::OsStrExt;
@@ -216,6 +218,10 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     }
     let cstr = |b: &[u8]| CString::new(b).map_err(SpawnError::NulByte);
     let mut env = child_env(&spec.env, &spec.env_policy);
+    if let Some(conf) = &spec.sandbox {
+        // The session's private temp dir, the one place `read-only` may write.
+        env.insert("TMPDIR".into(), conf.layout().tmpdir.clone().into());
+    }
     let cookie = super::tree::new_cookie();
     env.insert(super::tree::COOKIE_VAR.into(), cookie.clone().into());
     super::guard::ensure();
@@ -254,8 +260,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
         set_cloexec(&pty.slave).map_err(SpawnError::Pty)?;
         let slave = above_stdio(pty.slave).map_err(SpawnError::PtyIo)?;
         let fd = slave.as_raw_fd();
-        let pid = spawn_raw::spawn(&program, &argv, &envp, &cwd, [fd, fd, fd], true)
-            .map_err(SpawnError::Bash)?;
+        let (pid, child) = start(&program, &argv, &envp, &cwd, [fd, fd, fd], true, spec)?;
         // Only the child keeps the slave open, so the master reads EIO (end) once it is closed.
         drop(slave);
         let group = KillOnDrop(ProcessGroup::new(pid, cookie));
@@ -266,7 +271,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
         let afd = unsafe { AsyncFd::register(master) }.map_err(|e| SpawnError::PtyIo(e.into()))?;
         tracing::debug!(pid, tty = true, "command spawned");
         return Ok(SpawnedProcess {
-            child: ChildProc::new(pid),
+            child,
             io: ProcessIo::Pty {
                 master: Arc::new(afd),
             },
@@ -278,8 +283,7 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let stdio = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
-    let pid =
-        spawn_raw::spawn(&program, &argv, &envp, &cwd, stdio, false).map_err(SpawnError::Bash)?;
+    let (pid, child) = start(&program, &argv, &envp, &cwd, stdio, false, spec)?;
     drop((in_r, out_w, err_w));
     let group = KillOnDrop(ProcessGroup::new(pid, cookie));
     let wrap = SpawnError::Bash;
@@ -289,11 +293,37 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
         stderr: ChildStderr::from_std(std::process::ChildStderr::from(err_r)).map_err(wrap)?,
     };
     tracing::debug!(pid, tty = false, "command spawned");
-    Ok(SpawnedProcess {
-        child: ChildProc::new(pid),
-        io,
-        group,
-    })
+    Ok(SpawnedProcess { child, io, group })
+}
+
+/// Starts the prepared bash: unconfined (`spawn_raw.rs`) or, with a sandbox, as the command of
+/// its namespace's init (`spawn_confined.rs`). Returns the pid of the group's leader.
+#[cfg(target_os = "linux")]
+fn start(
+    program: &std::ffi::CString,
+    argv: &[std::ffi::CString],
+    envp: &[std::ffi::CString],
+    cwd: &std::ffi::CString,
+    stdio: [std::os::fd::RawFd; 3],
+    tty: bool,
+    spec: &SpawnSpec,
+) -> Result<(i32, ChildProc), SpawnError> {
+    let Some(conf) = &spec.sandbox else {
+        let pid = super::spawn_raw::spawn(program, argv, envp, cwd, stdio, tty)
+            .map_err(SpawnError::Bash)?;
+        return Ok((pid, ChildProc::new(pid)));
+    };
+    match super::spawn_confined::spawn(program, argv, envp, cwd, stdio, tty, conf) {
+        Ok((pid, report, stack)) => Ok((pid, ChildProc::confined(pid, report, stack))),
+        Err(e) if e.sandbox => {
+            tracing::warn!(step = e.step, error = %e.source, "sandboxed spawn refused");
+            Err(SpawnError::Sandbox {
+                step: e.step,
+                source: e.source,
+            })
+        }
+        Err(e) => Err(SpawnError::Bash(e.source)),
+    }
 }
 
 /// Spawns `bash -lc <cmd>`. Must run inside a tokio runtime, on a thread that outlives the
@@ -302,6 +332,13 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
 pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     if !spec.cwd.is_dir() {
         return Err(SpawnError::NoWorkdir(spec.cwd.clone()));
+    }
+    if spec.sandbox.is_some() {
+        // Fail closed: the kernel confinement exists on Linux only.
+        return Err(SpawnError::Sandbox {
+            step: "confine the command",
+            source: std::io::Error::from(std::io::ErrorKind::Unsupported),
+        });
     }
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-lc").arg(&spec.cmd).current_dir(&spec.cwd);
@@ -434,6 +471,7 @@ mod tests {
             tty: false,
             env: Vec::new(),
             env_policy: Default::default(),
+            sandbox: None,
         };
         let err = spawn_process(&spec)
             .err()
@@ -454,6 +492,7 @@ mod tests {
             tty: false,
             env: vec![("HOME".into(), dir.path().display().to_string())],
             env_policy: Default::default(),
+            sandbox: None,
         };
         let SpawnedProcess {
             mut child, group, ..

@@ -32,6 +32,15 @@ pub enum SpawnError {
     /// The leader exited before its pid could be read.
     #[error("the command exited before it could be tracked")]
     Untracked,
+    /// The session's sandbox could not be applied: nothing ran (never unconfined).
+    #[error("cannot start the command in its sandbox ({step}): {source}")]
+    Sandbox {
+        /// The step that failed.
+        step: &'static str,
+        /// The OS error behind it.
+        #[source]
+        source: io::Error,
+    },
     /// The spawned child came without its pipes.
     #[error("the command's pipes are missing")]
     PipesMissing,

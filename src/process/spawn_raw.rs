@@ -48,22 +48,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // are async-signal-safe system calls on descriptors and strings the parent prepared.
     unsafe {
         let a = &mut *(arg as *mut ChildArgs);
-        // Handlers of the parent must not run here, and signals the parent ignores (a shell
-        // starting us in the background ignores SIGINT/SIGQUIT, `nohup` SIGHUP) must reach the
-        // command: every disposition back to its default.
-        for sig in 1..libc::SIGRTMAX() {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction != libc::SIG_DFL
-            {
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
-        }
+        default_dispositions();
         let fail = |a: &mut ChildArgs| -> libc::c_int {
             a.errno = errno();
             libc::_exit(127)
@@ -95,6 +80,28 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         libc::execve(a.program, a.argv, a.envp);
         fail(a)
+    }
+}
+
+/// Child side: every signal disposition back to its default. Handlers of the parent must not
+/// run in a child, and signals the parent ignores (a shell starting us in the background
+/// ignores SIGINT/SIGQUIT, `nohup` SIGHUP) must reach the command. Raw calls only.
+fn default_dispositions() {
+    for sig in 1..libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: sigaction with zeroed (valid) structs on the calling process only.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction != libc::SIG_DFL
+            {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
     }
 }
 
@@ -199,12 +206,45 @@ pub fn spawn_with(
 pub struct ChildProc {
     pid: libc::pid_t,
     status: Option<ExitStatus>,
+    /// A sandboxed command: the pid is its namespace's init, which writes the command's own
+    /// wait status here before it exits (see `spawn_confined.rs`).
+    report: Option<OwnedFd>,
+    /// The stack that init runs on, in our memory: freed once it is reaped, never before.
+    init_stack: Option<super::spawn_confined::InitStack>,
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        // An init never reaped may still run on its stack: leak it rather than free it.
+        if let Some(stack) = self.init_stack.take() {
+            std::mem::forget(stack);
+        }
+    }
 }
 
 impl ChildProc {
     /// The child with this pid (not yet waited for).
     pub fn new(pid: libc::pid_t) -> Self {
-        ChildProc { pid, status: None }
+        ChildProc {
+            pid,
+            status: None,
+            report: None,
+            init_stack: None,
+        }
+    }
+
+    /// The init of a sandboxed command, whose status comes through `report`.
+    pub(crate) fn confined(
+        pid: libc::pid_t,
+        report: OwnedFd,
+        init_stack: super::spawn_confined::InitStack,
+    ) -> Self {
+        ChildProc {
+            pid,
+            status: None,
+            report: Some(report),
+            init_stack: Some(init_stack),
+        }
     }
 
     /// The pid, if it fits a `u32`.
@@ -232,6 +272,12 @@ impl ChildProc {
             tokio::task::spawn_blocking(move || reap(pid, false))
                 .await
                 .map_err(io::Error::other)??
+        };
+        // Reaped: the init no longer runs on its stack.
+        drop(self.init_stack.take());
+        let status = match self.report.take() {
+            Some(fd) => super::spawn_confined::command_status(&fd).unwrap_or(status),
+            None => status,
         };
         self.status = Some(status);
         Ok(status)

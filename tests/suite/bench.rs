@@ -1,5 +1,6 @@
 //! `rookery bench` end to end: the read and exec workloads with `--json` (keys, `ok`, counts,
-//! trace files), `--rounds` (medians and each round), the idle-session footprint, and a usage error.
+//! trace files), `--rounds` (medians and each round), the idle-session footprint, a usage error,
+//! and `--sandbox` (sandboxed exec spawns against unsandboxed ones and the floor).
 
 use serde_json::Value;
 
@@ -164,5 +165,43 @@ fn a_script_is_a_usage_error() {
     assert_eq!(
         stderr.trim(),
         "rookery: unexpected argument '--script' found (see rookery bench --help)"
+    );
+}
+
+#[test]
+fn sandboxed_exec_reports_its_ratios_to_the_floor_and_to_unsandboxed() {
+    let (code, stdout, stderr) = bench(&[
+        "--workload",
+        "exec",
+        "--sandbox",
+        "workspace-write",
+        "--floor",
+        "--sessions",
+        "2",
+        "--turns",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let v = json_of(&stdout);
+    assert_eq!(v["sandbox"], "workspace-write");
+    assert_eq!(v["sandbox_network"], "off");
+    assert_eq!(v["rounds"], 3);
+    for k in [
+        "floor_wall_ms",
+        "plain_wall_ms",
+        "sandboxed_wall_ms",
+        "plain_cpu_per_command_us",
+        "sandboxed_cpu_per_command_us",
+        "ratio_wall_sandboxed_to_floor",
+        "ratio_cpu_per_command_sandboxed_to_plain",
+    ] {
+        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {v}");
+    }
+    let (code, _, stderr) = bench(&["--workload", "read", "--sandbox", "read-only"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--sandbox measures --workload exec only"),
+        "{stderr}"
     );
 }

@@ -56,6 +56,7 @@ mod provider_replay;
 mod readme;
 mod resume;
 mod resume_crash;
+mod sandbox_confinement;
 mod secrets;
 mod serve;
 mod serve_api_edges;
