@@ -434,7 +434,7 @@ impl std::fmt::Debug for InitStack {
 
 /// Starts `program` confined by `conf` (see the module text); returns the init's pid (the
 /// leader of the group rookery signals), the report pipe the command's status comes through
-/// ([`command_status`]) and the init's stack.
+/// (`command_status`) and the init's stack.
 pub fn spawn(
     program: &CString,
     argv: &[CString],
