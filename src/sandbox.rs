@@ -3,7 +3,8 @@
 //!
 //! `policy` is the plain-data setting (`off | read-only | workspace-write`, network, roots) that
 //! configs, the CLI, the HTTP API and `session_meta` carry; `layout` is that policy resolved
-//! against one session's paths; `confinement` is the per-session, built-once filter set that
+//! against one session's paths; `session` one session's temp dir, layout and confinement, set
+//! up once; `confinement` is the per-session, built-once filter set that
 //! the process layer applies between fork and exec.
 //!
 //! This is the lowest area: it imports nothing from the crate. It must not spawn processes
@@ -13,8 +14,10 @@ mod confinement;
 mod error;
 mod layout;
 mod policy;
+mod session;
 
 pub use confinement::Confinement;
 pub use error::SandboxError;
-pub use layout::SandboxLayout;
+pub use layout::{PathDenied, SandboxLayout, real_path};
 pub use policy::{NetworkAccess, SandboxMode, SandboxPolicy};
+pub use session::{SessionSandbox, probe};
