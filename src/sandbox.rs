@@ -19,5 +19,5 @@ mod session;
 pub use confinement::Confinement;
 pub use error::SandboxError;
 pub use layout::{PathDenied, SandboxLayout, real_path};
-pub use policy::{NetworkAccess, SandboxMode, SandboxPolicy};
+pub use policy::{NetworkAccess, SandboxMode, SandboxPolicy, SandboxRequest};
 pub use session::{SessionSandbox, probe};

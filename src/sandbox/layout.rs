@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use super::{NetworkAccess, SandboxError, SandboxMode, SandboxPolicy};
 
 /// Paths under the user's home that are never readable in a sandboxed session.
-pub const BUILTIN_DENY_READ_IN_HOME: [&str; 4] = [".ssh", ".aws", ".gnupg", ".config/gcloud"];
+const BUILTIN_DENY_READ_IN_HOME: [&str; 4] = [".ssh", ".aws", ".gnupg", ".config/gcloud"];
 
 /// The resolved sandbox of one session (built once when the session starts).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -58,6 +58,9 @@ pub struct ServerConfig {
     pub hibernation: hibernate::HibernationConfig,
     /// Bytes of each session's SSE replay ring (`--sse-ring-bytes`; `sse.rs`).
     pub ring_bytes: usize,
+    /// `--sandbox` / `--sandbox-network` over the config's `sandbox:`: the sandbox of sessions
+    /// that ask for none, and the loosest one a request (or a resumed session) may have.
+    pub sandbox: crate::sandbox::SandboxPolicy,
 }
 
 /// One served session.
@@ -95,6 +98,8 @@ pub struct OpenOptions {
     pub config: Option<AgentConfig>,
     /// `tools_profile` of the request: overrides the config's.
     pub tools_profile: Option<crate::tools::profile::ToolProfile>,
+    /// `sandbox` of the request (`{"mode", "network"}`): never looser than the server's.
+    pub sandbox: crate::sandbox::SandboxRequest,
 }
 
 /// What a session is opened with before the request's own fields.
@@ -177,6 +182,16 @@ impl ServerState {
             None => base.config,
         };
         let mut config = config;
+        // The request's config brings its own sandbox only when it has one; the server's is
+        // the default and the loosest allowed.
+        let ceiling = &self.cfg.sandbox;
+        let default = match &open.config {
+            Some(c) if !c.sandbox.is_off() => c.sandbox.clone(),
+            _ => ceiling.clone(),
+        };
+        config.sandbox =
+            crate::sandbox::SandboxPolicy::within(open.sandbox.apply(&default), ceiling)
+                .map_err(|e| ApiError::sandbox(&e))?;
         if let Some(p) = open.tools_profile {
             config
                 .set_profile(p)
@@ -192,6 +207,7 @@ impl ServerState {
         options.launch = base.launch;
         options.config = config;
         options.approver = policy.clone();
+        options.resume_sandbox = open.sandbox;
         // The token never reaches a command's environment, the trace or the stream.
         options.secrets.extend(self.cfg.token.clone());
         Ok((options, policy, approvals))
@@ -421,6 +437,7 @@ impl ServerState {
                 first_meta.and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
         }
         let base = self.reopen_base(id, &trace, &open)?;
+        self.check_resumed_sandbox(&trace, &open)?;
         let (options, policy, approvals) = self.options(workspace, &open, base)?;
         let slot = self.slot()?;
         let handle = self
@@ -431,6 +448,18 @@ impl ServerState {
         tracing::info!(session = %id, "resumed from {}", trace.display());
         self.register(handle, policy, approvals, slot, log, created_at)
             .await
+    }
+
+    /// A recorded session comes back with its recorded sandbox (or a stricter one asked for,
+    /// never a looser one: the host refuses that), and only when that is within the server's:
+    /// 403 `sandbox_not_allowed` otherwise.
+    fn check_resumed_sandbox(&self, trace: &Path, open: &OpenOptions) -> Result<(), ApiError> {
+        let recorded = super::reopen::last_meta(trace)
+            .map(|m| m.launch.sandbox_policy())
+            .unwrap_or_default();
+        crate::sandbox::SandboxPolicy::within(open.sandbox.apply(&recorded), &self.cfg.sandbox)
+            .map(|_| ())
+            .map_err(|e| ApiError::sandbox(&e))
     }
 
     /// The model, config and launch a recorded session reopens with: the server's own when it

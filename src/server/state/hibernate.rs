@@ -304,6 +304,8 @@ impl ServerState {
             config: None,
             // `None`: the resume reads the profile the trace recorded.
             tools_profile: None,
+            // Default: the resume restores the sandbox the trace recorded.
+            sandbox: Default::default(),
         };
         let carried = Carried {
             log: h.log.log(self.cfg.ring_bytes),
