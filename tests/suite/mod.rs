@@ -56,6 +56,8 @@ mod provider_replay;
 mod readme;
 mod resume;
 mod resume_crash;
+mod sandbox_plumbing;
+mod sandbox_sessions;
 mod secrets;
 mod serve;
 mod serve_api_edges;
