@@ -191,6 +191,7 @@ async fn list_sessions(State(state): AppState) -> Json<Value> {
             "workspace": h.workspace.display().to_string(),
             "created_at": h.created_at,
             "approval_mode": h.approval_mode.as_str(),
+            "sandbox": {"mode": h.sandbox.0.as_str(), "network": h.sandbox.1.as_str()},
             "pending_approvals": 0,
             "last_event_id": h.last_event_id,
             "trace_path": h.trace_path.display().to_string(),

@@ -58,6 +58,8 @@ pub(super) struct Hibernated {
     /// its id says).
     pub file_index: u32,
     pub approval_mode: ApprovalMode,
+    /// Its sandbox mode and network (the wake restores them from the trace).
+    pub sandbox: (crate::sandbox::SandboxMode, crate::sandbox::NetworkAccess),
     /// When the session was first created (`GET /v1/sessions` keeps showing it).
     pub created_at: Box<str>,
     pub log: Parked,
@@ -75,6 +77,7 @@ pub struct HibernatedView {
     pub id: String,
     pub workspace: PathBuf,
     pub approval_mode: ApprovalMode,
+    pub sandbox: (crate::sandbox::SandboxMode, crate::sandbox::NetworkAccess),
     pub last_event_id: u64,
     pub created_at: String,
     /// The file its trace was written to last (where a wake resumes it from).
@@ -281,6 +284,7 @@ impl ServerState {
                     trace,
                     file_index: index,
                     approval_mode: mode,
+                    sandbox: entry.handle.sandbox(),
                     created_at: entry.created_at.as_str().into(),
                     log,
                 },
@@ -353,6 +357,7 @@ impl ServerState {
                         id: id.clone(),
                         workspace: h.workspace.to_path_buf(),
                         approval_mode: h.approval_mode,
+                        sandbox: h.sandbox,
                         last_event_id: h.log.last_seq(),
                         created_at: h.created_at.to_string(),
                         trace_path: match &h.trace {
