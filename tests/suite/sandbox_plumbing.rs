@@ -49,16 +49,16 @@ fn bad_sandbox_flags_and_config_are_usage_errors() {
 
 #[test]
 fn a_sandboxed_run_starts_with_its_sandbox_recorded_or_not_at_all() {
-    for (args, mode) in [
-        (vec!["--sandbox", "read-only"], "read-only"),
-        (vec!["--sandbox", "workspace-write"], "workspace-write"),
-    ] {
+    for mode in ["read-only", "workspace-write"] {
         let sb = Sandbox::new();
-        let script = sb.script(&json!({"turns": [{"text": "hi"}]}));
-        let mut all = vec!["--script", s(&script)];
-        all.extend(args);
-        all.push("go");
-        let out = sb.run(&all);
+        let outside = sb.path("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let escape = format!("echo x > {}/escaped.txt", s(&outside));
+        let script = sb.script(&json!({"turns": [
+            {"tool_calls": [{"name": "exec_command", "arguments": {"description": "d", "cmd": escape}}]},
+            {"text": "hi"}
+        ]}));
+        let out = sb.run(&["--script", s(&script), "--sandbox", mode, "go"]);
         if out.code == Some(2) {
             // Fail closed: no session, and the reason names the mode.
             assert!(
@@ -73,6 +73,8 @@ fn a_sandboxed_run_starts_with_its_sandbox_recorded_or_not_at_all() {
             let meta = first_meta(&sb.trace());
             assert_eq!(meta["payload"]["sandbox"]["mode"], mode, "{meta}");
         }
+        // Either way, nothing ran unconfined.
+        assert!(!outside.join("escaped.txt").exists(), "{mode}");
     }
 }
 
@@ -136,14 +138,14 @@ fn a_cli_resume_never_comes_back_looser() {
     }
 }
 
-#[test]
-fn serve_without_a_usable_sandbox_needs_an_explicit_off() {
+#[tokio::test]
+async fn serve_without_a_usable_sandbox_needs_an_explicit_off() {
     let dir = harness::sandbox(&json!({"turns": [{"text": "hi"}]}));
     let p = dir.path().to_path_buf();
     let home = p.join("home");
     let script = p.join("script.json");
     // `--sandbox workspace-write` given, so the helper adds no `--sandbox off`.
-    let mut probe = harness::command(
+    let mut serve = harness::command(
         &p,
         &[
             "serve",
@@ -157,14 +159,15 @@ fn serve_without_a_usable_sandbox_needs_an_explicit_off() {
             "workspace-write",
         ],
     );
-    let mut child = probe
+    let mut child = serve
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut first = String::new();
     let stdout = child.stdout.take().unwrap();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).unwrap();
+    let mut reader = std::io::BufReader::new(stdout);
+    std::io::BufRead::read_line(&mut reader, &mut first).unwrap();
     if first.is_empty() {
         // It did not start: exit 2 and why, with the way out.
         let out = child.wait_with_output().unwrap();
@@ -175,11 +178,27 @@ fn serve_without_a_usable_sandbox_needs_an_explicit_off() {
                 && err.contains("pass --sandbox off"),
             "{err}"
         );
-    } else {
-        assert!(first.starts_with("listening on "), "{first}");
-        let _ = child.kill();
-        let _ = child.wait();
+        return;
     }
+    // It started: then its sessions really get the sandbox it promised.
+    let base = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let token = harness::read_token_file(&home);
+    let resp = reqwest::Client::new()
+        .post(format!("{base}/v1/sessions"))
+        .bearer_auth(token)
+        .json(&json!({"workspace": p.join("ws")}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let v: Value = resp.json().await.unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, StatusCode::CREATED, "{v}");
 }
 
 #[tokio::test]
