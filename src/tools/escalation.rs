@@ -3,7 +3,8 @@
 //! it applies to, the texts of a refused escalation, and the note a sandboxed command that
 //! failed ends with.
 //!
-//! Texts and argument reading only: the gate decides an escalation, the command tools act on it.
+//! Texts and argument reading only: the gate decides an escalation (`approval::escalation_rule`),
+//! the command tools act on it.
 
 use serde_json::{Map, Value};
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, Default)]
 pub struct SessionScope {
     instructions_seen: Arc<Mutex<HashSet<PathBuf>>>,
-    sandbox: Option<Arc<crate::sandbox::SessionSandbox>>,
+    sandbox: Option<Arc<crate::sandbox::SandboxLayout>>,
 }
 
 impl SessionScope {
@@ -20,8 +20,8 @@ impl SessionScope {
         Self::default()
     }
 
-    /// A fresh scope of a session with `sandbox` (`None`: unsandboxed).
-    pub fn with_sandbox(sandbox: Option<Arc<crate::sandbox::SessionSandbox>>) -> Self {
+    /// A fresh scope of a session whose sandbox has the layout `sandbox` (`None`: unsandboxed).
+    pub fn with_sandbox(sandbox: Option<Arc<crate::sandbox::SandboxLayout>>) -> Self {
         SessionScope {
             sandbox,
             ..Self::default()
@@ -30,7 +30,7 @@ impl SessionScope {
 
     /// The layout the session's file tools are held to, when it is sandboxed.
     pub fn sandbox(&self) -> Option<&crate::sandbox::SandboxLayout> {
-        self.sandbox.as_deref().map(|s| s.layout())
+        self.sandbox.as_deref()
     }
 
     /// Marks the instructions file `path` as brought; true when the session had not seen it.

@@ -219,30 +219,28 @@ impl Gate {
         let Some(policy) = self.sandbox.as_ref().filter(|_| self.escalates(&request)) else {
             return self.approve(request, ask).await;
         };
-        use crate::approval::ApprovalMode;
+        use crate::approval::{EscalationRule, escalation_rule};
+        use crate::tools::escalation;
         let mode = self.approver.policy().map(|p| p.mode());
-        let mut v = match mode {
-            Some(ApprovalMode::AllowAll | ApprovalMode::DenyAll) => {
-                if policy.allow_escalation {
-                    Verdict::new(
-                        Decision::Allow,
-                        "mode",
-                        Some("sandbox.allow_escalation is true".to_string()),
-                    )
-                } else {
-                    let mut v = Verdict::new(
-                        Decision::Deny,
-                        "mode",
-                        Some(crate::tools::escalation::NOT_ALLOWED_REASON.to_string()),
-                    );
-                    v.denial = crate::tools::escalation::denial(policy);
-                    v
-                }
+        let mut v = match escalation_rule(mode, policy.allow_escalation) {
+            EscalationRule::Allow => Verdict::new(
+                Decision::Allow,
+                "mode",
+                Some("sandbox.allow_escalation is true".to_string()),
+            ),
+            EscalationRule::Deny => {
+                let mut v = Verdict::new(
+                    Decision::Deny,
+                    "mode",
+                    Some(escalation::NOT_ALLOWED_REASON.to_string()),
+                );
+                v.denial = escalation::denial(policy);
+                v
             }
-            _ => {
+            EscalationRule::Ask => {
                 let mut v = self.approve(request, true).await;
                 if v.decision != Decision::Allow {
-                    v.denial = crate::tools::escalation::denial(policy);
+                    v.denial = escalation::denial(policy);
                 }
                 v
             }
