@@ -28,6 +28,7 @@ use crate::model::Model;
 use crate::trace::paths;
 
 mod hibernate;
+mod sandbox;
 mod trace_meta;
 pub use hibernate::{HibernatedView, HibernationConfig};
 pub use trace_meta::read_trace_meta;
@@ -182,16 +183,7 @@ impl ServerState {
             None => base.config,
         };
         let mut config = config;
-        // The request's config brings its own sandbox only when it has one; the server's is
-        // the default and the loosest allowed.
-        let ceiling = &self.cfg.sandbox;
-        let default = match &open.config {
-            Some(c) if !c.sandbox.is_off() => c.sandbox.clone(),
-            _ => ceiling.clone(),
-        };
-        config.sandbox =
-            crate::sandbox::SandboxPolicy::within(open.sandbox.apply(&default), ceiling)
-                .map_err(|e| ApiError::sandbox(&e))?;
+        config.sandbox = self.session_sandbox(open)?;
         if let Some(p) = open.tools_profile {
             config
                 .set_profile(p)
@@ -448,22 +440,6 @@ impl ServerState {
         tracing::info!(session = %id, "resumed from {}", trace.display());
         self.register(handle, policy, approvals, slot, log, created_at)
             .await
-    }
-
-    /// A recorded session comes back with its recorded sandbox (or a stricter one asked for,
-    /// never a looser one: the host refuses that), and only when that is within the server's:
-    /// 403 `sandbox_not_allowed` otherwise.
-    fn check_resumed_sandbox(&self, trace: &Path, open: &OpenOptions) -> Result<(), ApiError> {
-        if self.cfg.sandbox.is_off() {
-            // Nothing is looser than `off`: no need to read the trace again.
-            return Ok(());
-        }
-        let recorded = super::reopen::last_meta(trace)
-            .map(|m| m.launch.sandbox_policy())
-            .unwrap_or_default();
-        crate::sandbox::SandboxPolicy::within(open.sandbox.apply(&recorded), &self.cfg.sandbox)
-            .map(|_| ())
-            .map_err(|e| ApiError::sandbox(&e))
     }
 
     /// The model, config and launch a recorded session reopens with: the server's own when it
