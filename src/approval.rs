@@ -250,9 +250,47 @@ impl Approver for PolicyApprover {
     }
 }
 
+/// How a shell call that asks to run outside the session's sandbox (`require_escalated`) is
+/// decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EscalationRule {
+    /// Allowed without asking (`allow-all`/`deny-all` with `sandbox.allow_escalation: true`).
+    Allow,
+    /// Denied without asking (`allow-all`/`deny-all` otherwise).
+    Deny,
+    /// Asked of whoever answers approvals (`always-ask`, `read-only`, an approver without a
+    /// mode).
+    Ask,
+}
+
+/// The rule for an escalated call under approval mode `mode` (`None`: an approver without a
+/// mode) and `sandbox.allow_escalation`.
+pub fn escalation_rule(mode: Option<ApprovalMode>, allow_escalation: bool) -> EscalationRule {
+    match mode {
+        Some(ApprovalMode::AllowAll | ApprovalMode::DenyAll) if allow_escalation => {
+            EscalationRule::Allow
+        }
+        Some(ApprovalMode::AllowAll | ApprovalMode::DenyAll) => EscalationRule::Deny,
+        Some(ApprovalMode::ReadOnly | ApprovalMode::AlwaysAsk) | None => EscalationRule::Ask,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escalation_is_asked_unless_the_mode_decides_alone() {
+        use ApprovalMode::*;
+        for mode in [Some(AlwaysAsk), Some(ReadOnly), None] {
+            assert_eq!(escalation_rule(mode, false), EscalationRule::Ask);
+            assert_eq!(escalation_rule(mode, true), EscalationRule::Ask);
+        }
+        for mode in [AllowAll, DenyAll] {
+            assert_eq!(escalation_rule(Some(mode), false), EscalationRule::Deny);
+            assert_eq!(escalation_rule(Some(mode), true), EscalationRule::Allow);
+        }
+    }
 
     fn req(permission: Option<Permission>) -> ApprovalRequest {
         ApprovalRequest {

@@ -145,6 +145,54 @@ pub struct SessionArgs {
     /// The tool surface: penguin (default) or openvaala. Overrides the config's tools.profile.
     #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
     pub tools_profile: Option<crate::tools::profile::ToolProfile>,
+    /// `--sandbox` and `--sandbox-network`.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// The sandbox modes of `--sandbox`.
+pub const SANDBOX_MODES: &[(&str, &str)] = &[
+    ("off", "no confinement: commands run with your rights"),
+    (
+        "read-only",
+        "commands read anywhere but the denied paths and write only their temp dir",
+    ),
+    (
+        "workspace-write",
+        "as read-only, plus writes inside the workspace and the writable roots",
+    ),
+];
+
+/// `--sandbox-network` values.
+pub const SANDBOX_NETWORK: &[(&str, &str)] = &[
+    ("off", "no IP sockets, no host unix sockets"),
+    ("on", "the network as without a sandbox"),
+];
+
+/// `--sandbox` and `--sandbox-network` (they override the config's `sandbox:`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SandboxArgs {
+    /// Confine the session's commands and file tools: off, read-only or workspace-write
+    /// (default: the config's sandbox.mode, else off; a resumed session keeps its own and
+    /// refuses a looser one).
+    #[arg(long = "sandbox", value_name = "MODE",
+          value_parser = choices(SANDBOX_MODES).try_map(|s| s.parse::<crate::sandbox::SandboxMode>()))]
+    pub mode: Option<crate::sandbox::SandboxMode>,
+    /// Network of a sandboxed session's commands: off or on (default: the config's
+    /// sandbox.network, else off).
+    #[arg(long = "sandbox-network", value_name = "ON|OFF",
+          value_parser = choices(SANDBOX_NETWORK).try_map(|s| s.parse::<crate::sandbox::NetworkAccess>()))]
+    pub network: Option<crate::sandbox::NetworkAccess>,
+}
+
+impl SandboxArgs {
+    /// What the flags ask (nothing when neither is given).
+    pub fn request(&self) -> crate::sandbox::SandboxRequest {
+        crate::sandbox::SandboxRequest {
+            mode: self.mode,
+            network: self.network,
+        }
+    }
 }
 
 fn parse_profile(
@@ -200,6 +248,17 @@ pub struct ServeArgs {
     /// The model of new sessions.
     #[command(flatten)]
     pub model: ModelArgs,
+    /// The sandbox of served sessions and the loosest one a client may ask for: off, read-only
+    /// or workspace-write (default: the config's sandbox.mode, else workspace-write; serve
+    /// refuses to start when this machine cannot enforce it, unless `--sandbox off`).
+    #[arg(long = "sandbox", value_name = "MODE",
+          value_parser = choices(SANDBOX_MODES).try_map(|s| s.parse::<crate::sandbox::SandboxMode>()))]
+    pub sandbox: Option<crate::sandbox::SandboxMode>,
+    /// Network of served sessions' commands, and the most a client may ask for: off or on
+    /// (default: the config's sandbox.network, else off).
+    #[arg(long = "sandbox-network", value_name = "ON|OFF",
+          value_parser = choices(SANDBOX_NETWORK).try_map(|s| s.parse::<crate::sandbox::NetworkAccess>()))]
+    pub sandbox_network: Option<crate::sandbox::NetworkAccess>,
     /// The bearer token every route but /healthz needs, read from this environment variable
     /// (default: a random token generated at start and written to `<home>/serve.token`).
     #[arg(long, value_name = "VAR", conflicts_with = "no_auth")]

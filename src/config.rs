@@ -117,6 +117,7 @@ struct RawAgentConfig {
     compaction: Option<compaction::RawCompaction>,
     models: Option<std::collections::BTreeMap<String, ModelConfig>>,
     agents: Option<std::collections::BTreeMap<String, catalog::AgentSpec>>,
+    sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// A validated agent config.
@@ -152,6 +153,9 @@ pub struct AgentConfig {
     builtin: Option<Vec<BuiltinEntry>>,
     /// `models:` and `agents:` (named models and agents for the subagent tools).
     pub catalog: std::sync::Arc<catalog::Catalog>,
+    /// `sandbox:` what the sessions' processes and file tools may touch (default `off`;
+    /// `--sandbox` and the API's `sandbox` override the mode and network).
+    pub sandbox: crate::sandbox::SandboxPolicy,
 }
 
 /// The default tool set (the builtins and the scripted model's image tool), built once per
@@ -184,6 +188,7 @@ impl Default for AgentConfig {
             max_image_kb: profile::openvaala::read_file::DEFAULT_MAX_IMAGE_KB,
             builtin: None,
             catalog: Default::default(),
+            sandbox: Default::default(),
         }
     }
 }
@@ -251,6 +256,7 @@ impl AgentConfig {
             penguin::BUILTIN_NAMES.contains(&t) || catalog::COLLABORATION_TOOLS.contains(&t)
         })?;
         cfg.catalog = std::sync::Arc::new(named);
+        cfg.sandbox = raw.sandbox.unwrap_or_default();
         let tools = raw.tools.unwrap_or_default();
         cfg.builtin = tools.builtin;
         if let Some(list) = &tools.mcp_servers {
@@ -422,6 +428,34 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("MCP server \"x\""), "{e}");
+    }
+
+    #[test]
+    fn the_sandbox_section_is_read_and_validated() {
+        use crate::sandbox::{NetworkAccess, SandboxMode};
+        assert!(AgentConfig::default().sandbox.is_off());
+        let cfg = AgentConfig::from_yaml(
+            "sandbox:\n  mode: workspace-write\n  network: on\n  writable_roots: [/srv/out]\n  deny_read: [secrets]\n  allow_escalation: true\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.sandbox.mode, SandboxMode::WorkspaceWrite);
+        assert_eq!(cfg.sandbox.network, NetworkAccess::On);
+        assert_eq!(
+            cfg.sandbox.writable_roots,
+            vec![std::path::PathBuf::from("/srv/out")]
+        );
+        assert_eq!(
+            cfg.sandbox.deny_read,
+            vec![std::path::PathBuf::from("secrets")]
+        );
+        assert!(cfg.sandbox.allow_escalation);
+        for bad in ["sandbox:\n  mode: loose\n", "sandbox:\n  mood: off\n"] {
+            let e = AgentConfig::from_yaml(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains("sandbox"), "{e}");
+        }
     }
 
     #[test]

@@ -98,6 +98,10 @@ pub enum RookeryError {
     /// A caller's input was refused (e.g. a blank steer text).
     #[error("{0}")]
     InvalidInput(String),
+    /// The session's sandbox cannot be had (unavailable here, or looser than allowed): the
+    /// session does not start.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
 }
 
 impl<T> From<ractor::RactorErr<T>> for RookeryError {

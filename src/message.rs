@@ -402,6 +402,9 @@ pub enum EventPayload {
         /// The hook's reason or the policy rule's name.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The call asked to run outside the session's sandbox (`require_escalated`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        escalation: bool,
     },
     /// A task was aborted (by the user, a final model failure, a trace write failure, a crash).
     Abort {

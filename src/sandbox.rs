@@ -3,9 +3,10 @@
 //!
 //! `policy` is the plain-data setting (`off | read-only | workspace-write`, network, roots) that
 //! configs, the CLI, the HTTP API and `session_meta` carry; `layout` is that policy resolved
-//! against one session's paths; `confinement` is the per-session, built-once filter set that
-//! the process layer applies between fork and exec (`landlock_rules`, `seccomp_filter` and
-//! `namespaces` are its pieces); `probe` says once whether this machine can enforce it.
+//! against one session's paths; `session` one session's temp dir, layout and confinement, set
+//! up once; `confinement` is the per-session, built-once filter set that the process layer
+//! applies between fork and exec (`landlock_rules`, `seccomp_filter` and `namespaces` are its
+//! pieces); `probe` says once whether this machine can enforce it.
 //!
 //! This is the lowest area: it imports nothing from the crate. It must not spawn processes
 //! itself (the process layer does; `probe` only clones its short-lived test child) nor know
@@ -19,10 +20,12 @@ mod namespaces;
 mod policy;
 mod probe;
 mod seccomp_filter;
+mod session;
 pub mod sys;
 
 pub use confinement::{ChildFailure, Confinement, step};
 pub use error::SandboxError;
-pub use layout::SandboxLayout;
-pub use policy::{NetworkAccess, SandboxMode, SandboxPolicy};
+pub use layout::{PathDenied, SandboxLayout, real_path};
+pub use policy::{NetworkAccess, SandboxMode, SandboxPolicy, SandboxRequest};
 pub use probe::check;
+pub use session::{SessionSandbox, probe};

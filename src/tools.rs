@@ -40,6 +40,7 @@ pub mod capped_read;
 pub mod close_out;
 pub mod definition;
 pub mod diff_render;
+pub mod escalation;
 pub mod file_target;
 pub mod fs_atomic;
 pub mod image_source;
@@ -48,6 +49,7 @@ pub mod path_hint;
 pub mod path_locks;
 pub mod profile;
 pub mod registry;
+pub mod sandbox_guard;
 pub mod secret_guard;
 pub mod session_scope;
 

@@ -74,6 +74,9 @@ pub struct CommandOptions {
     /// Registered commands untouched this long are stopped and removed (`commands.idle_reap`,
     /// default 10 days).
     pub idle_reap: Duration,
+    /// The session's sandbox: every command runs under its confinement (with `TMPDIR` set to
+    /// its private temp dir) unless its call was approved to run outside it.
+    pub sandbox: Option<Arc<crate::sandbox::SessionSandbox>>,
 }
 
 impl Default for CommandOptions {
@@ -83,6 +86,7 @@ impl Default for CommandOptions {
             env: Vec::new(),
             env_policy: Arc::default(),
             idle_reap: crate::config::idle_reap::DEFAULT_IDLE_REAP,
+            sandbox: None,
         }
     }
 }
@@ -100,6 +104,8 @@ pub struct StartRequest {
     pub background: bool,
     /// Which tool surface started it.
     pub style: CommandStyle,
+    /// Run outside the session's sandbox (a `require_escalated` call the gate approved).
+    pub escalated: bool,
 }
 
 /// How a command is registered, by the tool surface that starts it.
@@ -432,6 +438,11 @@ impl CommandSupervisorState {
             CommandStyle::Windowed => (None, req.background),
             CommandStyle::Detached { timeout } => (timeout, true),
         };
+        let sandbox = self.options.sandbox.as_ref().filter(|_| !req.escalated);
+        let mut env = self.options.env.clone();
+        if let Some(s) = sandbox {
+            env.push(("TMPDIR".into(), s.layout().tmpdir.display().to_string()));
+        }
         let spec = SpawnSpec {
             cmd: req.cmd.clone(),
             cwd: if req.cwd.as_os_str().is_empty() {
@@ -440,9 +451,9 @@ impl CommandSupervisorState {
                 req.cwd.clone()
             },
             tty: req.tty,
-            env: self.options.env.clone(),
+            env,
             env_policy: self.options.env_policy.clone(),
-            sandbox: None,
+            sandbox: sandbox.map(|s| s.confinement().clone()),
         };
         let spawned = process::spawn_process(&spec)?;
         let group = spawned.group.0.clone();

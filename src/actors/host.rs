@@ -100,6 +100,12 @@ impl HostActor {
         let file = open_locked(&id, &path)?;
         // Read on the blocking pool: a large trace must not hold an async worker.
         let resumed = resume_from_file_off_runtime(path).await?;
+        // A session never comes back looser than it was: the recorded sandbox, or a stricter
+        // one asked for.
+        options.config.sandbox = crate::sandbox::SandboxPolicy::within(
+            options.resume_sandbox.apply(&resumed.sandbox),
+            &resumed.sandbox,
+        )?;
         options.source = resumed.meta.source.clone();
         super::session::restore_mode(options.approver.as_ref(), &resumed);
         options.resume = Some(Arc::new(resumed));

@@ -286,6 +286,12 @@ impl Actor for SessionActor {
         let budget = budget::ToolBudget::new(options.config.max_parallel);
         let mcp = mcp_sync::set_for(&options);
         let forked = options.forked_history.clone();
+        let tool_scope = crate::tools::session_scope::SessionScope::with_sandbox(
+            options
+                .sandbox
+                .as_ref()
+                .map(|s| Arc::new(s.layout().clone())),
+        );
         let mut state = SessionState {
             id,
             options,
@@ -322,7 +328,7 @@ impl Actor for SessionActor {
             wants_commands,
             wants_subagents,
             path_locks: Default::default(),
-            tool_scope: Default::default(),
+            tool_scope,
             start_child,
             approval_mode: None,
             redactor,

@@ -66,6 +66,19 @@ pub(crate) async fn spawn_session(
 ) -> Result<SpawnedSession, RookeryError> {
     options.workspace = crate::tools::canonical::canonical_workspace(&options.workspace)
         .ok_or_else(|| ConfigError::Workspace(options.workspace.clone()))?;
+    // Before the trace is touched: a sandbox that cannot be had means no session at all.
+    options.sandbox = crate::sandbox::SessionSandbox::start(
+        &options.config.sandbox,
+        &options.workspace,
+        &env.home,
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .as_deref(),
+    )?;
+    if let Some(sandbox) = &options.sandbox {
+        unconfinable_mcp_servers(&options, sandbox.layout().mode)?;
+    }
     let (trace_path, meta) = match &options.resume {
         Some(r) => (
             paths::locate_trace(&env.home, &id)
@@ -109,6 +122,7 @@ pub(crate) async fn spawn_session(
         .open(file, redactor, health.clone())
         .map_err(|e| RookeryError::Trace(std::io::Error::other(e)))?;
     let subscribers: Subscribers = Arc::new(Mutex::new(Vec::new()));
+    let sandbox = (options.config.sandbox.mode, options.config.sandbox.network);
     let spawned = Actor::spawn_linked(
         None,
         SessionActor,
@@ -140,10 +154,34 @@ pub(crate) async fn spawn_session(
             actor: SessionRef(actor.get_derived()),
             trace: trace.clone(),
             trace_health: health,
+            sandbox,
         },
         trace,
         subscribers,
     })
+}
+
+/// Fails closed on an MCP stdio server a sandboxed session would have to start unconfined:
+/// the MCP client cannot apply the session's confinement yet, so such a server must say
+/// `"sandbox": "off"` in its entry to run.
+fn unconfinable_mcp_servers(
+    options: &SessionOptions,
+    mode: crate::sandbox::SandboxMode,
+) -> Result<(), RookeryError> {
+    let stdio = options.config.mcp_servers.iter().find(|s| {
+        !s.sandbox_off && matches!(s.transport, crate::mcp::config::McpTransport::Stdio { .. })
+    });
+    match stdio {
+        Some(server) if options.depth == 0 => Err(crate::sandbox::SandboxError::Unavailable {
+            mode,
+            missing: format!(
+                "the MCP stdio server \"{}\" cannot be confined by this build (set \"sandbox\": \"off\" in its entry to run it unconfined)",
+                server.name
+            ),
+        }
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// The function a session's subagent supervisor starts its children with: a session spawned

@@ -218,6 +218,7 @@ pub async fn run(spec: &HibernationSpec) -> Result<HibernationOutcome, Hibernati
                 idle: None,
                 max_resident: spec.resident.max(1),
             },
+            sandbox: Default::default(),
         },
     );
     state.start_hibernation();
@@ -232,6 +233,7 @@ fn open(ws: &Path) -> OpenOptions {
         approval_mode: Some(ApprovalMode::AllowAll),
         config: None,
         tools_profile: None,
+        sandbox: Default::default(),
     }
 }
 

@@ -22,6 +22,8 @@ pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
         ("--config", args.config.is_some()),
         ("--approve", args.approve.is_some()),
         ("--tools-profile", args.tools_profile.is_some()),
+        ("--sandbox", args.sandbox.mode.is_some()),
+        ("--sandbox-network", args.sandbox.network.is_some()),
     ] {
         if set {
             given.push(flag.to_string());

@@ -53,6 +53,8 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
     if let Some(p) = args.tools_profile {
         config.set_profile(p)?;
     }
+    // The flags win over the config's `sandbox:` (a resume weighs them in the host instead).
+    config.sandbox = args.sandbox.request().apply(&config.sandbox);
     if let Some(path) = &args.hooks {
         let extra = crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?;
         config.hooks = Arc::new(config.hooks.merged(&extra));
@@ -64,6 +66,7 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
     ));
     let mut options = SessionOptions::new(workspace, model);
     options.launch = launch_of(args, &config);
+    options.resume_sandbox = args.sandbox.request();
     options.approver = approver;
     options.config = config;
     Ok(Resolved {
@@ -99,6 +102,7 @@ pub fn launch_from(
         script,
         config: config_path.map(absolute),
         reopened_with: None,
+        sandbox: None,
     }
 }
 

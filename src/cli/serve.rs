@@ -142,6 +142,33 @@ fn connection_limits(args: &ServeArgs, nofile: Option<u64>) -> Result<Connection
     Ok(limits)
 }
 
+/// The sandbox of served sessions and the loosest one a client may ask for: the flags over
+/// the config's `sandbox:`, whose mode defaults to `workspace-write` here (only an explicit
+/// `--sandbox off` serves unsandboxed). A mode this machine cannot enforce refuses the start.
+fn serve_sandbox(
+    args: &ServeArgs,
+    config: &AgentConfig,
+) -> Result<crate::sandbox::SandboxPolicy, CliError> {
+    use crate::sandbox::{SandboxMode, SandboxRequest};
+    let mut base = config.sandbox.clone();
+    if base.is_off() {
+        base.mode = SandboxMode::WorkspaceWrite;
+    }
+    let policy = SandboxRequest {
+        mode: args.sandbox,
+        network: args.sandbox_network,
+    }
+    .apply(&base);
+    if !policy.is_off() {
+        crate::sandbox::probe(&policy).map_err(|e| {
+            CliError::usage(format!(
+                "{e} (serve defaults to --sandbox workspace-write; pass --sandbox off to serve sessions unsandboxed)"
+            ))
+        })?;
+    }
+    Ok(policy)
+}
+
 /// The listener, the served state and the connection limits.
 type Started = (tokio::net::TcpListener, Arc<ServerState>, ConnectionLimits);
 
@@ -198,6 +225,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     server::fd_limit::check(args.max_sessions);
     let home = paths::rookery_home(args.home.as_deref());
     check_home(&home).map_err(|e| CliError::Start(RookeryError::TraceOpen(e)))?;
+    let sandbox = serve_sandbox(args, &config)?;
     if let Token::Generated(t) = &token {
         let path = server::token::write_token_file(&home, t).map_err(|e| {
             CliError::startup_io(
@@ -233,6 +261,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
                 idle: (args.idle_hibernate > 0).then(|| Duration::from_secs(args.idle_hibernate)),
                 max_resident: args.max_resident.max(1),
             },
+            sandbox,
         },
     );
     state.start_hibernation();

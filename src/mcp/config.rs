@@ -134,6 +134,8 @@ pub struct McpServerConfig {
     pub enabled_tools: Option<Vec<String>>,
     /// Tools left out (by the server's name).
     pub disabled_tools: Vec<String>,
+    /// `"sandbox": "off"`: a stdio server of a sandboxed session runs unconfined.
+    pub sandbox_off: bool,
 }
 
 impl McpServerConfig {
@@ -241,7 +243,7 @@ fn push_unique(list: &mut Vec<McpServerConfig>, s: McpServerConfig) -> Result<()
     Ok(())
 }
 
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 16] = [
     "type",
     "command",
     "args",
@@ -257,6 +259,7 @@ const KEYS: [&str; 15] = [
     "disabled_tools",
     "enabledTools",
     "disabledTools",
+    "sandbox",
 ];
 
 /// One server's `config` object.
@@ -361,7 +364,13 @@ pub fn parse_entry(name: &str, config: &Value) -> Result<McpServerConfig, McpCon
             .map_err(field)?
             .unwrap_or_default(),
     );
+    let sandbox_off = match opt_string(obj, "sandbox").map_err(field)?.as_deref() {
+        None | Some("on") => false,
+        Some("off") => true,
+        Some(v) => return Err(bad(format!("sandbox must be off or on (got {v:?})"))),
+    };
     Ok(McpServerConfig {
+        sandbox_off,
         name: name.to_string(),
         transport,
         connect_timeout_ms,
@@ -503,6 +512,19 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn an_entry_may_run_its_server_outside_the_sandbox() {
+        let off = parse_entry("s", &json!({"command": "x", "sandbox": "off"})).unwrap();
+        assert!(off.sandbox_off);
+        let on = parse_entry("s", &json!({"command": "x"})).unwrap();
+        assert!(!on.sandbox_off);
+        let e = parse_entry("s", &json!({"command": "x", "sandbox": "loose"}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("sandbox must be off or on"), "{e}");
     }
 
     #[test]

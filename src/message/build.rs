@@ -126,6 +126,7 @@ pub fn approval_decision(decision: Decision, tool_call_id: impl Into<String>) ->
         tool_call_id: tool_call_id.into(),
         source: None,
         reason: None,
+        escalation: false,
     })
 }
 
@@ -141,6 +142,24 @@ pub fn approval_decision_by(
         tool_call_id: tool_call_id.into(),
         source: Some(source.to_string()),
         reason,
+        escalation: false,
+    })
+}
+
+/// [`approval_decision_by`] of a call that asked to run outside the session's sandbox
+/// (`"escalation": true`).
+pub fn escalation_decision_by(
+    decision: Decision,
+    tool_call_id: impl Into<String>,
+    source: &str,
+    reason: Option<String>,
+) -> OmniMessage {
+    OmniMessage::event(EventPayload::ApprovalDecision {
+        decision,
+        tool_call_id: tool_call_id.into(),
+        source: Some(source.to_string()),
+        reason,
+        escalation: true,
     })
 }
 

@@ -130,6 +130,7 @@ fn write_event_payload(out: &mut Vec<u8>, payload: &EventPayload) -> bool {
             tool_call_id,
             source,
             reason,
+            escalation,
         } => {
             out.extend_from_slice(b"{\"type\":\"approval_decision\",\"decision\":");
             out.extend_from_slice(match decision {
@@ -146,6 +147,9 @@ fn write_event_payload(out: &mut Vec<u8>, payload: &EventPayload) -> bool {
             if let Some(reason) = reason {
                 out.extend_from_slice(b",\"reason\":");
                 write_str(out, reason);
+            }
+            if *escalation {
+                out.extend_from_slice(b",\"escalation\":true");
             }
             out.push(b'}');
         }
@@ -448,6 +452,7 @@ mod tests {
                 tool_call_id: text.clone(),
                 source: (i % 2 == 0).then(|| "policy".to_string()),
                 reason: if i % 3 == 1 { some(&text) } else { None },
+                escalation: i % 4 == 0,
             });
         }
         for event in events {

@@ -1,7 +1,7 @@
 //! What a `session_meta` records so that a session can be reopened without repeating its
 //! flags: the model's endpoint details, the *name* of the key variable (never the key), the
 //! tool profile, the scripted model's script and position, the config file, and on a record
-//! written by a reopen, the flags that overrode the recorded values.
+//! written by a reopen, the flags that overrode the recorded values; and the session's sandbox.
 //!
 //! It owns only the wire shape; it must not read files or environment variables.
 
@@ -32,4 +32,15 @@ pub struct Launch {
     /// `["--model"]`) whose values replace the recorded ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reopened_with: Option<Vec<String>>,
+    /// `session_meta.sandbox`: the session's sandbox (absent: `off`). A resume restores it and
+    /// never loosens it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+}
+
+impl Launch {
+    /// The sandbox the session was recorded with (`off` when none was).
+    pub fn sandbox_policy(&self) -> crate::sandbox::SandboxPolicy {
+        self.sandbox.clone().unwrap_or_default()
+    }
 }

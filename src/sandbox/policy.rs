@@ -143,6 +143,59 @@ impl SandboxPolicy {
     }
 }
 
+/// What a caller asks of one session's sandbox (`--sandbox`, `--sandbox-network`, the API's
+/// `"sandbox": {"mode", "network"}`): each given part replaces that part of a base policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxRequest {
+    /// The mode asked for (`None`: the server's or the recorded one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SandboxMode>,
+    /// The network asked for (`None`: the server's or the recorded one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkAccess>,
+}
+
+impl SandboxRequest {
+    /// True when nothing is asked.
+    pub fn is_empty(&self) -> bool {
+        self.mode.is_none() && self.network.is_none()
+    }
+
+    /// `base` with the asked parts replaced.
+    pub fn apply(&self, base: &SandboxPolicy) -> SandboxPolicy {
+        SandboxPolicy {
+            mode: self.mode.unwrap_or(base.mode),
+            network: self.network.unwrap_or(base.network),
+            ..base.clone()
+        }
+    }
+}
+
+impl SandboxPolicy {
+    /// `workspace-write, network off` (or `off`), as errors and notes name a policy.
+    pub fn describe(&self) -> String {
+        if self.is_off() {
+            return "off".to_string();
+        }
+        format!("{}, network {}", self.mode, self.network.as_str())
+    }
+
+    /// `asked`, unless it is looser than `allowed`: then `NotAllowed` naming both.
+    pub fn within(
+        asked: SandboxPolicy,
+        allowed: &SandboxPolicy,
+    ) -> Result<SandboxPolicy, super::SandboxError> {
+        if asked.is_looser_than(allowed) {
+            return Err(super::SandboxError::NotAllowed {
+                requested: asked.describe(),
+                allowed: allowed.describe(),
+            });
+        }
+        Ok(asked)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +231,32 @@ mod tests {
         denied.deny_read.push("/secret".into());
         assert!(base.is_looser_than(&denied));
         assert!(!denied.is_looser_than(&base));
+    }
+
+    #[test]
+    fn a_request_replaces_only_what_it_names_and_stays_within() {
+        let base = policy(SandboxMode::WorkspaceWrite, NetworkAccess::Off);
+        let r: SandboxRequest = serde_json::from_str(r#"{"network":"on"}"#).unwrap();
+        let asked = r.apply(&base);
+        assert_eq!(
+            asked,
+            policy(SandboxMode::WorkspaceWrite, NetworkAccess::On)
+        );
+        let e = SandboxPolicy::within(asked, &base).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "sandbox `workspace-write, network on` is looser than allowed (`workspace-write, network off`)"
+        );
+        let ro = SandboxRequest {
+            mode: Some(SandboxMode::ReadOnly),
+            network: None,
+        };
+        assert_eq!(
+            SandboxPolicy::within(ro.apply(&base), &base).unwrap(),
+            policy(SandboxMode::ReadOnly, NetworkAccess::Off)
+        );
+        assert!(SandboxRequest::default().is_empty());
+        assert!(serde_json::from_str::<SandboxRequest>(r#"{"mod":"off"}"#).is_err());
     }
 
     #[test]

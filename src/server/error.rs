@@ -87,6 +87,24 @@ impl ApiError {
         )
     }
 
+    /// A sandbox that cannot be had: 403 `sandbox_not_allowed` for one looser than allowed,
+    /// 422 `sandbox_unavailable` (with what is missing) for one this machine cannot enforce,
+    /// 400 `invalid_sandbox` for a path of the policy that cannot be used.
+    pub fn sandbox(e: &crate::sandbox::SandboxError) -> Self {
+        use crate::sandbox::SandboxError as E;
+        match e {
+            E::NotAllowed { .. } => {
+                Self::new(StatusCode::FORBIDDEN, "sandbox_not_allowed", e.to_string())
+            }
+            E::Path { .. } => Self::bad_request("invalid_sandbox", e.to_string()),
+            _ => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "sandbox_unavailable",
+                e.to_string(),
+            ),
+        }
+    }
+
     /// A 400 with `code` and `message`.
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
@@ -167,6 +185,7 @@ impl From<RookeryError> for ApiError {
             RookeryError::Compacting(_) => {
                 ApiError::new(StatusCode::CONFLICT, "compacting", e.to_string())
             }
+            RookeryError::Sandbox(sandbox) => ApiError::sandbox(sandbox),
             RookeryError::Trace(_)
             | RookeryError::Resume(_)
             | RookeryError::TraceOpen(_)

@@ -101,6 +101,10 @@ async fn view(entry: &SessionEntry) -> Value {
         "workspace": entry.handle.meta().workspace,
         "created_at": entry.created_at,
         "approval_mode": entry.policy.mode().as_str(),
+        "sandbox": {
+            "mode": entry.handle.sandbox().0.as_str(),
+            "network": entry.handle.sandbox().1.as_str(),
+        },
         "pending_approvals": entry.approvals.pending_count(),
         "last_event_id": entry.log.last_seq(),
         "trace_path": entry.handle.trace_path().display().to_string(),
@@ -121,6 +125,10 @@ struct OpenBody {
     /// `penguin` | `openvaala`: overrides the config's `tools.profile`.
     #[serde(default)]
     tools_profile: Option<String>,
+    /// `{"mode": "off|read-only|workspace-write", "network": "off|on"}`: never looser than the
+    /// server's `--sandbox`.
+    #[serde(default)]
+    sandbox: Option<Value>,
 }
 
 impl OpenBody {
@@ -145,11 +153,21 @@ impl OpenBody {
                 .await?,
             ),
         };
+        let sandbox = match self.sandbox {
+            None | Some(Value::Null) => Default::default(),
+            Some(v) => serde_json::from_value(v).map_err(|e| {
+                ApiError::bad_request(
+                    "invalid_sandbox",
+                    format!("sandbox: {e} (expected {{\"mode\": \"off|read-only|workspace-write\", \"network\": \"off|on\"}})"),
+                )
+            })?,
+        };
         Ok(OpenOptions {
             workspace: self.workspace,
             approval_mode,
             config,
             tools_profile,
+            sandbox,
         })
     }
 }
@@ -173,6 +191,7 @@ async fn list_sessions(State(state): AppState) -> Json<Value> {
             "workspace": h.workspace.display().to_string(),
             "created_at": h.created_at,
             "approval_mode": h.approval_mode.as_str(),
+            "sandbox": {"mode": h.sandbox.0.as_str(), "network": h.sandbox.1.as_str()},
             "pending_approvals": 0,
             "last_event_id": h.last_event_id,
             "trace_path": h.trace_path.display().to_string(),

@@ -28,6 +28,7 @@ use crate::model::Model;
 use crate::trace::paths;
 
 mod hibernate;
+mod sandbox;
 mod trace_meta;
 pub use hibernate::{HibernatedView, HibernationConfig};
 pub use trace_meta::read_trace_meta;
@@ -59,6 +60,9 @@ pub struct ServerConfig {
     pub hibernation: hibernate::HibernationConfig,
     /// Bytes of each session's SSE replay ring (`--sse-ring-bytes`; `sse.rs`).
     pub ring_bytes: usize,
+    /// `--sandbox` / `--sandbox-network` over the config's `sandbox:`: the sandbox of sessions
+    /// that ask for none, and the loosest one a request (or a resumed session) may have.
+    pub sandbox: crate::sandbox::SandboxPolicy,
 }
 
 /// One served session.
@@ -104,6 +108,8 @@ pub struct OpenOptions {
     pub config: Option<AgentConfig>,
     /// `tools_profile` of the request: overrides the config's.
     pub tools_profile: Option<crate::tools::profile::ToolProfile>,
+    /// `sandbox` of the request (`{"mode", "network"}`): never looser than the server's.
+    pub sandbox: crate::sandbox::SandboxRequest,
 }
 
 /// What a session is opened with before the request's own fields.
@@ -193,6 +199,7 @@ impl ServerState {
             None => base.config,
         };
         let mut config = config;
+        config.sandbox = self.session_sandbox(open)?;
         if let Some(p) = open.tools_profile {
             config
                 .set_profile(p)
@@ -208,6 +215,7 @@ impl ServerState {
         options.launch = base.launch;
         options.config = config;
         options.approver = policy.clone();
+        options.resume_sandbox = open.sandbox;
         // The token never reaches a command's environment, the trace or the stream.
         options.secrets.extend(self.cfg.token.clone());
         Ok((options, policy, approvals))
@@ -437,6 +445,7 @@ impl ServerState {
                 first_meta.and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
         }
         let base = self.reopen_base(id, &trace, &open)?;
+        self.check_resumed_sandbox(&trace, &open)?;
         let (options, policy, approvals) = self.options(workspace, &open, base)?;
         let slot = self.slot()?;
         let handle = self

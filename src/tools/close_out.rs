@@ -219,9 +219,23 @@ async fn run_tool(
     let imp = tool.tool;
     let ticket = ctx.env.path_ticket.take();
     let workspace = ctx.env.workspace.clone();
+    let tool_name = name.to_string();
     // Calling the tool inside the future puts a panic of `call` itself under the catch too.
     let mut call = Box::pin(async move {
         let mut ctx = ctx;
+        // A sandboxed session's file tools touch only what its processes could.
+        if let Some(layout) = ctx.env.scope.sandbox()
+            && let Err(denied) = super::sandbox_guard::check_call(
+                layout,
+                &tool_name,
+                imp.as_ref(),
+                &workspace,
+                &args,
+            )
+        {
+            ctx.emit(denied.to_string());
+            return ToolResult::failed();
+        }
         if let Some(ticket) = ticket {
             // Calls writing one file run in call order; the wait counts against the timeout
             // and ends with a cancel.

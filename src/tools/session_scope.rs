@@ -1,5 +1,6 @@
 //! `SessionScope`: what a session's tool calls share across calls and only within that session
-//! (never a global): today, the `AGENTS.md` files the openvaala read_file already brought.
+//! (never a global): the `AGENTS.md` files the openvaala read_file already brought, and the
+//! session's sandbox, which the file tools obey (`sandbox_guard.rs`).
 //! One per session, cloned into every call's context; subagents get their own.
 
 use std::collections::HashSet;
@@ -10,12 +11,26 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, Default)]
 pub struct SessionScope {
     instructions_seen: Arc<Mutex<HashSet<PathBuf>>>,
+    sandbox: Option<Arc<crate::sandbox::SandboxLayout>>,
 }
 
 impl SessionScope {
     /// A fresh scope (a new session).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fresh scope of a session whose sandbox has the layout `sandbox` (`None`: unsandboxed).
+    pub fn with_sandbox(sandbox: Option<Arc<crate::sandbox::SandboxLayout>>) -> Self {
+        SessionScope {
+            sandbox,
+            ..Self::default()
+        }
+    }
+
+    /// The layout the session's file tools are held to, when it is sandboxed.
+    pub fn sandbox(&self) -> Option<&crate::sandbox::SandboxLayout> {
+        self.sandbox.as_deref()
     }
 
     /// Marks the instructions file `path` as brought; true when the session had not seen it.

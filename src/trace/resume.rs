@@ -63,6 +63,9 @@ pub struct ResumeState {
     /// `(start, end)` in `history` of every completed task of the current context (the
     /// turns `fork_turns` copies), oldest first.
     pub completed_tasks: Vec<(usize, usize)>,
+    /// The sandbox of the last `session_meta` (each one a resume appends is never looser than
+    /// the one before it).
+    pub sandbox: crate::sandbox::SandboxPolicy,
     /// The last `model_switched` record (the session continues on that model).
     pub model_switch: Option<EventPayload>,
     /// Completed `tool_call`s of the file without a `tool_call_output` in it (the calls in
@@ -209,6 +212,7 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         requests: replay.requests,
         completed_tasks: replay.tasks.spans,
         model_switch: replay.model_switch,
+        sandbox: replay.sandbox,
         unpaired: replay.calls.unpaired(),
     })
 }
@@ -222,6 +226,7 @@ struct OpenRequest {
 #[derive(Default)]
 struct Replay {
     meta: Option<SessionMeta>,
+    sandbox: crate::sandbox::SandboxPolicy,
     history: Vec<ModelPayload>,
     pending: Vec<ModelPayload>,
     open: Option<OpenRequest>,
@@ -276,6 +281,7 @@ impl Replay {
     fn step(&mut self, record: &OmniMessage) {
         match &record.payload {
             Payload::SessionMeta(meta) => {
+                self.sandbox = meta.launch.sandbox_policy();
                 if self.meta.is_none() {
                     self.approval_mode = meta.approval_mode.clone();
                     self.meta = Some(meta.as_ref().clone());

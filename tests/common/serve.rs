@@ -39,8 +39,13 @@ pub fn sandbox(script: &Value) -> TempDir {
 
 pub fn command(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(BIN);
-    c.args(args)
-        .env("HOME", dir.join("user-home"))
+    c.args(args);
+    // `serve` sandboxes its sessions by default; these servers run theirs unsandboxed unless a
+    // test names a mode (tests/suite/sandbox_sessions.rs does).
+    if args.first() == Some(&"serve") && !args.contains(&"--sandbox") {
+        c.args(["--sandbox", "off"]);
+    }
+    c.env("HOME", dir.join("user-home"))
         .env_remove("ROOKERY_HOME")
         .env_remove("RUST_LOG")
         .current_dir(dir.join("ws"))
@@ -87,6 +92,9 @@ impl Server {
             args.extend(["--token-env", "TEST_ROOKERY_TOKEN"]);
         }
         args.extend(extra);
+        if !args.contains(&"--sandbox") {
+            args.extend(["--sandbox", "off"]);
+        }
         let mut c = command(p, &args);
         if let Some(n) = nofile {
             let mut wrapped = Command::new("bash");

@@ -57,6 +57,8 @@ mod readme;
 mod resume;
 mod resume_crash;
 mod sandbox_confinement;
+mod sandbox_plumbing;
+mod sandbox_sessions;
 mod secrets;
 mod serve;
 mod serve_api_edges;

@@ -22,6 +22,9 @@ use crate::process::ExitInfo;
 pub struct CommandSupervisorHandle {
     actor: ActorRef<CommandSupervisorMsg>,
     session_id: Arc<str>,
+    /// `mode, network …` of the session's sandbox (`None`: unsandboxed), for the note a failed
+    /// sandboxed command ends with.
+    sandbox: Option<Arc<str>>,
 }
 
 impl fmt::Debug for CommandSupervisorHandle {
@@ -59,6 +62,10 @@ impl CommandSupervisorHandle {
         supervisor: Option<ActorCell>,
         options: CommandOptions,
     ) -> Result<Self, RookeryError> {
+        let sandbox = options
+            .sandbox
+            .as_ref()
+            .map(|s| Arc::from(s.layout().describe()));
         let args = CommandSupervisorArgs {
             session_id: session_id.clone(),
             workspace,
@@ -72,7 +79,16 @@ impl CommandSupervisorHandle {
         Ok(CommandSupervisorHandle {
             actor,
             session_id: session_id.into(),
+            sandbox,
         })
+    }
+
+    /// The note a command that ran in the sandbox and exited with `exit` ends with: none when
+    /// it succeeded, ran outside the sandbox (`escalated`) or the session has none.
+    pub fn sandbox_note(&self, exit: &ExitInfo, escalated: bool) -> Option<String> {
+        let policy = self.sandbox.as_deref().filter(|_| !escalated)?;
+        exit.is_failure()
+            .then(|| crate::tools::escalation::failure_note(policy))
     }
 
     /// The supervisor actor (e.g. to watch or kill it).

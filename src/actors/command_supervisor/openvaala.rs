@@ -84,6 +84,7 @@ async fn bash(
 ) -> ToolResult {
     // A `cwd` other than the workspace is checked where it really leads (realpath): blocking
     // work. The usual call, in the workspace itself, parses in place.
+    let escalated = crate::tools::escalation::requires_escalation(&args);
     let parsed = if format::cwd_is_workspace(&args) {
         format::bash_args(&ctx.env.workspace, &args)
     } else {
@@ -108,6 +109,7 @@ async fn bash(
         tty: a.interactive,
         background: false,
         style: CommandStyle::Detached { timeout: a.timeout },
+        escalated,
     };
     let lease = match commands.start(req).await {
         Ok(started) => started.lease,
@@ -129,7 +131,15 @@ async fn bash(
     match or_cancel(&ctx, lease.read_at(0, budget, a.wait, true)).await {
         Some(reply) => {
             guard.answered();
-            page_result(&ctx, &id, &reply)
+            let result = page_result(&ctx, &id, &reply);
+            if let Some(note) = reply
+                .exit
+                .as_ref()
+                .and_then(|exit| commands.sandbox_note(exit, escalated))
+            {
+                ctx.emit(format!("\n{note}"));
+            }
+            result
         }
         None => {
             drop(guard);

@@ -40,6 +40,8 @@ pub(crate) struct Verdict {
     pub(super) denial: String,
     /// PreToolUse context, appended to the call's output.
     pub(super) context: Vec<String>,
+    /// The call asked to run outside the sandbox (recorded as `"escalation": true`).
+    pub(super) escalation: bool,
 }
 
 impl Verdict {
@@ -56,11 +58,17 @@ impl Verdict {
             arguments: None,
             denial: denial.to_string(),
             context: Vec::new(),
+            escalation: false,
         }
     }
 
     pub(super) fn record(&self, tool_call_id: &str) -> OmniMessage {
-        build::approval_decision_by(
+        let build = if self.escalation {
+            build::escalation_decision_by
+        } else {
+            build::approval_decision_by
+        };
+        build(
             self.decision,
             tool_call_id,
             self.source,
@@ -79,6 +87,8 @@ pub(super) struct Gate {
     approver: Arc<dyn Approver>,
     ctx: HookContext,
     env: HookEnv,
+    /// The session's sandbox, when it has one: escalated shell calls are decided apart.
+    sandbox: Option<Arc<crate::sandbox::SandboxPolicy>>,
 }
 
 impl Gate {
@@ -117,6 +127,10 @@ impl Gate {
             approver: options.approver.clone(),
             ctx,
             env,
+            sandbox: options
+                .sandbox
+                .as_ref()
+                .map(|_| Arc::new(options.config.sandbox.clone())),
         }
     }
 
@@ -151,7 +165,7 @@ impl Gate {
         )
         .await;
         let Some(pre) = pre else {
-            return self.approve(request, false).await;
+            return self.approve_or_escalate(request, false).await;
         };
         let mut records = failure_records(&request.tool_call_id, &pre.failures);
         if pre.decision == Some(Permission::Deny) {
@@ -179,17 +193,64 @@ impl Gate {
             }
         }
         let mut v = match pre.decision {
-            Some(Permission::Allow) => Verdict::new(Decision::Allow, "hook", pre.reason),
+            // A hook's allow never takes a call out of the sandbox: that is decided apart.
+            Some(Permission::Allow) if !self.escalates(&request) => {
+                Verdict::new(Decision::Allow, "hook", pre.reason)
+            }
+            Some(Permission::Allow) => self.approve_or_escalate(request, false).await,
             Some(Permission::Ask) => {
-                let mut v = self.approve(request, true).await;
+                let mut v = self.approve_or_escalate(request, true).await;
                 v.reason = v.reason.or(pre.reason);
                 v
             }
-            _ => self.approve(request, false).await,
+            _ => self.approve_or_escalate(request, false).await,
         };
         v.records = records;
         v.arguments = arguments;
         v.context = pre.context;
+        v
+    }
+
+    /// Whether `request` is a shell call of a sandboxed session that asks to run outside it.
+    fn escalates(&self, request: &ApprovalRequest) -> bool {
+        self.sandbox.is_some()
+            && crate::tools::escalation::asks_escalation(&request.name, &request.arguments)
+    }
+
+    /// The approver's decision, or for an escalated call the escalation's: always asked under
+    /// `always-ask` / `read-only` (and by an approver without a mode); under `allow-all` /
+    /// `deny-all` allowed only with `sandbox.allow_escalation: true`.
+    async fn approve_or_escalate(&self, request: ApprovalRequest, ask: bool) -> Verdict {
+        let Some(policy) = self.sandbox.as_ref().filter(|_| self.escalates(&request)) else {
+            return self.approve(request, ask).await;
+        };
+        use crate::approval::{EscalationRule, escalation_rule};
+        use crate::tools::escalation;
+        let mode = self.approver.policy().map(|p| p.mode());
+        let mut v = match escalation_rule(mode, policy.allow_escalation) {
+            EscalationRule::Allow => Verdict::new(
+                Decision::Allow,
+                "mode",
+                Some("sandbox.allow_escalation is true".to_string()),
+            ),
+            EscalationRule::Deny => {
+                let mut v = Verdict::new(
+                    Decision::Deny,
+                    "mode",
+                    Some(escalation::NOT_ALLOWED_REASON.to_string()),
+                );
+                v.denial = escalation::denial(policy);
+                v
+            }
+            EscalationRule::Ask => {
+                let mut v = self.approve(request, true).await;
+                if v.decision != Decision::Allow {
+                    v.denial = escalation::denial(policy);
+                }
+                v
+            }
+        };
+        v.escalation = true;
         v
     }
 

@@ -74,6 +74,7 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
                 env: state.options.command_env.clone(),
                 env_policy: state.env_policy(),
                 idle_reap: state.options.config.commands.idle_reap.0,
+                sandbox: state.options.sandbox.clone(),
                 ..CommandOptions::default()
             },
         )

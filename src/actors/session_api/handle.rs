@@ -29,6 +29,8 @@ pub struct SessionHandle {
     pub(crate) trace: TraceHandle,
     /// Also names the file records go to now (the session's path is not kept twice).
     pub(crate) trace_health: Arc<TraceHealth>,
+    /// The sandbox mode and network the session runs with (restored on a resume).
+    pub(crate) sandbox: (crate::sandbox::SandboxMode, crate::sandbox::NetworkAccess),
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -40,6 +42,11 @@ impl std::fmt::Debug for SessionHandle {
 }
 
 impl SessionHandle {
+    /// The sandbox mode and network the session runs with.
+    pub fn sandbox(&self) -> (crate::sandbox::SandboxMode, crate::sandbox::NetworkAccess) {
+        self.sandbox
+    }
+
     /// The session's id.
     pub fn id(&self) -> &str {
         &self.id

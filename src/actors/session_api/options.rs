@@ -43,6 +43,12 @@ pub struct SessionOptions {
     /// Completed turns copied in before the first task (a spawned agent's `fork_turns`):
     /// recorded as one `forked_history` event and sent first with every request.
     pub forked_history: Arc<Vec<ModelPayload>>,
+    /// The session's sandbox as set up when it started (from `config.sandbox`; `None`: off).
+    /// Set by the spawn, never by a caller.
+    pub sandbox: Option<Arc<crate::sandbox::SessionSandbox>>,
+    /// On a resume: the sandbox asked for explicitly (a flag, the API's field). Empty: the
+    /// recorded one is restored; a request looser than it is refused (`NotAllowed`).
+    pub resume_sandbox: crate::sandbox::SandboxRequest,
 }
 
 impl SessionOptions {
@@ -62,6 +68,8 @@ impl SessionOptions {
             secrets: Vec::new(),
             launch: Default::default(),
             forked_history: Default::default(),
+            sandbox: None,
+            resume_sandbox: Default::default(),
         }
     }
 }
@@ -95,6 +103,7 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
             .map(|p| p.mode().as_str().to_string()),
         launch: Box::new(crate::message::launch::Launch {
             tool_profile: Some(options.config.profile.name().to_string()),
+            sandbox: (!options.config.sandbox.is_off()).then(|| options.config.sandbox.clone()),
             ..options.launch.clone()
         }),
     }

@@ -58,6 +58,8 @@ pub(super) struct Hibernated {
     /// its id says).
     pub file_index: u32,
     pub approval_mode: ApprovalMode,
+    /// Its sandbox mode and network (the wake restores them from the trace).
+    pub sandbox: (crate::sandbox::SandboxMode, crate::sandbox::NetworkAccess),
     /// When the session was first created (`GET /v1/sessions` keeps showing it).
     pub created_at: Box<str>,
     pub log: Parked,
@@ -78,6 +80,8 @@ pub struct HibernatedView {
     pub workspace: PathBuf,
     /// Its approval mode when it hibernated.
     pub approval_mode: ApprovalMode,
+    /// The sandbox mode and network it runs with.
+    pub sandbox: (crate::sandbox::SandboxMode, crate::sandbox::NetworkAccess),
     /// The last SSE event id it streamed.
     pub last_event_id: u64,
     /// When it was created (ISO-8601 UTC).
@@ -286,6 +290,7 @@ impl ServerState {
                     trace,
                     file_index: index,
                     approval_mode: mode,
+                    sandbox: entry.handle.sandbox(),
                     created_at: entry.created_at.as_str().into(),
                     log,
                 },
@@ -309,6 +314,8 @@ impl ServerState {
             config: None,
             // `None`: the resume reads the profile the trace recorded.
             tools_profile: None,
+            // Default: the resume restores the sandbox the trace recorded.
+            sandbox: Default::default(),
         };
         let carried = Carried {
             log: h.log.log(self.cfg.ring_bytes),
@@ -356,6 +363,7 @@ impl ServerState {
                         id: id.clone(),
                         workspace: h.workspace.to_path_buf(),
                         approval_mode: h.approval_mode,
+                        sandbox: h.sandbox,
                         last_event_id: h.log.last_seq(),
                         created_at: h.created_at.to_string(),
                         trace_path: match &h.trace {

@@ -495,3 +495,57 @@ async fn already_cancelled_user_token_aborts() {
         "cancelled=true\n[interrupted: tool aborted by user]"
     );
 }
+
+/// A sandboxed session's calls are held to its layout before the tool runs: write_file outside
+/// the writable roots fails with the refusal and writes nothing; without a sandbox it writes.
+#[tokio::test]
+async fn the_close_out_refuses_before_the_tool_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(root.path()).unwrap();
+    for d in ["ws", "home", "tmp", "out"] {
+        std::fs::create_dir_all(base.join(d)).unwrap();
+    }
+    let policy = crate::sandbox::SandboxPolicy {
+        mode: crate::sandbox::SandboxMode::WorkspaceWrite,
+        ..Default::default()
+    };
+    let layout = crate::sandbox::SandboxLayout::resolve(
+        &policy,
+        &base.join("ws"),
+        &base.join("home/.rookery"),
+        Some(&base.join("home")),
+        &base.join("tmp"),
+    )
+    .unwrap();
+    let registry = crate::tools::profile::penguin::builtin_registry();
+    let bound = registry
+        .get("write_file")
+        .map(|t| t.bind(|_| unreachable!("write_file is local")));
+    for (sandbox, written) in [(Some(Arc::new(layout)), false), (None, true)] {
+        let env = crate::tools::ToolEnv {
+            workspace: base.join("ws"),
+            path_ticket: None,
+            scope: crate::tools::session_scope::SessionScope::with_sandbox(sandbox),
+        };
+        let call = ToolCallInfo {
+            tool_call_id: "call_0".into(),
+            name: "write_file".into(),
+            arguments: json!({"file_path": "../out/x.txt", "content": "x"}).to_string(),
+        };
+        let out = execute(
+            call,
+            bound.clone(),
+            env,
+            Default::default(),
+            Arc::new(|_| {}),
+        )
+        .await;
+        let text = out.to_json();
+        assert_eq!(base.join("out/x.txt").exists(), written, "{text}");
+        assert_eq!(
+            text.contains("sandbox workspace-write: writing "),
+            !written,
+            "{text}"
+        );
+    }
+}

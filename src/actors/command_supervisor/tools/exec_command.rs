@@ -63,6 +63,17 @@ pub(crate) fn exit_result(exit: &ExitInfo) -> ToolResult {
     }
 }
 
+/// `result` with the sandbox's note after its own (`note`: see
+/// [`CommandSupervisorHandle::sandbox_note`]).
+pub(crate) fn with_sandbox_note(result: ToolResult, note: Option<String>) -> ToolResult {
+    let Some(note) = note else { return result };
+    let joined = match &result.note {
+        Some(own) => format!("{own}\n{note}"),
+        None => note,
+    };
+    result.with_note(joined)
+}
+
 /// An interrupted call (the close-out adds the interrupt note).
 pub(crate) fn aborted() -> ToolResult {
     ToolResult {
@@ -101,12 +112,14 @@ pub(super) async fn run(
     };
     let window = yield_window(&args, DEFAULT_YIELD_MS, ctx.definition.timeout_ms);
     let background = flag(&args, "run_in_background");
+    let escalated = crate::tools::escalation::requires_escalation(&args);
     let req = StartRequest {
         cmd,
         cwd,
         tty: flag(&args, "tty"),
         background,
         style: CommandStyle::Windowed,
+        escalated,
     };
     let started = match commands.start(req).await {
         Ok(s) => s,
@@ -129,7 +142,7 @@ pub(super) async fn run(
         Collected::Exited(exit) => {
             // Dropping the lease discards the command: its whole group is killed.
             drop(lease);
-            exit_result(&exit)
+            with_sandbox_note(exit_result(&exit), commands.sandbox_note(&exit, escalated))
         }
         Collected::Running => match lease.register().await {
             Some(n) => ToolResult::completed().with_note(with_crowding(

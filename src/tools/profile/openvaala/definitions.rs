@@ -54,7 +54,9 @@ pub fn openvaala_definition(name: &str) -> Option<ToolDefinitionConfig> {
                     "cwd": {"type": "string", "description": "Working directory, relative to the workspace or absolute inside it (default .)."},
                     "wait_seconds": {"type": "number", "description": "How long to wait for the command to end before returning (default 10)."},
                     "timeout_seconds": {"type": "number", "description": "Stop the command and everything it started after this long (default 600; 0 = no limit)."},
-                    "interactive": {"type": "boolean", "description": "Run in a pseudo-terminal so write_stdin works (default false)."}
+                    "interactive": {"type": "boolean", "description": "Run in a pseudo-terminal so write_stdin works (default false)."},
+                    "sandbox_permissions": crate::tools::escalation::arg_schema(),
+                    "justification": crate::tools::escalation::justification_schema()
                 }),
                 &["command"],
             ),

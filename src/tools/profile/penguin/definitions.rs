@@ -92,7 +92,9 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
                     "workdir": {"type": "string", "description": "Working directory (default: the workspace)."},
                     "yield_time_ms": {"type": "number", "description": "How long to wait for output before returning (default 60000)."},
                     "run_in_background": {"type": "boolean", "description": "Return at once; a completion notice arrives later."},
-                    "tty": {"type": "boolean", "description": "Run under a pseudo-terminal (default false)."}
+                    "tty": {"type": "boolean", "description": "Run under a pseudo-terminal (default false)."},
+                    "sandbox_permissions": crate::tools::escalation::arg_schema(),
+                    "justification": crate::tools::escalation::justification_schema()
                 }),
                 &["description", "cmd"],
             ),
