@@ -50,6 +50,8 @@ struct Slot {
 pub struct McpSet {
     slots: Vec<Slot>,
     vision: bool,
+    /// The session's confinement, for its stdio servers.
+    sandbox: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 /// What a sync changed.
@@ -63,7 +65,13 @@ pub struct Applied {
 
 impl McpSet {
     /// `None` when no server is configured.
-    pub fn new(configs: &[McpServerConfig], vision: bool) -> Option<Self> {
+    /// With `sandbox`, every stdio server whose entry does not say `"sandbox": "off"` starts
+    /// confined by it.
+    pub fn new(
+        configs: &[McpServerConfig],
+        vision: bool,
+        sandbox: Option<Arc<crate::sandbox::Confinement>>,
+    ) -> Option<Self> {
         if configs.is_empty() {
             return None;
         }
@@ -79,6 +87,7 @@ impl McpSet {
                 })
                 .collect(),
             vision,
+            sandbox,
         })
     }
 
@@ -91,6 +100,7 @@ impl McpSet {
             let args = McpArgs {
                 config: slot.config.clone(),
                 workspace: workspace.to_path_buf(),
+                sandbox: self.sandbox.clone(),
                 sink: sink.clone(),
             };
             match Actor::spawn_linked(None, McpConnection, args, supervisor.clone()).await {

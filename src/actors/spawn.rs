@@ -76,9 +76,6 @@ pub(crate) async fn spawn_session(
             .map(PathBuf::from)
             .as_deref(),
     )?;
-    if let Some(sandbox) = &options.sandbox {
-        unconfinable_mcp_servers(&options, sandbox.layout().mode)?;
-    }
     let (trace_path, meta) = match &options.resume {
         Some(r) => (
             paths::locate_trace(&env.home, &id)
@@ -159,29 +156,6 @@ pub(crate) async fn spawn_session(
         trace,
         subscribers,
     })
-}
-
-/// Fails closed on an MCP stdio server a sandboxed session would have to start unconfined:
-/// the MCP client cannot apply the session's confinement yet, so such a server must say
-/// `"sandbox": "off"` in its entry to run.
-fn unconfinable_mcp_servers(
-    options: &SessionOptions,
-    mode: crate::sandbox::SandboxMode,
-) -> Result<(), RookeryError> {
-    let stdio = options.config.mcp_servers.iter().find(|s| {
-        !s.sandbox_off && matches!(s.transport, crate::mcp::config::McpTransport::Stdio { .. })
-    });
-    match stdio {
-        Some(server) if options.depth == 0 => Err(crate::sandbox::SandboxError::Unavailable {
-            mode,
-            missing: format!(
-                "the MCP stdio server \"{}\" cannot be confined by this build (set \"sandbox\": \"off\" in its entry to run it unconfined)",
-                server.name
-            ),
-        }
-        .into()),
-        _ => Ok(()),
-    }
 }
 
 /// The function a session's subagent supervisor starts its children with: a session spawned

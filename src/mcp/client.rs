@@ -108,11 +108,13 @@ impl Drop for Live {
     }
 }
 
-/// Connects, handshakes and lists the tools within the server's `connectTimeoutMs`.
+/// Connects, handshakes and lists the tools within the server's `connectTimeoutMs`. A stdio
+/// server starts confined by `sandbox` unless its entry says `"sandbox": "off"`.
 pub async fn connect(
     cfg: &McpServerConfig,
     handler: Handler,
     workspace: &Path,
+    sandbox: Option<Arc<crate::sandbox::Confinement>>,
 ) -> Result<(Live, Vec<Value>), McpError> {
     let limit = cfg.connect_timeout_ms;
     let stop = CancellationToken::new();
@@ -136,6 +138,13 @@ pub async fn connect(
                 })
                 .process_group(0)
                 .kill_on_drop(true);
+            if let Some(conf) = sandbox.filter(|_| !cfg.sandbox_off) {
+                // SAFETY: `apply_in_child` makes only raw system calls on data built before
+                // the fork (async-signal-safe, no allocation), as `pre_exec` requires.
+                unsafe {
+                    cmd.pre_exec(move || conf.apply_in_child());
+                }
+            }
             cmd.stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());

@@ -145,6 +145,9 @@ pub struct McpArgs {
     pub config: Arc<McpServerConfig>,
     /// The session's workspace (a stdio server's default working directory).
     pub workspace: PathBuf,
+    /// The session's confinement (a stdio server starts under it unless its entry says
+    /// `"sandbox": "off"`).
+    pub sandbox: Option<Arc<crate::sandbox::Confinement>>,
     /// Where the connection's trace events (`mcp_connect_*`, `mcp_reconnect`) go.
     pub sink: McpSink,
 }
@@ -153,6 +156,7 @@ pub struct McpArgs {
 pub struct McpState {
     cfg: Arc<McpServerConfig>,
     workspace: PathBuf,
+    sandbox: Option<Arc<crate::sandbox::Confinement>>,
     sink: McpSink,
     phase: Phase,
     generation: u64,
@@ -261,10 +265,11 @@ fn connect_task(myself: &ActorRef<McpMsg>, state: &mut McpState, reconnect: Opti
     });
     let cfg = state.cfg.clone();
     let workspace = state.workspace.clone();
+    let sandbox = state.sandbox.clone();
     let me = myself.clone();
     tokio::spawn(async move {
         let started = Instant::now();
-        let result = client::connect(&cfg, Handler { on_list_changed }, &workspace)
+        let result = client::connect(&cfg, Handler { on_list_changed }, &workspace, sandbox)
             .await
             .map(Box::new);
         let _ = me.cast(McpMsg::Connected {
@@ -329,6 +334,7 @@ impl Actor for McpConnection {
         Ok(McpState {
             cfg: args.config,
             workspace: args.workspace,
+            sandbox: args.sandbox,
             sink: args.sink,
             phase: Phase::Idle,
             generation: 0,

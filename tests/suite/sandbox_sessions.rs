@@ -3,8 +3,8 @@
 //! restored on resume, serve refuses a looser sandbox than its own and accepts a stricter one,
 //! the file tools refuse writes outside the writable roots, reads of hidden paths, symlink and
 //! `..` escapes and hard-linked files, a failed sandboxed command ends with a note naming the
-//! sandbox, escalation is asked, denied or allowed and traced with `"escalation": true`, and a
-//! sandboxed session refuses an MCP stdio server that does not say `"sandbox": "off"`.
+//! sandbox, escalation is asked, denied or allowed and traced with `"escalation": true`, and an MCP
+//! stdio server runs confined unless its entry says `"sandbox": "off"`.
 
 use crate::common::cli as support;
 use crate::common::serve as harness;
@@ -15,10 +15,16 @@ use serde_json::{Value, json};
 use std::os::unix::fs::symlink;
 use support::*;
 
+/// The outputs in call order (concurrent calls are traced as they finish).
 fn outputs(records: &[Value]) -> Vec<String> {
-    of_kind(records, "tool_call_output")
-        .into_iter()
-        .map(|r| r["payload"]["output"].as_str().unwrap_or("").to_string())
+    call_ids(records)
+        .iter()
+        .map(|id| {
+            output_of(records, id)["output"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
         .collect()
 }
 
@@ -114,7 +120,8 @@ fn read_only_writes_nothing_but_its_temp_dir() {
         "{}",
         outs[0]
     );
-    assert!(outs[1].starts_with("t\n"), "{}", outs[1]);
+    // stdout and stderr share the pipe: the refused write's message may come first.
+    assert!(outs[1].lines().any(|l| l == "t"), "{}", outs[1]);
     assert!(
         outs[1].contains("[sandbox: read-only, network off"),
         "{}",
@@ -323,14 +330,83 @@ fn a_cli_resume_restores_the_recorded_sandbox() {
     assert!(!sb.ws().join("after.txt").exists());
 }
 
+/// A minimal MCP stdio server (newline-delimited JSON-RPC) whose one tool, `probe`, tries to
+/// write inside its working directory (the workspace) and outside it, and to read a secret,
+/// and answers what happened.
+const PROBE_SERVER: &str = r#"
+import json, os, sys
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except Exception as e:
+        return "denied(" + type(e).__name__ + ")"
+def write(p):
+    with open(p, "w") as fh:
+        fh.write("x")
+def read(p):
+    with open(p) as fh:
+        if fh.read() != "TOKEN":
+            raise PermissionError("masked")
+def probe():
+    return " ".join([
+        "inside=" + attempt(lambda: write("mcp-inside.txt")),
+        "outside=" + attempt(lambda: write(os.environ["OUTSIDE"])),
+        "secret=" + attempt(lambda: read(os.environ["SECRET"])),
+    ])
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    m = msg.get("method")
+    if m == "initialize":
+        res = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+               "serverInfo": {"name": "probe", "version": "1"}}
+    elif m == "tools/list":
+        res = {"tools": [{"name": "probe", "description": "probe the sandbox",
+                          "inputSchema": {"type": "object", "properties": {}}}]}
+    elif m == "tools/call":
+        res = {"content": [{"type": "text", "text": probe()}]}
+    else:
+        res = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": res}) + "\n")
+    sys.stdout.flush()
+"#;
+
 #[test]
-fn a_sandboxed_session_refuses_an_unconfinable_mcp_server() {
+fn an_mcp_stdio_server_runs_confined_unless_its_entry_says_off() {
     let sb = Sandbox::new();
-    let script = sb.script(&json!({"turns": [{"text": "hi"}]}));
+    let server = sb.file("probe_server.py", PROBE_SERVER);
+    std::fs::create_dir_all(sb.home()).unwrap();
+    std::fs::write(sb.home().join("serve.token"), "TOKEN").unwrap();
+    let outside = sb.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let entry = |name: &str, off: bool| {
+        let mut e = json!({
+            "command": "python3",
+            "args": [s(&server)],
+            "env": {
+                "OUTSIDE": s(&outside.join(format!("{name}.txt"))),
+                "SECRET": s(&sb.home().join("serve.token")),
+            }
+        });
+        if off {
+            e["sandbox"] = json!("off");
+        }
+        e
+    };
     let mcp = sb.file(
         "mcp.json",
-        &json!({"mcpServers": {"srv": {"command": "cat"}}}).to_string(),
+        &json!({"mcpServers": {"confined": entry("confined", false), "free": entry("free", true)}})
+            .to_string(),
     );
+    let script = sb.script(&json!({"turns": [
+        {"tool_calls": [
+            {"name": "mcp__confined__probe", "arguments": {}},
+            {"name": "mcp__free__probe", "arguments": {}}
+        ]},
+        {"text": "done"}
+    ]}));
     let out = sb.run(&[
         "--script",
         s(&script),
@@ -340,11 +416,22 @@ fn a_sandboxed_session_refuses_an_unconfinable_mcp_server() {
         s(&mcp),
         "go",
     ]);
-    out.expect_code(2);
+    out.expect_code(0);
+    let outs = outputs(&read_records(&sb.trace()));
+    assert_eq!(outs.len(), 2, "{outs:?}");
     assert!(
-        out.stderr.contains("MCP stdio server \"srv\"")
-            && out.stderr.contains("\"sandbox\": \"off\""),
+        outs[0].contains("inside=ok")
+            && outs[0].contains("outside=denied")
+            && outs[0].contains("secret=denied"),
         "{}",
-        out.stderr
+        outs[0]
     );
+    assert!(!outside.join("confined.txt").exists());
+    // The same server with `"sandbox": "off"` runs as the host user.
+    assert!(
+        outs[1].contains("outside=ok") && outs[1].contains("secret=ok"),
+        "{}",
+        outs[1]
+    );
+    assert!(outside.join("free.txt").exists());
 }

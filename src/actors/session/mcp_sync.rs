@@ -22,7 +22,8 @@ pub(super) fn set_for(options: &super::SessionOptions) -> Option<Box<McpSet>> {
         return None;
     }
     let vision = options.config.tools.get("read_image").is_some();
-    McpSet::new(&options.config.mcp_servers, vision).map(Box::new)
+    let confinement = options.sandbox.as_ref().map(|s| s.confinement().clone());
+    McpSet::new(&options.config.mcp_servers, vision, confinement).map(Box::new)
 }
 
 /// Spawns the connection actors that are not running yet (no I/O: they connect on first sync).
