@@ -12,6 +12,7 @@ mod bench_http_floor;
 mod chat_compact;
 mod chat_resume;
 mod cli_apply_patch;
+mod cli_conventions;
 mod cli_endings;
 mod cli_errors;
 mod cli_file_tools;
