@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod build;
+pub mod environment;
 pub mod error;
 pub mod http_client;
 pub mod image_window;

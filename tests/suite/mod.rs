@@ -51,6 +51,7 @@ mod pairing;
 mod pid_limit;
 mod proc_environ;
 mod provider_connections;
+mod provider_environment;
 mod provider_hostile;
 mod provider_image_window;
 mod provider_replay;
