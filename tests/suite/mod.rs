@@ -52,6 +52,7 @@ mod pid_limit;
 mod proc_environ;
 mod provider_connections;
 mod provider_environment;
+mod provider_fail_fast;
 mod provider_hostile;
 mod provider_image_window;
 mod provider_replay;
