@@ -35,6 +35,7 @@ mod bench_rounds;
 mod bench_sandbox;
 pub mod bench_trace;
 pub mod chat;
+pub mod completions;
 pub mod error;
 pub mod model_args;
 pub mod render;
@@ -83,11 +84,14 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     ("read", "every model turn calls read_file on a 20-line file"),
 ];
 
+/// What `--version` prints after `rookery `: the package version and the commit built.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("ROOKERY_COMMIT"), ")");
+
 /// The command line of `rookery`.
 #[derive(Debug, Parser)]
 #[command(
     name = "rookery",
-    version,
+    version = VERSION,
     about = "An actor-based session runtime for LLM agents",
     arg_required_else_help = true
 )]
@@ -110,6 +114,10 @@ pub enum Command {
     Bench(BenchArgs),
     /// List, show and delete recorded sessions (ids may be abbreviated).
     Sessions(sessions::SessionsArgs),
+    /// Print a shell completion script (e.g. `source <(rookery completions bash)`).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff), e.g. `rookery man | man -l -`.
+    Man,
 }
 
 /// Options shared by every subcommand that runs sessions.
@@ -213,7 +221,7 @@ pub struct RunArgs {
     /// With --json, also print streaming partials.
     #[arg(long, requires = "json")]
     pub partials: bool,
-    /// The task for the agent.
+    /// The task for the agent (`-`: read it from stdin).
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
 }
@@ -459,5 +467,7 @@ pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Serve(args) => serve::serve(args).await,
         Command::Bench(args) => bench::bench(args).await,
         Command::Sessions(args) => sessions::sessions(args),
+        Command::Completions(args) => completions::completions(&args),
+        Command::Man => completions::man(),
     }
 }

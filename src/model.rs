@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod build;
+pub mod environment;
 pub mod error;
 pub(crate) mod http_client;
 pub(crate) mod image_window;

@@ -1,7 +1,7 @@
 //! `rookery chat`: a REPL on one session (new, or `--resume ID`). Each input line is a task;
 //! the transcript is printed as `rookery run` prints it. On a terminal, a line typed while a
 //! task runs steers it (`SessionHandle::steer`; the prompt reads `steer> `); from a pipe, lines
-//! wait their turn (a script feeds tasks in order). Ctrl-C aborts the running task (and quits when idle), `/exit` or end of input
+//! wait their turn (a script feeds tasks in order). Ctrl-C aborts the running task (and quits when idle, exit 130), `/exit` or end of input
 //! quits once the task before it has ended, and the last stdout line is
 //! `rookery chat --resume <id>`.
 //!
@@ -179,10 +179,11 @@ struct Interrupts {
 }
 
 impl Interrupts {
-    async fn recv(&mut self) {
+    /// True for SIGINT (Ctrl-C), false for SIGTERM.
+    async fn recv(&mut self) -> bool {
         tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
+            _ = self.int.recv() => true,
+            _ = self.term.recv() => false,
         }
     }
 }
@@ -398,15 +399,20 @@ async fn repl(
                     }
                 }
             }
-            _ = interrupts.recv() => {
+            ctrl_c = interrupts.recv() => {
                 if st.running {
                     errln!("\nrookery: interrupted; aborting the task");
                     st.input.clear();
                     st.deny_all();
                     let _ = session.abort();
                 } else {
+                    // Ctrl-C at the prompt quits, with the code shells give an interrupted command.
                     errln!();
-                    return Ok(ExitCode::SUCCESS);
+                    return Ok(if ctrl_c {
+                        ExitCode::from(super::run::EXIT_INTERRUPTED)
+                    } else {
+                        ExitCode::SUCCESS
+                    });
                 }
             }
             line = lines.recv(), if !eof => {

@@ -1,7 +1,8 @@
 //! The model flags shared by `run`, `chat` and `serve` (`--script` or `--provider …`) and how
 //! they combine with a config's `model:` section into the model the sessions use.
 //!
-//! Flags win over the config file; `--script` and `--provider` exclude each other.
+//! Flags win over the providers' environment (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`), which
+//! wins over the config file; `--script` and `--provider` exclude each other.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use super::CliError;
 use crate::config::AgentConfig;
 use crate::model::Model;
 use crate::model::build::build_model;
+use crate::model::environment;
 use crate::model::model_config::ModelConfig;
 use crate::model::scripted::ScriptedModel;
 
@@ -22,11 +24,12 @@ pub struct ModelArgs {
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// `anthropic` (Anthropic's Messages API), or an OpenAI-compatible provider (`openai`,
-    /// `deepseek`, `vllm`, …).
+    /// `deepseek`, `vllm`, …; `openai` when only --base-url is given).
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
     /// The server's base URL; requests go to `{URL}/chat/completions` (`{URL}/messages` for
-    /// anthropic, default `https://api.anthropic.com/v1`).
+    /// anthropic). Default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL, else
+    /// `https://api.openai.com/v1` for openai, `https://api.anthropic.com/v1` for anthropic.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// The model name sent to the server.
@@ -38,9 +41,13 @@ pub struct ModelArgs {
     pub api_key_env: Option<String>,
 }
 
-const NO_MODEL: &str = "no model configured: pass --script FILE to use the built-in scripted model (see docs/guide/config.md, \"Script format\"), or --provider openai --base-url URL --model NAME for an OpenAI-compatible server, or --provider anthropic --model NAME for Claude";
+const NO_MODEL: &str = "no model configured: pass --script FILE to use the built-in scripted model (see docs/guide/config.md, \"Script format\"), or --base-url URL --model NAME for an OpenAI-compatible server, or --provider openai --model NAME for OpenAI's API, or --provider anthropic --model NAME for Claude";
 
 /// The model of the sessions; also re-assembles `config`'s tools for it (image tools).
+///
+/// Precedence: the config's `model:` section, then the providers' environment
+/// (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`), then the flags; then the provider's defaults (its
+/// public endpoint). `--base-url` without `--provider` means an OpenAI-compatible server.
 pub fn resolve_model(
     args: &ModelArgs,
     config: &mut AgentConfig,
@@ -57,10 +64,30 @@ pub fn resolve_model(
         config.set_model(scripted)?;
         return Ok(Arc::new(ScriptedModel::from_file(script)?));
     }
+    let env = environment::process_env;
     let mut cfg = config.model.clone().unwrap_or_default();
     if let Some(p) = &args.provider {
         cfg.provider = p.clone();
     }
+    if cfg.provider.is_empty() {
+        let url_in_env =
+            env(environment::OPENAI_BASE_URL_ENV).is_some_and(|v| !v.trim().is_empty());
+        if args.base_url.is_some() || (args.model.is_some() && url_in_env) {
+            cfg.provider = environment::implied_provider().to_string();
+        } else if args.model.is_some() {
+            return Err(CliError::usage(
+                "--model needs --provider NAME (e.g. --provider openai), or --base-url URL for an OpenAI-compatible server",
+            ));
+        } else {
+            return Err(CliError::usage(NO_MODEL));
+        }
+    }
+    if cfg.is_scripted() {
+        return Err(CliError::usage(
+            "the scripted model takes its turns from --script FILE",
+        ));
+    }
+    environment::apply_environment(&mut cfg, env);
     if let Some(u) = &args.base_url {
         cfg.base_url = Some(u.clone());
     }
@@ -70,36 +97,13 @@ pub fn resolve_model(
     if let Some(k) = &args.api_key_env {
         cfg.api_key_env = Some(k.clone());
     }
-    if cfg.provider.is_empty() {
-        if cfg.base_url.is_some() || cfg.model.is_some() {
-            return Err(CliError::usage(
-                "--base-url and --model need --provider NAME (e.g. --provider openai)",
-            ));
-        }
-        return Err(CliError::usage(NO_MODEL));
-    }
-    if cfg.is_scripted() {
-        return Err(CliError::usage(
-            "the scripted model takes its turns from --script FILE",
-        ));
-    }
-    crate::model::anthropic::apply_defaults(&mut cfg)?;
+    environment::apply_defaults(&mut cfg)?;
     cfg.validate()?;
     let model = build_model(&cfg)?;
-    warn_unset_key(&cfg);
+    // Before the first request: a hosted endpoint without a key can only refuse.
+    if let Some(notice) = environment::missing_key_notice(&cfg, env) {
+        errln!("rookery: note: {notice}");
+    }
     config.set_model(cfg)?;
     Ok(model)
-}
-
-/// One notice on stderr when the key variable named by `--api-key-env` (or the config) is
-/// unset or empty: the requests then carry no key, which is right for a local server and a
-/// surprise for a hosted one.
-fn warn_unset_key(cfg: &ModelConfig) {
-    let Some(var) = cfg.api_key_env.as_deref() else {
-        return;
-    };
-    if std::env::var(var).is_ok_and(|v| !v.trim().is_empty()) {
-        return;
-    }
-    errln!("rookery: note: ${var} is not set (or empty): requests to the model carry no API key");
 }

@@ -1,8 +1,9 @@
 //! `rookery run`: one task in a new session, printed as a transcript or as JSON lines.
 //!
 //! Exit codes: 0 when the task completed, 1 when it failed or was aborted, 2 for usage or
-//! configuration errors. Ctrl-C aborts the task (every tool call keeps its output). A trace that
-//! cannot be written fails the run (exit 1, `rookery: trace write failed: …` on stderr).
+//! configuration errors, 130 after Ctrl-C (SIGINT), which aborts the task (every tool call keeps
+//! its output; SIGTERM aborts it too, exit 1). A trace that cannot be written fails the run
+//! (exit 1, `rookery: trace write failed: …` on stderr). The prompt `-` is read from stdin.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -106,11 +107,20 @@ pub fn launch_from(
     }
 }
 
+/// The exit code of a run ended by Ctrl-C (128 + SIGINT), as shells report it.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
 /// `rookery run`: one task in a new session, its transcript printed (or JSON lines with `--json`).
-pub async fn run(args: RunArgs) -> Result<ExitCode, CliError> {
+pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
     // Installed before anything is created, so an early Ctrl-C still aborts cleanly.
-    let interrupts = Interrupts::install()
+    let mut interrupts = Interrupts::install()
         .map_err(|e| CliError::startup_io("cannot install signal handlers", e))?;
+    if args.prompt == "-" {
+        tokio::select! {
+            prompt = prompt_from_stdin() => args.prompt = prompt?,
+            sig = interrupts.recv() => return Ok(ExitCode::from(sig.exit_code())),
+        }
+    }
     let resolved = resolve(&args.session)?;
     let host = Host::start(resolved.home.clone())
         .await
@@ -135,6 +145,44 @@ async fn recorded_prompt(
     })
 }
 
+/// The prompt of `run -`: all of stdin, without its trailing whitespace (the newline of `echo`).
+async fn prompt_from_stdin() -> Result<String, CliError> {
+    use tokio::io::AsyncReadExt;
+    let mut bytes = Vec::new();
+    tokio::io::stdin()
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|e| CliError::startup_io("run -: cannot read the prompt from stdin", e))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        CliError::usage(format!(
+            "run -: the prompt on stdin is not valid UTF-8 (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let prompt = text.trim_end();
+    if prompt.trim().is_empty() {
+        return Err(CliError::usage("run -: stdin held no prompt"));
+    }
+    Ok(prompt.to_string())
+}
+
+/// Which signal interrupted the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupt {
+    Int,
+    Term,
+}
+
+impl Interrupt {
+    /// 130 for Ctrl-C; SIGTERM keeps the code of an aborted task.
+    fn exit_code(self) -> u8 {
+        match self {
+            Interrupt::Int => EXIT_INTERRUPTED,
+            Interrupt::Term => 1,
+        }
+    }
+}
+
 /// SIGINT and SIGTERM, both meaning "abort the task".
 struct Interrupts {
     int: Signal,
@@ -149,10 +197,10 @@ impl Interrupts {
         })
     }
 
-    async fn recv(&mut self) {
+    async fn recv(&mut self) -> Interrupt {
         tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
+            _ = self.int.recv() => Interrupt::Int,
+            _ = self.term.recv() => Interrupt::Term,
         }
     }
 }
@@ -182,12 +230,12 @@ async fn run_in_host(
     // prompt, then starts emitting), so it is read at the first message.
     let mut prompt_pending = args.json;
     let mut transcript = render::Transcript::default();
-    let mut interrupted = false;
+    let mut interrupted = None;
     loop {
         let msg = tokio::select! {
             m = rx.recv() => m,
-            _ = interrupts.recv(), if !interrupted => {
-                interrupted = true;
+            sig = interrupts.recv(), if interrupted.is_none() => {
+                interrupted = Some(sig);
                 errln!("rookery: interrupted; aborting the task");
                 let _ = session.abort();
                 continue;
@@ -222,6 +270,9 @@ async fn run_in_host(
     // fails the run even when the task itself completed.
     if let Some(failure) = session.trace_failure() {
         return Err(CliError::TraceFailed(failure));
+    }
+    if interrupted == Some(Interrupt::Int) {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     Ok(ExitCode::from(if status == StopReason::Completed {
         0

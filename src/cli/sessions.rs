@@ -36,6 +36,7 @@ pub struct SessionsArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum SessionsCommand {
     /// List the recorded sessions, newest first (subagents only with --all).
+    #[command(visible_alias = "ls")]
     List(ListArgs),
     /// Print a session's transcript, its subagents indented under their call.
     Show(ShowArgs),

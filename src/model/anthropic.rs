@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use super::error::ModelSetupError;
 use super::http_client::endpoint_client;
 use super::model_config::ModelConfig;
+use super::openai::first_contact::FirstContact;
 use super::openai::{Endpoint, Secret, stream_with};
 use super::provider_defaults;
 use super::{Model, ModelEvent, ModelInfo, ModelRequest, ModelSession, ModelSessionContext};
@@ -174,6 +175,7 @@ impl Model for AnthropicModel {
         Box::new(AnthropicSession {
             inner: self.inner.clone(),
             ids: Arc::default(),
+            contact: FirstContact::default(),
         })
     }
 }
@@ -182,6 +184,8 @@ impl Model for AnthropicModel {
 struct AnthropicSession {
     inner: Arc<Inner>,
     ids: Arc<Mutex<HashSet<String>>>,
+    /// Whether the server has answered this session yet (before: fail fast).
+    contact: FirstContact,
 }
 
 impl ModelSession for AnthropicSession {
@@ -196,6 +200,7 @@ impl ModelSession for AnthropicSession {
                 self.ids.clone(),
                 inner.endpoint.max_response_bytes,
             )),
+            self.contact.clone(),
         )
     }
 

@@ -145,7 +145,7 @@ impl ModelConfig {
     }
 
     /// Sets `base_url` to the provider's default endpoint when the config names none and the
-    /// provider has one (`anthropic`).
+    /// provider has one (`openai`, `anthropic`).
     pub fn fill_default_base_url(&mut self) {
         if self.base_url.as_deref().is_none_or(|u| u.trim().is_empty())
             && let Some(url) = provider_defaults::default_base_url(&self.provider)

@@ -10,6 +10,7 @@
 mod body_cache;
 mod chunks;
 mod drain;
+pub(crate) mod first_contact;
 pub mod request;
 mod shared_tails;
 mod sse;
@@ -194,6 +195,7 @@ impl OpenAiModel {
             self.inner.endpoint.clone(),
             Bytes::from(body),
             Arc::new(Mutex::new(CallIds::default())),
+            first_contact::FirstContact::default(),
         )
     }
 }
@@ -213,6 +215,7 @@ impl Model for OpenAiModel {
             ids: Arc::new(Mutex::new(CallIds::default())),
             cache: BodyCache::default(),
             log: self.inner.log.as_ref().map(BodyLog::open),
+            contact: first_contact::FirstContact::default(),
         })
     }
 }
@@ -224,6 +227,8 @@ struct OpenAiSession {
     /// The serialized pieces of earlier bodies.
     cache: BodyCache,
     log: Option<SessionLog>,
+    /// Whether the server has answered this session yet (before: fail fast).
+    contact: first_contact::FirstContact,
 }
 
 impl ModelSession for OpenAiSession {
@@ -238,7 +243,12 @@ impl ModelSession for OpenAiSession {
                 Err(p) => p.into_inner().push(body.clone()),
             }
         }
-        transport::stream(inner.endpoint.clone(), body, self.ids.clone())
+        transport::stream(
+            inner.endpoint.clone(),
+            body,
+            self.ids.clone(),
+            self.contact.clone(),
+        )
     }
 
     fn known_call_ids(&mut self, ids: &[&str]) {

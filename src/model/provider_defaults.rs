@@ -1,10 +1,14 @@
-//! What a model config falls back on per provider when it names no value: the default endpoint
-//! and the default API-key variable of each provider that has its own.
+//! What a model config falls back on per provider when it names no value: the default (public)
+//! endpoint and the default API-key variable of each provider that has its own.
 //!
 //! It sits below both the config (`model_config.rs`, which fills the defaults in) and the
 //! providers (which re-export their own names), so neither imports the other. It holds names
 //! and constants only: no config type, no client, no I/O.
 
+/// The provider name of OpenAI's own API (`openai`), also what `--base-url` alone implies.
+pub(crate) const OPENAI: &str = "openai";
+/// OpenAI's public `base_url`, when an `openai` config names none.
+pub(crate) const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// The provider name of Anthropic's Messages API (`anthropic`).
 pub(crate) const ANTHROPIC: &str = "anthropic";
 /// Anthropic's `base_url` when the config names none.
@@ -16,6 +20,7 @@ pub(crate) const ANTHROPIC_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 pub(crate) fn default_base_url(provider: &str) -> Option<&'static str> {
     match provider {
         ANTHROPIC => Some(ANTHROPIC_BASE_URL),
+        OPENAI => Some(OPENAI_BASE_URL),
         _ => None,
     }
 }
@@ -33,10 +38,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_anthropic_has_its_own_defaults() {
+    fn openai_and_anthropic_have_their_public_endpoints() {
         assert_eq!(default_base_url("anthropic"), Some(ANTHROPIC_BASE_URL));
         assert_eq!(default_api_key_env("anthropic"), Some("ANTHROPIC_API_KEY"));
-        assert_eq!(default_base_url("openai"), None);
+        assert_eq!(
+            default_base_url("openai"),
+            Some("https://api.openai.com/v1")
+        );
+        assert_eq!(default_base_url("vllm"), None);
+        assert_eq!(default_api_key_env("openai"), None);
         assert_eq!(default_api_key_env("deepseek"), None);
     }
 }

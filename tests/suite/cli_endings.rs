@@ -117,7 +117,7 @@ fn ctrl_c_at_the_terminal_prompt_pairs_every_call() {
     let code = wait_exit(&mut child);
     drop(pty.master);
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(130), "{stderr}");
     let recs = records(&sb.trace());
     let outs = assert_trace_paired(&recs);
     assert_eq!(

@@ -128,9 +128,13 @@ async fn config_model_section_and_401() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_flag_errors_exit_2() {
+    // OpenAI's endpoint is the default; the model is not.
     let (code, _, stderr, _d) = rookery(&["--provider", "openai", "hi"], &[]).await;
     assert_eq!(code, 2);
-    assert!(stderr.contains("--base-url"), "{stderr}");
+    assert!(
+        stderr.contains("--provider openai needs --model"),
+        "{stderr}"
+    );
     let (code, _, stderr, _d) =
         rookery(&["--script", "x.json", "--provider", "openai", "hi"], &[]).await;
     assert_eq!(code, 2);

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::chunks::{CallIds, ChunkParser};
 pub(crate) use super::chunks::{Fed, clip};
 use super::drain::drain;
+use super::first_contact::{self, FirstContact};
 use super::sse::SseFramer;
 use crate::message::StopReason;
 use crate::model::{ModelEvent, ModelOutcome};
@@ -145,6 +146,8 @@ struct Driver {
     parser: Box<dyn StreamParser>,
     queue: VecDeque<ModelEvent>,
     deadline: Option<Instant>,
+    /// Whether the session's server has answered yet (before: fail fast, `first_contact.rs`).
+    contact: FirstContact,
 }
 
 /// Streams one request; the stream always ends with exactly one `End`.
@@ -152,16 +155,20 @@ pub(super) fn stream(
     endpoint: Arc<Endpoint>,
     body: Bytes,
     ids: Arc<Mutex<CallIds>>,
+    contact: FirstContact,
 ) -> BoxStream<'static, ModelEvent> {
     let parser = ChunkParser::new(ids).with_limit(endpoint.max_response_bytes);
-    stream_with(endpoint, body, Box::new(parser))
+    stream_with(endpoint, body, Box::new(parser), contact)
 }
 
 /// Streams one request whose events `parser` reads; always ends with exactly one `End`.
+/// `contact` is the session's: until its server has answered once, failures that no retry
+/// mends are final.
 pub(crate) fn stream_with(
     endpoint: Arc<Endpoint>,
     body: impl Into<Bytes>,
     parser: Box<dyn StreamParser>,
+    contact: FirstContact,
 ) -> BoxStream<'static, ModelEvent> {
     let body = body.into();
     let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
@@ -171,6 +178,7 @@ pub(crate) fn stream_with(
         parser,
         queue: VecDeque::new(),
         deadline,
+        contact,
     };
     stream::unfold(Some(driver), |driver| async move {
         let mut driver = driver?;
@@ -369,26 +377,43 @@ impl Driver {
                 } else {
                     StopReason::Failed
                 };
-                let message = endpoint.scrub(&format!("connection error: {}", error_chain(&e)));
+                let chain = error_chain(&e);
+                let message = endpoint.scrub(&format!("connection error: {chain}"));
                 let mut outcome = ModelOutcome::error(status, message);
                 // A refused redirect (to https from a plain http endpoint, or a loop) is the
                 // configuration's: asking again gets the same answer.
                 outcome.permanent = e.is_redirect();
+                let nobody = match &endpoint.parsed {
+                    Some(url) if e.is_connect() => {
+                        first_contact::connect_failure(url, &chain, is_refused(&e))
+                    }
+                    _ => None,
+                };
+                self.contact
+                    .settle(&mut outcome, nobody.map(|m| endpoint.scrub(&m)));
                 return self.end(outcome);
             }
             Ok(Ok(r)) => r,
         };
         let status = response.status();
-        if status.is_success() {
-            let kind = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let kind = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let html = kind
+            .as_deref()
+            .is_some_and(|k| k.to_ascii_lowercase().contains("text/html"));
+        // An HTML page before the first answer is not read as a stream: see below.
+        let foreign_page = html && !self.contact.has_answered();
+        if status.is_success() && !foreign_page {
             let not_sse = match kind {
                 Some(k) if k.to_ascii_lowercase().contains("text/event-stream") => None,
                 Some(k) => Some(format!("Content-Type \"{}\"", clip(&k, 100))),
                 None => Some("no Content-Type".to_string()),
             };
+            if not_sse.is_none() {
+                self.contact.answered();
+            }
             let limit = endpoint
                 .max_response_bytes
                 .saturating_mul(4)
@@ -409,8 +434,33 @@ impl Driver {
             status.as_u16(),
             server_message(&text, status)
         ));
-        self.end(classify(status, message, retry_after));
+        let mut outcome = if status.is_success() {
+            // An HTML page with 200 before the first answer: not an event stream.
+            ModelOutcome::error(StopReason::Malformed, message)
+        } else {
+            classify(status, message, retry_after)
+        };
+        let nobody = endpoint.parsed.as_ref().and_then(|url| {
+            first_contact::foreign_answer(url, status.as_u16(), kind.as_deref(), &text)
+        });
+        self.contact
+            .settle(&mut outcome, nobody.map(|m| endpoint.scrub(&m)));
+        self.end(outcome);
     }
+}
+
+/// Whether the connection was refused (an `io::Error` among the error's sources says so).
+fn is_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// The outcome of a non-success HTTP status.
