@@ -19,6 +19,7 @@ pub use error::ConfigError;
 
 pub mod compaction;
 pub mod idle_reap;
+pub mod settings;
 
 pub use compaction::{CompactionConfig, CompactionMode};
 

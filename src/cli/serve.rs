@@ -173,6 +173,10 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
         Some(path) => crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?,
         None => crate::hooks::HooksConfig::default(),
     };
+    let hooks = match &args.settings {
+        Some(path) => hooks.merged(&crate::config::settings::Settings::from_file(path)?.hooks),
+        None => hooks,
+    };
     let hooks = std::sync::Arc::new(hooks);
     config.hooks = std::sync::Arc::new(config.hooks.merged(&hooks));
     let token = token(args)?;

@@ -158,14 +158,16 @@ pub async fn run(hook: &HookCommand, input: &[u8], env: &HookEnv) -> RawRun {
     raw(exit, stdout, stderr)
 }
 
-/// Runs `hooks` in parallel; the runs come back in config order.
-pub async fn run_all(
-    hooks: &[HookCommand],
-    input: &serde_json::Value,
-    env: &HookEnv,
-) -> Vec<RawRun> {
-    let bytes = serde_json::to_vec(input).unwrap_or_default();
-    futures::future::join_all(hooks.iter().map(|h| run(h, &bytes, env))).await
+/// Runs `hooks` in parallel, each with its input (`inputs[i]` for `hooks[i]`); the runs come
+/// back in config order.
+pub async fn run_all(hooks: &[HookCommand], inputs: &[Vec<u8>], env: &HookEnv) -> Vec<RawRun> {
+    futures::future::join_all(
+        hooks
+            .iter()
+            .zip(inputs)
+            .map(|(h, input)| run(h, input, env)),
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -184,6 +186,7 @@ mod tests {
         HookCommand {
             command: cmd.into(),
             timeout: Duration::from_secs_f64(secs),
+            view: super::super::config::HookView::Rookery,
         }
     }
 

@@ -11,6 +11,7 @@ mod bench_hibernation;
 mod bench_http_floor;
 mod chat_compact;
 mod chat_resume;
+mod claude_code_hooks;
 mod cli_apply_patch;
 mod cli_endings;
 mod cli_errors;

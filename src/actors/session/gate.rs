@@ -94,9 +94,11 @@ impl Gate {
             (
                 HookContext {
                     session_id: state.id.clone(),
+                    // Absolute, as Claude Code passes it: the hook runs in the workspace.
                     transcript_path: state
                         .trace_health
                         .current()
+                        .map(|p| std::path::absolute(&p).unwrap_or(p))
                         .unwrap_or_default()
                         .display()
                         .to_string(),
@@ -140,6 +142,7 @@ impl Gate {
             tool_use_id: request.tool_call_id.clone(),
             tool_name: request.name.clone(),
             arguments: request.arguments.clone(),
+            claude_code: (self.tools.get(&request.name)).and_then(|t| t.definition.claude_code),
         };
         let pre = hooks::run_event(
             &self.hooks,
@@ -255,9 +258,12 @@ impl Gate {
         (output, records)
     }
 
-    /// Whether [`Gate::after`] has anything to do for `tool`.
-    pub(super) fn has_after(&self, tool: &str, context: &[String]) -> bool {
-        !context.is_empty() || !self.hooks.matching(HookEvent::PostToolUse, tool).is_empty()
+    /// Whether [`Gate::after`] has anything to do for `tool` (Claude Code's `alias`).
+    pub(super) fn has_after(&self, tool: &str, alias: Option<&str>, context: &[String]) -> bool {
+        !context.is_empty()
+            || !(self.hooks)
+                .matching(HookEvent::PostToolUse, tool, alias)
+                .is_empty()
     }
 }
 
