@@ -50,6 +50,11 @@ pub struct ToolDefinitionConfig {
     /// rules also take. Declared by the tool's own definition; not config.
     #[serde(skip)]
     pub claude_code: Option<ClaudeCodeName>,
+    /// A shared resource every call of this tool changes (an MCP server's state, for its tools
+    /// not annotated `readOnlyHint: true`): calls holding one run one after another, in call
+    /// order (`path_locks.rs`). Declared by whoever builds the definition; not config.
+    #[serde(skip)]
+    pub exclusive: Option<String>,
 }
 
 /// Claude Code's name for a tool and the arguments it spells differently.
@@ -98,6 +103,7 @@ impl ToolDefinitionConfig {
             call_description: true,
             command_argument: None,
             claude_code: None,
+            exclusive: None,
         }
     }
 

@@ -39,6 +39,7 @@ mod guardrails;
 mod layering;
 mod link_order;
 mod mcp_everything;
+mod mcp_memory;
 mod mcp_rust_server;
 mod mcp_stdio_limits;
 mod message_golden;
