@@ -58,6 +58,7 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
     if let Some(path) = &args.settings {
         let settings = crate::config::settings::Settings::from_file(path)?;
         config.hooks = Arc::new(config.hooks.merged(&settings.hooks));
+        config.permissions = Arc::new(config.permissions.merged(&settings.permissions));
     }
     let model = super::model_args::resolve_model(&args.model, &mut config)?;
     let approver = Arc::new(PolicyApprover::new(

@@ -63,6 +63,9 @@ pub enum ConfigError {
     Hooks(#[from] crate::hooks::HookConfigError),
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpConfigError),
+    /// A `permissions` section that cannot be used.
+    #[error(transparent)]
+    Permissions(#[from] crate::approval::permission_rules::PermissionRuleError),
     #[error(transparent)]
     Profile(#[from] crate::tools::profile::ProfileError),
 }
@@ -81,6 +84,7 @@ impl ConfigError {
                 | ConfigError::AgentModel { .. }
                 | ConfigError::AgentTool { .. }
                 | ConfigError::Model(_)
+                | ConfigError::Permissions(_)
         )
     }
 }

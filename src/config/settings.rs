@@ -9,14 +9,14 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::error::ConfigError;
+use crate::approval::permission_rules::PermissionRules;
 use crate::hooks::{HookView, HooksConfig};
 
 /// The parts of a settings file Rookery uses.
 #[derive(Debug, Default)]
 pub struct Settings {
     pub hooks: HooksConfig,
-    /// The `permissions` object, as written.
-    pub permissions: Option<Value>,
+    pub permissions: PermissionRules,
 }
 
 /// The keys of a settings file Rookery reads.
@@ -55,10 +55,11 @@ impl Settings {
             Some(h) => HooksConfig::from_value(h, HookView::ClaudeCode)
                 .map_err(|e| invalid(e.to_string()))?,
         };
-        Ok(Settings {
-            hooks,
-            permissions: map.remove("permissions").filter(|p| !p.is_null()),
-        })
+        let permissions = match map.remove("permissions") {
+            None | Some(Value::Null) => PermissionRules::default(),
+            Some(p) => PermissionRules::from_value(&p).map_err(|e| invalid(e.to_string()))?,
+        };
+        Ok(Settings { hooks, permissions })
     }
 }
 
@@ -84,7 +85,7 @@ mod tests {
         );
         assert_eq!(hooks.len(), 1);
         assert_eq!(hooks[0].view, HookView::ClaudeCode);
-        assert!(s.permissions.is_some());
+        assert!(!s.permissions.is_empty());
         std::fs::write(&p, "[1]").unwrap();
         let e = Settings::from_file(&p).unwrap_err().to_string();
         assert!(e.contains("settings.json"), "{e}");

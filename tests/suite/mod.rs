@@ -49,6 +49,7 @@ mod openvaala_interrupt;
 mod openvaala_serve;
 mod openvaala_tools;
 mod pairing;
+mod permission_rules;
 mod pid_limit;
 mod proc_environ;
 mod provider_connections;
