@@ -2,7 +2,8 @@
 //! `--settings` file under `always-ask` (an allow rule runs a matching call unasked, the classic
 //! bypasses of a shell allow rule are asked, and with no terminal denied), and from the agent
 //! config's `permissions:` under the default `allow-all` (a deny rule catches a part of a
-//! compound command, an ask rule asks).
+//! compound command, an ask rule asks), and `serve --settings` (rules and hooks for every
+//! session).
 
 use crate::common::cli as support;
 
@@ -125,4 +126,57 @@ fn config_deny_and_ask_rules_beat_allow_all() {
     assert_eq!(reason, json!("Write(docs/**)"));
     assert_eq!(decision(&records, "call_2").0, "allow");
     assert!(sb.ws().join("b.md").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_settings_rules_and_hooks_apply_to_every_session() {
+    use crate::common::serve as harness;
+    let dir = harness::sandbox(&json!({"turns": [
+        {"tool_calls": [exec("echo hi && touch s1"), exec("echo fine > ok.txt")]},
+        {"text": "done"}
+    ]}));
+    let log = dir.path().join("hook.log");
+    let hook = dir.path().join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/bash\njq -r '.tool_name + \"|\" + .tool_input.command' >> {}\n",
+            log.display()
+        ),
+    )
+    .expect("hook");
+    let mut perm = std::fs::metadata(&hook).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&hook, perm).expect("chmod");
+    let settings = dir.path().join("settings.json");
+    std::fs::write(
+        &settings,
+        json!({
+            "permissions": {"deny": ["Bash(touch:*)"]},
+            "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": hook.display().to_string()}]}]}
+        })
+        .to_string(),
+    )
+    .expect("settings");
+    let settings = settings.display().to_string();
+    let server = harness::Server::start_with(dir, None, &["--settings", &settings]);
+    let id = server.create(Some("allow-all")).await;
+    let after = server.task(&id, "go").await;
+    server.events_until_task_end(&id, after).await;
+    let records = read_records(&server.trace(&id));
+    assert_eq!(
+        decision(&records, "call_0"),
+        ("deny".into(), "rule".into(), json!("Bash(touch:*)"))
+    );
+    assert_eq!(decision(&records, "call_1").0, "allow");
+    assert!(!server.ws().join("s1").exists());
+    assert!(server.ws().join("ok.txt").exists());
+    let log = std::fs::read_to_string(&log).expect("hook log");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["Bash|echo fine > ok.txt", "Bash|echo hi && touch s1"],
+        "{log}"
+    );
 }
