@@ -6,6 +6,7 @@
 //! `session_meta.approval_mode` and `approval_mode_changed`).
 
 pub mod command_policy;
+pub mod permission_rules;
 mod shell_words;
 
 use std::str::FromStr;

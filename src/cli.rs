@@ -139,6 +139,10 @@ pub struct SessionArgs {
     /// besides the config's `hooks:`).
     #[arg(long, value_name = "FILE")]
     pub hooks: Option<PathBuf>,
+    /// A Claude Code settings.json: its `hooks` and `permissions` (other keys are ignored
+    /// with a warning).
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
     /// MCP servers: a Claude Code style `.mcp.json` (`{"mcpServers": {...}}`), besides the
     /// config's `tools.mcpServers`.
     #[arg(long, value_name = "FILE")]
@@ -288,6 +292,10 @@ pub struct ServeArgs {
     /// its `hooks` object.
     #[arg(long, value_name = "FILE")]
     pub hooks: Option<PathBuf>,
+    /// A Claude Code settings.json for every served session: its `hooks` and `permissions`
+    /// (other keys are ignored with a warning).
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
     /// MCP servers of sessions that name no config: a Claude Code style `.mcp.json`.
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,

@@ -19,6 +19,7 @@ pub use error::ConfigError;
 
 pub mod compaction;
 pub mod idle_reap;
+pub mod settings;
 
 pub use compaction::{CompactionConfig, CompactionMode};
 
@@ -114,6 +115,7 @@ struct RawAgentConfig {
     model: Option<ModelConfig>,
     commands: Option<CommandsConfig>,
     hooks: Option<crate::hooks::HooksConfig>,
+    permissions: Option<serde_json::Value>,
     compaction: Option<compaction::RawCompaction>,
     models: Option<std::collections::BTreeMap<String, ModelConfig>>,
     agents: Option<std::collections::BTreeMap<String, catalog::AgentSpec>>,
@@ -141,6 +143,8 @@ pub struct AgentConfig {
     pub command_policy: std::sync::Arc<crate::approval::command_policy::CommandPolicy>,
     /// The `hooks:` section (PreToolUse / PostToolUse), merged with `--hooks FILE`.
     pub hooks: std::sync::Arc<crate::hooks::HooksConfig>,
+    /// `permissions:` (Claude Code's allow / deny / ask rules), merged with `--settings FILE`.
+    pub permissions: std::sync::Arc<crate::approval::permission_rules::PermissionRules>,
     /// `tools.mcpServers` plus `--mcp-config FILE`: the MCP servers each session connects to.
     pub mcp_servers: std::sync::Arc<Vec<crate::mcp::McpServerConfig>>,
     /// The `compaction:` section (thresholds and mode).
@@ -182,6 +186,7 @@ impl Default for AgentConfig {
             commands: CommandsConfig::default(),
             command_policy: Default::default(),
             hooks: Default::default(),
+            permissions: Default::default(),
             mcp_servers: Default::default(),
             compaction: CompactionConfig::default(),
             profile: ToolProfile::Penguin,
@@ -245,6 +250,11 @@ impl AgentConfig {
             crate::approval::command_policy::CommandPolicy::from_config(&cfg.commands.policy),
         );
         cfg.hooks = std::sync::Arc::new(raw.hooks.unwrap_or_default());
+        if let Some(p) = &raw.permissions {
+            cfg.permissions = std::sync::Arc::new(
+                crate::approval::permission_rules::PermissionRules::from_value(p)?,
+            );
+        }
         if let Some(c) = raw.compaction {
             cfg.compaction = CompactionConfig::from_raw(c)?;
         }

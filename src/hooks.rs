@@ -1,14 +1,17 @@
 //! Hooks in Claude Code's convention: `PreToolUse` and `PostToolUse` commands configured in the
-//! agent config (`hooks:`) or a `--hooks FILE`, run for the tool calls their matcher names.
+//! agent config (`hooks:`), a `--hooks FILE` or a `--settings FILE`, run for the tool calls
+//! their matcher names (by Rookery's name or Claude Code's). Hooks from a file see calls in
+//! Claude Code's view (`claude_view`), those of the agent config as Rookery names them.
 //!
 //! This module runs hooks and combines their answers; where they sit in the loop, and what is
 //! recorded, is the session's business (`actors::session::gate`). It must not touch the trace.
 
-pub(crate) mod config;
+pub mod claude_view;
+pub mod config;
 pub mod protocol;
 pub(crate) mod runner;
 
-pub use config::{HookCommand, HookConfigError, HookEvent, HooksConfig};
+pub use config::{HookCommand, HookConfigError, HookEvent, HookView, HooksConfig};
 pub use protocol::{Combined, HookCall, HookContext, Permission, ToolResponse};
 pub use runner::HookEnv;
 
@@ -22,11 +25,34 @@ pub async fn run_event(
     call: &HookCall,
     response: Option<&ToolResponse>,
 ) -> Option<Combined> {
-    let hooks = config.matching(event, &call.tool_name);
+    let alias = call.claude_code.map(|c| c.name);
+    let hooks = config.matching(event, &call.tool_name, alias);
     if hooks.is_empty() {
         return None;
     }
-    let input = protocol::input(ctx, event, call, response);
-    let runs = runner::run_all(&hooks, &input, env).await;
-    Some(protocol::combine(event, &runs))
+    let bytes = |view| {
+        serde_json::to_vec(&protocol::input(ctx, event, call, response, view)).unwrap_or_default()
+    };
+    let (mut rookery, mut claude) = (None, None);
+    let inputs: Vec<Vec<u8>> = hooks
+        .iter()
+        .map(|h| match h.view {
+            HookView::Rookery => rookery.get_or_insert_with(|| bytes(h.view)).clone(),
+            HookView::ClaudeCode => claude.get_or_insert_with(|| bytes(h.view)).clone(),
+        })
+        .collect();
+    let runs = runner::run_all(&hooks, &inputs, env).await;
+    let mut combined = protocol::combine(event, &runs);
+    // An `updatedInput` in Claude Code's shape becomes the tool's own arguments.
+    if let (Some(cc), Some(by), Some((_, new))) = (
+        &call.claude_code,
+        combined.updated_by,
+        combined.updated_input.as_mut(),
+    ) && hooks
+        .get(by)
+        .is_some_and(|h| h.view == HookView::ClaudeCode)
+    {
+        *new = claude_view::updated_input(cc, &protocol::arguments_value(call), new);
+    }
+    Some(combined)
 }

@@ -288,6 +288,11 @@ pub fn definition(cfg: &McpServerConfig, name: &str, t: &Value) -> ToolDefinitio
         cfg.timeout_ms
     };
     def.max_output_length = cfg.max_output_length;
+    // Calls of a turn to one server's tools that may change its state run one at a time, in
+    // call order (as Claude Code does: only `readOnlyHint: true` tools run concurrently).
+    if !read_only {
+        def.exclusive = Some(format!("mcp:{}", cfg.name));
+    }
     // The server's schema is the server's: no `description` property is added or removed.
     def.call_description = true;
     def
@@ -327,6 +332,23 @@ mod tests {
         assert_eq!(
             definition(&cfg(McpPermission::Auto), "n", &rw).timeout_ms,
             700 + tool::TIMEOUT_BACKSTOP_MS
+        );
+    }
+
+    #[test]
+    fn only_read_only_tools_run_alongside_each_other() {
+        let ro = json!({"name": "a", "annotations": {"readOnlyHint": true}});
+        let rw = json!({"name": "b", "annotations": {"readOnlyHint": false}});
+        // The hint decides, whatever the configured permission says.
+        assert_eq!(
+            definition(&cfg(McpPermission::Read), "n", &ro).exclusive,
+            None
+        );
+        assert_eq!(
+            definition(&cfg(McpPermission::Read), "n", &rw)
+                .exclusive
+                .as_deref(),
+            Some("mcp:s")
         );
     }
 }

@@ -213,6 +213,7 @@ pub async fn run(spec: &HibernationSpec) -> Result<HibernationOutcome, Hibernati
             // Hibernated sessions do not count; a wake beyond the cap is undone by the sweeper.
             max_sessions: spec.resident.saturating_mul(2).max(spec.resident + 64),
             hooks: Arc::default(),
+            permissions: Arc::default(),
             ring_bytes: crate::server::sse::RING_BYTES,
             hibernation: HibernationConfig {
                 idle: None,

@@ -60,6 +60,11 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
         let extra = crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?;
         config.hooks = Arc::new(config.hooks.merged(&extra));
     }
+    if let Some(path) = &args.settings {
+        let settings = crate::config::settings::Settings::from_file(path)?;
+        config.hooks = Arc::new(config.hooks.merged(&settings.hooks));
+        config.permissions = Arc::new(config.permissions.merged(&settings.permissions));
+    }
     let model = super::model_args::resolve_model(&args.model, &mut config)?;
     let approver = Arc::new(PolicyApprover::new(
         args.approve.unwrap_or(ApprovalMode::AllowAll),

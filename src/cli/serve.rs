@@ -200,6 +200,13 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
         Some(path) => crate::hooks::HooksConfig::from_file(path).map_err(ConfigError::from)?,
         None => crate::hooks::HooksConfig::default(),
     };
+    let settings = match &args.settings {
+        Some(path) => crate::config::settings::Settings::from_file(path)?,
+        None => Default::default(),
+    };
+    let hooks = hooks.merged(&settings.hooks);
+    let permissions = std::sync::Arc::new(settings.permissions);
+    config.permissions = std::sync::Arc::new(config.permissions.merged(&permissions));
     let hooks = std::sync::Arc::new(hooks);
     config.hooks = std::sync::Arc::new(config.hooks.merged(&hooks));
     let token = token(args)?;
@@ -256,6 +263,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             config_dir,
             max_sessions: args.max_sessions,
             hooks,
+            permissions,
             ring_bytes: args.sse_ring_bytes,
             hibernation: server::state::HibernationConfig {
                 idle: (args.idle_hibernate > 0).then(|| Duration::from_secs(args.idle_hibernate)),

@@ -83,6 +83,9 @@ pub enum ConfigError {
     /// An MCP server configuration that cannot be used.
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpConfigError),
+    /// A `permissions` section that cannot be used.
+    #[error(transparent)]
+    Permissions(#[from] crate::approval::permission_rules::PermissionRuleError),
     /// A tool profile that cannot be used.
     #[error(transparent)]
     Profile(#[from] crate::tools::profile::ProfileError),
@@ -102,6 +105,7 @@ impl ConfigError {
                 | ConfigError::AgentModel { .. }
                 | ConfigError::AgentTool { .. }
                 | ConfigError::Model(_)
+                | ConfigError::Permissions(_)
         )
     }
 }

@@ -69,7 +69,7 @@ pub enum HookConfigError {
 pub(crate) enum Matcher {
     /// `*` or empty.
     All,
-    /// Letters, digits, `_`, `-` and `|`: exact tool names.
+    /// Letters, digits, `_`, `-` and `|`: exact tool names (Rookery's or Claude Code's).
     Names(Vec<String>),
     /// Anything else: an unanchored regex.
     Regex(Regex),
@@ -101,13 +101,14 @@ impl Matcher {
             })
     }
 
-    /// Whether a call of the tool `tool` runs this matcher's hooks.
-    pub(crate) fn matches(&self, tool: &str) -> bool {
-        match self {
+    /// Whether the matcher names the tool by its Rookery name or its Claude Code name.
+    pub(crate) fn matches(&self, tool: &str, alias: Option<&str>) -> bool {
+        let one = |name: &str| match self {
             Matcher::All => true,
-            Matcher::Names(names) => names.iter().any(|n| n == tool),
-            Matcher::Regex(re) => re.is_match(tool),
-        }
+            Matcher::Names(names) => names.iter().any(|n| n == name),
+            Matcher::Regex(re) => re.is_match(name),
+        };
+        one(tool) || alias.is_some_and(one)
     }
 }
 
@@ -118,6 +119,18 @@ pub struct HookCommand {
     pub command: String,
     /// How long the hook may run before it is killed with its process tree.
     pub timeout: std::time::Duration,
+    /// What the hook is told about a call.
+    pub view: HookView,
+}
+
+/// How a hook sees a call: as Rookery names it (hooks of the agent config), or as Claude Code
+/// would (hooks from a Claude Code settings file: `tool_name` `Bash`, `tool_input.command`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookView {
+    /// Rookery's tool names and fields.
+    Rookery,
+    /// Claude Code's names and fields beside Rookery's.
+    ClaudeCode,
 }
 
 #[derive(Debug, Clone)]
@@ -177,14 +190,14 @@ fn command_type() -> String {
 impl<'de> Deserialize<'de> for HooksConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
-        HooksConfig::from_value(value).map_err(serde::de::Error::custom)
+        HooksConfig::from_value(value, HookView::Rookery).map_err(serde::de::Error::custom)
     }
 }
 
 impl HooksConfig {
     /// From the `hooks` object (`{"PreToolUse": [...], ...}`). Events Rookery does not run
-    /// (`Stop`, `Notification`, …) are ignored with a warning.
-    pub fn from_value(value: Value) -> Result<Self, HookConfigError> {
+    /// (`Stop`, `Notification`, …) are ignored with a warning. Its hooks see calls in `view`.
+    pub fn from_value(value: Value, view: HookView) -> Result<Self, HookConfigError> {
         let Value::Object(map) = value else {
             return Err(HookConfigError::Invalid {
                 path: "hooks".into(),
@@ -212,7 +225,7 @@ impl HooksConfig {
                     hooks: g
                         .hooks
                         .into_iter()
-                        .map(|h| hook_command(&event, h))
+                        .map(|h| hook_command(&event, h, view))
                         .collect::<Result<_, _>>()?,
                 });
             }
@@ -221,7 +234,7 @@ impl HooksConfig {
     }
 
     /// Reads `--hooks FILE`: a Claude Code `settings.json` (its `hooks` key) or just the hooks
-    /// object. JSON, or YAML.
+    /// object. JSON, or YAML. Its hooks see calls in Claude Code's view.
     pub fn from_file(path: &Path) -> Result<Self, HookConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| HookConfigError::Read {
             path: path.to_path_buf(),
@@ -242,7 +255,7 @@ impl HooksConfig {
             }
             other => other,
         };
-        HooksConfig::from_value(hooks).map_err(|e| match e {
+        HooksConfig::from_value(hooks, HookView::ClaudeCode).map_err(|e| match e {
             HookConfigError::Invalid { message, .. } => invalid(message),
             other => invalid(other.to_string()),
         })
@@ -262,15 +275,16 @@ impl HooksConfig {
         self.pre_tool_use.is_empty() && self.post_tool_use.is_empty()
     }
 
-    /// The commands of `event` that apply to `tool`, in config order.
-    pub fn matching(&self, event: HookEvent, tool: &str) -> Vec<HookCommand> {
+    /// The commands of `event` that apply to `tool` (also known to Claude Code as `alias`), in
+    /// config order.
+    pub fn matching(&self, event: HookEvent, tool: &str, alias: Option<&str>) -> Vec<HookCommand> {
         let groups = match event {
             HookEvent::PreToolUse => &self.pre_tool_use,
             HookEvent::PostToolUse => &self.post_tool_use,
         };
         groups
             .iter()
-            .filter(|g| g.matcher.matches(tool))
+            .filter(|g| g.matcher.matches(tool, alias))
             .flat_map(|g| g.hooks.iter().cloned())
             .collect()
     }
@@ -285,7 +299,7 @@ fn one_line(text: &str) -> String {
         .to_string()
 }
 
-fn hook_command(event: &str, h: RawHook) -> Result<HookCommand, HookConfigError> {
+fn hook_command(event: &str, h: RawHook, view: HookView) -> Result<HookCommand, HookConfigError> {
     if h.kind != "command" {
         return Err(HookConfigError::Type {
             event: event.to_string(),
@@ -306,6 +320,7 @@ fn hook_command(event: &str, h: RawHook) -> Result<HookCommand, HookConfigError>
     Ok(HookCommand {
         command: h.command,
         timeout: std::time::Duration::from_secs_f64(secs.min(86_400.0)),
+        view,
     })
 }
 
@@ -314,7 +329,10 @@ mod tests {
     use super::*;
 
     fn cfg(json: &str) -> Result<HooksConfig, HookConfigError> {
-        HooksConfig::from_value(serde_json::from_str(json).unwrap_or(Value::Null))
+        HooksConfig::from_value(
+            serde_json::from_str(json).unwrap_or(Value::Null),
+            HookView::Rookery,
+        )
     }
 
     #[test]
@@ -327,7 +345,7 @@ mod tests {
         ], "Stop": []}"#)
         .unwrap();
         let names = |t: &str| -> Vec<String> {
-            c.matching(HookEvent::PreToolUse, t)
+            c.matching(HookEvent::PreToolUse, t, None)
                 .into_iter()
                 .map(|h| h.command)
                 .collect()
@@ -337,12 +355,32 @@ mod tests {
         assert_eq!(names("write_file"), ["b", "c", "d"]);
         assert_eq!(names("rewrite"), ["b", "c", "d"]);
         assert!(
-            c.matching(HookEvent::PostToolUse, "exec_command")
+            c.matching(HookEvent::PostToolUse, "exec_command", None)
                 .is_empty()
         );
-        let b = c.matching(HookEvent::PreToolUse, "write_file");
+        let b = c.matching(HookEvent::PreToolUse, "write_file", None);
         assert_eq!(b[0].timeout, std::time::Duration::from_secs(5));
         assert_eq!(b[1].timeout, std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_matcher_takes_the_claude_code_name_too() {
+        let c = cfg(r#"{"PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"command": "a"}]},
+            {"matcher": "Edit|Write", "hooks": [{"command": "b"}]},
+            {"matcher": "exec_command", "hooks": [{"command": "c"}]}
+        ]}"#)
+        .unwrap();
+        let names = |t: &str, alias: Option<&str>| -> Vec<String> {
+            c.matching(HookEvent::PreToolUse, t, alias)
+                .into_iter()
+                .map(|h| h.command)
+                .collect()
+        };
+        assert_eq!(names("exec_command", Some("Bash")), ["a", "c"]);
+        assert_eq!(names("bash", Some("Bash")), ["a"]);
+        assert_eq!(names("write_file", Some("Write")), ["b"]);
+        assert!(names("list_commands", None).is_empty());
     }
 
     #[test]
@@ -368,7 +406,14 @@ mod tests {
         )
         .unwrap();
         let c = HooksConfig::from_file(&settings).unwrap();
-        assert_eq!(c.matching(HookEvent::PostToolUse, "read_file").len(), 1);
+        assert_eq!(
+            c.matching(HookEvent::PostToolUse, "read_file", None).len(),
+            1
+        );
+        assert_eq!(
+            c.matching(HookEvent::PostToolUse, "read_file", None)[0].view,
+            HookView::ClaudeCode
+        );
         let bare = dir.path().join("hooks.json");
         std::fs::write(
             &bare,
@@ -376,10 +421,13 @@ mod tests {
         )
         .unwrap();
         let b = HooksConfig::from_file(&bare).unwrap();
-        assert_eq!(b.matching(HookEvent::PreToolUse, "read_file").len(), 1);
+        assert_eq!(
+            b.matching(HookEvent::PreToolUse, "read_file", None).len(),
+            1
+        );
         assert_eq!(
             c.merged(&b)
-                .matching(HookEvent::PreToolUse, "read_file")
+                .matching(HookEvent::PreToolUse, "read_file", None)
                 .len(),
             1
         );

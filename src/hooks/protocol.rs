@@ -6,7 +6,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::config::HookEvent;
+use super::claude_view;
+use super::config::{HookEvent, HookView};
+use crate::tools::definition::ClaudeCodeName;
 
 /// What every hook of a session is told about the call.
 #[derive(Debug, Clone)]
@@ -30,6 +32,8 @@ pub struct HookCall {
     pub tool_name: String,
     /// The arguments JSON text as the model sent it.
     pub arguments: String,
+    /// The tool's Claude Code name, from its definition.
+    pub claude_code: Option<ClaudeCodeName>,
 }
 
 /// The PostToolUse part of the input.
@@ -43,31 +47,59 @@ pub struct ToolResponse {
     pub duration_ms: u64,
 }
 
-/// The stdin object of a hook.
+/// The call's arguments as JSON (arguments that are not JSON are passed as their text).
+pub fn arguments_value(call: &HookCall) -> Value {
+    serde_json::from_str::<Value>(&call.arguments)
+        .unwrap_or_else(|_| Value::String(call.arguments.clone()))
+}
+
+/// The stdin object of a hook that sees the call in `view`. In Claude Code's view,
+/// `tool_name` is the tool's Claude Code name (where it has one), `rookery_tool_name` Rookery's,
+/// and `tool_input` / `tool_response` carry Claude Code's fields beside Rookery's.
 pub fn input(
     ctx: &HookContext,
     event: HookEvent,
     call: &HookCall,
     response: Option<&ToolResponse>,
+    view: HookView,
 ) -> Value {
-    // Arguments that are not a JSON object are passed as their text.
-    let tool_input = serde_json::from_str::<Value>(&call.arguments)
-        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+    let mut tool_input = arguments_value(call);
+    let mut tool_name = call.tool_name.as_str();
+    let claude = match (view, &call.claude_code) {
+        (HookView::ClaudeCode, Some(cc)) => {
+            tool_input = claude_view::tool_input(cc, &tool_input);
+            tool_name = cc.name;
+            Some(cc)
+        }
+        _ => None,
+    };
     let mut v = json!({
         "session_id": ctx.session_id,
         "transcript_path": ctx.transcript_path,
         "cwd": ctx.cwd,
         "permission_mode": ctx.permission_mode,
         "hook_event_name": event.as_str(),
-        "tool_name": call.tool_name,
+        "tool_name": tool_name,
         "tool_input": tool_input,
         "tool_use_id": call.tool_use_id,
     });
-    if let (Some(r), Some(obj)) = (response, v.as_object_mut()) {
-        obj.insert(
-            "tool_response".into(),
-            json!({"output": r.output, "stop_reason": r.stop_reason}),
-        );
+    let Some(obj) = v.as_object_mut() else {
+        return v;
+    };
+    if view == HookView::ClaudeCode {
+        obj.insert("rookery_tool_name".into(), json!(call.tool_name));
+    }
+    if let Some(r) = response {
+        let tool_response = match claude {
+            Some(cc) => claude_view::tool_response(
+                cc,
+                obj.get("tool_input").unwrap_or(&Value::Null),
+                &r.output,
+                &r.stop_reason,
+            ),
+            None => json!({"output": r.output, "stop_reason": r.stop_reason}),
+        };
+        obj.insert("tool_response".into(), tool_response);
         obj.insert("duration_ms".into(), json!(r.duration_ms));
     }
     v
@@ -128,6 +160,8 @@ pub struct Combined {
     pub reason: Option<String>,
     /// The first hook's `updatedInput` (a JSON object) and that hook's command.
     pub updated_input: Option<(String, Map<String, Value>)>,
+    /// Which run (index in config order) gave `updated_input`.
+    pub updated_by: Option<usize>,
     /// `additionalContext` texts (and PostToolUse `decision: block` reasons), in config order.
     pub context: Vec<String>,
     /// Hooks that failed without blocking (each recorded as `hook_error`).
@@ -144,6 +178,7 @@ fn head(text: &str, max: usize) -> String {
 /// Reads one run into `acc` (`event` decides what `decision`/`reason` mean).
 fn read_one(
     event: HookEvent,
+    index: usize,
     run: &RawRun,
     decisions: &mut Vec<(Permission, String)>,
     acc: &mut Combined,
@@ -178,7 +213,7 @@ fn read_one(
                 return;
             }
             match serde_json::from_str::<Value>(out) {
-                Ok(v) => read_json(event, run, &v, decisions, acc),
+                Ok(v) => read_json(event, index, run, &v, decisions, acc),
                 Err(e) => acc.failures.push(failure(
                     Some(0),
                     format!("hook printed invalid JSON ({e}); {}", run.stderr),
@@ -191,6 +226,7 @@ fn read_one(
 
 fn read_json(
     event: HookEvent,
+    index: usize,
     run: &RawRun,
     v: &Value,
     decisions: &mut Vec<(Permission, String)>,
@@ -215,6 +251,7 @@ fn read_json(
                     // The older top-level form.
                     Some("approve") => Some(Permission::Allow),
                     Some("block") => Some(Permission::Deny),
+                    Some("ask") => Some(Permission::Ask),
                     _ => None,
                 },
             };
@@ -224,6 +261,7 @@ fn read_json(
             match specific.and_then(|s| s.get("updatedInput")) {
                 Some(Value::Object(new)) if acc.updated_input.is_none() => {
                     acc.updated_input = Some((run.command.clone(), new.clone()));
+                    acc.updated_by = Some(index);
                 }
                 None | Some(Value::Object(_) | Value::Null) => {}
                 // Not arguments: ignored, and said so in the trace.
@@ -255,8 +293,8 @@ fn read_json(
 pub fn combine(event: HookEvent, runs: &[RawRun]) -> Combined {
     let mut acc = Combined::default();
     let mut decisions = Vec::new();
-    for run in runs {
-        read_one(event, run, &mut decisions, &mut acc);
+    for (index, run) in runs.iter().enumerate() {
+        read_one(event, index, run, &mut decisions, &mut acc);
     }
     if let Some(strongest) = decisions.iter().map(|(d, _)| *d).max() {
         let reasons: Vec<&str> = decisions
@@ -269,6 +307,7 @@ pub fn combine(event: HookEvent, runs: &[RawRun]) -> Combined {
     }
     if acc.decision == Some(Permission::Deny) {
         acc.updated_input = None;
+        acc.updated_by = None;
     }
     acc
 }
@@ -356,6 +395,14 @@ mod tests {
     }
 
     #[test]
+    fn the_older_decision_ask_means_ask() {
+        let ask = run(0, r#"{"decision": "ask", "reason": "look first"}"#, "");
+        let c = combine(HookEvent::PreToolUse, &[ask]);
+        assert_eq!(c.decision, Some(Permission::Ask));
+        assert_eq!(c.reason.as_deref(), Some("look first"));
+    }
+
+    #[test]
     fn post_tool_use_block_reason_and_exit_2_become_context() {
         let block = run(0, r#"{"decision": "block", "reason": "tests failed"}"#, "");
         let two = run(2, "", "lint errors");
@@ -376,13 +423,40 @@ mod tests {
             tool_use_id: "call_0".into(),
             tool_name: "exec_command".into(),
             arguments: r#"{"cmd":"ls"}"#.into(),
+            claude_code: Some(ClaudeCodeName {
+                name: "Bash",
+                fields: &[("command", "cmd")],
+            }),
         };
         let resp = ToolResponse {
             output: "x".into(),
             stop_reason: "completed".into(),
             duration_ms: 3,
         };
-        let v = input(&ctx, HookEvent::PostToolUse, &call, Some(&resp));
+        let v = input(
+            &ctx,
+            HookEvent::PostToolUse,
+            &call,
+            Some(&resp),
+            HookView::Rookery,
+        );
+        assert_eq!(v["tool_name"], "exec_command");
+        assert!(v.get("rookery_tool_name").is_none());
+        assert!(v["tool_input"].get("command").is_none());
+        assert!(v["tool_response"].get("stdout").is_none());
+        let cc = input(
+            &ctx,
+            HookEvent::PostToolUse,
+            &call,
+            Some(&resp),
+            HookView::ClaudeCode,
+        );
+        assert_eq!(cc["tool_name"], "Bash");
+        assert_eq!(cc["rookery_tool_name"], "exec_command");
+        assert_eq!(cc["tool_input"]["command"], "ls");
+        assert_eq!(cc["tool_input"]["cmd"], "ls");
+        assert_eq!(cc["tool_response"]["stdout"], "x");
+        assert_eq!(cc["tool_response"]["interrupted"], false);
         assert_eq!(v["tool_input"]["cmd"], "ls");
         assert_eq!(v["hook_event_name"], "PostToolUse");
         assert_eq!(v["tool_response"]["output"], "x");

@@ -159,14 +159,20 @@ pub(crate) async fn run(hook: &HookCommand, input: &[u8], env: &HookEnv) -> RawR
     raw(exit, stdout, stderr)
 }
 
-/// Runs `hooks` in parallel; the runs come back in config order.
+/// Runs `hooks` in parallel, each with its input (`inputs[i]` for `hooks[i]`); the runs come
+/// back in config order.
 pub(crate) async fn run_all(
     hooks: &[HookCommand],
-    input: &serde_json::Value,
+    inputs: &[Vec<u8>],
     env: &HookEnv,
 ) -> Vec<RawRun> {
-    let bytes = serde_json::to_vec(input).unwrap_or_default();
-    futures::future::join_all(hooks.iter().map(|h| run(h, &bytes, env))).await
+    futures::future::join_all(
+        hooks
+            .iter()
+            .zip(inputs)
+            .map(|(h, input)| run(h, input, env)),
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -185,6 +191,7 @@ mod tests {
         HookCommand {
             command: cmd.into(),
             timeout: Duration::from_secs_f64(secs),
+            view: super::super::config::HookView::Rookery,
         }
     }
 

@@ -56,6 +56,8 @@ pub struct ServerConfig {
     pub max_sessions: usize,
     /// `--hooks FILE`: run for every served session, besides its config's own.
     pub hooks: Arc<crate::hooks::HooksConfig>,
+    /// `--settings FILE`'s permission rules: for every served session, besides its config's.
+    pub permissions: Arc<crate::approval::permission_rules::PermissionRules>,
     /// Hibernation (`--idle-hibernate`, `--max-resident`; `hibernate.rs`).
     pub hibernation: hibernate::HibernationConfig,
     /// Bytes of each session's SSE replay ring (`--sse-ring-bytes`; `sse.rs`).
@@ -194,6 +196,7 @@ impl ServerState {
             Some(config) => {
                 let mut config = config.clone();
                 config.hooks = Arc::new(config.hooks.merged(&self.cfg.hooks));
+                config.permissions = Arc::new(config.permissions.merged(&self.cfg.permissions));
                 config
             }
             None => base.config,
@@ -508,6 +511,7 @@ impl ServerState {
                 };
                 let mut config = r.config;
                 config.hooks = Arc::new(config.hooks.merged(&self.cfg.hooks));
+                config.permissions = Arc::new(config.permissions.merged(&self.cfg.permissions));
                 Base {
                     model: r.model,
                     config,

@@ -20,6 +20,7 @@ use tokio::task::JoinError;
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
+use super::path_locks::PathKey;
 use super::{BoundTool, ToolContext, ToolEnv, ToolResult, panic_message};
 use crate::message::{EventType, OmniMessage, StopReason, build};
 
@@ -209,6 +210,7 @@ async fn run_tool(
     emit: Emit,
 ) -> OmniMessage {
     let definition = tool.definition.clone();
+    let exclusive = definition.exclusive.clone();
     let timeout_ms = definition.timeout_ms;
     let cap = (definition.max_output_length > 0)
         .then(|| usize::try_from(definition.max_output_length).unwrap_or(usize::MAX));
@@ -239,7 +241,9 @@ async fn run_tool(
         if let Some(ticket) = ticket {
             // Calls writing one file run in call order; the wait counts against the timeout
             // and ends with a cancel.
-            let keys = imp.write_keys(&workspace, &args);
+            let mut keys = imp.write_keys(&workspace, &args);
+            // A tool changing a shared resource holds it the same way.
+            keys.extend(exclusive.map(PathKey::Resource));
             tokio::select! {
                 guard = ticket.acquire(keys) => ctx.path_guard = Some(Arc::new(guard)),
                 _ = ctx.cancel.cancelled() => return ToolResult::default(),

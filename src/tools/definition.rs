@@ -54,6 +54,24 @@ pub struct ToolDefinitionConfig {
     /// (`approval/command_policy.rs`). Declared by the tool's own definition; not config.
     #[serde(skip)]
     pub command_argument: Option<CommandArgument>,
+    /// Claude Code's name for this tool (`Bash`, `Read`, …), which hook matchers and permission
+    /// rules also take. Declared by the tool's own definition; not config.
+    #[serde(skip)]
+    pub claude_code: Option<ClaudeCodeName>,
+    /// A shared resource every call of this tool changes (an MCP server's state, for its tools
+    /// not annotated `readOnlyHint: true`): calls holding one run one after another, in call
+    /// order (`path_locks.rs`). Declared by whoever builds the definition; not config.
+    #[serde(skip)]
+    pub exclusive: Option<String>,
+}
+
+/// Claude Code's name for a tool and the arguments it spells differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaudeCodeName {
+    /// `Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Task`, `BashOutput`, `KillShell`.
+    pub name: &'static str,
+    /// (Claude Code's argument, this tool's argument) pairs that carry the same value.
+    pub fields: &'static [(&'static str, &'static str)],
 }
 
 /// The argument of a shell tool whose text the command policy checks.
@@ -92,7 +110,24 @@ impl ToolDefinitionConfig {
             max_output_length: 16_000,
             call_description: true,
             command_argument: None,
+            claude_code: None,
+            exclusive: None,
         }
+    }
+
+    /// This definition, known to Claude Code as `name` (its `fields` renamed as listed).
+    pub fn known_as(
+        mut self,
+        name: &'static str,
+        fields: &'static [(&'static str, &'static str)],
+    ) -> Self {
+        self.claude_code = Some(ClaudeCodeName { name, fields });
+        self
+    }
+
+    /// Claude Code's name for this tool, if it has one.
+    pub fn claude_code_name(&self) -> Option<&'static str> {
+        self.claude_code.map(|c| c.name)
     }
 
     /// This definition, declaring `argument` as the shell text its calls run.

@@ -1,5 +1,6 @@
-//! Per-session serialization of the calls that write one real file (edit_file, write_file):
-//! such calls run one after another in call order, calls on other files stay concurrent.
+//! Per-session serialization of the calls that write one real file (edit_file, write_file), or
+//! change one shared resource (a non-read-only MCP tool's server): such calls run one after
+//! another in call order, calls on other files stay concurrent.
 //!
 //! The session takes a [`PathTicket`] for every call it starts, in call order (synchronously,
 //! before the call's task exists). The call's task then declares the files it writes (possibly
@@ -33,6 +34,9 @@ pub enum PathKey {
     Path(PathBuf),
     /// Device and inode of an existing file.
     Inode(u64, u64),
+    /// A shared resource that is not a file (`ToolDefinitionConfig::exclusive`: an MCP server's
+    /// state), taken the same way.
+    Resource(String),
 }
 
 /// The keys of the file named by the `file_path` argument (the write target of edit_file and

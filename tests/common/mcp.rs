@@ -75,6 +75,49 @@ pub fn everything() -> PathBuf {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The pinned version of `@modelcontextprotocol/server-memory`.
+pub const MEMORY_VERSION: &str = "2026.8.31";
+
+/// `dist/index.js` of `@modelcontextprotocol/server-memory`, installed on first use like
+/// [`everything`] (into `server-memory-<version>` beside it).
+pub fn memory() -> PathBuf {
+    static INSTALL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    INSTALL
+        .get_or_init(|| {
+            let pkg = format!("@modelcontextprotocol/server-memory@{MEMORY_VERSION}");
+            let dir = cache_dir().with_file_name(format!("server-memory-{MEMORY_VERSION}"));
+            let index = dir.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+            if index.is_file() {
+                return Ok(index);
+            }
+            if !have("node") || !have("npm") {
+                return Err(format!(
+                    "the MCP tests need Node.js 20+ and npm (not found on PATH): install them, \
+                     then run `npm install --prefix {} {pkg}` or just rerun the tests",
+                    dir.display()
+                ));
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let out = Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .arg(&pkg)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("npm install: {e}"))?;
+            if !out.status.success() || !index.is_file() {
+                return Err(format!(
+                    "npm install of {pkg} into {} failed: {}",
+                    dir.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            Ok(index)
+        })
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// A temp workspace, home and `$HOME` for one run.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,

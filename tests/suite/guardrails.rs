@@ -28,7 +28,7 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 }
 
 fn hooks(v: Value) -> Arc<HooksConfig> {
-    Arc::new(HooksConfig::from_value(v).unwrap())
+    Arc::new(HooksConfig::from_value(v, rookery::hooks::HookView::Rookery).unwrap())
 }
 
 fn pre(matcher: &str, commands: &[(&Path, f64)]) -> Value {

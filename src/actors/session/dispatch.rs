@@ -99,12 +99,16 @@ pub(super) fn spawn_tool(
     // A service-bound tool is bound to this session's own service now.
     let tool = (state.options.config.tools.get(&info.name))
         .map(|t| t.bind(|kind| services::service(state, kind)));
+    let claude_code = tool.as_ref().and_then(|t| t.definition.claude_code);
     let after = gate::Gate::of(state);
-    let after = after.has_after(&info.name, &context).then_some(after);
+    let after = after
+        .has_after(&info.name, claude_code.map(|c| c.name), &context)
+        .then_some(after);
     let hook_call = crate::hooks::HookCall {
         tool_use_id: info.tool_call_id.clone(),
         tool_name: info.name.clone(),
         arguments: info.arguments.clone(),
+        claude_code,
     };
     let records_me = myself.clone();
     let path_ticket = Some(state.path_locks.ticket());

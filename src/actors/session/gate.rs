@@ -1,6 +1,7 @@
 //! The gate every complete tool call passes before it runs, in this order: the command policy
 //! (shell tools, as their definitions declare them; under every mode), the PreToolUse hooks (deny / ask / allow / updatedInput),
-//! then the session's approver; and after a call ran, its PostToolUse hooks, whose context
+//! the permission rules (deny, then a hook's allow or ask, then ask, then allow), then the
+//! session's approver; and after a call ran, its PostToolUse hooks, whose context
 //! is appended to the output the model sees.
 //!
 //! It decides and returns what to record (`Verdict`); the dispatch records and runs. It runs in
@@ -14,6 +15,7 @@ use futures::FutureExt;
 
 use super::SessionState;
 use crate::approval::command_policy::CommandPolicy;
+use crate::approval::permission_rules::{PermissionRules, RuleCall, RuleDecision};
 use crate::approval::{ApprovalRequest, Approver};
 use crate::hooks::{self, HookCall, HookContext, HookEnv, HookEvent, HooksConfig, Permission};
 use crate::message::{
@@ -84,6 +86,8 @@ pub(super) struct Gate {
     /// The session's tools: a call's definition says which argument the policy checks.
     tools: ToolRegistry,
     hooks: Arc<HooksConfig>,
+    rules: Arc<PermissionRules>,
+    workspace: std::path::PathBuf,
     approver: Arc<dyn Approver>,
     ctx: HookContext,
     env: HookEnv,
@@ -104,9 +108,11 @@ impl Gate {
             (
                 HookContext {
                     session_id: state.id.clone(),
+                    // Absolute, as Claude Code passes it: the hook runs in the workspace.
                     transcript_path: state
                         .trace_health
                         .current()
+                        .map(|p| std::path::absolute(&p).unwrap_or(p))
                         .unwrap_or_default()
                         .display()
                         .to_string(),
@@ -124,6 +130,8 @@ impl Gate {
             policy: options.config.command_policy.clone(),
             tools: options.config.tools.clone(),
             hooks,
+            rules: options.config.permissions.clone(),
+            workspace: options.workspace.clone(),
             approver: options.approver.clone(),
             ctx,
             env,
@@ -145,7 +153,57 @@ impl Gate {
         ))
     }
 
-    /// Decides one call: policy, PreToolUse hooks, approver.
+    /// The permission rule deciding `request`, if any.
+    fn rule(&self, request: &ApprovalRequest) -> Option<(RuleDecision, String)> {
+        let tool = self.tools.get(&request.name);
+        self.rules.decide(&RuleCall {
+            name: &request.name,
+            definition: tool.map(|t| &*t.definition),
+            arguments: &request.arguments,
+            workspace: &self.workspace,
+        })
+    }
+
+    /// After the policy and the hooks: a deny rule, then the hook's decision, then an ask
+    /// rule, an allow rule, the approver.
+    async fn after_hooks(
+        &self,
+        request: ApprovalRequest,
+        hook: Option<Permission>,
+        hook_reason: Option<String>,
+    ) -> Verdict {
+        let rule = self.rule(&request);
+        if let Some((RuleDecision::Deny, text)) = &rule {
+            let mut v = Verdict::new(Decision::Deny, "rule", Some(text.clone()));
+            v.denial = format!("Tool call denied by permission rule {text}.");
+            return v;
+        }
+        // A hook's or a rule's allow never takes a call out of the sandbox: an escalated call
+        // is decided by the escalation's rule (`approve_or_escalate`).
+        let escalates = self.escalates(&request);
+        match (hook, rule) {
+            (Some(Permission::Allow), _) if !escalates => {
+                Verdict::new(Decision::Allow, "hook", hook_reason)
+            }
+            (Some(Permission::Ask), _) => {
+                let mut v = self.approve_or_escalate(request, true).await;
+                v.reason = v.reason.or(hook_reason);
+                v
+            }
+            (Some(Permission::Allow), _) => self.approve_or_escalate(request, false).await,
+            (_, Some((RuleDecision::Ask, text))) => {
+                let mut v = self.approve_or_escalate(request, true).await;
+                v.reason = v.reason.or(Some(text));
+                v
+            }
+            (_, Some((RuleDecision::Allow, text))) if !escalates => {
+                Verdict::new(Decision::Allow, "rule", Some(text))
+            }
+            _ => self.approve_or_escalate(request, false).await,
+        }
+    }
+
+    /// Decides one call: policy, PreToolUse hooks, permission rules, approver.
     pub(super) async fn decide(self, mut request: ApprovalRequest) -> Verdict {
         if let Some(v) = self.policy_verdict(&request.name, &request.arguments) {
             return v;
@@ -154,6 +212,7 @@ impl Gate {
             tool_use_id: request.tool_call_id.clone(),
             tool_name: request.name.clone(),
             arguments: request.arguments.clone(),
+            claude_code: (self.tools.get(&request.name)).and_then(|t| t.definition.claude_code),
         };
         let pre = hooks::run_event(
             &self.hooks,
@@ -165,7 +224,7 @@ impl Gate {
         )
         .await;
         let Some(pre) = pre else {
-            return self.approve_or_escalate(request, false).await;
+            return self.after_hooks(request, None, None).await;
         };
         let mut records = failure_records(&request.tool_call_id, &pre.failures);
         if pre.decision == Some(Permission::Deny) {
@@ -192,19 +251,7 @@ impl Gate {
                 return v;
             }
         }
-        let mut v = match pre.decision {
-            // A hook's allow never takes a call out of the sandbox: that is decided apart.
-            Some(Permission::Allow) if !self.escalates(&request) => {
-                Verdict::new(Decision::Allow, "hook", pre.reason)
-            }
-            Some(Permission::Allow) => self.approve_or_escalate(request, false).await,
-            Some(Permission::Ask) => {
-                let mut v = self.approve_or_escalate(request, true).await;
-                v.reason = v.reason.or(pre.reason);
-                v
-            }
-            _ => self.approve_or_escalate(request, false).await,
-        };
+        let mut v = self.after_hooks(request, pre.decision, pre.reason).await;
         v.records = records;
         v.arguments = arguments;
         v.context = pre.context;
@@ -316,9 +363,12 @@ impl Gate {
         (output, records)
     }
 
-    /// Whether [`Gate::after`] has anything to do for `tool`.
-    pub(super) fn has_after(&self, tool: &str, context: &[String]) -> bool {
-        !context.is_empty() || !self.hooks.matching(HookEvent::PostToolUse, tool).is_empty()
+    /// Whether [`Gate::after`] has anything to do for `tool` (Claude Code's `alias`).
+    pub(super) fn has_after(&self, tool: &str, alias: Option<&str>, context: &[String]) -> bool {
+        !context.is_empty()
+            || !(self.hooks)
+                .matching(HookEvent::PostToolUse, tool, alias)
+                .is_empty()
     }
 }
 

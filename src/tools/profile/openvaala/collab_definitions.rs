@@ -49,7 +49,8 @@ pub fn collaboration_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ),
             ReadWrite,
             120_000,
-        ),
+        )
+        .known_as("Task", &[("prompt", "message"), ("description", "task_name")]),
         "send_message" => def(
             name,
             "Send a message to an agent (or, from inside an agent, to parent). mode normal starts a new round (queued while the agent is busy); mode steer joins its current round.",

@@ -40,7 +40,8 @@ pub fn openvaala_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ),
             Read,
             60_000,
-        ),
+        )
+        .known_as("Read", &[("file_path", "path")]),
         "apply_patch" => {
             let mut def = default_definition("apply_patch")?;
             def.max_output_length = 0;
@@ -63,7 +64,8 @@ pub fn openvaala_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             command_timeout,
         )
-        .running(CommandArgument::Command("command")),
+        .running(CommandArgument::Command("command"))
+        .known_as("Bash", &[]),
         "read_command_output" => d(
             "Read a command's output from a cursor: 0, or the next_cursor of the previous result. Waits up to wait_seconds for output past the cursor or the command's end. Pages are at most 64 KB; each command keeps its last 1 MiB.",
             schema(
@@ -76,7 +78,8 @@ pub fn openvaala_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ),
             Read,
             command_timeout,
-        ),
+        )
+        .known_as("BashOutput", &[("bash_id", "command_id")]),
         "write_stdin" => d(
             "Write characters to an interactive command's terminal (no newline is added: include \\n to end a line). Returns the output that follows.",
             schema(
@@ -96,7 +99,8 @@ pub fn openvaala_definition(name: &str) -> Option<ToolDefinitionConfig> {
             schema(json!({"command_id": command_id}), &["command_id"]),
             ReadWrite,
             30_000,
-        ),
+        )
+        .known_as("KillShell", &[("shell_id", "command_id")]),
         "list_commands" => d(
             "List this session's commands with their status and exit code.",
             schema(json!({}), &[]),

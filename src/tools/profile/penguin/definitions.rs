@@ -38,7 +38,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             Read,
             30_000,
             64_000,
-        ),
+        )
+        .known_as("Read", &[]),
         "edit_file" => d(
             "edit_file",
             "Replace exact text in an existing file. old_string must match exactly once unless replace_all is true. Returns a unified diff of the change.",
@@ -54,7 +55,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             30_000,
             16_000,
-        ),
+        )
+        .known_as("Edit", &[]),
         "write_file" => d(
             "write_file",
             "Create or overwrite a file with the given content. Missing parent directories are created.",
@@ -68,7 +70,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             30_000,
             16_000,
-        ),
+        )
+        .known_as("Write", &[]),
         "apply_patch" => d(
             "apply_patch",
             "Apply a patch to files of the workspace, all or nothing. The input starts with '*** Begin Patch' and ends with '*** End Patch'; in between, sections '*** Add File: <path>' (every line starts with +), '*** Delete File: <path>', or '*** Update File: <path>' (optionally followed by '*** Move to: <new path>') with hunks that start with '@@' (optionally '@@ <a line to find first>') and lines starting with ' ' (context), '-' (removed) or '+' (added). Add and Move never overwrite an existing file.",
@@ -81,7 +84,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             30_000,
             16_000,
-        ),
+        )
+        .known_as("MultiEdit", &[]),
         "exec_command" => d(
             "exec_command",
             "Run a shell command (bash -lc) in the workspace. Output streams back; a command still running after yield_time_ms keeps running in the background with a process_id.",
@@ -102,7 +106,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             120_000,
             16_000,
         )
-        .running(CommandArgument::Command("cmd")),
+        .running(CommandArgument::Command("cmd"))
+        .known_as("Bash", &[("command", "cmd")]),
         "input_command" => d(
             "input_command",
             "Send input to a running command (or poll it with empty chars). Send \"\\u0003\" alone to interrupt it.",
@@ -133,7 +138,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             30_000,
             16_000,
-        ),
+        )
+        .known_as("KillShell", &[("shell_id", "process_id")]),
         "run_subagent" => d(
             "run_subagent",
             "Start a subagent with its own session on a prompt and collect its answer.",
@@ -153,7 +159,8 @@ pub fn default_definition(name: &str) -> Option<ToolDefinitionConfig> {
             ReadWrite,
             600_000,
             16_000,
-        ),
+        )
+        .known_as("Task", &[]),
         "input_subagent" => d(
             "input_subagent",
             "Poll a subagent or send it a follow-up prompt.",
