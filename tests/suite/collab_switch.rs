@@ -30,10 +30,10 @@ fn answer() -> Reply {
     Reply::Sse(vec![TEXT_ANSWER.to_string()])
 }
 
-/// `fast` and `big` on the mock; `broken` names no endpoint, so its model cannot be built.
+/// `fast` and `big` on the mock; `broken` is a provider without a default endpoint and names none, so its model cannot be built.
 fn config(base_url: &str) -> AgentConfig {
     let mut c = AgentConfig::from_yaml(&format!(
-        "models:\n  fast:\n    provider: openai\n    base_url: {base_url}\n    model: mini\n    api_key_env: ROOKERY_TEST_UNSET_KEY_VAR\n    context_window: 32000\n  big:\n    provider: openai\n    base_url: {base_url}\n    model: maxi\n    api_key_env: ROOKERY_TEST_UNSET_KEY_VAR\n  broken:\n    provider: openai\n    model: nowhere\n"
+        "models:\n  fast:\n    provider: openai\n    base_url: {base_url}\n    model: mini\n    api_key_env: ROOKERY_TEST_UNSET_KEY_VAR\n    context_window: 32000\n  big:\n    provider: openai\n    base_url: {base_url}\n    model: maxi\n    api_key_env: ROOKERY_TEST_UNSET_KEY_VAR\n  broken:\n    provider: localai\n    model: nowhere\n"
     ))
     .unwrap();
     c.retry = fast_retry(0);
@@ -178,7 +178,7 @@ async fn an_idle_agent_switched_by_send_message_runs_its_next_round_on_the_model
     assert!(all[0].ends_with("round one") && all[1].ends_with("child says hi"));
     let refused = &out(5)[4..7];
     assert!(
-        refused[0].0.starts_with("[send_message error: unknown model \"huge\" (configured models: big (openai/maxi), broken (openai/nowhere), fast (openai/mini); or give provider/model of one of them); agent-")
+        refused[0].0.starts_with("[send_message error: unknown model \"huge\" (configured models: big (openai/maxi), broken (localai/nowhere), fast (openai/mini); or give provider/model of one of them); agent-")
             && refused[0].0.ends_with(" keeps its model and the message was not sent]"),
         "{refused:?}"
     );
