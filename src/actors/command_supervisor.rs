@@ -147,8 +147,8 @@ pub enum CommandSupervisorMsg {
     Lease {
         /// The command's process id.
         id: String,
-        /// The command's actor, if registered.
-        reply: RpcReplyPort<Option<ActorRef<CommandMsg>>>,
+        /// The command's actor, if registered, and whether it runs outside the sandbox.
+        reply: RpcReplyPort<Option<(ActorRef<CommandMsg>, bool)>>,
     },
     /// A registered command by id for kill_command: disarmed and unregistered at once.
     Take {
@@ -202,6 +202,8 @@ struct Entry {
     readers: usize,
     notify: bool,
     exit: Option<ExitInfo>,
+    /// Runs outside the session's sandbox (an approved `require_escalated` call).
+    escalated: bool,
     done: watch::Receiver<bool>,
     /// Output chunks the command produced, and how many the last sweep saw.
     outputs: Arc<std::sync::atomic::AtomicU64>,
@@ -283,7 +285,7 @@ impl Actor for CommandSupervisor {
                     .map(|e| {
                         e.touch(tick);
                         e.readers += 1;
-                        e.actor.clone()
+                        (e.actor.clone(), e.escalated)
                     });
                 let _ = reply.send(actor);
             }
@@ -490,6 +492,7 @@ impl CommandSupervisorState {
                 readers: 0,
                 notify: req.background && req.style == CommandStyle::Windowed,
                 exit: None,
+                escalated: req.escalated,
                 done: group.done(),
                 outputs,
                 seen_outputs: 0,
@@ -564,7 +567,16 @@ impl CommandSupervisorState {
             e.exit = Some(exit.clone());
         }
         if std::mem::take(&mut e.notify) {
-            let text = notice::completion_notice(id, &e.label, &exit, tail);
+            let mut text = notice::completion_notice(id, &e.label, &exit, tail);
+            // A sandboxed command that failed says so, as its foreground result would.
+            if let Some(s) = self.options.sandbox.as_ref().filter(|_| !e.escalated)
+                && exit.is_failure()
+            {
+                text.push('\n');
+                text.push_str(&crate::tools::escalation::failure_note(
+                    &s.layout().describe(),
+                ));
+            }
             (self.sink)(CommandEvent::Completed { notice_text: text });
         }
     }

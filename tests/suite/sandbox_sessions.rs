@@ -435,3 +435,45 @@ fn an_mcp_stdio_server_runs_confined_unless_its_entry_says_off() {
     );
     assert!(outside.join("free.txt").exists());
 }
+
+#[test]
+fn a_failed_sandboxed_command_seen_later_names_the_sandbox_too() {
+    let sb = Sandbox::new();
+    let outside = sb.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let late = outside.join("late.txt");
+    let script = sb.script(&json!({"turns": [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"description": "slow",
+            "cmd": format!("sleep 1; echo x > {}", s(&late)), "yield_time_ms": 100}}]},
+        {"tool_calls": [{"name": "input_command", "arguments": {"description": "poll",
+            "process_id": "{{output:0:process_id (proc-[0-9a-f]+)}}", "chars": "", "yield_time_ms": 30000}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"description": "bg",
+            "run_in_background": true, "cmd": format!("echo y > {}", s(&outside.join("bg.txt")))}}]},
+        {"text": "waiting", "delay_ms": 3000},
+        {"text": "saw the notice"}
+    ]}));
+    let out = sb.run(&["--script", s(&script), "--sandbox", "workspace-write", "go"]);
+    out.expect_code(0);
+    let records = read_records(&sb.trace());
+    let outs = outputs(&records);
+    assert!(
+        outs[0].contains("[process running with process_id proc-"),
+        "{}",
+        outs[0]
+    );
+    assert!(
+        outs[1].ends_with("[sandbox: workspace-write, network off — ask with sandbox_permissions: \"require_escalated\" if the command needs more]"),
+        "{}",
+        outs[1]
+    );
+    let notice = records
+        .iter()
+        .map(|r| r.to_string())
+        .find(|r| r.contains("[background_task_done]"))
+        .expect("the background command's notice is in the trace");
+    assert!(
+        notice.contains("[sandbox: workspace-write, network off"),
+        "{notice}"
+    );
+    assert!(!late.exists() && !outside.join("bg.txt").exists());
+}

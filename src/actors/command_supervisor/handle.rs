@@ -141,13 +141,10 @@ impl CommandSupervisorHandle {
             .call(|reply| CommandSupervisorMsg::Lease { id: key, reply }, None)
             .await
         {
-            Ok(CallResult::Success(Some(actor))) => Some(CommandLease::new(
-                id,
-                actor,
-                self.actor.clone(),
-                true,
-                DropAction::Release,
-            )),
+            Ok(CallResult::Success(Some((actor, escalated)))) => Some(
+                CommandLease::new(id, actor, self.actor.clone(), true, DropAction::Release)
+                    .escalated(escalated),
+            ),
             _ => None,
         }
     }

@@ -43,6 +43,8 @@ pub struct CommandLease {
     supervisor: ActorRef<CommandSupervisorMsg>,
     reader: bool,
     on_drop: DropAction,
+    /// The command runs outside the session's sandbox.
+    escalated: bool,
 }
 
 fn gone() -> ExitInfo {
@@ -63,12 +65,24 @@ impl CommandLease {
             supervisor,
             reader,
             on_drop,
+            escalated: false,
         }
     }
 
     /// The command's `proc-xxxxxxxx` id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Marks the lease's command as one running outside the session's sandbox.
+    pub(super) fn escalated(mut self, escalated: bool) -> Self {
+        self.escalated = escalated;
+        self
+    }
+
+    /// Whether the command runs outside the session's sandbox (no sandbox note on its exit).
+    pub fn is_escalated(&self) -> bool {
+        self.escalated
     }
 
     /// Streams output to `emit` as it arrives, for up to `window`, ending early when the

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::exec_command::{aborted, exit_result, fail, yield_window};
+use super::exec_command::{aborted, exit_result, fail, with_sandbox_note, yield_window};
 use crate::actors::command_supervisor::Collected;
 use crate::actors::command_supervisor::CommandSupervisorHandle;
 use crate::tools::args::{opt_str, require_str};
@@ -57,8 +57,9 @@ pub(super) async fn run(
     let mut emit = |text: String| ctx.emit(text);
     match lease.collect(window, &ctx.cancel, &mut emit).await {
         Collected::Exited(exit) => {
+            let note = commands.sandbox_note(&exit, lease.is_escalated());
             lease.remove();
-            exit_result(&exit)
+            with_sandbox_note(exit_result(&exit), note)
         }
         Collected::Running => ToolResult::completed()
             .with_note(format!("[process still running with process_id {id}]")),
