@@ -83,10 +83,10 @@ impl Grants {
         {
             self.next.fetch_max(n, Ordering::Relaxed);
         }
-        if let Ok(mut list) = self.list.lock() {
-            if !list.iter().any(|g| g.grant_id == grant.grant_id) {
-                list.push(grant);
-            }
+        if let Ok(mut list) = self.list.lock()
+            && !list.iter().any(|g| g.grant_id == grant.grant_id)
+        {
+            list.push(grant);
         }
     }
 

@@ -358,11 +358,14 @@ impl Gate {
                 let now = crate::message::now_timestamp();
                 let grant = grants.add(rule.clone(), now);
                 tracing::info!("granted {rule} for the session ({})", grant.grant_id);
-                v.grant = Some(OmniMessage::event(EventPayload::ApprovalGrant {
+                let mut record = OmniMessage::event(EventPayload::ApprovalGrant {
                     grant_id: grant.grant_id,
                     rule,
                     tool_call_id,
-                }));
+                });
+                // Resume reads `created_at` back from the record's timestamp.
+                record.timestamp = grant.created_at;
+                v.grant = Some(record);
             }
             _ => tracing::info!(
                 "allow_for_session for {tool_call_id}: no grant (compound, escalated or no policy)"
