@@ -6,6 +6,7 @@
 //! `session_meta.approval_mode` and `approval_mode_changed`).
 
 pub mod command_policy;
+pub mod grants;
 pub mod permission_rules;
 mod shell_words;
 
@@ -167,6 +168,7 @@ pub struct PolicyApprover {
     mode: watch::Sender<ApprovalMode>,
     explicit: bool,
     asker: Arc<dyn Approver>,
+    grants: Arc<grants::Grants>,
 }
 
 impl PolicyApprover {
@@ -176,7 +178,13 @@ impl PolicyApprover {
             mode: watch::Sender::new(mode),
             explicit: true,
             asker,
+            grants: Arc::default(),
         }
+    }
+
+    /// The session's grants (approvals answered `allow_for_session`).
+    pub fn grants(&self) -> &Arc<grants::Grants> {
+        &self.grants
     }
 
     /// A policy that takes its mode from the session: `initial` for a new session, the mode

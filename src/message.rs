@@ -367,6 +367,9 @@ pub enum Decision {
     Deny,
     /// The call is refused by the command policy: a rule no approval mode or approver can lift.
     Forbidden,
+    /// An approver's answer only: the call runs, and later calls the grant's rule matches run
+    /// without asking (the gate records it as `allow` plus an `approval_grant`).
+    AllowForSession,
 }
 
 /// `event_msg` payloads: the twelve of the protocol (`docs/protocol.md#events`) plus Rookery's own (`command_evicted`,
@@ -531,6 +534,20 @@ pub enum EventPayload {
     SessionHibernated {},
     /// `rookery serve` resumed the hibernated session (Rookery's own; streamed, never recorded).
     SessionResumed {},
+    /// An approval answered `allow_for_session` added a grant (Rookery's own).
+    ApprovalGrant {
+        /// `grant-N`, unique within the session.
+        grant_id: String,
+        /// The allow rule, in Claude Code's syntax.
+        rule: String,
+        /// The call whose answer granted it.
+        tool_call_id: String,
+    },
+    /// A grant was revoked (Rookery's own).
+    ApprovalGrantRevoked {
+        /// The revoked grant's id.
+        grant_id: String,
+    },
     /// The session's approval mode changed (Rookery's own).
     ApprovalModeChanged {
         /// The new mode (`allow-all`, `deny-all`, `read-only`, `always-ask`).

@@ -97,6 +97,8 @@ pub(crate) enum SessionMsg {
     Command(CommandEvent),
     /// The approver's mode changed (recorded as `approval_mode_changed`).
     ApprovalModeChanged(crate::approval::ApprovalMode),
+    /// A grant of the session's policy was revoked (recorded).
+    GrantRevoked(String),
     /// The trace actor could not write a record (`trace write failed: …`).
     TraceFailed(String),
     /// A trace record of one of the session's MCP connections.
@@ -558,6 +560,7 @@ async fn handle_msg(
                 turn::on_notice(&myself, state);
             }
             SessionMsg::ApprovalModeChanged(m) => mode::on_change(state, m),
+            SessionMsg::GrantRevoked(id) => mode::on_revoke(state, id),
             SessionMsg::TraceFailed(reason) => {
                 tracing::info!(session = %state.id, "{reason}; the session takes no new task");
                 state.trace_failure = Some(reason.clone());

@@ -217,8 +217,14 @@ fn parse(list: &str, text: &str) -> Result<Option<Rule>, PermissionRuleError> {
 
 /// Whether a command has shell syntax beyond one simple command: `;`, `&`, `|`, backticks,
 /// `$(`, `<`, `>`, a newline.
-fn is_compound(command: &str) -> bool {
+pub(super) fn is_compound(command: &str) -> bool {
     command.contains([';', '&', '|', '`', '<', '>', '\n', '\r']) || command.contains("$(")
+}
+
+/// The shell command of a call of a shell tool (Claude Code's `Bash`), `None` for other tools.
+pub(super) fn shell_command(call: &RuleCall<'_>) -> Option<String> {
+    let view = CallView::of(call);
+    view.command.filter(|_| view.alias == Some("Bash"))
 }
 
 /// The simple commands a compound command is made of (split at every operator, including

@@ -1,5 +1,5 @@
-//! The terminal approver of the CLI: asks `Allow …? [Y/n]` on stderr and reads the answer from
-//! stdin, one question at a time. With no terminal on stdin it denies, with a one-line notice.
+//! The terminal approver of the CLI: asks `Allow …? [y]es / [n]o / [a]lways for this session`
+//! on stderr and reads the answer from stdin, one question at a time. With no terminal on stdin it denies, with a one-line notice.
 //!
 //! It only answers questions; the mode (which calls to ask about) is `PolicyApprover`'s job.
 
@@ -18,16 +18,19 @@ pub struct TerminalApprover {
     one_at_a_time: Arc<Mutex<()>>,
 }
 
-/// `y`, `yes` and an empty line allow; `n`, `no` deny; anything else asks again (`None`).
+/// `y`, `yes` and an empty line allow; `n`, `no` deny; `a`, `always` allow for the session;
+/// anything else asks again (`None`).
 pub fn parse_answer(line: &str) -> Option<Decision> {
     match line.trim().to_ascii_lowercase().as_str() {
         "" | "y" | "yes" => Some(Decision::Allow),
         "n" | "no" => Some(Decision::Deny),
+        "a" | "always" => Some(Decision::AllowForSession),
         _ => None,
     }
 }
 
-/// The question for one approval: `Allow <tool> [subagent …] <arguments>? [Y/n] `.
+/// The question for one approval: `Allow <tool> [subagent …] <arguments>? [y]es / [n]o /
+/// [a]lways for this session `.
 pub fn question(request: &ApprovalRequest) -> String {
     let who = if request.origin.is_empty() {
         String::new()
@@ -38,7 +41,10 @@ pub fn question(request: &ApprovalRequest) -> String {
     if args.chars().count() > 400 {
         args = args.chars().take(400).collect::<String>() + "…";
     }
-    format!("Allow {}{who} {args}? [Y/n] ", request.name)
+    format!(
+        "Allow {}{who} {args}? [y]es / [n]o / [a]lways for this session ",
+        request.name
+    )
 }
 
 fn ask_blocking(request: &ApprovalRequest) -> Decision {
@@ -61,7 +67,7 @@ fn ask_blocking(request: &ApprovalRequest) -> Decision {
                 if let Some(d) = parse_answer(&line) {
                     return d;
                 }
-                errln!("Please answer y or n.");
+                errln!("Please answer y, n or a.");
             }
         }
     }
@@ -89,6 +95,7 @@ mod tests {
         assert_eq!(parse_answer("YES"), Some(Decision::Allow));
         assert_eq!(parse_answer("n"), Some(Decision::Deny));
         assert_eq!(parse_answer("maybe"), None);
+        assert_eq!(parse_answer("a\n"), Some(Decision::AllowForSession));
     }
 
     #[test]
@@ -110,11 +117,11 @@ mod tests {
         };
         assert_eq!(
             question(&parent),
-            "Allow exec_command {\"cmd\":\"make\"}? [Y/n] "
+            "Allow exec_command {\"cmd\":\"make\"}? [y]es / [n]o / [a]lways for this session "
         );
         assert_eq!(
             question(&child),
-            "Allow read_file [subagent session-child] {\"file_path\":\"a\"}? [Y/n] "
+            "Allow read_file [subagent session-child] {\"file_path\":\"a\"}? [y]es / [n]o / [a]lways for this session "
         );
     }
 }

@@ -446,12 +446,12 @@ mod tests {
         };
         assert_eq!(
             question(&r),
-            "Allow write_file {\"file_path\":\"a\"}? [Y/n] "
+            "Allow write_file {\"file_path\":\"a\"}? [y]es / [n]o / [a]lways for this session "
         );
         r.origin = vec!["s1".into(), "s2".into()];
         assert_eq!(
             question(&r),
-            "Allow write_file [subagent s1 > s2] {\"file_path\":\"a\"}? [Y/n] "
+            "Allow write_file [subagent s1 > s2] {\"file_path\":\"a\"}? [y]es / [n]o / [a]lways for this session "
         );
     }
 

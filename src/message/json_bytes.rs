@@ -137,6 +137,7 @@ fn write_event_payload(out: &mut Vec<u8>, payload: &EventPayload) -> bool {
                 Decision::Allow => b"\"allow\"",
                 Decision::Deny => b"\"deny\"",
                 Decision::Forbidden => b"\"forbidden\"",
+                Decision::AllowForSession => b"\"allow_for_session\"",
             });
             out.extend_from_slice(b",\"tool_call_id\":");
             write_str(out, tool_call_id);

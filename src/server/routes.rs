@@ -48,6 +48,11 @@ pub fn router(state: Arc<ServerState>) -> Router {
             post(decide_approval),
         )
         .route("/v1/sessions/{id}/approval_mode", put(set_approval_mode))
+        .route("/v1/sessions/{id}/grants", get(super::grants::list))
+        .route(
+            "/v1/sessions/{id}/grants/{grant_id}",
+            axum::routing::delete(super::grants::revoke),
+        )
         .route("/v1/sessions/{id}/abort", post(abort))
         .route("/v1/sessions/{id}/compact", post(super::compact::compact))
         .route("/v1/sessions/{id}/resume", post(resume))
@@ -435,10 +440,11 @@ async fn decide_approval(
     let decision = match body.decision.as_str() {
         "allow" => Decision::Allow,
         "deny" => Decision::Deny,
+        "allow_for_session" => Decision::AllowForSession,
         other => {
             return Err(ApiError::bad_request(
                 "invalid_request",
-                format!("unknown decision \"{other}\" (use allow or deny)"),
+                format!("unknown decision \"{other}\" (use allow, allow_for_session or deny)"),
             ));
         }
     };

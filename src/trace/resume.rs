@@ -57,6 +57,8 @@ pub struct ResumeState {
     /// The approval mode recorded last (`session_meta.approval_mode`, then each
     /// `approval_mode_changed`), as written; `None` when the trace records none.
     pub approval_mode: Option<String>,
+    /// The grants recorded (`approval_grant`) and not revoked since.
+    pub grants: Vec<crate::approval::grants::Grant>,
     /// Model requests begun (`request_begin`, compaction requests included): the scripted
     /// model's position in its script.
     pub requests: u64,
@@ -209,6 +211,7 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         tools_announced: replay.tools_announced,
         next_call_index: replay.max_call.map_or(0, |n| n.saturating_add(1)),
         approval_mode: replay.approval_mode,
+        grants: replay.grants,
         requests: replay.requests,
         completed_tasks: replay.tasks.spans,
         model_switch: replay.model_switch,
@@ -238,6 +241,7 @@ struct Replay {
     tools_announced: bool,
     max_call: Option<u64>,
     approval_mode: Option<String>,
+    grants: Vec<crate::approval::grants::Grant>,
     requests: u64,
     tasks: tasks::TaskSpans,
     model_switch: Option<EventPayload>,
@@ -288,6 +292,16 @@ impl Replay {
                 }
             }
             Payload::Model(message) => self.on_model(message),
+            Payload::Event(EventPayload::ApprovalGrant { grant_id, rule, .. }) => {
+                self.grants.push(crate::approval::grants::Grant {
+                    grant_id: grant_id.clone(),
+                    rule: rule.clone(),
+                    created_at: record.timestamp.clone(),
+                });
+            }
+            Payload::Event(EventPayload::ApprovalGrantRevoked { grant_id }) => {
+                self.grants.retain(|g| &g.grant_id != grant_id);
+            }
             Payload::Event(event) => self.on_event(event),
             Payload::Unknown { .. } => {}
         }

@@ -425,7 +425,7 @@ fn always_ask_without_a_terminal_denies_with_a_notice_per_call() {
         );
     }
     assert!(
-        !out.stderr.contains("[Y/n]"),
+        !out.stderr.contains("[a]lways for this session"),
         "must not prompt without a terminal"
     );
 }

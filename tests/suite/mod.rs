@@ -71,6 +71,7 @@ mod serve_api_edges;
 mod serve_approvals;
 mod serve_connections;
 mod serve_endings;
+mod serve_grants;
 mod serve_hibernate;
 mod serve_hibernate_compact;
 mod serve_lifecycle;

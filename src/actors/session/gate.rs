@@ -1,7 +1,7 @@
 //! The gate every complete tool call passes before it runs, in this order: the command policy
 //! (shell tools, as their definitions declare them; under every mode), the PreToolUse hooks (deny / ask / allow / updatedInput),
 //! the permission rules (deny, then a hook's allow or ask, then ask, then allow), then the
-//! session's approver; and after a call ran, its PostToolUse hooks, whose context
+//! session's grants (an answer `allow_for_session` adds one), then the session's approver; and after a call ran, its PostToolUse hooks, whose context
 //! is appended to the output the model sees.
 //!
 //! It decides and returns what to record (`Verdict`); the dispatch records and runs. It runs in
@@ -15,6 +15,7 @@ use futures::FutureExt;
 
 use super::SessionState;
 use crate::approval::command_policy::CommandPolicy;
+use crate::approval::grants::{self, Grants};
 use crate::approval::permission_rules::{PermissionRules, RuleCall, RuleDecision};
 use crate::approval::{ApprovalRequest, Approver};
 use crate::hooks::{self, HookCall, HookContext, HookEnv, HookEvent, HooksConfig, Permission};
@@ -44,6 +45,8 @@ pub(crate) struct Verdict {
     pub(super) context: Vec<String>,
     /// The call asked to run outside the sandbox (recorded as `"escalation": true`).
     pub(super) escalation: bool,
+    /// The `approval_grant` an answer `allow_for_session` made, recorded after the decision.
+    pub(super) grant: Option<OmniMessage>,
 }
 
 impl Verdict {
@@ -61,6 +64,7 @@ impl Verdict {
             denial: denial.to_string(),
             context: Vec::new(),
             escalation: false,
+            grant: None,
         }
     }
 
@@ -93,6 +97,8 @@ pub(super) struct Gate {
     env: HookEnv,
     /// The session's sandbox, when it has one: escalated shell calls are decided apart.
     sandbox: Option<Arc<crate::sandbox::SandboxPolicy>>,
+    /// The grants of the session's policy, when its approver has one.
+    grants: Option<Arc<Grants>>,
 }
 
 impl Gate {
@@ -139,6 +145,7 @@ impl Gate {
                 .sandbox
                 .as_ref()
                 .map(|_| Arc::new(options.config.sandbox.clone())),
+            grants: options.approver.policy().map(|p| p.grants().clone()),
         }
     }
 
@@ -162,6 +169,23 @@ impl Gate {
             arguments: &request.arguments,
             workspace: &self.workspace,
         })
+    }
+
+    /// The rule of the session's grant allowing `request` (`matching`), or the rule an answer
+    /// `allow_for_session` to it grants (`!matching`; `None` for a compound command).
+    fn grant_rule(&self, request: &ApprovalRequest, matching: bool) -> Option<String> {
+        let tool = self.tools.get(&request.name);
+        let call = RuleCall {
+            name: &request.name,
+            definition: tool.map(|t| &*t.definition),
+            arguments: &request.arguments,
+            workspace: &self.workspace,
+        };
+        if matching {
+            self.grants.as_ref()?.matching(&call)
+        } else {
+            grants::rule_for(&call)
+        }
     }
 
     /// After the policy and the hooks: a deny rule, then the hook's decision, then an ask
@@ -199,7 +223,10 @@ impl Gate {
             (_, Some((RuleDecision::Allow, text))) if !escalates => {
                 Verdict::new(Decision::Allow, "rule", Some(text))
             }
-            _ => self.approve_or_escalate(request, false).await,
+            _ => match self.grant_rule(&request, true).filter(|_| !escalates) {
+                Some(rule) => Verdict::new(Decision::Allow, "grant", Some(rule)),
+                None => self.approve_or_escalate(request, false).await,
+            },
         }
     }
 
@@ -269,7 +296,7 @@ impl Gate {
     /// `deny-all` allowed only with `sandbox.allow_escalation: true`.
     async fn approve_or_escalate(&self, request: ApprovalRequest, ask: bool) -> Verdict {
         let Some(policy) = self.sandbox.as_ref().filter(|_| self.escalates(&request)) else {
-            return self.approve(request, ask).await;
+            return self.approve(request, ask, true).await;
         };
         use crate::approval::{EscalationRule, escalation_rule};
         use crate::tools::escalation;
@@ -290,7 +317,7 @@ impl Gate {
                 v
             }
             EscalationRule::Ask => {
-                let mut v = self.approve(request, true).await;
+                let mut v = self.approve(request, true, false).await;
                 if v.decision != Decision::Allow {
                     v.denial = escalation::denial(policy);
                 }
@@ -301,9 +328,15 @@ impl Gate {
         v
     }
 
-    /// The approver's decision (`ask`: past its mode). A panic counts as `deny`.
-    async fn approve(&self, request: ApprovalRequest, ask: bool) -> Verdict {
+    /// The approver's decision (`ask`: past its mode). A panic counts as `deny`. An answer
+    /// `allow_for_session` allows the call and, when `grantable` (not an escalated call) and
+    /// the call is not a compound command, adds a grant to the session.
+    async fn approve(&self, request: ApprovalRequest, ask: bool, grantable: bool) -> Verdict {
         let source = self.approver.decided_by(&request, ask);
+        let rule = grantable
+            .then(|| self.grant_rule(&request, false))
+            .flatten();
+        let tool_call_id = request.tool_call_id.clone();
         let pending = if ask {
             self.approver.ask(request)
         } else {
@@ -316,7 +349,29 @@ impl Gate {
                 tracing::warn!("approver panicked; denying");
                 Decision::Deny
             });
-        Verdict::new(decision, source, None)
+        if decision != Decision::AllowForSession {
+            return Verdict::new(decision, source, None);
+        }
+        let mut v = Verdict::new(Decision::Allow, source, None);
+        match (rule, &self.grants) {
+            (Some(rule), Some(grants)) => {
+                let now = crate::message::now_timestamp();
+                let grant = grants.add(rule.clone(), now);
+                tracing::info!("granted {rule} for the session ({})", grant.grant_id);
+                let mut record = OmniMessage::event(EventPayload::ApprovalGrant {
+                    grant_id: grant.grant_id,
+                    rule,
+                    tool_call_id,
+                });
+                // Resume reads `created_at` back from the record's timestamp.
+                record.timestamp = grant.created_at;
+                v.grant = Some(record);
+            }
+            _ => tracing::info!(
+                "allow_for_session for {tool_call_id}: no grant (compound, escalated or no policy)"
+            ),
+        }
+        v
     }
 
     /// Runs the PostToolUse hooks of a call that ran and appends their context (and the

@@ -406,6 +406,9 @@ impl Machine<'_> {
         }
         emit_all(&mut fx, std::mem::take(&mut verdict.records));
         fx.push(Effect::Emit(verdict.record(&call_id)));
+        if let Some(grant) = verdict.grant.take() {
+            fx.push(Effect::Emit(grant));
+        }
         let context = std::mem::take(&mut verdict.context);
         if allowed {
             fx.push(Effect::RunCall {

@@ -1,7 +1,9 @@
 //! The approval mode as part of the session: the session records the mode of its
 //! `PolicyApprover` (in `session_meta`, and one `approval_mode_changed` per later change,
 //! whoever changes it), and a resumed session takes back the mode its trace recorded last
-//! unless the caller chose one (fail closed: `always-ask` when the trace cannot tell).
+//! unless the caller chose one (fail closed: `always-ask` when the trace cannot tell). The
+//! policy's grants likewise: restored from the trace on resume, each revocation recorded as
+//! `approval_grant_revoked`.
 //!
 //! It decides nothing about calls (the approver does) and writes only through the session's
 //! `emit`.
@@ -25,6 +27,11 @@ pub(crate) fn recorded_mode(resumed: &ResumeState) -> ApprovalMode {
 
 /// On resume: an approver whose mode the caller did not choose takes the recorded one.
 pub(crate) fn restore(approver: &dyn Approver, resumed: &ResumeState) {
+    if let Some(policy) = approver.policy() {
+        for grant in &resumed.grants {
+            policy.grants().restore(grant.clone());
+        }
+    }
     if let Some(policy) = approver.policy()
         && !policy.is_explicit()
     {
@@ -48,6 +55,10 @@ pub(super) fn start(
         None => Some(current),
     };
     let mut rx = policy.subscribe();
+    let me = myself.clone();
+    policy.grants().on_revoke(Box::new(move |id| {
+        let _ = me.cast(SessionMsg::GrantRevoked(id.to_string()));
+    }));
     on_change(state, current);
     let stop = CancellationToken::new();
     let stopped = stop.clone();
@@ -69,6 +80,14 @@ pub(super) fn start(
         }
     });
     Some(stop)
+}
+
+/// Records the revocation of a grant.
+pub(super) fn on_revoke(state: &mut SessionState, grant_id: String) {
+    state.emit(
+        OmniMessage::event(EventPayload::ApprovalGrantRevoked { grant_id }),
+        true,
+    );
 }
 
 /// Records `mode` unless it is the mode recorded last.
