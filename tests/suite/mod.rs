@@ -78,6 +78,7 @@ mod serve_limits;
 mod serve_reopen;
 mod serve_security;
 mod serve_steer;
+mod serve_task_status;
 mod session_budget;
 mod session_fanout;
 mod session_loop;
