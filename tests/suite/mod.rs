@@ -7,6 +7,7 @@ mod apply_patch_scenarios;
 mod approval_mode;
 mod architecture_map;
 mod bench;
+mod bench_compare;
 mod bench_hibernation;
 mod bench_http_floor;
 mod chat_compact;
