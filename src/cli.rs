@@ -31,6 +31,7 @@ macro_rules! outln {
 pub mod approve_prompt;
 pub mod bench;
 mod bench_hibernation;
+mod bench_meta;
 mod bench_rounds;
 mod bench_sandbox;
 pub mod bench_trace;
@@ -434,6 +435,21 @@ pub struct BenchArgs {
     /// Address of `--serve-mock` (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,
+    /// `compare A.json B.json`: the ratio B/A of every figure of two `--json` results.
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
+}
+
+/// What `rookery bench` does besides running a workload.
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchAction {
+    /// Print the ratio B/A of every figure two `rookery bench --json` results both carry.
+    Compare {
+        /// The first result (the baseline).
+        a: PathBuf,
+        /// The second result.
+        b: PathBuf,
+    },
 }
 
 /// The HTTP model of `bench` (its own model is built in: there is no `--script`).

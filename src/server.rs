@@ -6,13 +6,15 @@
 //! `sse.rs` (event log and fan-out), `sse_trace.rs` (a replay from before the ring, read
 //! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
 //! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
-//! and `config_error.rs` (request configs), `fd_limit.rs`, `listener.rs` (the accept loop,
+//! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
+//! the last task ended), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
 //! [`Host`]: crate::Host
 
+pub mod access_log;
 pub mod approver;
 pub mod auth;
 pub mod compact;
@@ -22,6 +24,7 @@ pub mod fd_limit;
 pub mod grants;
 pub mod guard;
 pub mod guard_config;
+pub mod last_task;
 pub mod listener;
 pub mod metrics;
 pub mod reopen;

@@ -4,8 +4,8 @@
 //! the `bash -lc true` spawn floors in the same run; `--serve-mock` serves the workload's model
 //! over loopback HTTP for the `--provider openai --base-url …` measurement.
 //!
-//! Exit codes: 0 when every session passed its check, 1 when one did not (each named on stderr),
-//! 2 for usage or configuration errors. It owns the rendering, never the measuring.
+//! Exit codes: 0 when every session passed its check, 1 when one did not (each named on stderr,
+//! and no figures table), 2 for usage or configuration errors. It owns the rendering, never the measuring.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -34,6 +34,9 @@ fn r3(x: f64) -> f64 {
 
 /// `rookery bench`: runs the chosen scenario and prints its figures (text, or JSON with `--json`).
 pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
+    if let Some(super::BenchAction::Compare { a, b }) = &args.action {
+        return super::bench_meta::compare(a, b);
+    }
     if args.serve_mock {
         return serve_mock(&args).await;
     }
@@ -142,7 +145,11 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     } else {
         reports.pop().unwrap_or(Value::Null)
     };
-    print_report(&args, &report);
+    // A failed run's figures measure something else than the workload: no table for them
+    // (the JSON keeps them, with `ok: false`).
+    if args.json || failures.is_empty() {
+        print_report(&args, &report);
+    }
     for f in &failures {
         errln!("rookery: bench check failed: {f}");
     }
@@ -329,6 +336,8 @@ fn report(
 fn print_report(args: &BenchArgs, v: &Value) {
     let mut out = std::io::stdout().lock();
     if args.json {
+        let mut v = v.clone();
+        super::bench_meta::add_context(&mut v);
         let _ = writeln!(out, "{v}");
         return;
     }

@@ -68,6 +68,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(super::access_log::log_request))
         .with_state(state)
 }
 
@@ -114,6 +115,7 @@ async fn view(entry: &SessionEntry) -> Value {
         "last_event_id": entry.log.last_seq(),
         "trace_path": entry.handle.trace_path().display().to_string(),
         "error": entry.handle.trace_failure(),
+        "last_task": entry.last_task.view(),
     })
 }
 
@@ -202,6 +204,7 @@ async fn list_sessions(State(state): AppState) -> Json<Value> {
             "trace_path": h.trace_path.display().to_string(),
             // A session whose trace failed is `failed`, never quiet: it does not hibernate.
             "error": Value::Null,
+            "last_task": Value::Null,
         })
     }));
     Json(json!({ "sessions": views }))

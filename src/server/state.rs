@@ -77,6 +77,8 @@ pub struct SessionEntry {
     pub approvals: Arc<ApiApprover>,
     /// Its numbered message log (SSE replay and live feed).
     pub log: Arc<EventLog>,
+    /// How its last task ended (`last_task`).
+    pub last_task: Arc<super::last_task::LastTask>,
     /// When the session was created (the timestamp of its `session_meta`).
     pub created_at: String,
     /// Last use (a message of the session, or a request naming it), for hibernation.
@@ -309,11 +311,13 @@ impl ServerState {
             }
         };
         let hibernating = Arc::new(AtomicBool::new(false));
+        let last_task = Arc::new(super::last_task::LastTask::default());
         let entry = Arc::new(SessionEntry {
             handle,
             policy,
             approvals,
             log: log.clone(),
+            last_task: last_task.clone(),
             created_at,
             last_active: hibernate::Activity::now(),
             hibernating: hibernating.clone(),
@@ -334,12 +338,14 @@ impl ServerState {
         let pumped = Arc::downgrade(&entry);
         tokio::spawn(async move {
             let mut observer = SessionObserver::default();
+            let mut watch = super::last_task::TaskWatch::default();
             while let Some(msg) = rx.recv().await {
                 let Some(state) = me.upgrade() else { break };
                 if let Some(e) = pumped.upgrade() {
                     e.last_active.touch();
                 }
                 observer.observe(&msg, &state.metrics);
+                watch.observe(&msg, &id, &last_task);
                 state.metrics.sse_clients_dropped(log.push(&msg));
             }
             if hibernating.load(Ordering::SeqCst) {

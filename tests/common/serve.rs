@@ -76,6 +76,17 @@ impl Server {
         extra: &[&str],
         nofile: Option<u64>,
     ) -> Server {
+        Self::start_env(dir, token, extra, nofile, &[])
+    }
+
+    /// Like `start_limited`, with the variables `env` set for the server.
+    pub fn start_env(
+        dir: TempDir,
+        token: Option<&str>,
+        extra: &[&str],
+        nofile: Option<u64>,
+        env: &[(&str, &str)],
+    ) -> Server {
         let p = dir.path();
         let home = p.join("home");
         let script = p.join("script.json");
@@ -113,6 +124,7 @@ impl Server {
         if let Some(t) = token {
             c.env("TEST_ROOKERY_TOKEN", t);
         }
+        c.envs(env.iter().copied());
         let stderr = std::fs::File::create(p.join("stderr.txt")).unwrap();
         let mut child = c
             .stdout(Stdio::piped())
