@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 mod envelope;
+mod grant;
 pub use envelope::{OmniMessage, Payload, now_timestamp};
+pub use grant::Grant;
 
 /// The six outcome values shared by complete messages, `request_end` and tool outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

@@ -12,16 +12,7 @@ use serde_json::json;
 
 use super::permission_rules::{PermissionRules, RuleCall, RuleDecision};
 
-/// One grant of the session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    /// `grant-N`, unique within the session.
-    pub grant_id: String,
-    /// The allow rule, in Claude Code's syntax (`Bash(git status:*)`, `read_file`).
-    pub rule: String,
-    /// When it was granted (the timestamp of its `approval_grant` record).
-    pub created_at: String,
-}
+pub use crate::message::Grant;
 
 /// Told the id of each revoked grant (the session records it).
 pub type OnRevoke = Box<dyn Fn(&str) + Send + Sync>;

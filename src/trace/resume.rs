@@ -58,7 +58,7 @@ pub struct ResumeState {
     /// `approval_mode_changed`), as written; `None` when the trace records none.
     pub approval_mode: Option<String>,
     /// The grants recorded (`approval_grant`) and not revoked since.
-    pub grants: Vec<crate::approval::grants::Grant>,
+    pub grants: Vec<crate::message::Grant>,
     /// Model requests begun (`request_begin`, compaction requests included): the scripted
     /// model's position in its script.
     pub requests: u64,
@@ -241,7 +241,7 @@ struct Replay {
     tools_announced: bool,
     max_call: Option<u64>,
     approval_mode: Option<String>,
-    grants: Vec<crate::approval::grants::Grant>,
+    grants: Vec<crate::message::Grant>,
     requests: u64,
     tasks: tasks::TaskSpans,
     model_switch: Option<EventPayload>,
@@ -293,7 +293,7 @@ impl Replay {
             }
             Payload::Model(message) => self.on_model(message),
             Payload::Event(EventPayload::ApprovalGrant { grant_id, rule, .. }) => {
-                self.grants.push(crate::approval::grants::Grant {
+                self.grants.push(crate::message::Grant {
                     grant_id: grant_id.clone(),
                     rule: rule.clone(),
                     created_at: record.timestamp.clone(),
