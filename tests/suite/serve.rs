@@ -183,7 +183,7 @@ async fn approvals_through_the_api_with_a_mode_change_mid_task() {
     assert_eq!(s, StatusCode::BAD_REQUEST);
     assert_eq!(
         v["error"]["message"],
-        "unknown decision \"maybe\" (use allow or deny)"
+        "unknown decision \"maybe\" (use allow, allow_for_session or deny)"
     );
     let mode_path = format!("/v1/sessions/{id}/approval_mode");
     let (s, v) = server
