@@ -137,7 +137,9 @@ fn interrupt_agent_stops_the_bash_command_of_the_child() {
         "turns": [
             {"tool_calls": [{"name": "spawn_agent", "arguments":
                 {"task_name": "sleeper", "message": "child-sleep: start the sleeper"}}]},
-            {"tool_calls": [bash("while [ ! -f sleep.pid ]; do sleep 0.05; done")]},
+            // Interrupts only once the test has seen the sleep run (else the sleep may be gone
+            // before the test looks for it).
+            {"tool_calls": [bash("while [ ! -f observed ]; do sleep 0.05; done")]},
             {"tool_calls": [{"name": "interrupt_agent", "arguments": {"target": agent}}]},
             // Keeps the session (and so the child) alive until the test has looked.
             {"tool_calls": [bash("while [ ! -f checked ]; do sleep 0.05; done")]},
@@ -153,6 +155,7 @@ fn interrupt_agent_stops_the_bash_command_of_the_child() {
         "go",
     ]));
     let pid = sleeper_pid(&sb.ws());
+    std::fs::write(sb.ws().join("observed"), "").unwrap();
     let gone = gone_in_time(pid);
     std::fs::write(sb.ws().join("checked"), "").unwrap();
     let out = run.wait(cli::RUN_TIMEOUT);
