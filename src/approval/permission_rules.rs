@@ -200,7 +200,7 @@ fn parse(list: &str, text: &str) -> Result<Option<Rule>, PermissionRuleError> {
         }
         ("Read" | "Edit" | "Write" | "MultiEdit", Some(spec)) => Matcher::Path {
             read: tool == "Read",
-            pattern: glob_regex(spec).map_err(|e| bad(&e))?,
+            pattern: glob_regex(spec).map_err(|e| bad(&e.to_string()))?,
         },
         (other, Some(_)) => {
             tracing::warn!(
@@ -255,7 +255,7 @@ fn words_match(words: &[String], rule: &[String], prefix: bool) -> bool {
 /// `$HOME`, `/x`, `./x` or `x/y` under the workspace (filled in by [`CallView`]), a pattern
 /// without `/` at any depth; `**` any path, `*` and `?` within one name. A directory matches
 /// everything under it.
-fn glob_regex(spec: &str) -> Result<String, String> {
+fn glob_regex(spec: &str) -> Result<String, regex::Error> {
     // The base is resolved per call; here: a marker the call replaces.
     let mut re = String::from("^");
     let rest = if let Some(abs) = spec.strip_prefix("//") {
@@ -290,7 +290,7 @@ fn glob_regex(spec: &str) -> Result<String, String> {
     }
     let re = format!("{}(?:/.*)?$", re.trim_end_matches('/'));
     // Checked once with empty bases; compiled per call with the real ones.
-    Regex::new(&re.replace(['\u{1}'], "")).map_err(|e| e.to_string())?;
+    Regex::new(&re.replace(['\u{1}'], ""))?;
     Ok(re)
 }
 

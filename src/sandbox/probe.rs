@@ -13,6 +13,43 @@ use super::confinement::{ChildFailure, step};
 use super::namespaces::NsSetup;
 use super::{SandboxError, SandboxMode, landlock_rules, seccomp_filter};
 
+/// One mechanism a sandbox needs that this machine or build lacks (its text names it).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Missing {
+    /// The kernel's Landlock is older than the ruleset needs, or absent.
+    #[error("Landlock ABI {needed} or newer (the kernel has {has})")]
+    Landlock {
+        /// The ABI the ruleset needs.
+        needed: i64,
+        /// What the kernel reported (`none` without Landlock).
+        has: String,
+    },
+    /// The kernel has no seccomp filters.
+    #[error("seccomp filters (the kernel has none)")]
+    Seccomp,
+    /// seccompiler cannot build filters for this architecture.
+    #[error("seccomp filters for {0}")]
+    SeccompArch(&'static str),
+    /// The init's raw system calls exist for x86_64 and aarch64 only.
+    #[error("the sandbox's init for {0} (x86_64 and aarch64 only)")]
+    InitArch(&'static str),
+    /// The namespaces' set-up strings could not be built.
+    #[error("user, PID and mount namespaces ({0})")]
+    NsSetup(#[source] SandboxError),
+    /// The probe child could not be cloned into the namespaces.
+    #[error("user and PID namespaces (clone: {0})")]
+    Clone(#[source] std::io::Error),
+    /// The probe child failed a step of the set-up.
+    #[error("user, PID and mount namespaces with a fresh /proc ({step}: {errno})")]
+    Namespaces {
+        /// What the step did.
+        step: &'static str,
+        /// Its OS error.
+        #[source]
+        errno: std::io::Error,
+    },
+}
+
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask the ABI version instead of creating a ruleset.
 const LANDLOCK_VERSION: libc::c_uint = 1;
 
@@ -21,17 +58,23 @@ pub fn check(mode: SandboxMode) -> Result<(), SandboxError> {
     if mode == SandboxMode::Off {
         return Ok(());
     }
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
-    match PROBE.get_or_init(probe) {
-        Ok(()) => Ok(()),
-        Err(missing) => Err(SandboxError::Unavailable {
-            mode,
-            missing: missing.clone(),
-        }),
+    static PROBE: OnceLock<Vec<Missing>> = OnceLock::new();
+    let missing = PROBE.get_or_init(probe);
+    if missing.is_empty() {
+        return Ok(());
     }
+    Err(SandboxError::Unavailable {
+        mode,
+        missing: missing
+            .iter()
+            .map(Missing::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+    })
 }
 
-fn probe() -> Result<(), String> {
+/// Every mechanism missing here (none: the sandbox can be enforced).
+fn probe() -> Vec<Missing> {
     let mut missing = Vec::new();
     // SAFETY: a null attribute with size 0 and the version flag only returns a number.
     let abi = unsafe {
@@ -49,32 +92,25 @@ fn probe() -> Result<(), String> {
         } else {
             abi.to_string()
         };
-        missing.push(format!(
-            "Landlock ABI {needed} or newer (the kernel has {has})"
-        ));
+        missing.push(Missing::Landlock { needed, has });
     }
     // SAFETY: PR_GET_SECCOMP takes no pointer; -1 means the kernel has no seccomp.
     if unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } == -1 {
-        missing.push("seccomp filters (the kernel has none)".to_string());
+        missing.push(Missing::Seccomp);
     }
     if let Err(m) = seccomp_filter::target_arch() {
         missing.push(m);
     }
     if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
-        missing.push(format!(
-            "the sandbox's init for {} (x86_64 and aarch64 only)",
-            std::env::consts::ARCH
-        ));
+        missing.push(Missing::InitArch(std::env::consts::ARCH));
     }
     if let Err(m) = namespaces_usable() {
         missing.push(m);
     }
     if missing.is_empty() {
         tracing::debug!(landlock_abi = abi, "sandbox mechanisms available");
-        Ok(())
-    } else {
-        Err(missing.join("; "))
     }
+    missing
 }
 
 struct ProbeArgs<'a> {
@@ -96,9 +132,9 @@ extern "C" fn probe_child(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// Clones a child into fresh user, PID and mount namespaces that maps itself and mounts `/proc`.
-fn namespaces_usable() -> Result<(), String> {
+fn namespaces_usable() -> Result<(), Missing> {
     const STACK: usize = 64 * 1024;
-    let setup = NsSetup::new(&[]).map_err(|e| e.to_string())?;
+    let setup = NsSetup::new(&[]).map_err(Missing::NsSetup)?;
     let mut args = ProbeArgs {
         setup: &setup,
         failure: ChildFailure { step: 0, errno: 0 },
@@ -129,7 +165,7 @@ fn namespaces_usable() -> Result<(), String> {
         let err = std::io::Error::last_os_error();
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if pid == -1 {
-            return Err(format!("user and PID namespaces (clone: {err})"));
+            return Err(Missing::Clone(err));
         }
         pid
     };
@@ -139,11 +175,10 @@ fn namespaces_usable() -> Result<(), String> {
     // SAFETY: the child wrote the field before it exited.
     let failure = unsafe { std::ptr::read_volatile(&args.failure) };
     if failure.errno != 0 {
-        return Err(format!(
-            "user, PID and mount namespaces with a fresh /proc ({}: {})",
-            step::name(failure.step),
-            std::io::Error::from_raw_os_error(failure.errno)
-        ));
+        return Err(Missing::Namespaces {
+            step: step::name(failure.step),
+            errno: std::io::Error::from_raw_os_error(failure.errno),
+        });
     }
     Ok(())
 }

@@ -111,9 +111,9 @@ fn other_types(arg: u8, allowed: &[u64]) -> Result<Vec<SeccompRule>, SandboxErro
 }
 
 /// The architecture of this build, or why seccomp filters cannot be built for it.
-pub(super) fn target_arch() -> Result<TargetArch, String> {
+pub(super) fn target_arch() -> Result<TargetArch, super::probe::Missing> {
     TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| format!("seccomp filters for {}", std::env::consts::ARCH))
+        .map_err(|_| super::probe::Missing::SeccompArch(std::env::consts::ARCH))
 }
 
 /// The session's programs, in the order they are installed.

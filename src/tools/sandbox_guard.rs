@@ -72,10 +72,9 @@ mod tests {
         }
     }
 
-    fn check(l: &SandboxLayout, name: &str, args: Value) -> Result<(), String> {
+    fn check(l: &SandboxLayout, name: &str, args: Value) -> Result<(), PathDenied> {
         let args = args.as_object().cloned().unwrap_or_default();
         check_call(l, name, tool(name).as_ref(), &l.workspace.clone(), &args)
-            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -115,7 +114,8 @@ mod tests {
             "write_file",
             json!({"file_path": "../out/x", "content": "x"}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("sandbox workspace-write: writing "), "{e}");
         assert!(
             check(
@@ -130,9 +130,12 @@ mod tests {
             "edit_file",
             json!({"file_path": "alias", "old_string": "v", "new_string": "w"}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("2 hard links"), "{e}");
-        let e = check(&l, "read_file", json!({"file_path": "../home/.ssh/id"})).unwrap_err();
+        let e = check(&l, "read_file", json!({"file_path": "../home/.ssh/id"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("sandbox workspace-write: reading "), "{e}");
         let patch = "*** Begin Patch\n*** Add File: escape/p.txt\n+x\n*** End Patch\n";
         assert!(check(&l, "apply_patch", json!({"input": patch})).is_err());
