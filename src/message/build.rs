@@ -137,13 +137,7 @@ pub fn approval_decision_by(
     source: &str,
     reason: Option<String>,
 ) -> OmniMessage {
-    OmniMessage::event(EventPayload::ApprovalDecision {
-        decision,
-        tool_call_id: tool_call_id.into(),
-        source: Some(source.to_string()),
-        reason,
-        escalation: false,
-    })
+    decision_by(decision, tool_call_id.into(), source, reason, false)
 }
 
 /// [`approval_decision_by`] of a call that asked to run outside the session's sandbox
@@ -154,12 +148,22 @@ pub fn escalation_decision_by(
     source: &str,
     reason: Option<String>,
 ) -> OmniMessage {
+    decision_by(decision, tool_call_id.into(), source, reason, true)
+}
+
+fn decision_by(
+    decision: Decision,
+    tool_call_id: String,
+    source: &str,
+    reason: Option<String>,
+    escalation: bool,
+) -> OmniMessage {
     OmniMessage::event(EventPayload::ApprovalDecision {
         decision,
-        tool_call_id: tool_call_id.into(),
+        tool_call_id,
         source: Some(source.to_string()),
         reason,
-        escalation: true,
+        escalation,
     })
 }
 
