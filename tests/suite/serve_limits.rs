@@ -230,7 +230,14 @@ async fn the_replay_ring_is_bounded_by_bytes_and_older_events_come_from_the_trac
     // The ring kept at most 16 KiB: the first task's 6 kB delta is gone from it.
     let first_delta = live
         .iter()
-        .find(|(_, v)| v["payload"]["type"] == "partial_text" && v["payload"]["text"] == a.as_str())
+        .find(|(_, v)| {
+            // The scrubber may hold back the last few bytes (when a known secret, such as
+            // the bearer token, begins with "A") and send them as a second delta.
+            v["payload"]["type"] == "partial_text"
+                && v["payload"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.len() > 5000 && t.bytes().all(|c| c == b'A'))
+        })
         .map(|(s, _)| *s)
         .expect("the first answer was streamed in a delta");
     assert!(
