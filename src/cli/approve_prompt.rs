@@ -16,6 +16,9 @@ use super::status_line::StatusLine;
 use crate::approval::{ApprovalRequest, Approver};
 use crate::message::Decision;
 
+/// The longest wait for the terminal view to show the line of a call before asking about it.
+const CALL_LINE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Asks on the terminal.
 #[derive(Default)]
 pub struct TerminalApprover {
@@ -94,6 +97,10 @@ impl Approver for TerminalApprover {
         let status = self.status.clone();
         Box::pin(async move {
             let _guard = lock.lock().await;
+            // The call's line first, then its question (a subagent's calls are not shown).
+            if request.origin.is_empty() {
+                status.shown(&request.tool_call_id, CALL_LINE_WAIT).await;
+            }
             let _paused = status.pause();
             tokio::task::spawn_blocking(move || ask_blocking(&request))
                 .await

@@ -79,6 +79,7 @@ pub struct LiveView<W: Write> {
 impl<W: Write> LiveView<W> {
     /// A view writing to `out` (stdout), its spinner on `status`.
     pub fn new(out: W, style: TerminalStyle, status: StatusLine, show_thinking: bool) -> Self {
+        status.track_calls();
         LiveView {
             out,
             style,
@@ -149,6 +150,7 @@ impl<W: Write> LiveView<W> {
             } => {
                 self.status.set(None);
                 self.line(msg);
+                self.status.call_shown(tool_call_id);
                 self.running.push((tool_call_id.clone(), name.clone()));
                 self.show_running();
             }

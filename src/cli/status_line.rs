@@ -2,19 +2,25 @@
 //! model, a tool) with the time waited, e.g. `⠋ waiting for the model (3s)`.
 //!
 //! Shared (cheap clones) between the view that sets it and the approval prompt that pauses it
-//! while a question is on screen. It owns no text of the transcript and never writes to stdout;
+//! while a question is on screen. It also tells the prompt which tool calls the view has shown,
+//! so a question never appears before the line of the call it asks about. It owns no text of the transcript and never writes to stdout;
 //! whoever writes to the terminal clears it first (`set(None)`) or writes inside [`StatusLine::suspend`].
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::Notify;
 
 /// How often the spinner redraws.
 const TICK: Duration = Duration::from_millis(100);
 
 /// Characters of a spinner message kept (a tool name comes from the model).
 const MAX_MESSAGE: usize = 60;
+
+/// Ids of the tool calls shown lately, kept for the approval prompt.
+const SHOWN_CALLS: usize = 64;
 
 #[derive(Default)]
 struct Inner {
@@ -26,6 +32,8 @@ struct Inner {
     bar: Option<ProgressBar>,
     /// Open pauses (an approval question is on screen).
     paused: u32,
+    /// The tool calls a view has shown, latest last; `None` when no view shows them.
+    shown_calls: Option<VecDeque<String>>,
 }
 
 impl Inner {
@@ -58,6 +66,7 @@ impl Inner {
 #[derive(Clone, Default)]
 pub struct StatusLine {
     inner: Arc<Mutex<Inner>>,
+    call_shown: Arc<Notify>,
 }
 
 impl StatusLine {
@@ -68,6 +77,7 @@ impl StatusLine {
                 enabled,
                 ..Inner::default()
             })),
+            call_shown: Arc::default(),
         }
     }
 
@@ -131,6 +141,40 @@ impl StatusLine {
         }
     }
 
+    /// A view shows tool calls from now on: [`StatusLine::shown`] waits for them.
+    pub fn track_calls(&self) {
+        self.lock().shown_calls.get_or_insert_with(VecDeque::new);
+    }
+
+    /// The view has shown the line of tool call `id`.
+    pub fn call_shown(&self, id: &str) {
+        if let Some(calls) = &mut self.lock().shown_calls {
+            if calls.len() >= SHOWN_CALLS {
+                calls.pop_front();
+            }
+            calls.push_back(id.to_string());
+        }
+        self.call_shown.notify_waiters();
+    }
+
+    /// Waits (at most `limit`) until the view has shown tool call `id`; at once when no view
+    /// shows calls.
+    pub async fn shown(&self, id: &str, limit: Duration) {
+        let wait = async {
+            loop {
+                let notified = self.call_shown.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                match &self.lock().shown_calls {
+                    Some(calls) if !calls.iter().any(|c| c == id) => {}
+                    _ => return,
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, wait).await;
+    }
+
     /// True while a spinner is on screen (for tests).
     pub fn is_drawn(&self) -> bool {
         self.lock().bar.is_some()
@@ -172,5 +216,27 @@ mod tests {
         on.stop();
         on.set(Some("waiting".into()));
         assert!(!on.is_drawn(), "stopped for good");
+    }
+
+    #[tokio::test]
+    async fn the_prompt_waits_for_the_call_line_only_when_a_view_shows_calls() {
+        let line = StatusLine::new(true);
+        let forever = Duration::from_secs(3600);
+        line.shown("call_1", forever).await;
+        line.track_calls();
+        let waiter = {
+            let line = line.clone();
+            tokio::spawn(async move { line.shown("call_2", forever).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        line.call_shown("call_2");
+        waiter.await.unwrap();
+        let started = std::time::Instant::now();
+        line.shown("call_3", Duration::from_millis(50)).await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(50),
+            "a missing call waits its limit"
+        );
     }
 }

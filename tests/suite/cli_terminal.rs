@@ -214,6 +214,12 @@ fn the_spinner_stays_off_while_an_approval_question_waits() {
     let asked = term.text();
     let after = asked.rsplit(question).next().unwrap_or_default();
     assert_eq!(after, "", "nothing is drawn over the question:\n{asked:?}");
+    let line_at = asked.find("▸ exec_command — Say it.\n");
+    let question_at = asked.find("Allow exec_command");
+    assert!(
+        line_at.is_some() && line_at < question_at,
+        "the call's line comes before its question:\n{asked}"
+    );
     term.type_in(b"y\r");
     let (code, screen) = term.finish();
     assert_eq!(code, Some(0), "{screen}");
