@@ -137,6 +137,7 @@ impl StatusLine {
         let elapsed = inner.hide();
         Paused {
             line: self.clone(),
+            message: inner.message.clone(),
             elapsed: elapsed.unwrap_or_default(),
         }
     }
@@ -184,6 +185,8 @@ impl StatusLine {
 /// A pause of the [`StatusLine`]; dropping it lets the spinner draw again.
 pub struct Paused {
     line: StatusLine,
+    /// What was waited for when the pause began, and for how long.
+    message: Option<String>,
     elapsed: Duration,
 }
 
@@ -191,7 +194,13 @@ impl Drop for Paused {
     fn drop(&mut self) {
         let mut inner = self.line.lock();
         inner.paused = inner.paused.saturating_sub(1);
-        inner.draw(self.elapsed);
+        // A new wait that began during the pause starts from zero.
+        let elapsed = if inner.message == self.message {
+            self.elapsed
+        } else {
+            Duration::ZERO
+        };
+        inner.draw(elapsed);
     }
 }
 
