@@ -38,6 +38,7 @@ pub mod bench_trace;
 pub mod chat;
 pub mod completions;
 pub mod error;
+pub mod live;
 pub mod model_args;
 pub mod render;
 pub mod reopen;
@@ -46,6 +47,8 @@ pub mod serve;
 pub mod sessions;
 #[cfg(target_os = "linux")]
 pub mod startup;
+pub mod status_line;
+pub mod terminal_text;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -226,6 +229,9 @@ pub struct RunArgs {
     /// With --json, also print streaming partials.
     #[arg(long, requires = "json")]
     pub partials: bool,
+    /// On a terminal, do not show the model's thinking as it streams.
+    #[arg(long)]
+    pub hide_thinking: bool,
     /// The task for the agent (`-`: read it from stdin).
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
@@ -240,6 +246,9 @@ pub struct ChatArgs {
     /// Continue an earlier session (its trace is appended to).
     #[arg(long, value_name = "ID")]
     pub resume: Option<String>,
+    /// On a terminal, do not show the model's thinking as it streams.
+    #[arg(long)]
+    pub hide_thinking: bool,
 }
 
 /// The flags of `rookery serve`.

@@ -1,6 +1,9 @@
 //! The terminal approver of the CLI: asks `Allow …? [y]es / [n]o / [a]lways for this session`
 //! on stderr and reads the answer from stdin, one question at a time. With no terminal on stdin it denies, with a one-line notice.
 //!
+//! While a question is on screen the terminal view's spinner is paused, so it never draws over
+//! the question or the typed answer.
+//!
 //! It only answers questions; the mode (which calls to ask about) is `PolicyApprover`'s job.
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -9,13 +12,28 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio::sync::Mutex;
 
+use super::status_line::StatusLine;
 use crate::approval::{ApprovalRequest, Approver};
 use crate::message::Decision;
+
+/// The longest wait for the terminal view to show the line of a call before asking about it.
+const CALL_LINE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Asks on the terminal.
 #[derive(Default)]
 pub struct TerminalApprover {
     one_at_a_time: Arc<Mutex<()>>,
+    status: StatusLine,
+}
+
+impl TerminalApprover {
+    /// An approver that pauses `status` (the run's spinner) while it asks.
+    pub fn with_status(status: StatusLine) -> Self {
+        TerminalApprover {
+            one_at_a_time: Arc::default(),
+            status,
+        }
+    }
 }
 
 /// `y`, `yes` and an empty line allow; `n`, `no` deny; `a`, `always` allow for the session;
@@ -76,8 +94,14 @@ fn ask_blocking(request: &ApprovalRequest) -> Decision {
 impl Approver for TerminalApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
         let lock = self.one_at_a_time.clone();
+        let status = self.status.clone();
         Box::pin(async move {
             let _guard = lock.lock().await;
+            // The call's line first, then its question (a subagent's calls are not shown).
+            if request.origin.is_empty() {
+                status.shown(&request.tool_call_id, CALL_LINE_WAIT).await;
+            }
+            let _paused = status.pause();
             tokio::task::spawn_blocking(move || ask_blocking(&request))
                 .await
                 .unwrap_or(Decision::Deny)

@@ -5,6 +5,9 @@
 //! quits once the task before it has ended, and the last stdout line is
 //! `rookery chat --resume <id>`.
 //!
+//! On a terminal, text and thinking stream as `rookery run` shows them (`live.rs`), without
+//! the spinner.
+//!
 //! Approval questions are asked in the REPL itself (the next input line answers), so one reader
 //! owns stdin. It uses the session API only; the turn loop and the trace are the library's.
 
@@ -19,7 +22,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::approve_prompt::parse_answer;
 use super::approve_prompt::question;
+use super::live::{LiveView, TerminalStyle};
 use super::run::resolve;
+use super::status_line::StatusLine;
 use super::{ChatArgs, CliError, render};
 use crate::Host;
 use crate::actors::session::SessionHandle;
@@ -161,7 +166,7 @@ pub async fn chat(args: ChatArgs) -> Result<ExitCode, CliError> {
         }
     };
     let interrupts = Interrupts { int, term };
-    let code = repl(&session, ask_rx, interrupts).await;
+    let code = repl(&session, ask_rx, interrupts, !args.hide_thinking).await;
     let _ = session.close().await;
     host.shutdown().await;
     errln!("trace: {}", session.trace_path().display());
@@ -343,9 +348,23 @@ async fn repl(
     session: &SessionHandle,
     mut asks: mpsc::UnboundedReceiver<Question>,
     mut interrupts: Interrupts,
+    show_thinking: bool,
 ) -> Result<ExitCode, CliError> {
     let mut rx = session.subscribe().await.map_err(CliError::Failed)?;
     let mut transcript = render::Transcript::default();
+    // On a terminal the transcript streams; no spinner: the `steer> ` prompt owns the line.
+    let mut view = std::io::stdout().is_terminal().then(|| {
+        let style = TerminalStyle {
+            spinner: false,
+            ..TerminalStyle::detect()
+        };
+        LiveView::new(
+            std::io::stdout(),
+            style,
+            StatusLine::disabled(),
+            show_thinking,
+        )
+    });
     let mut lines = stdin_lines();
     let mut eof = false;
     let mut st = Repl {
@@ -366,7 +385,9 @@ async fn repl(
         tokio::select! {
             msg = rx.recv() => {
                 let Some(msg) = msg else { return Ok(ExitCode::from(1)) };
-                if let Some(text) = transcript.render(&msg) {
+                if let Some(v) = view.as_mut() {
+                    v.show(&msg);
+                } else if let Some(text) = transcript.render(&msg) {
                     let _ = writeln!(stdout, "{text}");
                     let _ = stdout.flush();
                 }

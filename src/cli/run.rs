@@ -5,7 +5,7 @@
 //! its output; SIGTERM aborts it too, exit 1). A trace that cannot be written fails the run
 //! (exit 1, `rookery: trace write failed: …` on stderr). The prompt `-` is read from stdin.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,6 +13,8 @@ use std::sync::Arc;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::approve_prompt::TerminalApprover;
+use super::live::{LiveView, TerminalStyle};
+use super::status_line::StatusLine;
 use super::{CliError, RunArgs, SessionArgs, render};
 use crate::Host;
 use crate::actors::session::SessionOptions;
@@ -33,6 +35,11 @@ pub struct Resolved {
 
 /// Resolves the shared session flags: workspace, model, config, approval.
 pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
+    resolve_with_status(args, StatusLine::disabled())
+}
+
+/// [`resolve`], with the terminal approver pausing `status` (the spinner) while it asks.
+pub fn resolve_with_status(args: &SessionArgs, status: StatusLine) -> Result<Resolved, CliError> {
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir()
@@ -68,7 +75,7 @@ pub fn resolve(args: &SessionArgs) -> Result<Resolved, CliError> {
     let model = super::model_args::resolve_model(&args.model, &mut config)?;
     let approver = Arc::new(PolicyApprover::new(
         args.approve.unwrap_or(ApprovalMode::AllowAll),
-        Arc::new(TerminalApprover::default()),
+        Arc::new(TerminalApprover::with_status(status)),
     ));
     let mut options = SessionOptions::new(workspace, model);
     options.launch = launch_of(args, &config);
@@ -126,11 +133,20 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
             sig = interrupts.recv() => return Ok(ExitCode::from(sig.exit_code())),
         }
     }
-    let resolved = resolve(&args.session)?;
+    // On a terminal (and without --json) the transcript streams, with a spinner on stderr.
+    let view = (!args.json && std::io::stdout().is_terminal()).then(|| {
+        let style = TerminalStyle::detect();
+        let status = StatusLine::new(style.spinner);
+        LiveView::new(std::io::stdout(), style, status, !args.hide_thinking)
+    });
+    let status = view
+        .as_ref()
+        .map_or_else(StatusLine::disabled, |v| v.status().clone());
+    let resolved = resolve_with_status(&args.session, status)?;
     let host = Host::start(resolved.home.clone())
         .await
         .map_err(CliError::Start)?;
-    let result = run_in_host(&host, resolved.options, &args, interrupts).await;
+    let result = run_in_host(&host, resolved.options, &args, interrupts, view).await;
     host.shutdown().await;
     result
 }
@@ -215,6 +231,7 @@ async fn run_in_host(
     options: SessionOptions,
     args: &RunArgs,
     mut interrupts: Interrupts,
+    mut view: Option<LiveView<std::io::Stdout>>,
 ) -> Result<ExitCode, CliError> {
     let session = host
         .create_session_for_task(options)
@@ -226,6 +243,9 @@ async fn run_in_host(
         .await
         .map_err(CliError::Failed)?;
     let mut status = StopReason::Failed;
+    if let Some(v) = view.as_mut() {
+        v.waiting();
+    }
     let mut stdout = std::io::stdout();
     if args.json {
         let _ = writeln!(stdout, "{}", session.meta_message().to_json());
@@ -241,6 +261,9 @@ async fn run_in_host(
             m = rx.recv() => m,
             sig = interrupts.recv(), if interrupted.is_none() => {
                 interrupted = Some(sig);
+                if let Some(v) = view.as_mut() {
+                    v.stop();
+                }
                 errln!("rookery: interrupted; aborting the task");
                 let _ = session.abort();
                 continue;
@@ -258,6 +281,8 @@ async fn run_in_host(
             if !is_partial || args.partials {
                 let _ = writeln!(stdout, "{}", msg.to_json());
             }
+        } else if let Some(v) = view.as_mut() {
+            v.show(&msg);
         } else if let Some(text) = transcript.render(&msg) {
             let _ = writeln!(stdout, "{text}");
         }
@@ -267,6 +292,9 @@ async fn run_in_host(
             status = *s;
             break;
         }
+    }
+    if let Some(v) = view.as_mut() {
+        v.stop();
     }
     let _ = stdout.flush();
     let _ = session.close().await;

@@ -22,6 +22,7 @@ mod cli_guardrails;
 mod cli_messages;
 mod cli_provider;
 mod cli_run;
+mod cli_terminal;
 mod collab;
 mod collab_fork;
 mod collab_models;
