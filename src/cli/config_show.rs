@@ -172,7 +172,7 @@ fn model_environment(merged: &mut Merged, args: &SessionArgs) {
         put(merged, "base_url", url.trim(), Layer::Env(var.to_string()));
     }
     let mut cfg = ModelConfig {
-        provider: provider.clone(),
+        provider,
         ..ModelConfig::default()
     };
     if get(&merged.value, &["model", "base_url"]).is_none() {
