@@ -50,7 +50,16 @@ const KEPT_LISTS: &[(&[&str], &str)] = &[
         &["sandbox", "deny_read"],
         "it would make denied paths readable",
     ),
+    (&["permissions", "deny"], "it would drop your deny rules"),
+    (&["permissions", "ask"], "it would drop your ask rules"),
 ];
+
+/// The name of a `tools.builtin` entry (`read_file`, or `{name: read_file, …}`).
+fn tool_name(entry: &Value) -> Option<&str> {
+    entry
+        .as_str()
+        .or_else(|| entry.get("name").and_then(Value::as_str))
+}
 
 /// Refuses what `project` (the project file at `path`) may not set over `below` (the defaults
 /// and the user file merged).
@@ -100,6 +109,23 @@ pub fn check(path: &Path, project: &Value, below: &Mapping) -> Result<(), Config
             if dropped {
                 return Err(refuse(key.join("."), reason));
             }
+        }
+    }
+    // A tool list of your own may be narrowed by a project, not widened.
+    if let (Some(theirs), Some(ours)) = (
+        get(tree, &["tools", "builtin"]).and_then(Value::as_sequence),
+        get(below, &["tools", "builtin"]).and_then(Value::as_sequence),
+    ) {
+        let allowed: Vec<&str> = ours.iter().filter_map(tool_name).collect();
+        if let Some(extra) = theirs
+            .iter()
+            .filter_map(tool_name)
+            .find(|t| !allowed.contains(t))
+        {
+            return Err(refuse(
+                "tools.builtin".into(),
+                &format!("it would add {extra}, which your own tools.builtin leaves out"),
+            ));
         }
     }
     check_sandbox(tree, below).map_err(|reason| refuse("sandbox".into(), reason))
@@ -202,6 +228,15 @@ mod tests {
             Ok(())
         );
         assert!(verdict("commands: {strip_env: [A]}", "commands: {strip_env: [B]}").is_err());
+        assert!(verdict("permissions: {deny: [A]}", "permissions: {deny: [B]}").is_err());
+        let ours = "tools: {builtin: [read_file, {name: grep}]}";
+        assert_eq!(verdict("tools: {builtin: [grep]}", ours), Ok(()));
+        let e = verdict("tools: {builtin: [grep, exec_command]}", ours).unwrap_err();
+        assert!(
+            e.contains("tools.builtin: it would add exec_command"),
+            "{e}"
+        );
+        assert_eq!(verdict("tools: {builtin: [exec_command]}", "{}"), Ok(()));
         assert_eq!(
             verdict(
                 "commands: {strip_env: [B, A]}",
