@@ -177,3 +177,69 @@ pub fn load(sources: &Sources<'_>) -> Result<Loaded, ConfigError> {
     };
     Ok(Loaded { config, merged })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_in(
+        dir: &Path,
+        explicit: Option<&Path>,
+        vars: &[(&str, &str)],
+    ) -> Result<Loaded, String> {
+        let home = dir.join("home");
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain([("HOME".to_string(), home.display().to_string())])
+            .collect();
+        let env = move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        load(&Sources {
+            workspace: &home,
+            explicit,
+            discover: true,
+            home: Some(&home.join(".rookery")),
+            env: &env,
+            provider_flag: None,
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_cross_section_error_names_the_merged_layers() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("home/.config/rookery/config.yaml");
+        std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+        std::fs::write(&user, "agents:\n  helper:\n    model: fast\n").unwrap();
+        let e = load_in(dir.path(), None, &[("ROOKERY_MAX_TURNS", "3")])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.starts_with(&format!(
+                "invalid config (merged from user {}, env ROOKERY_MAX_TURNS): agents.helper.model: unknown model \"fast\"",
+                user.display()
+            )),
+            "{e}"
+        );
+        // One file alone reads exactly as `--config FILE` always did.
+        let e = load_in(dir.path(), None, &[]).err().unwrap_or_default();
+        assert!(
+            e.starts_with(&format!(
+                "invalid config {}: agents.helper.model",
+                user.display()
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_rookery_home_is_no_project_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let traces = dir.path().join("home/.rookery/config.yaml");
+        std::fs::create_dir_all(traces.parent().unwrap()).unwrap();
+        std::fs::write(&traces, "max_turns: 3\n").unwrap();
+        let loaded = load_in(dir.path(), None, &[]).unwrap();
+        assert_eq!(loaded.config.max_turns, -1);
+        assert!(loaded.merged.layers.is_empty());
+    }
+}
