@@ -37,6 +37,7 @@ mod bench_sandbox;
 pub mod bench_trace;
 pub mod chat;
 pub mod completions;
+pub mod config_show;
 pub mod error;
 pub mod live;
 pub mod model_args;
@@ -118,6 +119,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// List, show and delete recorded sessions (ids may be abbreviated).
     Sessions(sessions::SessionsArgs),
+    /// Inspect the config a session would get (`config show`).
+    Config(config_show::ConfigArgs),
     /// Print a shell completion script (e.g. `source <(rookery completions bash)`).
     Completions(completions::CompletionsArgs),
     /// Print the manual page (roff), e.g. `rookery man | man -l -`.
@@ -136,9 +139,13 @@ pub struct SessionArgs {
     /// Which model to use (`--script`, `--provider`, `--model`, …).
     #[command(flatten)]
     pub model: ModelArgs,
-    /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin, model.
+    /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin, model. Read in
+    /// place of the project's .rookery/config.yaml, above the user config (docs/configuration.md).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Read no user or project config file (as ROOKERY_NO_CONFIG=1); --config still applies.
+    #[arg(long)]
+    pub no_config_discovery: bool,
     /// PreToolUse/PostToolUse hooks: a Claude Code settings.json or its `hooks` object (run
     /// besides the config's `hooks:`).
     #[arg(long, value_name = "FILE")]
@@ -500,6 +507,7 @@ pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Serve(args) => serve::serve(args).await,
         Command::Bench(args) => bench::bench(args).await,
         Command::Sessions(args) => sessions::sessions(args),
+        Command::Config(args) => config_show::config(&args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man => completions::man(),
     }

@@ -1,5 +1,7 @@
-//! The agent config file (YAML, `--config FILE`): system prompt, `max_turns`, the reconnect
-//! policy and the `tools.builtin` list that replaces the default tool set wholesale.
+//! The agent config file (YAML, `--config FILE`, or the discovered user and project files):
+//! system prompt, `max_turns`, the reconnect policy and the `tools.builtin` list that replaces
+//! the default tool set wholesale. The layers and their merge live in `layers.rs`,
+//! `discovery.rs`, `env_layer.rs`, `project_trust.rs` and `loader.rs`.
 //!
 //! This module parses and validates; it does not start anything.
 
@@ -18,8 +20,14 @@ use crate::tools::registry::BuiltinEntry;
 pub use error::ConfigError;
 
 pub mod compaction;
+pub mod discovery;
+pub mod env_layer;
 pub mod idle_reap;
+pub mod layers;
+pub mod loader;
+pub mod project_trust;
 pub mod settings;
+pub mod show;
 
 pub use compaction::{CompactionConfig, CompactionMode};
 
@@ -120,6 +128,49 @@ struct RawAgentConfig {
     models: Option<std::collections::BTreeMap<String, ModelConfig>>,
     agents: Option<std::collections::BTreeMap<String, catalog::AgentSpec>>,
     sandbox: Option<crate::sandbox::SandboxPolicy>,
+}
+
+/// Checks a config text against the schema alone (its keys and their types; no cross-checks
+/// between sections), so an error can name the one file it is in, with its line. A `model:`
+/// (or `models.<name>`) section may leave `provider` to another layer.
+pub(crate) fn check_schema(text: &str) -> Result<(), serde_yaml::Error> {
+    if text.trim().is_empty() {
+        return Ok(());
+    }
+    let first = match serde_yaml::from_str::<Option<RawAgentConfig>>(text) {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    let Ok(value) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
+        return Err(first);
+    };
+    match check_schema_value(&value) {
+        Ok(()) => Ok(()),
+        // serde's own error carries the line; the provider filled in made the second one.
+        Err(second) if first.to_string().contains("provider is missing") => Err(second),
+        Err(_) => Err(first),
+    }
+}
+
+/// [`check_schema`] of a tree.
+pub(crate) fn check_schema_value(value: &serde_yaml::Value) -> Result<(), serde_yaml::Error> {
+    let mut value = value.clone();
+    let placeholder = || serde_yaml::Value::String("openai".into());
+    if let Some(serde_yaml::Value::Mapping(m)) = value.get_mut("model")
+        && !m.contains_key("provider")
+    {
+        m.insert("provider".into(), placeholder());
+    }
+    if let Some(serde_yaml::Value::Mapping(models)) = value.get_mut("models") {
+        for (_, model) in models.iter_mut() {
+            if let serde_yaml::Value::Mapping(m) = model
+                && !m.contains_key("provider")
+            {
+                m.insert("provider".into(), placeholder());
+            }
+        }
+    }
+    serde_yaml::from_value::<Option<RawAgentConfig>>(value).map(|_| ())
 }
 
 /// A validated agent config.

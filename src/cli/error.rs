@@ -120,6 +120,11 @@ pub fn config_text(e: &ConfigError) -> String {
         ConfigError::Model(ModelSetupError::ScriptedNeedsScript) => {
             "--provider scripted takes its turns from --script FILE".into()
         }
+        ConfigError::ProjectKey { path, key, reason } => format!(
+            "project config {} may not set {key}: {reason} (move it to your user config, or pass --config {} to vouch for it)",
+            path.display(),
+            path.display()
+        ),
         other => other.to_string(),
     }
 }

@@ -48,10 +48,8 @@ pub fn resolve_with_status(args: &SessionArgs, status: StatusLine) -> Result<Res
     if !workspace.is_dir() {
         return Err(ConfigError::Workspace(workspace).into());
     }
-    let mut config = match &args.config {
-        Some(path) => AgentConfig::from_file(path)?,
-        None => AgentConfig::default(),
-    };
+    let home = paths::rookery_home(args.home.as_deref());
+    let mut config = load_layers(args, &workspace, &home)?.config;
     if let Some(m) = args.max_turns {
         config.max_turns = m;
     }
@@ -82,10 +80,37 @@ pub fn resolve_with_status(args: &SessionArgs, status: StatusLine) -> Result<Res
     options.resume_sandbox = args.sandbox.request();
     options.approver = approver;
     options.config = config;
-    Ok(Resolved {
-        home: paths::rookery_home(args.home.as_deref()),
-        options,
-    })
+    Ok(Resolved { home, options })
+}
+
+/// The config of the user file, the project file (or `--config FILE`) and the `ROOKERY_*`
+/// environment, merged (`config::loader`); the flags are the caller's to apply.
+pub fn load_layers(
+    args: &SessionArgs,
+    workspace: &std::path::Path,
+    home: &std::path::Path,
+) -> Result<crate::config::loader::Loaded, CliError> {
+    let env = crate::model::environment::process_env;
+    let discover = !args.no_config_discovery && !crate::config::discovery::disabled_by_env(&env);
+    let m = &args.model;
+    let provider_flag = match (&m.script, &m.provider, &m.base_url) {
+        (Some(_), _, _) => Some(("scripted", "--script")),
+        (None, Some(p), _) => Some((p.as_str(), "--provider")),
+        (None, None, Some(_)) => {
+            Some((crate::model::environment::implied_provider(), "--base-url"))
+        }
+        (None, None, None) => None,
+    };
+    Ok(crate::config::loader::load(
+        &crate::config::loader::Sources {
+            workspace,
+            explicit: args.config.as_deref(),
+            discover,
+            home: Some(home),
+            env: &env,
+            provider_flag,
+        },
+    )?)
 }
 
 /// What `session_meta` records to reopen a session started with `args` (paths made absolute).

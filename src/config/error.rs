@@ -30,6 +30,34 @@ pub enum ConfigError {
         /// What is wrong with it.
         message: String,
     },
+    /// The config merged from several layers is wrong (each file alone was well-formed).
+    #[error("invalid config (merged from {layers}): {message}")]
+    InvalidMerged {
+        /// The layers merged, lowest first.
+        layers: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `ROOKERY_*` variable whose value the config cannot take.
+    #[error("environment variable {name}: {message}")]
+    EnvVar {
+        /// The variable.
+        name: String,
+        /// What is wrong with its value.
+        message: String,
+    },
+    /// A project file setting a key only the user may set.
+    #[error(
+        "project config {path} may not set {key}: {reason} (move it to your user config, or name the file explicitly to vouch for it)"
+    )]
+    ProjectKey {
+        /// The project file.
+        path: PathBuf,
+        /// The key, dotted.
+        key: String,
+        /// Why a project may not set it.
+        reason: String,
+    },
     /// The workspace does not exist or is not a directory.
     #[error("workspace {0} does not exist or is not a directory")]
     Workspace(PathBuf),

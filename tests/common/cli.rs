@@ -59,11 +59,17 @@ impl Sandbox {
         self.file("script.json", &script.to_string())
     }
 
-    /// The binary with a clean environment: our `$HOME`, no `$ROOKERY_HOME`, no `RUST_LOG`,
-    /// stdin `/dev/null`, the workspace as current directory.
+    /// The binary with a clean environment: our `$HOME` (so no user config but one a test
+    /// writes there), no `$XDG_CONFIG_HOME`, no `$ROOKERY_*` config variable, no
+    /// `$ROOKERY_HOME`, no `RUST_LOG`, stdin `/dev/null`, the workspace as current directory.
     pub fn command(&self) -> Command {
         let mut c = Command::new(BIN);
+        for (var, _) in rookery::config::env_layer::VARIABLES {
+            c.env_remove(var);
+        }
         c.env("HOME", self.path("user-home"))
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove(rookery::config::discovery::NO_CONFIG_ENV)
             .env_remove("ROOKERY_HOME")
             .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")

@@ -147,6 +147,8 @@ impl Sandbox {
         let script = self.write("script.json", &script.to_string());
         let mcp = self.write("mcp.json", &mcp.to_string());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_rookery"));
+        // A user config of the real $HOME must not change the test.
+        cmd.env("ROOKERY_NO_CONFIG", "1");
         cmd.arg("run")
             .arg("--workspace")
             .arg(self.path("ws"))

@@ -22,6 +22,7 @@ fn rookery(args: &[&str]) -> Out {
     let out = Command::new(BIN)
         .args(args)
         .env("HOME", dir.path())
+        .env_remove("XDG_CONFIG_HOME")
         .env("TMPDIR", dir.path())
         .env_remove("ROOKERY_HOME")
         .env_remove("RUST_LOG")

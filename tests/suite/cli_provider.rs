@@ -27,6 +27,8 @@ async fn rookery(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String, 
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"));
+    // A user config of the real $HOME must not change the test.
+    cmd.env("ROOKERY_NO_CONFIG", "1");
     cmd.arg("run")
         .arg("--workspace")
         .arg(&ws)

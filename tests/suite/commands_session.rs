@@ -141,6 +141,7 @@ async fn sigkill_of_rookery_leaves_no_command_behind() {
     )
     .unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .env("ROOKERY_NO_CONFIG", "1")
         .args(["run", "--script"])
         .arg(&script)
         .arg("--workspace")

@@ -388,6 +388,7 @@ fn invalid_mcp_configs_are_start_up_errors_naming_the_entry() {
     let script = sb.write("s.json", r#"{"turns": [{"text": "hi"}]}"#);
     let run = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+            .env("ROOKERY_NO_CONFIG", "1")
             .arg("run")
             .arg("--workspace")
             .arg(sb.path("ws"))

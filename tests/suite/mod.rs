@@ -35,6 +35,7 @@ mod commands_memory;
 mod commands_session;
 mod commands_tree;
 mod compaction;
+mod config_discovery;
 mod file_size_limit;
 mod file_tools;
 mod fs_races;

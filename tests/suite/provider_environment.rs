@@ -59,6 +59,8 @@ async fn rookery(args: &[&str], envs: &[(&str, &str)]) -> Ran {
     let config = dir.path().join("agent.yaml");
     std::fs::write(&config, "retry:\n  max_retries: 0\n").unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"));
+    // A user config of the real $HOME must not change the test.
+    cmd.env("ROOKERY_NO_CONFIG", "1");
     cmd.arg("run")
         .arg("--workspace")
         .arg(&ws)

@@ -102,6 +102,8 @@ async fn run(base_url: &str, config: Option<&str>) -> Ran {
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("a.txt"), "a\n").unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"));
+    // A user config of the real $HOME must not change the test.
+    cmd.env("ROOKERY_NO_CONFIG", "1");
     cmd.arg("run")
         .arg("--workspace")
         .arg(&ws)

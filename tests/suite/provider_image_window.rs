@@ -27,6 +27,8 @@ async fn rookery(
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"));
+    // A user config of the real $HOME must not change the test.
+    cmd.env("ROOKERY_NO_CONFIG", "1");
     cmd.arg("run")
         .arg("--workspace")
         .arg(&ws)

@@ -86,6 +86,7 @@ async fn commands_see_no_secret_and_no_key_variant_reaches_the_trace() {
     )
     .unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .env("ROOKERY_NO_CONFIG", "1")
         .args(["run", "--workspace"])
         .arg(&ws)
         .arg("--home")
@@ -218,6 +219,7 @@ async fn a_key_split_across_streamed_chunks_never_reaches_the_partials() {
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .env("ROOKERY_NO_CONFIG", "1")
         .args(["run", "--workspace"])
         .arg(&ws)
         .arg("--home")

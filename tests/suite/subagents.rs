@@ -564,6 +564,7 @@ async fn cli_approval_mode_decides_a_childs_calls() {
     )
     .unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .env("ROOKERY_NO_CONFIG", "1")
         .args(["run", "--approve", "read-only", "--script"])
         .arg(&script)
         .arg("--config")
