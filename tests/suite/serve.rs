@@ -350,15 +350,10 @@ async fn bad_requests_get_json_errors() {
         (s, v["error"]["code"].clone()),
         (StatusCode::NOT_FOUND, json!("not_found"))
     );
-    let big = format!("{{\"workspace\": \"{}\"}}", "a".repeat(1024 * 1024 + 10));
-    let (s, v) = server
-        .send(
-            server
-                .req(reqwest::Method::POST, "/v1/sessions")
-                .header("Content-Type", "application/json")
-                .body(big),
-        )
-        .await;
+    // A body over the limit is refused from its declared length, before it is read. Only the
+    // head is sent: a client still writing a body the server will never read may see the
+    // connection reset before it reads the 413.
+    let (s, v) = oversized_create(&server).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(v["error"]["code"], "payload_too_large");
     let (s, v) = server
@@ -467,4 +462,40 @@ async fn sse_replays_from_last_event_id() {
         serde_json::from_str::<Value>(&first.data).unwrap(),
         all[9].1
     );
+}
+
+/// `POST /v1/sessions` declaring a 1 MiB + 10 byte body and sending none of it, on a raw
+/// connection: the status and JSON body of the answer.
+async fn oversized_create(server: &Server) -> (StatusCode, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = server.base.strip_prefix("http://").unwrap().to_string();
+    let mut conn = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let auth = server
+        .token
+        .as_ref()
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "POST /v1/sessions HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        1024 * 1024 + 10
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        conn.read_to_end(&mut got),
+    )
+    .await
+    .expect("the server answers an oversized body without waiting for it")
+    .unwrap();
+    let text = String::from_utf8_lossy(&got);
+    let status: u16 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("an HTTP status line: {text}"));
+    let (_, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+    let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (StatusCode::from_u16(status).unwrap(), json)
 }
