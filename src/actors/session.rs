@@ -15,6 +15,7 @@ mod conversation;
 mod dispatch;
 mod effects;
 mod gate;
+mod hook_events;
 pub mod inbox;
 mod machine;
 mod mcp_sync;
