@@ -23,6 +23,7 @@ mod mode;
 pub mod model_switch;
 mod output;
 mod partials;
+mod prompt_gate;
 mod secrets;
 mod services;
 mod steer;
@@ -42,6 +43,7 @@ use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
 use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
 use crate::error::RookeryError;
 use crate::message::{Decision, EventPayload, OmniMessage, Sender, Usage, build};
+
 use crate::model::{ModelEvent, ModelSession, ModelSessionContext};
 use crate::tools::ServiceKind;
 use crate::trace::health::TraceHealth;
@@ -109,6 +111,19 @@ pub(crate) enum SessionMsg {
         turn: u64,
         attempt: u32,
         replies: Vec<crate::mcp::connection::SyncReply>,
+    },
+    /// The `UserPromptSubmit` hooks answered about a prompt (`prompt_gate.rs`).
+    PromptChecked(Box<prompt_gate::Checked>),
+    /// The `Stop` hooks answered about ending the task of `turn`.
+    StopChecked {
+        turn: u64,
+        check: hook_events::StopCheck,
+    },
+    /// What a lifecycle hook run in the background left: records to write, context for the
+    /// model (queued as a notice).
+    HookOutcome {
+        records: Vec<OmniMessage>,
+        context: Option<OmniMessage>,
     },
     /// Releases the trace writer held since a message of a turn (see `trace_hold.rs`): sent to
     /// itself at the end of that message, it comes after every message queued meanwhile.
@@ -212,6 +227,8 @@ pub(crate) struct SessionState {
     pub(crate) model_switch: Option<Box<OmniMessage>>,
     /// Whether the session holds its trace writer back (`trace_hold.rs`).
     pub(crate) trace_held: trace_hold::Held,
+    /// A task's prompt is with its `UserPromptSubmit` hooks: no other task starts meanwhile.
+    pub(crate) prompt_pending: bool,
 }
 
 impl Actor for SessionActor {
@@ -347,8 +364,31 @@ impl Actor for SessionActor {
             ready_verdicts: std::collections::VecDeque::new(),
             inbox: inbox::InboxSignal::default(),
             model_switch,
+            prompt_pending: false,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
+        if state.options.depth == 0
+            && state
+                .options
+                .config
+                .hooks
+                .has(crate::hooks::HookEvent::SessionStart)
+        {
+            let source = if resumed.is_some() {
+                "resume"
+            } else {
+                "startup"
+            };
+            let site = hook_events::HookSite::of(&state);
+            let (records, context) = hook_events::session_start(&site, source).await;
+            for r in records {
+                state.emit(r, true);
+            }
+            // The first task's input takes it, after its prompt.
+            if let Some(p) = context.as_ref().and_then(OmniMessage::as_model) {
+                effects::apply(&mut state, machine::Effect::QueueNotice(p.clone()));
+            }
+        }
         Ok(state)
     }
 
@@ -397,6 +437,54 @@ impl Actor for SessionActor {
     }
 }
 
+/// Why a task cannot start now (`None`: it can).
+fn refusal(state: &SessionState) -> Option<RookeryError> {
+    if let Some(reason) = &state.trace_failure {
+        Some(RookeryError::TraceFailed {
+            session: state.id.clone(),
+            reason: reason.clone(),
+        })
+    } else if state.task.is_some() || state.prompt_pending {
+        Some(RookeryError::SessionBusy(state.id.clone()))
+    } else {
+        None
+    }
+}
+
+/// Starts a task on `text`, its first records (its prompt, the tool list, the request's
+/// start) going out together, as a turn's do.
+fn start_now(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    text: String,
+    sender: Option<Sender>,
+) {
+    let hold = trace_hold::take_now(state);
+    turn::start_task(myself, state, text, sender);
+    if hold {
+        trace_hold::release_later(myself, state);
+    }
+}
+
+/// A prompt passed its `UserPromptSubmit` hooks: the task starts (`queue` adds the hooks'
+/// context first), or the caller hears why it cannot.
+pub(super) fn start_checked(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    text: String,
+    sender: Option<Sender>,
+    reply: RpcReplyPort<Result<(), RookeryError>>,
+    queue: impl FnOnce(&mut SessionState),
+) {
+    if let Some(e) = refusal(state) {
+        let _ = reply.send(Err(e));
+        return;
+    }
+    let _ = reply.send(Ok(()));
+    queue(state);
+    start_now(myself, state, text, sender);
+}
+
 async fn handle_msg(
     myself: ActorRef<SessionMsg>,
     message: SessionMsg,
@@ -412,24 +500,22 @@ async fn handle_msg(
                 let _ = reply.send(rx);
             }
             SessionMsg::Request(SessionRequest::StartTask(text, sender, reply)) => {
-                if let Some(reason) = &state.trace_failure {
-                    let _ = reply.send(Err(RookeryError::TraceFailed {
-                        session: state.id.clone(),
-                        reason: reason.clone(),
-                    }));
-                } else if state.task.is_some() {
-                    let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
+                if let Some(e) = refusal(state) {
+                    let _ = reply.send(Err(e));
+                } else if prompt_gate::wanted(state) {
+                    let reply = prompt_gate::PromptReply::Task(reply);
+                    prompt_gate::check(&myself, state, text, sender, reply);
                 } else {
                     let _ = reply.send(Ok(()));
                     Box::pin(mcp_sync::start(&myself, state)).await;
-                    // The task's first records (its prompt, the tool list, the request's
-                    // start) go out together, as a turn's do.
-                    let hold = trace_hold::take_now(state);
-                    turn::start_task(&myself, state, text, sender);
-                    if hold {
-                        trace_hold::release_later(&myself, state);
-                    }
+                    start_now(&myself, state, text, sender);
                 }
+            }
+            SessionMsg::PromptChecked(checked) => {
+                if matches!(checked.reply, prompt_gate::PromptReply::Task(_)) {
+                    Box::pin(mcp_sync::start(&myself, state)).await;
+                }
+                prompt_gate::on_checked(&myself, state, *checked);
             }
             SessionMsg::Request(SessionRequest::Abort) => {
                 turn::abort(&myself, state, "aborted by user")
@@ -483,8 +569,10 @@ async fn handle_msg(
                 let commands = state.commands.take();
                 let mcp = state.mcp.take();
                 let trace = state.trace.clone();
+                let site = hook_events::HookSite::of(state);
                 // Boxed: keeps the actor's (always allocated) future small.
                 Box::pin(async move {
+                    hook_events::session_end(&site, "exit").await;
                     if let Some(mut mcp) = mcp {
                         mcp.shutdown().await;
                     }
@@ -574,6 +662,18 @@ async fn handle_msg(
                 replies,
             } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
             SessionMsg::ReleaseTrace => trace_hold::release(state),
+            SessionMsg::HookOutcome { records, context } => {
+                for r in records {
+                    state.emit(r, true);
+                }
+                if let Some(p) = context.as_ref().and_then(OmniMessage::as_model) {
+                    effects::apply(state, machine::Effect::QueueNotice(p.clone()));
+                    turn::on_notice(&myself, state);
+                }
+            }
+            SessionMsg::StopChecked { turn, check } => {
+                turn::on_stop_checked(&myself, state, turn, check)
+            }
             SessionMsg::Request(SessionRequest::InjectPanic) => {
                 panic!("injected session actor panic (test hook)")
             }

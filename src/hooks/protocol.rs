@@ -222,9 +222,7 @@ fn read_one(
                 | HookEvent::UserPromptSubmit
                 | HookEvent::Stop
                 | HookEvent::SubagentStop
-                | HookEvent::PermissionRequest => {
-                    decisions.push((Permission::Deny, reason, index))
-                }
+                | HookEvent::PermissionRequest => decisions.push((Permission::Deny, reason, index)),
                 HookEvent::PostToolUse => {
                     if !reason.is_empty() {
                         acc.context.push(reason);
@@ -242,10 +240,8 @@ fn read_one(
             if !out.starts_with('{') {
                 // Plain text on stdout is context for these two, as in Claude Code.
                 let text = out.trim_end();
-                if matches!(
-                    event,
-                    HookEvent::UserPromptSubmit | HookEvent::SessionStart
-                ) && !text.is_empty()
+                if matches!(event, HookEvent::UserPromptSubmit | HookEvent::SessionStart)
+                    && !text.is_empty()
                 {
                     acc.context.push(text.to_string());
                 }
@@ -459,6 +455,53 @@ mod tests {
             "{:?}",
             c.failures
         );
+    }
+
+    #[test]
+    fn lifecycle_events_block_continue_and_add_context() {
+        let c = combine(HookEvent::UserPromptSubmit, &[run(2, "", "no secrets\n")]);
+        assert_eq!(c.decision, Some(Permission::Deny));
+        assert_eq!(c.reason.as_deref(), Some("no secrets"));
+        assert_eq!(c.decided_by.as_deref(), Some("hook2"));
+        let c = combine(
+            HookEvent::UserPromptSubmit,
+            &[run(0, "today is Monday\n", "")],
+        );
+        assert_eq!(
+            (c.decision, c.context),
+            (None, vec!["today is Monday".into()])
+        );
+        let c = combine(
+            HookEvent::SessionStart,
+            &[run(
+                0,
+                r#"{"hookSpecificOutput": {"additionalContext": "ctx"}}"#,
+                "",
+            )],
+        );
+        assert_eq!(c.context, ["ctx"]);
+        let stop = r#"{"decision": "block", "reason": "tests fail"}"#;
+        let c = combine(HookEvent::Stop, &[run(0, stop, "")]);
+        assert_eq!(c.decision, Some(Permission::Deny));
+        assert_eq!(c.reason.as_deref(), Some("tests fail"));
+        let halt = r#"{"continue": false, "stopReason": "enough"}"#;
+        let c = combine(HookEvent::Stop, &[run(0, halt, "")]);
+        assert_eq!(c.stop.as_deref(), Some("enough"));
+        let allow = r#"{"hookSpecificOutput": {"decision": {"behavior": "allow"}}}"#;
+        let deny = r#"{"hookSpecificOutput": {"decision": {"behavior": "deny", "message": "no"}}}"#;
+        let c = combine(HookEvent::PermissionRequest, &[run(0, allow, "")]);
+        assert_eq!(c.decision, Some(Permission::Allow));
+        let c = combine(
+            HookEvent::PermissionRequest,
+            &[run(0, allow, ""), run(0, deny, "")],
+        );
+        assert_eq!(
+            (c.decision, c.reason.as_deref()),
+            (Some(Permission::Deny), Some("no"))
+        );
+        // Nothing to block: an exit 2 is a warning.
+        let c = combine(HookEvent::Notification, &[run(2, "", "x")]);
+        assert_eq!((c.decision, c.failures.len()), (None, 1));
     }
 
     #[test]

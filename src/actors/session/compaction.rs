@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::compaction_text::{self as text, CALL_NOT_RUN, RETRY_NOTE, SUMMARY_PROMPT};
 use super::effects::{self, Queue};
+use super::hook_events;
 use super::machine::Effect;
 use super::{SessionMsg, SessionState, turn};
 use crate::config::CompactionMode;
@@ -229,6 +230,14 @@ fn begin(
 ) {
     let reason = state.compaction.due.take().unwrap_or(Reason::Manual);
     let mode = state.options.config.compaction.mode;
+    let trigger = if reason == Reason::Manual {
+        "manual"
+    } else {
+        "auto"
+    };
+    hook_events::in_background(myself, state, move |site| async move {
+        (hook_events::pre_compact(site, trigger).await, None)
+    });
     state.emit(
         OmniMessage::event(EventPayload::CompactionBegin {
             reason: reason.as_str().to_string(),
@@ -469,6 +478,9 @@ fn complete(myself: &ActorRef<SessionMsg>, state: &mut SessionState, summary: Op
     state.compaction.turns = 0;
     state.compaction.last_total = 0;
     rotate(state);
+    hook_events::in_background(myself, state, |site| async move {
+        hook_events::session_start(&site, "compact").await
+    });
     let mut input = Vec::new();
     match summary {
         Some(s) => {

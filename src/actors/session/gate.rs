@@ -14,11 +14,11 @@ use std::time::Instant;
 use futures::FutureExt;
 
 use super::SessionState;
+use super::hook_events::{decision_record, failure_records, permission_name};
 use crate::approval::command_policy::CommandPolicy;
 use crate::approval::grants::{self, Grants};
 use crate::approval::permission_rules::{PermissionRules, RuleCall, RuleDecision};
 use crate::approval::{ApprovalRequest, Approver};
-use super::hook_events::{decision_record, failure_records, permission_name};
 use crate::hooks::{self, HookCall, HookContext, HookEnv, HookEvent, HooksConfig, Permission};
 use crate::message::{
     Decision, EventPayload, ModelPayload, OmniMessage, Payload, StopReason, build,
@@ -378,7 +378,11 @@ impl Gate {
         }
         let call = self.hook_call(request);
         let c = hooks::run_event(&self.hooks, event, &self.ctx, &self.env, &call, None).await?;
-        records.extend(failure_records(Some(event), &request.tool_call_id, &c.failures));
+        records.extend(failure_records(
+            Some(event),
+            &request.tool_call_id,
+            &c.failures,
+        ));
         let decision = c.decision.filter(|d| *d != Permission::Ask)?;
         records.push(decision_record(
             event,

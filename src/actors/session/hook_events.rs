@@ -17,9 +17,6 @@ use super::SessionState;
 use crate::hooks::{self, Combined, HookContext, HookEnv, HookEvent, HooksConfig, Permission};
 use crate::message::{EventPayload, OmniMessage, Sender, build};
 
-/// Default cap on how many times Stop hooks may make one task go on.
-pub(crate) const DEFAULT_MAX_STOP_CONTINUATIONS: u32 = 5;
-
 /// How long a `SessionEnd` hook may hold a closing session (its own timeout is cut to this).
 const SESSION_END_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -90,6 +87,29 @@ impl HookSite {
     }
 }
 
+/// Runs `run` (a lifecycle hook run) in a spawned task when the session has hooks; what it
+/// returns (records, context) comes back as `SessionMsg::HookOutcome`.
+pub(crate) fn in_background<F, Fut>(
+    myself: &ractor::ActorRef<super::SessionMsg>,
+    state: &SessionState,
+    run: F,
+) where
+    F: FnOnce(HookSite) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = (Vec<OmniMessage>, Option<OmniMessage>)> + Send,
+{
+    if state.options.config.hooks.is_empty() {
+        return;
+    }
+    let site = HookSite::of(state);
+    let me = myself.clone();
+    tokio::spawn(async move {
+        let (records, context) = run(site).await;
+        if !records.is_empty() || context.is_some() {
+            let _ = me.cast(super::SessionMsg::HookOutcome { records, context });
+        }
+    });
+}
+
 /// The `hook_error` records of the hooks that failed without blocking (each also a warning).
 /// `event` is named for the events about no tool call.
 pub(crate) fn failure_records(
@@ -146,7 +166,11 @@ pub(crate) fn permission_name(p: Permission) -> &'static str {
 pub(crate) fn context_message(event: HookEvent, context: &[String]) -> Option<OmniMessage> {
     (!context.is_empty()).then(|| {
         build::user_text(
-            format!("[{} hook context]\n{}", event.as_str(), context.join("\n\n")),
+            format!(
+                "[{} hook context]\n{}",
+                event.as_str(),
+                context.join("\n\n")
+            ),
             Some(Sender::Harness),
         )
     })
@@ -249,7 +273,10 @@ pub(crate) async fn check_stop(
             records.push(decision_record(event, &c, "continue", None));
             continue_with = Some(reason);
         } else {
-            tracing::warn!("{} hook asked to go on past the cap; the task ends", event.as_str());
+            tracing::warn!(
+                "{} hook asked to go on past the cap; the task ends",
+                event.as_str()
+            );
             records.push(decision_record(event, &c, "continue_capped", None));
         }
     }
