@@ -318,7 +318,7 @@ impl Gate {
             if let Some(v) = self.permission_request(&request, &mut records).await {
                 return v;
             }
-            self.notify_waiting(&request);
+            self.notify_waiting(&request, &mut records).await;
         }
         let rule = grantable
             .then(|| self.grant_rule(&request, false))
@@ -408,18 +408,14 @@ impl Gate {
         Some(v)
     }
 
-    /// Tells the Notification hooks (`permission_prompt`) that `request` waits for an answer;
-    /// they run beside the question, their output is ignored.
-    fn notify_waiting(&self, request: &ApprovalRequest) {
+    /// Tells the Notification hooks (`permission_prompt`) that `request` waits for an answer,
+    /// before it is asked (bounded by their timeouts); their output is ignored, their failures
+    /// are recorded.
+    async fn notify_waiting(&self, request: &ApprovalRequest, records: &mut Vec<OmniMessage>) {
         let event = HookEvent::Notification;
         if !self.hooks.has(event) {
             return;
         }
-        let site = super::hook_events::HookSite {
-            hooks: self.hooks.clone(),
-            ctx: self.ctx.clone(),
-            env: self.env.clone(),
-        };
         let mut fields = serde_json::Map::new();
         fields.insert(
             "message".into(),
@@ -427,11 +423,21 @@ impl Gate {
         );
         fields.insert("notification_type".into(), "permission_prompt".into());
         fields.insert("tool_use_id".into(), request.tool_call_id.clone().into());
-        tokio::spawn(async move {
-            if let Some(c) = site.run(event, "permission_prompt", fields).await {
-                failure_records(Some(event), "", &c.failures);
-            }
-        });
+        let run = hooks::run_lifecycle(
+            &self.hooks,
+            event,
+            "permission_prompt",
+            &self.ctx,
+            &self.env,
+            fields,
+        );
+        if let Some(c) = run.await {
+            records.extend(failure_records(
+                Some(event),
+                &request.tool_call_id,
+                &c.failures,
+            ));
+        }
     }
 
     fn hook_call(&self, request: &ApprovalRequest) -> HookCall {
