@@ -391,10 +391,10 @@ impl Gate {
             Some(&request.tool_call_id),
         ));
         let (d, reason) = match decision {
-            Permission::Allow => (Decision::Allow, c.reason.clone()),
+            Permission::Allow => (Decision::Allow, c.reason),
             _ => (
                 Decision::Deny,
-                Some(c.reason.clone().unwrap_or_else(|| "no reason given".into())),
+                Some(c.reason.unwrap_or_else(|| "no reason given".into())),
             ),
         };
         let mut v = Verdict::new(d, "hook", reason.clone());

@@ -212,7 +212,7 @@ pub(crate) async fn check_prompt(site: HookSite, prompt: String) -> PromptCheck 
         _ => None,
     };
     if let Some((name, reason)) = blocked {
-        let mut c = c.clone();
+        let mut c = c;
         c.reason = Some(reason.clone());
         records.push(decision_record(event, &c, name, None));
         let reason = if reason.is_empty() {
@@ -261,7 +261,7 @@ pub(crate) async fn check_stop(
     let mut records = failure_records(Some(event), "", &c.failures);
     let mut continue_with = None;
     if c.stop.is_some() {
-        let mut c = c.clone();
+        let mut c = c;
         c.reason = c.stop.clone();
         records.push(decision_record(event, &c, "stop", None));
     } else if c.decision == Some(Permission::Deny) {
