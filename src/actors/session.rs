@@ -41,7 +41,6 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 
 use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
 use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
-use crate::error::RookeryError;
 use crate::message::{Decision, EventPayload, OmniMessage, Sender, Usage, build};
 
 use crate::model::{ModelEvent, ModelSession, ModelSessionContext};
@@ -367,28 +366,7 @@ impl Actor for SessionActor {
             prompt_pending: false,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
-        if state.options.depth == 0
-            && state
-                .options
-                .config
-                .hooks
-                .has(crate::hooks::HookEvent::SessionStart)
-        {
-            let source = if resumed.is_some() {
-                "resume"
-            } else {
-                "startup"
-            };
-            let site = hook_events::HookSite::of(&state);
-            let (records, context) = hook_events::session_start(&site, source).await;
-            for r in records {
-                state.emit(r, true);
-            }
-            // The first task's input takes it, after its prompt.
-            if let Some(p) = context.as_ref().and_then(OmniMessage::as_model) {
-                effects::apply(&mut state, machine::Effect::QueueNotice(p.clone()));
-            }
-        }
+        hook_events::on_session_start(&mut state).await;
         Ok(state)
     }
 
@@ -437,54 +415,6 @@ impl Actor for SessionActor {
     }
 }
 
-/// Why a task cannot start now (`None`: it can).
-fn refusal(state: &SessionState) -> Option<RookeryError> {
-    if let Some(reason) = &state.trace_failure {
-        Some(RookeryError::TraceFailed {
-            session: state.id.clone(),
-            reason: reason.clone(),
-        })
-    } else if state.task.is_some() || state.prompt_pending {
-        Some(RookeryError::SessionBusy(state.id.clone()))
-    } else {
-        None
-    }
-}
-
-/// Starts a task on `text`, its first records (its prompt, the tool list, the request's
-/// start) going out together, as a turn's do.
-fn start_now(
-    myself: &ActorRef<SessionMsg>,
-    state: &mut SessionState,
-    text: String,
-    sender: Option<Sender>,
-) {
-    let hold = trace_hold::take_now(state);
-    turn::start_task(myself, state, text, sender);
-    if hold {
-        trace_hold::release_later(myself, state);
-    }
-}
-
-/// A prompt passed its `UserPromptSubmit` hooks: the task starts (`queue` adds the hooks'
-/// context first), or the caller hears why it cannot.
-pub(super) fn start_checked(
-    myself: &ActorRef<SessionMsg>,
-    state: &mut SessionState,
-    text: String,
-    sender: Option<Sender>,
-    reply: RpcReplyPort<Result<(), RookeryError>>,
-    queue: impl FnOnce(&mut SessionState),
-) {
-    if let Some(e) = refusal(state) {
-        let _ = reply.send(Err(e));
-        return;
-    }
-    let _ = reply.send(Ok(()));
-    queue(state);
-    start_now(myself, state, text, sender);
-}
-
 async fn handle_msg(
     myself: ActorRef<SessionMsg>,
     message: SessionMsg,
@@ -500,7 +430,7 @@ async fn handle_msg(
                 let _ = reply.send(rx);
             }
             SessionMsg::Request(SessionRequest::StartTask(text, sender, reply)) => {
-                if let Some(e) = refusal(state) {
+                if let Some(e) = prompt_gate::refusal(state) {
                     let _ = reply.send(Err(e));
                 } else if prompt_gate::wanted(state) {
                     let reply = prompt_gate::PromptReply::Task(reply);
@@ -508,7 +438,7 @@ async fn handle_msg(
                 } else {
                     let _ = reply.send(Ok(()));
                     Box::pin(mcp_sync::start(&myself, state)).await;
-                    start_now(&myself, state, text, sender);
+                    prompt_gate::start_now(&myself, state, text, sender);
                 }
             }
             SessionMsg::PromptChecked(checked) => {
@@ -663,13 +593,7 @@ async fn handle_msg(
             } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
             SessionMsg::ReleaseTrace => trace_hold::release(state),
             SessionMsg::HookOutcome { records, context } => {
-                for r in records {
-                    state.emit(r, true);
-                }
-                if let Some(p) = context.as_ref().and_then(OmniMessage::as_model) {
-                    effects::apply(state, machine::Effect::QueueNotice(p.clone()));
-                    turn::on_notice(&myself, state);
-                }
+                hook_events::on_outcome(&myself, state, records, context)
             }
             SessionMsg::StopChecked { turn, check } => {
                 turn::on_stop_checked(&myself, state, turn, check)

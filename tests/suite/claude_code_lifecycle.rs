@@ -119,6 +119,24 @@ fn sent(mock: &Mock, i: usize) -> String {
         .unwrap_or_default()
 }
 
+/// The text of `log` once a hook wrote a whole line to it (a hook that runs beside the
+/// session: its log is the event to wait for).
+async fn wait_for_line(log: &Path) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.ends_with('\n') {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never written",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The bash + jq prompt guard: blocks prompts holding a password, adds a ticket otherwise.
 const PROMPT_GUARD: &str = r#"#!/bin/bash
 input=$(cat)
@@ -415,11 +433,17 @@ async fn serve_answers_422_prompt_blocked_and_runs_pre_compact() {
         "compact.sh",
         "#!/bin/bash\njq -r '\"\\(.hook_event_name)|\\(.trigger)|\\(.custom_instructions)\"' >> \"$CLAUDE_PROJECT_DIR/../compact.log\"\n",
     );
+    let start = hook_script(
+        dir.path(),
+        "start.sh",
+        "#!/bin/bash\njq -r '\"\\(.hook_event_name)|\\(.source)\"' >> \"$CLAUDE_PROJECT_DIR/../start.log\"\n",
+    );
     let file = settings(
         &dir.path().join("ws"),
         json!({
             "UserPromptSubmit": [group("", &guard)],
-            "PreCompact": [group("manual", &compact)]
+            "PreCompact": [group("manual", &compact), group("auto", &compact)],
+            "SessionStart": [group("compact", &start)]
         }),
     );
     let file = file.display().to_string();
@@ -455,17 +479,15 @@ async fn serve_answers_422_prompt_blocked_and_runs_pre_compact() {
         .call("POST", &format!("/v1/sessions/{id}/compact"), None)
         .await;
     assert!(status.is_success(), "{v}");
-    let log = server.dir.path().join("compact.log");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let text = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.ends_with('\n') {
-            break text;
-        }
-        assert!(std::time::Instant::now() < deadline, "PreCompact never ran");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(text, "PreCompact|manual|\n");
+    // Both run beside the compaction: waited for by their logs.
+    assert_eq!(
+        wait_for_line(&server.dir.path().join("compact.log")).await,
+        "PreCompact|manual|\n"
+    );
+    assert_eq!(
+        wait_for_line(&server.dir.path().join("start.log")).await,
+        "SessionStart|compact\n"
+    );
     let prompts = std::fs::read_to_string(server.dir.path().join("prompts.log")).expect("log");
     assert_eq!(
         prompts,

@@ -110,6 +110,44 @@ pub(crate) fn in_background<F, Fut>(
     });
 }
 
+/// At a root session's start: its `SessionStart` hooks (`startup`, or `resume`) run before
+/// it takes anything; their context waits for the first task's input, after its prompt.
+pub(crate) async fn on_session_start(state: &mut SessionState) {
+    if state.options.depth > 0 || !state.options.config.hooks.has(HookEvent::SessionStart) {
+        return;
+    }
+    let source = if state.options.resume.is_some() {
+        "resume"
+    } else {
+        "startup"
+    };
+    let site = HookSite::of(state);
+    let (records, context) = session_start(&site, source).await;
+    for r in records {
+        state.emit(r, true);
+    }
+    if let Some(p) = context.as_ref().and_then(OmniMessage::as_model) {
+        super::effects::apply(state, super::machine::Effect::QueueNotice(p.clone()));
+    }
+}
+
+/// What a background hook run left (`SessionMsg::HookOutcome`): its records are written, its
+/// context joins the running task at its next input (or the next task) as a notice.
+pub(crate) fn on_outcome(
+    myself: &ractor::ActorRef<super::SessionMsg>,
+    state: &mut SessionState,
+    records: Vec<OmniMessage>,
+    context: Option<OmniMessage>,
+) {
+    for r in records {
+        state.emit(r, true);
+    }
+    if let Some(p) = context.as_ref().and_then(OmniMessage::as_model) {
+        super::effects::apply(state, super::machine::Effect::QueueNotice(p.clone()));
+        super::turn::on_notice(myself, state);
+    }
+}
+
 /// The `hook_error` records of the hooks that failed without blocking (each also a warning).
 /// `event` is named for the events about no tool call.
 pub(crate) fn failure_records(

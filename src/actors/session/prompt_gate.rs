@@ -115,7 +115,7 @@ pub(super) fn on_checked(myself: &ActorRef<SessionMsg>, state: &mut SessionState
             };
             match c.reply {
                 PromptReply::Task(reply) => {
-                    super::start_checked(myself, state, c.text, c.sender, reply, queue)
+                    start_checked(myself, state, c.text, c.sender, reply, queue)
                 }
                 PromptReply::Steer(reply) => {
                     super::steer::on_steer_checked(myself, state, c.text, c.sender, reply, queue)
@@ -123,4 +123,52 @@ pub(super) fn on_checked(myself: &ActorRef<SessionMsg>, state: &mut SessionState
             }
         }
     }
+}
+
+/// Why a task cannot start now (`None`: it can).
+pub(super) fn refusal(state: &SessionState) -> Option<RookeryError> {
+    if let Some(reason) = &state.trace_failure {
+        Some(RookeryError::TraceFailed {
+            session: state.id.clone(),
+            reason: reason.clone(),
+        })
+    } else if state.task.is_some() || state.prompt_pending {
+        Some(RookeryError::SessionBusy(state.id.clone()))
+    } else {
+        None
+    }
+}
+
+/// Starts a task on `text`, its first records (its prompt, the tool list, the request's
+/// start) going out together, as a turn's do.
+pub(super) fn start_now(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    text: String,
+    sender: Option<Sender>,
+) {
+    let hold = super::trace_hold::take_now(state);
+    super::turn::start_task(myself, state, text, sender);
+    if hold {
+        super::trace_hold::release_later(myself, state);
+    }
+}
+
+/// A prompt passed its `UserPromptSubmit` hooks: the task starts (`queue` adds the hooks'
+/// context first), or the caller hears why it cannot.
+pub(super) fn start_checked(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    text: String,
+    sender: Option<Sender>,
+    reply: RpcReplyPort<Result<(), RookeryError>>,
+    queue: impl FnOnce(&mut SessionState),
+) {
+    if let Some(e) = refusal(state) {
+        let _ = reply.send(Err(e));
+        return;
+    }
+    let _ = reply.send(Ok(()));
+    queue(state);
+    start_now(myself, state, text, sender);
 }
