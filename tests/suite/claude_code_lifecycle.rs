@@ -1,12 +1,12 @@
 //! The whole Claude Code hook lifecycle through the real binary, with hook scripts as users
 //! write them (bash + jq, python3, node) in a project's `.claude/settings.json` or the agent
-//! config: a `UserPromptSubmit` that blocks a prompt (`run` exits 1, `serve` answers 422
-//! `prompt_blocked`, the model is never asked) or adds context; `SessionStart` context (matched
-//! on its source) and `SessionEnd`; `Stop` making a task go on twice, and the cap of
-//! continuations; `PermissionRequest` answering allow / deny under `always-ask` with no
-//! terminal, `Notification` when a call is asked; `PreCompact` on the API's compact; and the
-//! `hook_decision` records of all of them. What the model received is read from an
-//! OpenAI-compatible mock on 127.0.0.1.
+//! config: a `UserPromptSubmit` that blocks a prompt (`run` exits 1, `chat` goes on, `serve`
+//! answers 422 `prompt_blocked`, the model is never asked) or adds context; `SessionStart`
+//! context (matched on its source) and `SessionEnd`; `Stop` making a task go on twice, the cap
+//! of continuations, and `SubagentStop` in a child; `PermissionRequest` answering allow / deny
+//! under `always-ask` with no terminal, `Notification` when a call is asked; `PreCompact` and
+//! `SessionStart(compact)` on the API's compact; and the `hook_decision` records of all of
+//! them. What the model received is read from an OpenAI-compatible mock on 127.0.0.1.
 
 use crate::common::cli as support;
 use crate::common::openai_mock::{Mock, Reply, split};
@@ -493,4 +493,92 @@ async fn serve_answers_422_prompt_blocked_and_runs_pre_compact() {
         prompts,
         "UserPromptSubmit|the password is hunter2\nUserPromptSubmit|the password is hunter2\nUserPromptSubmit|hello\n"
     );
+}
+
+#[test]
+fn a_subagent_stop_hook_makes_the_child_go_on_once() {
+    let sb = Sandbox::new();
+    let stop = hook_script(
+        sb.dir.path(),
+        "substop.sh",
+        r#"#!/bin/bash
+input=$(cat)
+log="$CLAUDE_PROJECT_DIR/../substop.log"
+echo "$input" | jq -r '"\(.hook_event_name)|\(.stop_hook_active)"' >> "$log"
+if [ "$(wc -l < "$log")" -eq 1 ]; then
+  jq -n '{decision: "block", reason: "check your work"}'
+fi
+"#,
+    );
+    let file = settings(&sb.ws(), json!({"SubagentStop": [group("", &stop)]}));
+    let script = sb.script(&json!({
+        "turns": [
+            {"tool_calls": [{"name": "run_subagent", "arguments": {"description": "delegate", "prompt": "child: work", "yield_time_ms": 60000}}]},
+            {"text": "done"}
+        ],
+        "children": [{"when_prompt_contains": "child", "turns": [
+            {"text": "child one"},
+            {"text": "child two"}
+        ]}]
+    }));
+    let mut cmd = sb.command();
+    cmd.arg("run")
+        .arg("--workspace")
+        .arg(sb.ws())
+        .args(["--home", s(&sb.home()), "--script", s(&script)])
+        .args(["--settings", s(&file), "go"]);
+    let out = Running::spawn(cmd).wait(Duration::from_secs(120));
+    out.expect_code(0);
+    // Only the child's end is a SubagentStop; the root has no Stop hook.
+    let log = std::fs::read_to_string(sb.path("substop.log")).expect("SubagentStop ran");
+    assert_eq!(log, "SubagentStop|false\nSubagentStop|true\n");
+    let records = all_records(&sb.home());
+    assert_eq!(
+        hook_decisions(&records),
+        [(
+            "SubagentStop".to_string(),
+            "continue".to_string(),
+            "check your work".to_string()
+        )]
+    );
+    assert!(
+        records.iter().any(|r| r
+            .to_string()
+            .contains("Stop hook feedback:\\ncheck your work")),
+        "the reason reached the child as input"
+    );
+}
+
+#[test]
+fn chat_prints_a_blocked_prompt_and_goes_on() {
+    let sb = Sandbox::new();
+    let guard = hook_script(sb.dir.path(), "guard.sh", PROMPT_GUARD);
+    let file = settings(&sb.ws(), json!({"UserPromptSubmit": [group("", &guard)]}));
+    let script = sb.script(&json!({"turns": [{"text": "the only answer"}]}));
+    let mut cmd = sb.command();
+    cmd.args(["chat", "--workspace", s(&sb.ws()), "--home", s(&sb.home())])
+        .args(["--script", s(&script), "--settings", s(&file)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn chat");
+    std::io::Write::write_all(
+        &mut child.stdin.take().expect("stdin"),
+        b"my password is x\nhello\n",
+    )
+    .expect("write lines");
+    let out = child.wait_with_output().expect("chat ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "prompt blocked by a UserPromptSubmit hook: prompts must not carry passwords"
+        ),
+        "{stderr}"
+    );
+    // The next line got the one scripted answer: the blocked one never reached the model (it
+    // would have used it up, and `hello` would get the script's end).
+    assert!(stdout.lines().any(|l| l == "the only answer"), "{stdout}");
+    assert!(!stdout.contains("script finished"), "{stdout}");
 }
