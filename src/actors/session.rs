@@ -16,6 +16,7 @@ mod dispatch;
 mod effects;
 mod gate;
 mod hook_events;
+mod hook_outcomes;
 pub mod inbox;
 mod machine;
 mod mcp_sync;
@@ -366,7 +367,7 @@ impl Actor for SessionActor {
             prompt_pending: false,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
-        hook_events::on_session_start(&mut state).await;
+        hook_outcomes::on_session_start(&mut state).await;
         Ok(state)
     }
 
@@ -593,7 +594,7 @@ async fn handle_msg(
             } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
             SessionMsg::ReleaseTrace => trace_hold::release(state),
             SessionMsg::HookOutcome { records, context } => {
-                hook_events::on_outcome(&myself, state, records, context)
+                hook_outcomes::on_outcome(&myself, state, records, context)
             }
             SessionMsg::StopChecked { turn, check } => {
                 turn::on_stop_checked(&myself, state, turn, check)

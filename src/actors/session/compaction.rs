@@ -24,9 +24,9 @@ use tokio::task::JoinHandle;
 
 use super::compaction_text::{self as text, CALL_NOT_RUN, RETRY_NOTE, SUMMARY_PROMPT};
 use super::effects::{self, Queue};
-use super::hook_events;
 use super::machine::Effect;
 use super::{SessionMsg, SessionState, turn};
+use super::{hook_events, hook_outcomes};
 use crate::config::CompactionMode;
 use crate::message::{
     EventPayload, ModelPayload, OmniMessage, Role, Sender, StopReason, Usage, build,
@@ -235,7 +235,7 @@ fn begin(
     } else {
         "auto"
     };
-    hook_events::in_background(myself, state, move |site| async move {
+    hook_outcomes::in_background(myself, state, move |site| async move {
         (hook_events::pre_compact(site, trigger).await, None)
     });
     state.emit(
@@ -478,7 +478,7 @@ fn complete(myself: &ActorRef<SessionMsg>, state: &mut SessionState, summary: Op
     state.compaction.turns = 0;
     state.compaction.last_total = 0;
     rotate(state);
-    hook_events::in_background(myself, state, |site| async move {
+    hook_outcomes::in_background(myself, state, |site| async move {
         hook_events::session_start(&site, "compact").await
     });
     let mut input = Vec::new();
