@@ -354,9 +354,12 @@ fn permission_request_answers_under_always_ask_and_notification_hears_the_rest()
         "notify.sh",
         "#!/bin/bash\njq -r '\"\\(.notification_type)|\\(.message)\"' >> \"$CLAUDE_PROJECT_DIR/../notify.log\"\n",
     );
+    // A PreToolUse hook with no opinion: the call is still asked, and its records kept.
+    let quiet = hook_script(sb.dir.path(), "quiet.sh", "#!/bin/bash\ncat > /dev/null\n");
     let file = settings(
         &sb.ws(),
         json!({
+            "PreToolUse": [group("Bash", &quiet)],
             "PermissionRequest": [group("Bash", &permission)],
             "Notification": [group("permission_prompt", &notify), group("idle_prompt", &notify)]
         }),

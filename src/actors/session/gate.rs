@@ -257,6 +257,8 @@ impl Gate {
             }
         }
         let mut v = self.after_hooks(request, pre.decision, pre.reason).await;
+        // The PreToolUse records first, then those of the asking (PermissionRequest, …).
+        records.append(&mut v.records);
         v.records = records;
         v.arguments = arguments;
         v.context = pre.context;
