@@ -451,6 +451,33 @@ mod tests {
     }
 
     #[test]
+    fn lifecycle_events_match_on_their_subject_or_run_every_group() {
+        let c = cfg(r#"{
+            "SessionStart": [{"matcher": "startup", "hooks": [{"command": "s"}]},
+                             {"matcher": "resume|compact", "hooks": [{"command": "r"}]}],
+            "Stop": [{"matcher": "ignored", "hooks": [{"command": "t"}]}],
+            "Notification": [{"matcher": "permission_prompt", "hooks": [{"command": "n"}]}]
+        }"#)
+        .unwrap();
+        let names = |e: HookEvent, subject: &str| -> Vec<String> {
+            c.matching(e, subject, None)
+                .into_iter()
+                .map(|h| h.command)
+                .collect()
+        };
+        assert_eq!(names(HookEvent::SessionStart, "startup"), ["s"]);
+        assert_eq!(names(HookEvent::SessionStart, "compact"), ["r"]);
+        assert_eq!(names(HookEvent::Stop, ""), ["t"]);
+        assert!(names(HookEvent::Notification, "idle_prompt").is_empty());
+        assert!(c.has(HookEvent::Stop) && !c.has(HookEvent::PreCompact));
+        assert!(
+            HookEvent::ALL
+                .iter()
+                .all(|e| HookEvent::parse(e.as_str()) == Some(*e))
+        );
+    }
+
+    #[test]
     fn bad_entries_are_errors() {
         let e = cfg(r#"{"PreToolUse": [{"matcher": "(", "hooks": []}]}"#).unwrap_err();
         assert!(e.to_string().contains("bad matcher"), "{e}");
