@@ -314,7 +314,7 @@ async fn stop_continuations_are_capped_by_the_agent_config() {
     let cfg = dir.path().join("agent.yaml");
     std::fs::write(
         &cfg,
-        "hooks_max_stop_continuations: 1\nhooks:\n  Stop:\n    - hooks:\n        - type: command\n          command: \"echo 'keep going' >&2; exit 2\"\n",
+        "hooks_max_stop_continuations: 1\nhooks:\n  Stop:\n    - hooks:\n        - type: command\n          command: \"echo 'keep going' >&2; exit 2\"\n        - type: command\n          command: \"echo broken >&2; exit 3\"\n",
     )
     .expect("config");
     let mock = Mock::start(vec![answer("one"), answer("two"), answer("three")], None).await;
@@ -328,6 +328,16 @@ async fn stop_continuations_are_capped_by_the_agent_config() {
         .map(|(e, d, _)| format!("{e} {d}"))
         .collect();
     assert_eq!(d, ["Stop continue", "Stop continue_capped"]);
+    // A failing hook has no opinion: a hook_error naming its event, at each check.
+    let errors: Vec<(String, String)> = of_kind(&records, "hook_error")
+        .into_iter()
+        .map(|r| {
+            let p = &r["payload"];
+            (p["event"].to_string(), p["stderr"].to_string())
+        })
+        .collect();
+    let one = ("\"Stop\"".to_string(), "\"broken\\n\"".to_string());
+    assert_eq!(errors, [one.clone(), one]);
 }
 
 /// The python policy service: allows `echo allowed…`, denies `echo denied…`, no opinion else.
