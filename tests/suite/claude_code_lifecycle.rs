@@ -2,7 +2,7 @@
 //! write them (bash + jq, python3, node) in a project's `.claude/settings.json` or the agent
 //! config: a `UserPromptSubmit` that blocks a prompt (`run` exits 1, `chat` goes on, `serve`
 //! answers 422 `prompt_blocked`, the model is never asked) or adds context; `SessionStart`
-//! context (matched on its source) and `SessionEnd`; `Stop` making a task go on twice, the cap
+//! context (matched on its source: startup, a `chat --resume`) and `SessionEnd`; `Stop` making a task go on twice, the cap
 //! of continuations, and `SubagentStop` in a child; `PermissionRequest` answering allow / deny
 //! under `always-ask` with no terminal, `Notification` when a call is asked; `PreCompact` and
 //! `SessionStart(compact)` on the API's compact; and the `hook_decision` records of all of
@@ -594,4 +594,69 @@ fn chat_prints_a_blocked_prompt_and_goes_on() {
     // would have used it up, and `hello` would get the script's end).
     assert!(stdout.lines().any(|l| l == "the only answer"), "{stdout}");
     assert!(!stdout.contains("script finished"), "{stdout}");
+}
+
+#[test]
+fn session_start_says_resume_when_chat_resumes_a_session() {
+    let sb = Sandbox::new();
+    let start = hook_script(
+        sb.dir.path(),
+        "start.sh",
+        "#!/bin/bash\nsrc=$(jq -r .source)\necho \"$src\" >> \"$CLAUDE_PROJECT_DIR/../start.log\"\necho \"started from $src\"\n",
+    );
+    let file = settings(&sb.ws(), json!({"SessionStart": [group("*", &start)]}));
+    let script =
+        sb.script(&json!({"turns": [{"text": "first answer"}, {"text": "second answer"}]}));
+    let chat = |args: &[&str], line: &str| -> String {
+        let mut cmd = sb.command();
+        cmd.args(["chat", "--workspace", s(&sb.ws()), "--home", s(&sb.home())])
+            .args(args)
+            .args(["--settings", s(&file)])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn chat");
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), line.as_bytes())
+            .expect("write line");
+        let out = child.wait_with_output().expect("chat ran");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let out = chat(&["--script", s(&script)], "hello\n");
+    let id = out
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("rookery chat --resume "))
+        .expect("the resume line")
+        .to_string();
+    let out = chat(&["--resume", &id], "again\n");
+    assert!(out.lines().any(|l| l == "second answer"), "{out}");
+    let log = std::fs::read_to_string(sb.path("start.log")).expect("SessionStart ran");
+    assert_eq!(log, "startup\nresume\n");
+    // Each context reached the model's input, after its task's prompt.
+    let texts: Vec<String> = all_records(&sb.home())
+        .iter()
+        .filter(|r| kind(r) == "text" && r["payload"]["role"] == "user")
+        .map(|r| {
+            r["payload"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "hello",
+            "[SessionStart hook context]\nstarted from startup",
+            "again",
+            "[SessionStart hook context]\nstarted from resume"
+        ]
+    );
 }
