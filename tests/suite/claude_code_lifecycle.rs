@@ -2,11 +2,12 @@
 //! write them (bash + jq, python3, node) in a project's `.claude/settings.json` or the agent
 //! config: a `UserPromptSubmit` that blocks a prompt (`run` exits 1, `chat` goes on, `serve`
 //! answers 422 `prompt_blocked`, the model is never asked) or adds context; `SessionStart`
-//! context (matched on its source: startup, a `chat --resume`) and `SessionEnd`; `Stop` making a task go on twice, the cap
-//! of continuations, and `SubagentStop` in a child; `PermissionRequest` answering allow / deny
-//! under `always-ask` with no terminal, `Notification` when a call is asked; `PreCompact` and
-//! `SessionStart(compact)` on the API's compact; and the `hook_decision` records of all of
-//! them. What the model received is read from an OpenAI-compatible mock on 127.0.0.1.
+//! context (matched on its source: startup, a `chat --resume`) and `SessionEnd`; `Stop` making a
+//! task go on twice, the cap of continuations, and `SubagentStop` in a child;
+//! `PermissionRequest` answering allow / deny under `always-ask` with no terminal,
+//! `Notification` when a call is asked; `PreCompact` and `SessionStart(compact)` on the API's
+//! compact; and the `hook_decision` records of all of them. What the model received is read
+//! from an OpenAI-compatible mock on 127.0.0.1.
 
 use crate::common::cli as support;
 use crate::common::openai_mock::{Mock, Reply, split};
