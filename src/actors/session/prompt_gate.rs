@@ -3,8 +3,8 @@
 //! a blocked prompt is answered `PromptBlocked` and never reaches the model, a passed one
 //! goes on with the hooks' context queued after it.
 //!
-//! It owns that detour only; starting the task or queuing the steer stays with `session.rs`
-//! and `steer.rs`.
+//! It owns that detour and when a task may start (`refusal`, `start_now`); the task's input is
+//! `turn.rs`'s, queuing a steer is `steer.rs`'s.
 
 use ractor::{ActorRef, RpcReplyPort};
 
