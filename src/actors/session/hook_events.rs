@@ -5,10 +5,10 @@
 //! `PreCompact`.
 //!
 //! Hooks run in spawned tasks or in the actor's async start and close, never blocking a
-//! turn's message; their answers come back as plain values (`hook_outcomes.rs` takes those
-//! of the runs in the background). Where they act in the loop
-//! (blocking a prompt, going on after a stop) is decided by the callers (`session.rs`,
-//! `steer.rs`, `turn.rs`); the tool events are the gate's (`gate.rs`).
+//! turn's message; their answers come back as plain values (`hook_outcomes.rs` takes those of
+//! the runs in the background). It must not write the conversation or drive the turn loop:
+//! where the answers act (blocking a prompt, going on after a stop) is the callers' business
+//! (`prompt_gate.rs`, `turn.rs`); the tool events are the gate's (`gate.rs`).
 
 use std::sync::Arc;
 
