@@ -110,6 +110,10 @@ pub struct CommandsConfig {
     pub idle_reap: idle_reap::IdleReap,
 }
 
+/// Default of `hooks_max_stop_continuations`: Stop hooks make one task go on at most this
+/// many times.
+pub const DEFAULT_MAX_STOP_CONTINUATIONS: u32 = 5;
+
 /// Default of `tools.max_parallel`: tool calls of one session that run at once.
 pub const DEFAULT_MAX_PARALLEL: usize = 16;
 
@@ -123,6 +127,7 @@ struct RawAgentConfig {
     model: Option<ModelConfig>,
     commands: Option<CommandsConfig>,
     hooks: Option<crate::hooks::HooksConfig>,
+    hooks_max_stop_continuations: Option<u32>,
     permissions: Option<serde_json::Value>,
     compaction: Option<compaction::RawCompaction>,
     models: Option<std::collections::BTreeMap<String, ModelConfig>>,
@@ -192,8 +197,12 @@ pub struct AgentConfig {
     pub commands: CommandsConfig,
     /// `commands.policy`, compiled.
     pub command_policy: std::sync::Arc<crate::approval::command_policy::CommandPolicy>,
-    /// The `hooks:` section (PreToolUse / PostToolUse), merged with `--hooks FILE`.
+    /// The `hooks:` section (every Claude Code hook event), merged with `--hooks FILE` and
+    /// `--settings FILE`.
     pub hooks: std::sync::Arc<crate::hooks::HooksConfig>,
+    /// `hooks_max_stop_continuations`: how many times Stop hooks may make one task go on
+    /// (default [`DEFAULT_MAX_STOP_CONTINUATIONS`]).
+    pub hooks_max_stop_continuations: u32,
     /// `permissions:` (Claude Code's allow / deny / ask rules), merged with `--settings FILE`.
     pub permissions: std::sync::Arc<crate::approval::permission_rules::PermissionRules>,
     /// `tools.mcpServers` plus `--mcp-config FILE`: the MCP servers each session connects to.
@@ -237,6 +246,7 @@ impl Default for AgentConfig {
             commands: CommandsConfig::default(),
             command_policy: Default::default(),
             hooks: Default::default(),
+            hooks_max_stop_continuations: DEFAULT_MAX_STOP_CONTINUATIONS,
             permissions: Default::default(),
             mcp_servers: Default::default(),
             compaction: CompactionConfig::default(),
@@ -301,6 +311,9 @@ impl AgentConfig {
             crate::approval::command_policy::CommandPolicy::from_config(&cfg.commands.policy),
         );
         cfg.hooks = std::sync::Arc::new(raw.hooks.unwrap_or_default());
+        if let Some(n) = raw.hooks_max_stop_continuations {
+            cfg.hooks_max_stop_continuations = n;
+        }
         if let Some(p) = &raw.permissions {
             cfg.permissions = std::sync::Arc::new(
                 crate::approval::permission_rules::PermissionRules::from_value(p)?,

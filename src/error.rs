@@ -48,6 +48,9 @@ pub enum RookeryError {
     /// The session already runs a task.
     #[error("session {0} is busy: a task is already running")]
     SessionBusy(String),
+    /// A `UserPromptSubmit` hook blocked the prompt: it never reached the model.
+    #[error("prompt blocked by a UserPromptSubmit hook: {0}")]
+    PromptBlocked(String),
     /// The session has ended and takes no more tasks.
     #[error("session {0} has ended")]
     SessionEnded(String),

@@ -1,7 +1,9 @@
-//! Hooks in Claude Code's convention: `PreToolUse` and `PostToolUse` commands configured in the
-//! agent config (`hooks:`), a `--hooks FILE` or a `--settings FILE`, run for the tool calls
-//! their matcher names (by Rookery's name or Claude Code's). Hooks from a file see calls in
-//! Claude Code's view (`claude_view`), those of the agent config as Rookery names them.
+//! Hooks in Claude Code's convention: commands configured in the agent config (`hooks:`), a
+//! `--hooks FILE` or a `--settings FILE`, run for the tool calls their matcher names (by
+//! Rookery's name or Claude Code's: `PreToolUse`, `PostToolUse`, `PermissionRequest`) and for
+//! the session's lifecycle (`UserPromptSubmit`, `Stop`, `SubagentStop`, `SessionStart`,
+//! `SessionEnd`, `PreCompact`, `Notification`). Hooks from a file see calls in Claude Code's
+//! view (`claude_view`), those of the agent config as Rookery names them.
 //!
 //! This module runs hooks and combines their answers; where they sit in the loop, and what is
 //! recorded, is the session's business (`actors::session::gate`). It must not touch the trace.
@@ -14,6 +16,28 @@ pub(crate) mod runner;
 pub use config::{HookCommand, HookConfigError, HookEvent, HookView, HooksConfig};
 pub use protocol::{Combined, HookCall, HookContext, Permission, ToolResponse};
 pub use runner::HookEnv;
+
+/// Runs the hooks of `event`, an event about no tool call, whose matcher takes `subject` (a
+/// `SessionStart` source, a `PreCompact` trigger, a `Notification` type; ignored by the
+/// events without a matcher), all in parallel, with `fields` added to their input, and
+/// combines their answers. `None` when no hook matches.
+pub async fn run_lifecycle(
+    config: &HooksConfig,
+    event: HookEvent,
+    subject: &str,
+    ctx: &HookContext,
+    env: &HookEnv,
+    fields: serde_json::Map<String, serde_json::Value>,
+) -> Option<Combined> {
+    let hooks = config.matching(event, subject, None);
+    if hooks.is_empty() {
+        return None;
+    }
+    let input = serde_json::to_vec(&protocol::event_input(ctx, event, fields)).unwrap_or_default();
+    let inputs = vec![input; hooks.len()];
+    let runs = runner::run_all(&hooks, &inputs, env).await;
+    Some(protocol::combine(event, &runs))
+}
 
 /// Runs the hooks of `event` that match the call (all in parallel) and combines their answers.
 /// `None` when no hook matches.

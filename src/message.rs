@@ -568,8 +568,12 @@ pub enum EventPayload {
     },
     /// A hook failed without blocking: an exit other than 0 or 2, a timeout, bad JSON.
     HookError {
-        /// The id of the call the hook ran for.
+        /// The id of the call the hook ran for (empty for an event about no call).
         tool_call_id: String,
+        /// The hook event (`Stop`, `SessionStart`, …); absent for a call's `PreToolUse` or
+        /// `PostToolUse` hook.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event: Option<String>,
         /// The hook's command line.
         command: String,
         /// The hook's exit code; `None` when it timed out, was killed or never started.
@@ -577,6 +581,22 @@ pub enum EventPayload {
         exit_code: Option<i32>,
         /// What the hook wrote to stderr (or the failure's text).
         stderr: String,
+    },
+    /// A hook decided something (Rookery's own): a PreToolUse or PermissionRequest allow /
+    /// ask / deny, a blocked prompt, a Stop that makes the task go on, a `continue: false`.
+    HookDecision {
+        /// The hook event (`PreToolUse`, `UserPromptSubmit`, `Stop`, …).
+        event: String,
+        /// The command of the first hook that gave the decision.
+        command: String,
+        /// `allow`, `ask`, `deny`, `block`, `continue` or `stop`.
+        decision: String,
+        /// The hooks' reasons, joined (absent when none gave one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The call decided, for a tool event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
     },
     /// A spawned agent's copy of its parent's turns (`spawn_agent` `fork_turns`), written
     /// right after its `session_meta`; resume puts them first in its history (Rookery's own).

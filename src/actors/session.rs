@@ -15,6 +15,8 @@ mod conversation;
 mod dispatch;
 mod effects;
 mod gate;
+mod hook_events;
+mod hook_outcomes;
 pub mod inbox;
 mod machine;
 mod mcp_sync;
@@ -22,6 +24,7 @@ mod mode;
 pub mod model_switch;
 mod output;
 mod partials;
+mod prompt_gate;
 mod secrets;
 mod services;
 mod steer;
@@ -39,8 +42,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 
 use crate::actors::command_supervisor::{CommandEvent, CommandSupervisorHandle};
 use crate::actors::subagent_supervisor::SubagentSupervisorHandle;
-use crate::error::RookeryError;
 use crate::message::{Decision, EventPayload, OmniMessage, Sender, Usage, build};
+
 use crate::model::{ModelEvent, ModelSession, ModelSessionContext};
 use crate::tools::ServiceKind;
 use crate::trace::health::TraceHealth;
@@ -108,6 +111,19 @@ pub(crate) enum SessionMsg {
         turn: u64,
         attempt: u32,
         replies: Vec<crate::mcp::connection::SyncReply>,
+    },
+    /// The `UserPromptSubmit` hooks answered about a prompt (`prompt_gate.rs`).
+    PromptChecked(Box<prompt_gate::Checked>),
+    /// The `Stop` hooks answered about ending the task of `turn`.
+    StopChecked {
+        turn: u64,
+        check: hook_events::StopCheck,
+    },
+    /// What a lifecycle hook run in the background left: records to write, context for the
+    /// model (queued as a notice).
+    HookOutcome {
+        records: Vec<OmniMessage>,
+        context: Option<OmniMessage>,
     },
     /// Releases the trace writer held since a message of a turn (see `trace_hold.rs`): sent to
     /// itself at the end of that message, it comes after every message queued meanwhile.
@@ -211,6 +227,8 @@ pub(crate) struct SessionState {
     pub(crate) model_switch: Option<Box<OmniMessage>>,
     /// Whether the session holds its trace writer back (`trace_hold.rs`).
     pub(crate) trace_held: trace_hold::Held,
+    /// A task's prompt is with its `UserPromptSubmit` hooks: no other task starts meanwhile.
+    pub(crate) prompt_pending: bool,
 }
 
 impl Actor for SessionActor {
@@ -346,8 +364,10 @@ impl Actor for SessionActor {
             ready_verdicts: std::collections::VecDeque::new(),
             inbox: inbox::InboxSignal::default(),
             model_switch,
+            prompt_pending: false,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
+        hook_outcomes::on_session_start(&mut state).await;
         Ok(state)
     }
 
@@ -411,24 +431,22 @@ async fn handle_msg(
                 let _ = reply.send(rx);
             }
             SessionMsg::Request(SessionRequest::StartTask(text, sender, reply)) => {
-                if let Some(reason) = &state.trace_failure {
-                    let _ = reply.send(Err(RookeryError::TraceFailed {
-                        session: state.id.clone(),
-                        reason: reason.clone(),
-                    }));
-                } else if state.task.is_some() {
-                    let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
+                if let Some(e) = prompt_gate::refusal(state) {
+                    let _ = reply.send(Err(e));
+                } else if prompt_gate::wanted(state) {
+                    let reply = prompt_gate::PromptReply::Task(reply);
+                    prompt_gate::check(&myself, state, text, sender, reply);
                 } else {
                     let _ = reply.send(Ok(()));
                     Box::pin(mcp_sync::start(&myself, state)).await;
-                    // The task's first records (its prompt, the tool list, the request's
-                    // start) go out together, as a turn's do.
-                    let hold = trace_hold::take_now(state);
-                    turn::start_task(&myself, state, text, sender);
-                    if hold {
-                        trace_hold::release_later(&myself, state);
-                    }
+                    prompt_gate::start_now(&myself, state, text, sender);
                 }
+            }
+            SessionMsg::PromptChecked(checked) => {
+                if matches!(checked.reply, prompt_gate::PromptReply::Task(_)) {
+                    Box::pin(mcp_sync::start(&myself, state)).await;
+                }
+                prompt_gate::on_checked(&myself, state, *checked);
             }
             SessionMsg::Request(SessionRequest::Abort) => {
                 turn::abort(&myself, state, "aborted by user")
@@ -482,8 +500,10 @@ async fn handle_msg(
                 let commands = state.commands.take();
                 let mcp = state.mcp.take();
                 let trace = state.trace.clone();
+                let site = hook_events::HookSite::of(state);
                 // Boxed: keeps the actor's (always allocated) future small.
                 Box::pin(async move {
+                    hook_events::session_end(&site, "exit").await;
                     if let Some(mut mcp) = mcp {
                         mcp.shutdown().await;
                     }
@@ -573,6 +593,12 @@ async fn handle_msg(
                 replies,
             } => mcp_sync::on_synced(&myself, state, turn, attempt, replies),
             SessionMsg::ReleaseTrace => trace_hold::release(state),
+            SessionMsg::HookOutcome { records, context } => {
+                hook_outcomes::on_outcome(&myself, state, records, context)
+            }
+            SessionMsg::StopChecked { turn, check } => {
+                turn::on_stop_checked(&myself, state, turn, check)
+            }
             SessionMsg::Request(SessionRequest::InjectPanic) => {
                 panic!("injected session actor panic (test hook)")
             }

@@ -139,29 +139,92 @@ struct Group {
     hooks: Vec<HookCommand>,
 }
 
-/// The hooks of a session.
+/// The hooks of a session: per event, its matcher groups in config order.
 #[derive(Debug, Clone, Default)]
 pub struct HooksConfig {
-    pre_tool_use: Vec<Group>,
-    post_tool_use: Vec<Group>,
+    groups: [Vec<Group>; HookEvent::ALL.len()],
 }
 
-/// The hook events Rookery runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The hook events Rookery runs, named as Claude Code names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HookEvent {
     /// Before a tool call runs: may allow, ask, deny or rewrite it.
     PreToolUse,
     /// After a tool call ran: sees its output, may add context for the model.
     PostToolUse,
+    /// A user prompt (a task's or a steer's) before the model sees it: may block it or add
+    /// context.
+    UserPromptSubmit,
+    /// The main agent is about to end its task: may make it go on, with a reason.
+    Stop,
+    /// A subagent is about to end its task: may make it go on, with a reason.
+    SubagentStop,
+    /// A session starts (`startup`, `resume`) or restarts after a compaction (`compact`): may
+    /// add context.
+    SessionStart,
+    /// A session closes: told why; its output is ignored.
+    SessionEnd,
+    /// A compaction is about to run (`manual`, `auto`).
+    PreCompact,
+    /// An approval waits for an answer.
+    Notification,
+    /// A call would be asked: the hook may answer allow or deny in the approver's place.
+    PermissionRequest,
 }
 
 impl HookEvent {
-    /// The event's name in the config and in the hook's input (`PreToolUse`, `PostToolUse`).
+    /// Every event, in the order of the config's slots.
+    pub const ALL: [HookEvent; 10] = [
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::UserPromptSubmit,
+        HookEvent::Stop,
+        HookEvent::SubagentStop,
+        HookEvent::SessionStart,
+        HookEvent::SessionEnd,
+        HookEvent::PreCompact,
+        HookEvent::Notification,
+        HookEvent::PermissionRequest,
+    ];
+
+    /// The event's name in the config and in the hook's input (`PreToolUse`, `Stop`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             HookEvent::PreToolUse => "PreToolUse",
             HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::Notification => "Notification",
+            HookEvent::PermissionRequest => "PermissionRequest",
         }
+    }
+
+    /// The event named `name` in a config.
+    pub fn parse(name: &str) -> Option<HookEvent> {
+        HookEvent::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    /// Whether a group's matcher applies (as in Claude Code: `UserPromptSubmit`, `Stop`,
+    /// `SubagentStop` and `SessionEnd` run every group, whatever its matcher).
+    pub fn uses_matcher(self) -> bool {
+        !matches!(
+            self,
+            HookEvent::UserPromptSubmit
+                | HookEvent::Stop
+                | HookEvent::SubagentStop
+                | HookEvent::SessionEnd
+        )
+    }
+
+    fn slot(self) -> usize {
+        HookEvent::ALL
+            .iter()
+            .position(|e| *e == self)
+            .unwrap_or_default()
     }
 }
 
@@ -195,8 +258,8 @@ impl<'de> Deserialize<'de> for HooksConfig {
 }
 
 impl HooksConfig {
-    /// From the `hooks` object (`{"PreToolUse": [...], ...}`). Events Rookery does not run
-    /// (`Stop`, `Notification`, …) are ignored with a warning. Its hooks see calls in `view`.
+    /// From the `hooks` object (`{"PreToolUse": [...], ...}`). Events Rookery does not know
+    /// are ignored with a warning. Its hooks see calls in `view`.
     pub fn from_value(value: Value, view: HookView) -> Result<Self, HookConfigError> {
         let Value::Object(map) = value else {
             return Err(HookConfigError::Invalid {
@@ -206,14 +269,11 @@ impl HooksConfig {
         };
         let mut cfg = HooksConfig::default();
         for (event, groups) in map {
-            let target = match event.as_str() {
-                "PreToolUse" => &mut cfg.pre_tool_use,
-                "PostToolUse" => &mut cfg.post_tool_use,
-                other => {
-                    tracing::warn!("hooks: event \"{other}\" is not supported; ignored");
-                    continue;
-                }
+            let Some(known) = HookEvent::parse(&event) else {
+                tracing::warn!("hooks: event \"{event}\" is not supported; ignored");
+                continue;
             };
+            let target = &mut cfg.groups[known.slot()];
             let raw: Vec<RawGroup> =
                 serde_json::from_value(groups).map_err(|e| HookConfigError::Invalid {
                     path: format!("hooks.{event}").into(),
@@ -264,27 +324,34 @@ impl HooksConfig {
     /// `self` then `other` (both run).
     pub fn merged(&self, other: &HooksConfig) -> HooksConfig {
         let mut out = self.clone();
-        out.pre_tool_use.extend(other.pre_tool_use.iter().cloned());
-        out.post_tool_use
-            .extend(other.post_tool_use.iter().cloned());
+        for (mine, theirs) in out.groups.iter_mut().zip(&other.groups) {
+            mine.extend(theirs.iter().cloned());
+        }
         out
     }
 
     /// True when no hook is configured for any event.
     pub fn is_empty(&self) -> bool {
-        self.pre_tool_use.is_empty() && self.post_tool_use.is_empty()
+        self.groups.iter().all(Vec::is_empty)
     }
 
-    /// The commands of `event` that apply to `tool` (also known to Claude Code as `alias`), in
-    /// config order.
-    pub fn matching(&self, event: HookEvent, tool: &str, alias: Option<&str>) -> Vec<HookCommand> {
-        let groups = match event {
-            HookEvent::PreToolUse => &self.pre_tool_use,
-            HookEvent::PostToolUse => &self.post_tool_use,
-        };
-        groups
+    /// True when some hook is configured for `event`.
+    pub fn has(&self, event: HookEvent) -> bool {
+        !self.groups[event.slot()].is_empty()
+    }
+
+    /// The commands of `event` that apply to `subject` (a tool, also known to Claude Code as
+    /// `alias`; a `SessionStart` source; a `PreCompact` trigger; a `Notification` type), in
+    /// config order. Events without a matcher run every group.
+    pub fn matching(
+        &self,
+        event: HookEvent,
+        subject: &str,
+        alias: Option<&str>,
+    ) -> Vec<HookCommand> {
+        self.groups[event.slot()]
             .iter()
-            .filter(|g| g.matcher.matches(tool, alias))
+            .filter(|g| !event.uses_matcher() || g.matcher.matches(subject, alias))
             .flat_map(|g| g.hooks.iter().cloned())
             .collect()
     }
@@ -381,6 +448,33 @@ mod tests {
         assert_eq!(names("bash", Some("Bash")), ["a"]);
         assert_eq!(names("write_file", Some("Write")), ["b"]);
         assert!(names("list_commands", None).is_empty());
+    }
+
+    #[test]
+    fn lifecycle_events_match_on_their_subject_or_run_every_group() {
+        let c = cfg(r#"{
+            "SessionStart": [{"matcher": "startup", "hooks": [{"command": "s"}]},
+                             {"matcher": "resume|compact", "hooks": [{"command": "r"}]}],
+            "Stop": [{"matcher": "ignored", "hooks": [{"command": "t"}]}],
+            "Notification": [{"matcher": "permission_prompt", "hooks": [{"command": "n"}]}]
+        }"#)
+        .unwrap();
+        let names = |e: HookEvent, subject: &str| -> Vec<String> {
+            c.matching(e, subject, None)
+                .into_iter()
+                .map(|h| h.command)
+                .collect()
+        };
+        assert_eq!(names(HookEvent::SessionStart, "startup"), ["s"]);
+        assert_eq!(names(HookEvent::SessionStart, "compact"), ["r"]);
+        assert_eq!(names(HookEvent::Stop, ""), ["t"]);
+        assert!(names(HookEvent::Notification, "idle_prompt").is_empty());
+        assert!(c.has(HookEvent::Stop) && !c.has(HookEvent::PreCompact));
+        assert!(
+            HookEvent::ALL
+                .iter()
+                .all(|e| HookEvent::parse(e.as_str()) == Some(*e))
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The hook protocol of Claude Code: the JSON object a hook reads on stdin, how its exit code
 //! and stdout are read, and how the results of the hooks of one event combine
-//! (deny > ask > allow; the first `updatedInput` wins; every context is kept).
+//! (deny > ask > allow, a block is a deny; the first `updatedInput` wins; every context is
+//! kept; a `continue: false` stops).
 //!
 //! Pure: no processes here (see `runner`), no trace (the session records what this returns).
 
@@ -105,6 +106,19 @@ pub fn input(
     v
 }
 
+/// The stdin object of an event that is about no tool call (`UserPromptSubmit`, `Stop`,
+/// `SessionStart`, …): the session's fields, `hook_event_name`, then the event's `fields`.
+pub fn event_input(ctx: &HookContext, event: HookEvent, fields: Map<String, Value>) -> Value {
+    let mut v = Map::new();
+    v.insert("session_id".into(), json!(ctx.session_id));
+    v.insert("transcript_path".into(), json!(ctx.transcript_path));
+    v.insert("cwd".into(), json!(ctx.cwd));
+    v.insert("permission_mode".into(), json!(ctx.permission_mode));
+    v.insert("hook_event_name".into(), json!(event.as_str()));
+    v.extend(fields);
+    Value::Object(v)
+}
+
 /// How one hook process ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Exit {
@@ -129,7 +143,8 @@ pub struct RawRun {
     pub stderr: String,
 }
 
-/// A permission decision of a PreToolUse hook.
+/// A decision of a hook: a PreToolUse's or a PermissionRequest's permission; for
+/// `UserPromptSubmit`, `Stop` and `SubagentStop`, a block is `Deny`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Permission {
     /// Run the call without asking.
@@ -156,6 +171,10 @@ pub struct HookFailure {
 pub struct Combined {
     /// The strongest decision (deny > ask > allow), `None` when no hook decided.
     pub decision: Option<Permission>,
+    /// The command of the first hook that gave that decision.
+    pub decided_by: Option<String>,
+    /// A hook answered `continue: false`: its `stopReason` (empty when it gave none).
+    pub stop: Option<String>,
     /// The reasons of the hooks that gave that decision, joined.
     pub reason: Option<String>,
     /// The first hook's `updatedInput` (a JSON object) and that hook's command.
@@ -180,7 +199,7 @@ fn read_one(
     event: HookEvent,
     index: usize,
     run: &RawRun,
-    decisions: &mut Vec<(Permission, String)>,
+    decisions: &mut Vec<(Permission, String, usize)>,
     acc: &mut Combined,
 ) {
     let failure = |exit_code: Option<i32>, stderr: String| HookFailure {
@@ -199,17 +218,33 @@ fn read_one(
         Exit::Code(Some(2)) => {
             let reason = run.stderr.trim().to_string();
             match event {
-                HookEvent::PreToolUse => decisions.push((Permission::Deny, reason)),
+                HookEvent::PreToolUse
+                | HookEvent::UserPromptSubmit
+                | HookEvent::Stop
+                | HookEvent::SubagentStop
+                | HookEvent::PermissionRequest => decisions.push((Permission::Deny, reason, index)),
                 HookEvent::PostToolUse => {
                     if !reason.is_empty() {
                         acc.context.push(reason);
                     }
                 }
+                // Nothing to block: shown as a warning.
+                HookEvent::SessionStart
+                | HookEvent::SessionEnd
+                | HookEvent::PreCompact
+                | HookEvent::Notification => acc.failures.push(failure(Some(2), reason)),
             }
         }
         Exit::Code(Some(0)) => {
             let out = run.stdout.trim_start();
             if !out.starts_with('{') {
+                // Plain text on stdout is context for these two, as in Claude Code.
+                let text = out.trim_end();
+                if matches!(event, HookEvent::UserPromptSubmit | HookEvent::SessionStart)
+                    && !text.is_empty()
+                {
+                    acc.context.push(text.to_string());
+                }
                 return;
             }
             match serde_json::from_str::<Value>(out) {
@@ -229,7 +264,7 @@ fn read_json(
     index: usize,
     run: &RawRun,
     v: &Value,
-    decisions: &mut Vec<(Permission, String)>,
+    decisions: &mut Vec<(Permission, String, usize)>,
     acc: &mut Combined,
 ) {
     let specific = v.get("hookSpecificOutput");
@@ -256,7 +291,7 @@ fn read_json(
                 },
             };
             if let Some(d) = decision {
-                decisions.push((d, reason));
+                decisions.push((d, reason, index));
             }
             match specific.and_then(|s| s.get("updatedInput")) {
                 Some(Value::Object(new)) if acc.updated_input.is_none() => {
@@ -283,6 +318,29 @@ fn read_json(
                 acc.context.push(reason);
             }
         }
+        HookEvent::UserPromptSubmit | HookEvent::Stop | HookEvent::SubagentStop => {
+            if get_str(Some(v), "decision").as_deref() == Some("block") {
+                decisions.push((Permission::Deny, reason, index));
+            }
+        }
+        HookEvent::PermissionRequest => {
+            let decision = specific.and_then(|s| s.get("decision"));
+            let behavior = match get_str(decision, "behavior").as_deref() {
+                Some("allow") => Some(Permission::Allow),
+                Some("deny") => Some(Permission::Deny),
+                _ => None,
+            };
+            if let Some(b) = behavior {
+                decisions.push((b, get_str(decision, "message").unwrap_or_default(), index));
+            }
+        }
+        HookEvent::SessionStart
+        | HookEvent::SessionEnd
+        | HookEvent::PreCompact
+        | HookEvent::Notification => {}
+    }
+    if v.get("continue").and_then(Value::as_bool) == Some(false) && acc.stop.is_none() {
+        acc.stop = Some(get_str(Some(v), "stopReason").unwrap_or_default());
     }
     if let Some(c) = get_str(specific, "additionalContext").filter(|c| !c.is_empty()) {
         acc.context.push(c);
@@ -296,12 +354,17 @@ pub fn combine(event: HookEvent, runs: &[RawRun]) -> Combined {
     for (index, run) in runs.iter().enumerate() {
         read_one(event, index, run, &mut decisions, &mut acc);
     }
-    if let Some(strongest) = decisions.iter().map(|(d, _)| *d).max() {
+    if let Some(strongest) = decisions.iter().map(|(d, _, _)| *d).max() {
         let reasons: Vec<&str> = decisions
             .iter()
-            .filter(|(d, r)| *d == strongest && !r.is_empty())
-            .map(|(_, r)| r.as_str())
+            .filter(|(d, r, _)| *d == strongest && !r.is_empty())
+            .map(|(_, r, _)| r.as_str())
             .collect();
+        acc.decided_by = decisions
+            .iter()
+            .find(|(d, _, _)| *d == strongest)
+            .and_then(|(_, _, i)| runs.get(*i))
+            .map(|r| r.command.clone());
         acc.decision = Some(strongest);
         acc.reason = (!reasons.is_empty()).then(|| reasons.join("; "));
     }
@@ -392,6 +455,53 @@ mod tests {
             "{:?}",
             c.failures
         );
+    }
+
+    #[test]
+    fn lifecycle_events_block_continue_and_add_context() {
+        let c = combine(HookEvent::UserPromptSubmit, &[run(2, "", "no secrets\n")]);
+        assert_eq!(c.decision, Some(Permission::Deny));
+        assert_eq!(c.reason.as_deref(), Some("no secrets"));
+        assert_eq!(c.decided_by.as_deref(), Some("hook2"));
+        let c = combine(
+            HookEvent::UserPromptSubmit,
+            &[run(0, "today is Monday\n", "")],
+        );
+        assert_eq!(
+            (c.decision, c.context),
+            (None, vec!["today is Monday".into()])
+        );
+        let c = combine(
+            HookEvent::SessionStart,
+            &[run(
+                0,
+                r#"{"hookSpecificOutput": {"additionalContext": "ctx"}}"#,
+                "",
+            )],
+        );
+        assert_eq!(c.context, ["ctx"]);
+        let stop = r#"{"decision": "block", "reason": "tests fail"}"#;
+        let c = combine(HookEvent::Stop, &[run(0, stop, "")]);
+        assert_eq!(c.decision, Some(Permission::Deny));
+        assert_eq!(c.reason.as_deref(), Some("tests fail"));
+        let halt = r#"{"continue": false, "stopReason": "enough"}"#;
+        let c = combine(HookEvent::Stop, &[run(0, halt, "")]);
+        assert_eq!(c.stop.as_deref(), Some("enough"));
+        let allow = r#"{"hookSpecificOutput": {"decision": {"behavior": "allow"}}}"#;
+        let deny = r#"{"hookSpecificOutput": {"decision": {"behavior": "deny", "message": "no"}}}"#;
+        let c = combine(HookEvent::PermissionRequest, &[run(0, allow, "")]);
+        assert_eq!(c.decision, Some(Permission::Allow));
+        let c = combine(
+            HookEvent::PermissionRequest,
+            &[run(0, allow, ""), run(0, deny, "")],
+        );
+        assert_eq!(
+            (c.decision, c.reason.as_deref()),
+            (Some(Permission::Deny), Some("no"))
+        );
+        // Nothing to block: an exit 2 is a warning.
+        let c = combine(HookEvent::Notification, &[run(2, "", "x")]);
+        assert_eq!((c.decision, c.failures.len()), (None, 1));
     }
 
     #[test]

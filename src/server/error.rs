@@ -181,6 +181,11 @@ impl From<RookeryError> for ApiError {
             RookeryError::NothingToCompact(_) => {
                 ApiError::new(StatusCode::CONFLICT, "nothing_to_compact", e.to_string())
             }
+            RookeryError::PromptBlocked(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "prompt_blocked",
+                e.to_string(),
+            ),
             RookeryError::InvalidInput(text) => ApiError::bad_request("invalid_request", text),
             RookeryError::Compacting(_) => {
                 ApiError::new(StatusCode::CONFLICT, "compacting", e.to_string())

@@ -13,6 +13,7 @@ mod bench_http_floor;
 mod chat_compact;
 mod chat_resume;
 mod claude_code_hooks;
+mod claude_code_lifecycle;
 mod cli_apply_patch;
 mod cli_conventions;
 mod cli_endings;

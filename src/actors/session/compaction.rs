@@ -26,6 +26,7 @@ use super::compaction_text::{self as text, CALL_NOT_RUN, RETRY_NOTE, SUMMARY_PRO
 use super::effects::{self, Queue};
 use super::machine::Effect;
 use super::{SessionMsg, SessionState, turn};
+use super::{hook_events, hook_outcomes};
 use crate::config::CompactionMode;
 use crate::message::{
     EventPayload, ModelPayload, OmniMessage, Role, Sender, StopReason, Usage, build,
@@ -229,6 +230,14 @@ fn begin(
 ) {
     let reason = state.compaction.due.take().unwrap_or(Reason::Manual);
     let mode = state.options.config.compaction.mode;
+    let trigger = if reason == Reason::Manual {
+        "manual"
+    } else {
+        "auto"
+    };
+    hook_outcomes::in_background(myself, state, move |site| async move {
+        (hook_events::pre_compact(site, trigger).await, None)
+    });
     state.emit(
         OmniMessage::event(EventPayload::CompactionBegin {
             reason: reason.as_str().to_string(),
@@ -469,6 +478,9 @@ fn complete(myself: &ActorRef<SessionMsg>, state: &mut SessionState, summary: Op
     state.compaction.turns = 0;
     state.compaction.last_total = 0;
     rotate(state);
+    hook_outcomes::in_background(myself, state, |site| async move {
+        hook_events::session_start(&site, "compact").await
+    });
     let mut input = Vec::new();
     match summary {
         Some(s) => {

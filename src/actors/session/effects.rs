@@ -74,6 +74,12 @@ pub(super) fn machine(state: &mut SessionState) -> Machine<'_> {
         mcp_synced: state.mcp_synced,
         compacting,
         trace_failure: state.trace_health.failure().map(str::to_string),
+        stop_hooks: state.options.config.hooks.has(if state.options.depth > 0 {
+            crate::hooks::HookEvent::SubagentStop
+        } else {
+            crate::hooks::HookEvent::Stop
+        }),
+        max_stop_continuations: state.options.config.hooks_max_stop_continuations,
     }
 }
 
@@ -117,6 +123,11 @@ pub(super) fn run(myself: &ActorRef<SessionMsg>, state: &mut SessionState, fx: V
                 }
             }
             Effect::NextRequest(outputs) => turn::next_request(myself, state, outputs),
+            Effect::CheckStop {
+                turn,
+                active,
+                allowed,
+            } => turn::check_stop(myself, state, turn, active, allowed),
             // `apply_local` carried out the others.
             _ => {}
         }

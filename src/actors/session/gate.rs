@@ -14,6 +14,7 @@ use std::time::Instant;
 use futures::FutureExt;
 
 use super::SessionState;
+use super::hook_events::{decision_record, failure_records, permission_name};
 use crate::approval::command_policy::CommandPolicy;
 use crate::approval::grants::{self, Grants};
 use crate::approval::permission_rules::{PermissionRules, RuleCall, RuleDecision};
@@ -104,34 +105,8 @@ pub(super) struct Gate {
 impl Gate {
     pub(super) fn of(state: &SessionState) -> Gate {
         let options = &state.options;
-        let hooks = options.config.hooks.clone();
-        // What a hook is told and runs with; without hooks nobody reads it (built per call,
-        // twice: not worth its allocations then).
-        let (ctx, env) = if hooks.is_empty() {
-            no_hooks()
-        } else {
-            let env_policy = state.env_policy();
-            (
-                HookContext {
-                    session_id: state.id.clone(),
-                    // Absolute, as Claude Code passes it: the hook runs in the workspace.
-                    transcript_path: state
-                        .trace_health
-                        .current()
-                        .map(|p| std::path::absolute(&p).unwrap_or(p))
-                        .unwrap_or_default()
-                        .display()
-                        .to_string(),
-                    cwd: options.workspace.display().to_string(),
-                    permission_mode: options.approver.mode_name().to_string(),
-                },
-                HookEnv {
-                    cwd: options.workspace.clone(),
-                    allow_env: Some(Arc::new(move |k, v| env_policy.allows(k, v))),
-                    extra_env: options.command_env.clone(),
-                },
-            )
-        };
+        let super::hook_events::HookSite { hooks, ctx, env } =
+            super::hook_events::HookSite::of(state);
         Gate {
             policy: options.config.command_policy.clone(),
             tools: options.config.tools.clone(),
@@ -235,12 +210,7 @@ impl Gate {
         if let Some(v) = self.policy_verdict(&request.name, &request.arguments) {
             return v;
         }
-        let call = HookCall {
-            tool_use_id: request.tool_call_id.clone(),
-            tool_name: request.name.clone(),
-            arguments: request.arguments.clone(),
-            claude_code: (self.tools.get(&request.name)).and_then(|t| t.definition.claude_code),
-        };
+        let call = self.hook_call(&request);
         let pre = hooks::run_event(
             &self.hooks,
             HookEvent::PreToolUse,
@@ -253,7 +223,15 @@ impl Gate {
         let Some(pre) = pre else {
             return self.after_hooks(request, None, None).await;
         };
-        let mut records = failure_records(&request.tool_call_id, &pre.failures);
+        let mut records = failure_records(None, &request.tool_call_id, &pre.failures);
+        if let Some(d) = pre.decision {
+            records.push(decision_record(
+                HookEvent::PreToolUse,
+                &pre,
+                permission_name(d),
+                Some(&request.tool_call_id),
+            ));
+        }
         if pre.decision == Some(Permission::Deny) {
             let reason = pre.reason.unwrap_or_else(|| "no reason given".to_string());
             let mut v = Verdict::new(Decision::Deny, "hook", Some(reason.clone()));
@@ -279,6 +257,8 @@ impl Gate {
             }
         }
         let mut v = self.after_hooks(request, pre.decision, pre.reason).await;
+        // The PreToolUse records first, then those of the asking (PermissionRequest, …).
+        records.append(&mut v.records);
         v.records = records;
         v.arguments = arguments;
         v.context = pre.context;
@@ -333,6 +313,15 @@ impl Gate {
     /// the call is not a compound command, adds a grant to the session.
     async fn approve(&self, request: ApprovalRequest, ask: bool, grantable: bool) -> Verdict {
         let source = self.approver.decided_by(&request, ask);
+        let mut records = Vec::new();
+        if source != "mode" {
+            // Somebody would be asked: a PermissionRequest hook may answer instead, and the
+            // Notification hooks hear that an approval waits.
+            if let Some(v) = self.permission_request(&request, &mut records).await {
+                return v;
+            }
+            self.notify_waiting(&request, &mut records).await;
+        }
         let rule = grantable
             .then(|| self.grant_rule(&request, false))
             .flatten();
@@ -350,9 +339,12 @@ impl Gate {
                 Decision::Deny
             });
         if decision != Decision::AllowForSession {
-            return Verdict::new(decision, source, None);
+            let mut v = Verdict::new(decision, source, None);
+            v.records = records;
+            return v;
         }
         let mut v = Verdict::new(Decision::Allow, source, None);
+        v.records = records;
         match (rule, &self.grants) {
             (Some(rule), Some(grants)) => {
                 let now = crate::message::now_timestamp();
@@ -372,6 +364,91 @@ impl Gate {
             ),
         }
         v
+    }
+
+    /// The PermissionRequest hooks' answer for a call that would be asked: `Some` verdict when
+    /// one allowed or denied it; else `None` (ask as without them), their failures and the
+    /// records pushed to `records`.
+    async fn permission_request(
+        &self,
+        request: &ApprovalRequest,
+        records: &mut Vec<OmniMessage>,
+    ) -> Option<Verdict> {
+        let event = HookEvent::PermissionRequest;
+        if !self.hooks.has(event) {
+            return None;
+        }
+        let call = self.hook_call(request);
+        let c = hooks::run_event(&self.hooks, event, &self.ctx, &self.env, &call, None).await?;
+        records.extend(failure_records(
+            Some(event),
+            &request.tool_call_id,
+            &c.failures,
+        ));
+        let decision = c.decision.filter(|d| *d != Permission::Ask)?;
+        records.push(decision_record(
+            event,
+            &c,
+            permission_name(decision),
+            Some(&request.tool_call_id),
+        ));
+        let (d, reason) = match decision {
+            Permission::Allow => (Decision::Allow, c.reason),
+            _ => (
+                Decision::Deny,
+                Some(c.reason.unwrap_or_else(|| "no reason given".into())),
+            ),
+        };
+        let mut v = Verdict::new(d, "hook", reason.clone());
+        if d == Decision::Deny {
+            v.denial = format!(
+                "Tool call denied by PermissionRequest hook: {}",
+                reason.unwrap_or_default()
+            );
+        }
+        v.records = std::mem::take(records);
+        Some(v)
+    }
+
+    /// Tells the Notification hooks (`permission_prompt`) that `request` waits for an answer,
+    /// before it is asked (bounded by their timeouts); their output is ignored, their failures
+    /// are recorded.
+    async fn notify_waiting(&self, request: &ApprovalRequest, records: &mut Vec<OmniMessage>) {
+        let event = HookEvent::Notification;
+        if !self.hooks.has(event) {
+            return;
+        }
+        let mut fields = serde_json::Map::new();
+        fields.insert(
+            "message".into(),
+            format!("Rookery needs your permission to use {}", request.name).into(),
+        );
+        fields.insert("notification_type".into(), "permission_prompt".into());
+        fields.insert("tool_use_id".into(), request.tool_call_id.clone().into());
+        let run = hooks::run_lifecycle(
+            &self.hooks,
+            event,
+            "permission_prompt",
+            &self.ctx,
+            &self.env,
+            fields,
+        );
+        if let Some(c) = run.await {
+            records.extend(failure_records(
+                Some(event),
+                &request.tool_call_id,
+                &c.failures,
+            ));
+        }
+    }
+
+    fn hook_call(&self, request: &ApprovalRequest) -> HookCall {
+        HookCall {
+            tool_use_id: request.tool_call_id.clone(),
+            tool_name: request.name.clone(),
+            arguments: request.arguments.clone(),
+            claude_code: (self.tools.get(&request.name)).and_then(|t| t.definition.claude_code),
+        }
     }
 
     /// Runs the PostToolUse hooks of a call that ran and appends their context (and the
@@ -408,7 +485,7 @@ impl Gate {
         .await;
         let mut records = Vec::new();
         if let Some(post) = post {
-            records = failure_records(&call.tool_use_id, &post.failures);
+            records = failure_records(None, &call.tool_use_id, &post.failures);
             context.extend(post.context);
         }
         if !context.is_empty() {
@@ -427,49 +504,9 @@ impl Gate {
     }
 }
 
-/// The hook context and environment of a session without hooks (never read; no allocation).
-fn no_hooks() -> (HookContext, HookEnv) {
-    (
-        HookContext {
-            session_id: String::new(),
-            transcript_path: String::new(),
-            cwd: String::new(),
-            permission_mode: String::new(),
-        },
-        HookEnv {
-            cwd: std::path::PathBuf::new(),
-            allow_env: None,
-            extra_env: Vec::new(),
-        },
-    )
-}
-
 fn stop_reason_name(s: StopReason) -> String {
     serde_json::to_value(s)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-fn failure_records(
-    tool_call_id: &str,
-    failures: &[hooks::protocol::HookFailure],
-) -> Vec<OmniMessage> {
-    failures
-        .iter()
-        .map(|f| {
-            tracing::warn!(
-                "hook `{}` failed (exit {:?}): {}",
-                f.command,
-                f.exit_code,
-                f.stderr.lines().next().unwrap_or("")
-            );
-            OmniMessage::event(EventPayload::HookError {
-                tool_call_id: tool_call_id.to_string(),
-                command: f.command.clone(),
-                exit_code: f.exit_code,
-                stderr: f.stderr.clone(),
-            })
-        })
-        .collect()
 }

@@ -42,6 +42,13 @@ pub(crate) enum Effect {
     /// Truncate the history to its committed part, append `input` and start the model stream
     /// of `turn` (its events come back tagged with `turn`).
     StartStream { turn: u64, input: Vec<ModelPayload> },
+    /// The task would end after `turn`: ask the Stop hooks first (`active`: a Stop hook
+    /// already made it go on; `allowed`: one more continuation is within the cap).
+    CheckStop {
+        turn: u64,
+        active: bool,
+        allowed: bool,
+    },
     /// Ask the gate (policy, hooks, approver) about call `idx` of `turn`.
     AskApproval {
         turn: u64,
@@ -113,6 +120,10 @@ pub(crate) struct Machine<'a> {
     pub(crate) compacting: bool,
     /// The trace's first failed write, if one failed.
     pub(crate) trace_failure: Option<String>,
+    /// Stop (or SubagentStop) hooks are configured: a task about to end asks them first.
+    pub(crate) stop_hooks: bool,
+    /// `hooks_max_stop_continuations`.
+    pub(crate) max_stop_continuations: u32,
 }
 
 type Fx = Vec<Effect>;
@@ -462,6 +473,26 @@ impl Machine<'_> {
         fx
     }
 
+    /// The Stop hooks answered for `turn`: the task goes on with `input` (a hook's reason,
+    /// already recorded), or ends (`None`). Stale answers are ignored.
+    pub(crate) fn on_stop_checked(&mut self, turn: u64, input: Option<ModelPayload>) -> Fx {
+        let mut fx = Vec::new();
+        let Some(task) = task::live(self.task, turn) else {
+            return fx;
+        };
+        if task.stop_checked != Some(turn) {
+            return fx;
+        }
+        match input {
+            Some(p) => {
+                task.stop_continuations += 1;
+                fx.push(Effect::NextRequest(vec![p]));
+            }
+            None => self.finish_into(&mut fx, StopReason::Completed, None),
+        }
+        fx
+    }
+
     /// When the stream completed and every call has its output: the next request on the
     /// outputs in call order, or the task's end when there is nothing more to send.
     fn maybe_finish_turn(&mut self, fx: &mut Fx) {
@@ -473,6 +504,20 @@ impl Machine<'_> {
             return;
         }
         if turn.calls.is_empty() && !self.input_waiting {
+            if self.stop_hooks {
+                // Asked once per turn; while they run, the task waits for their answer.
+                if task.stop_checked != Some(turn.id) {
+                    fx.push(Effect::CheckStop {
+                        turn: turn.id,
+                        active: task.stop_continuations > 0,
+                        allowed: task.stop_continuations < self.max_stop_continuations,
+                    });
+                    if let Some(task) = self.task.as_deref_mut() {
+                        task.stop_checked = Some(task.turn.id);
+                    }
+                }
+                return;
+            }
             self.finish_into(fx, StopReason::Completed, None);
             return;
         }

@@ -35,7 +35,37 @@ pub(super) fn on_steer(
         }));
         return;
     }
+    if super::prompt_gate::wanted(state) {
+        let reply = super::prompt_gate::PromptReply::Steer(reply);
+        super::prompt_gate::check(myself, state, text, sender, reply);
+        return;
+    }
+    on_steer_checked(myself, state, text, sender, reply, |_| {});
+}
+
+/// A steer that passed its `UserPromptSubmit` hooks (or had none): it starts a task when none
+/// runs, else joins the running one; `queue` adds the hooks' context after it.
+pub(super) fn on_steer_checked(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    text: String,
+    sender: Option<Sender>,
+    reply: RpcReplyPort<Result<SteerOutcome, RookeryError>>,
+    queue: impl FnOnce(&mut SessionState),
+) {
+    if let Some(reason) = &state.trace_failure {
+        let _ = reply.send(Err(RookeryError::TraceFailed {
+            session: state.id.clone(),
+            reason: reason.clone(),
+        }));
+        return;
+    }
+    if state.task.is_none() && state.prompt_pending {
+        let _ = reply.send(Err(RookeryError::SessionBusy(state.id.clone())));
+        return;
+    }
     if state.task.is_none() {
+        queue(state);
         let _ = reply.send(Ok(SteerOutcome::Started));
         turn::start_task(myself, state, text, sender);
         return;
@@ -46,6 +76,7 @@ pub(super) fn on_steer(
     }
     // Recorded (and streamed) on receipt: the trace shows it before the request it joins.
     state.emit(msg, true);
+    queue(state);
     tracing::debug!(session = %state.id, "steer queued");
     super::inbox::arrived(state, "the user steered");
     let _ = reply.send(Ok(SteerOutcome::Queued));

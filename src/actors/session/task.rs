@@ -115,6 +115,10 @@ pub(crate) struct Task {
     pub(super) end_status: StopReason,
     pub(super) tool_calls: usize,
     pub(super) final_text: Option<String>,
+    /// The turn whose end the Stop hooks are checking (or checked).
+    pub(super) stop_checked: Option<u64>,
+    /// How many times Stop hooks made this task go on.
+    pub(super) stop_continuations: u32,
 }
 
 impl Task {
@@ -125,6 +129,8 @@ impl Task {
             end_status: StopReason::Aborted,
             tool_calls: 0,
             final_text: None,
+            stop_checked: None,
+            stop_continuations: 0,
         }
     }
 }

@@ -50,6 +50,51 @@ pub(crate) fn start_task(
     run(myself, state, fx);
 }
 
+/// The task would end after `turn`: its Stop hooks run in a spawned task, their answer comes
+/// back as `SessionMsg::StopChecked`.
+pub(super) fn check_stop(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    active: bool,
+    allowed: bool,
+) {
+    let site = super::hook_events::HookSite::of(state);
+    let subagent = state.options.depth > 0;
+    let me = myself.clone();
+    tokio::spawn(async move {
+        let check = super::hook_events::check_stop(site, subagent, active, allowed).await;
+        let _ = me.cast(SessionMsg::StopChecked { turn, check });
+    });
+}
+
+/// The Stop hooks answered for `turn`: their records are written; a reason to go on is fed to
+/// the model as a user-side text and the task goes on, else it ends.
+pub(crate) fn on_stop_checked(
+    myself: &ActorRef<SessionMsg>,
+    state: &mut SessionState,
+    turn: u64,
+    check: super::hook_events::StopCheck,
+) {
+    if live_task(state, turn).is_none() {
+        return;
+    }
+    for r in check.records {
+        state.emit(r, true);
+    }
+    let input = check.continue_with.and_then(|reason| {
+        let msg = build::user_text(
+            format!("Stop hook feedback:\n{reason}"),
+            Some(crate::message::Sender::Harness),
+        );
+        let p = msg.as_model().cloned();
+        state.emit(msg, true);
+        p
+    });
+    let fx = machine(state).on_stop_checked(turn, input);
+    run(myself, state, fx);
+}
+
 /// Sends the current turn's request (checking `max_turns` on a first attempt).
 pub(super) fn begin_request(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
     let fx = machine(state).begin_request();

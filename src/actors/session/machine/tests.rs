@@ -18,6 +18,7 @@ struct Fixture {
     mcp_synced: Option<(u64, u32)>,
     compacting: bool,
     trace_failure: Option<String>,
+    stop_hooks: bool,
 }
 
 impl Fixture {
@@ -38,6 +39,7 @@ impl Fixture {
             mcp_synced: None,
             compacting: false,
             trace_failure: None,
+            stop_hooks: false,
         }
     }
 
@@ -54,6 +56,8 @@ impl Fixture {
             mcp_synced: self.mcp_synced,
             compacting: self.compacting,
             trace_failure: self.trace_failure.clone(),
+            stop_hooks: self.stop_hooks,
+            max_stop_continuations: 1,
         }
     }
 
@@ -191,6 +195,11 @@ fn show(fx: &[Effect]) -> Vec<String> {
             Effect::ReplaceContext => "replace_context".into(),
             Effect::QueueSteer(p) => format!("queue_steer [{}]", ids(std::slice::from_ref(p))),
             Effect::QueueNotice(p) => format!("queue_notice [{}]", ids(std::slice::from_ref(p))),
+            Effect::CheckStop {
+                turn,
+                active,
+                allowed,
+            } => format!("check_stop {turn} {active} {allowed}"),
         })
         .collect()
 }
@@ -285,6 +294,26 @@ fn an_answer_without_calls_completes_the_task() {
     );
     assert_eq!(f.turns, 1);
     assert!(f.task.is_none());
+}
+
+#[test]
+fn stop_hooks_are_asked_once_per_turn_and_may_make_the_task_go_on() {
+    let mut f = Fixture::with_calls(0, false);
+    f.stop_hooks = true;
+    let end = || ModelEvent::End(ModelOutcome::completed());
+    let fx = f.m().on_model_event(1, end());
+    assert_eq!(show(&fx).last().unwrap(), "check_stop 1 false true");
+    assert!(show(&f.m().on_notice()).is_empty(), "asked once");
+    assert!(f.m().on_stop_checked(7, None).is_empty(), "stale answer");
+    let reason = build::user_text("go on", None).as_model().cloned();
+    let fx = f.m().on_stop_checked(1, reason);
+    assert_eq!(show(&fx), ["next_request [text]"]);
+    f.m().next_turn(Vec::new());
+    let fx = f.m().on_model_event(2, end());
+    // Past the cap (1 here): asked with `allowed` false, then the task ends.
+    assert_eq!(show(&fx).last().unwrap(), "check_stop 2 true false");
+    let fx = f.m().on_stop_checked(2, None);
+    assert_eq!(show(&fx).last().unwrap(), "end completed -");
 }
 
 #[test]
