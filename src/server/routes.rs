@@ -27,7 +27,7 @@ use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
 use super::{auth, guard, session_config};
 use crate::actors::session::SessionStatus;
-use crate::approval::{ApprovalMode, UnknownApprovalMode};
+use crate::approval::{Answer, ApprovalMode, UnknownApprovalMode};
 use crate::error::RookeryError;
 use crate::message::Decision;
 
@@ -433,6 +433,35 @@ fn approval_view(p: &PendingApproval) -> Value {
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
     decision: String,
+    /// Why (only with `deny`): the model is told it in the denied call's output.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Characters a denial's `reason` may have, at most (a longer one is refused with 400).
+pub const MAX_DENY_REASON_CHARS: usize = 2000;
+
+/// A decision's `reason`: trimmed, empty as none, only with `deny`, bounded.
+fn deny_reason(decision: Decision, reason: Option<String>) -> ApiResult<Option<String>> {
+    let Some(reason) = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    if decision != Decision::Deny {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "reason is only taken with decision \"deny\"",
+        ));
+    }
+    let chars = reason.chars().count();
+    if chars > MAX_DENY_REASON_CHARS {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!(
+                "reason has {chars} characters; at most {MAX_DENY_REASON_CHARS} are taken"
+            ),
+        ));
+    }
+    Ok(Some(reason))
 }
 
 async fn decide_approval(
@@ -451,12 +480,16 @@ async fn decide_approval(
             ));
         }
     };
+    let answer = Answer {
+        decision,
+        reason: deny_reason(decision, body.reason)?,
+    };
     let mut entry = state.get(&id).await?;
-    let mut decided = entry.approvals.decide(&key, decision);
+    let mut decided = entry.approvals.answer_with(&key, answer.clone());
     if matches!(decided, Decided::NotFound) && !state.is_current(&entry) {
         // Closed or hibernated since the lookup (either denied its approvals).
         entry = state.get(&id).await?;
-        decided = entry.approvals.decide(&key, decision);
+        decided = entry.approvals.answer_with(&key, answer);
     }
     match decided {
         Decided::Answered => Ok(StatusCode::NO_CONTENT),

@@ -78,7 +78,7 @@ pub fn read_back(files: Vec<PathBuf>, wanted: Vec<Gone>) -> mpsc::Receiver<Arc<R
                     continue;
                 };
                 sent = seq;
-                if tx.blocking_send(Arc::new(Record { seq, json })).is_err() || seq == last {
+                if tx.blocking_send(Arc::new(Record::new(seq, json))).is_err() || seq == last {
                     return;
                 }
             }

@@ -221,6 +221,8 @@ impl ServerState {
         options.config = config;
         options.approver = policy.clone();
         options.resume_sandbox = open.sandbox;
+        // A task's prompt is an event of the session's stream (and of its replay).
+        options.stream_prompt = true;
         // The token never reaches a command's environment, the trace or the stream.
         options.secrets.extend(self.cfg.token.clone());
         Ok((options, policy, approvals))
