@@ -297,9 +297,7 @@ pub fn sse_response(
         let record = rx.recv().await?;
         Some((record, Some(rx)))
     });
-    let stream = replay
-        .chain(live)
-        .map(|r| {
+    let stream = replay.chain(live).map(|r| {
         Ok::<_, Infallible>(
             Event::default()
                 .event(&r.event)
