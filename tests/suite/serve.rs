@@ -42,6 +42,8 @@ async fn hundred_concurrent_sessions_stream_complete_ordered_events() {
         assert_eq!(
             kinds,
             [
+                // The task's prompt.
+                "text",
                 "tool_list_ready",
                 "request_begin",
                 "text",
@@ -283,7 +285,10 @@ async fn a_token_guards_every_route_but_healthz() {
         assert!(v["error"]["message"].is_string());
     }
     let (s, v) = server.call("GET", "/v1/sessions", None).await;
-    assert_eq!((s, v), (StatusCode::OK, json!({"sessions": []})));
+    assert_eq!(
+        (s, v),
+        (StatusCode::OK, json!({"sessions": [], "next_cursor": null}))
+    );
     let (s, _) = server
         .send(bare.get(format!("{}/metrics", server.base)))
         .await;
@@ -431,7 +436,7 @@ async fn bad_requests_get_json_errors() {
         .records;
     assert!(matches!(records[0].payload, Payload::SessionMeta(_)));
     let (_, list) = server.call("GET", "/v1/sessions", None).await;
-    assert_eq!(list, json!({"sessions": []}));
+    assert_eq!(list, json!({"sessions": [], "next_cursor": null}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

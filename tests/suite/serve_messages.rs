@@ -331,16 +331,13 @@ async fn a_stream_token_opens_its_sessions_events_only_until_it_expires() {
     let a = server.create(None).await;
     let b = server.create(None).await;
     // Issuing one needs the bearer token.
-    let (s, _) = (
-        server
-            .client
-            .post(format!("{}/v1/sessions/{a}/stream_token", server.base))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        (),
-    );
+    let s = server
+        .client
+        .post(format!("{}/v1/sessions/{a}/stream_token", server.base))
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(s, StatusCode::UNAUTHORIZED);
 
     let token = stream_token(&server, &a).await;
@@ -377,7 +374,7 @@ async fn a_stream_token_opens_its_sessions_events_only_until_it_expires() {
         format!("/v1/sessions/{a}/messages?stream_token={token}"),
         format!("/v1/sessions?stream_token={token}"),
         format!("/v1/sessions/{a}/events?stream_token=st_{}", "0".repeat(64)),
-        format!("/v1/sessions/{a}/events?stream_token={}x", token),
+        format!("/v1/sessions/{a}/events?stream_token={token}x"),
         format!("/v1/sessions/{a}/events"),
     ] {
         assert_eq!(

@@ -34,8 +34,8 @@ pub enum Listed {
     Live(Arc<SessionEntry>),
     /// Hibernated by this server run.
     Hibernated(HibernatedView),
-    /// Only on disk.
-    Stored(StoredView),
+    /// Only on disk (boxed: its `session_meta` is large).
+    Stored(Box<StoredView>),
 }
 
 /// A page of sessions by id and whether more follow.
@@ -128,7 +128,7 @@ impl ServerState {
                 && let Some(files) = catalog.as_ref().and_then(|c| c.get(&id))
                 && let Some(stored) = stored_view(&id, &files.files)
             {
-                page.sessions.push(Listed::Stored(stored));
+                page.sessions.push(Listed::Stored(Box::new(stored)));
             }
         }
         page
