@@ -38,6 +38,7 @@ pub mod sse;
 pub mod sse_trace;
 pub mod state;
 pub mod stream_token;
+pub mod stream_token_route;
 pub mod token;
 
 use std::future::Future;

@@ -48,7 +48,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{id}/messages", get(super::messages::messages))
         .route(
             "/v1/sessions/{id}/stream_token",
-            post(super::stream_token::issue),
+            post(super::stream_token_route::issue),
         )
         .route("/v1/sessions/{id}/approvals", get(list_approvals))
         .route(

@@ -1,7 +1,7 @@
 //! Stream tokens: a browser's `EventSource` cannot send `Authorization`, so
-//! `POST /v1/sessions/{id}/stream_token` (bearer-authenticated) hands out a short-lived random
-//! token that opens `GET /v1/sessions/{id}/events?stream_token=…` of that one session, and
-//! nothing else.
+//! `POST /v1/sessions/{id}/stream_token` (bearer-authenticated; `stream_token_route.rs`) hands
+//! out a short-lived random token that opens `GET /v1/sessions/{id}/events?stream_token=…` of
+//! that one session, and nothing else.
 //!
 //! Tokens are 256 random bits, unrelated to the bearer token, kept in memory only (a bounded
 //! map; expired ones are dropped) and usable again until they expire (an `EventSource`
@@ -10,16 +10,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::{Method, StatusCode};
-use serde_json::{Value, json};
-
-use super::error::{ApiError, ApiPath};
-use super::state::ServerState;
+use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
 
 /// How long a stream token is accepted, by default (`serve --stream-token-ttl-ms`).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
@@ -113,28 +108,6 @@ pub fn admits(tokens: &StreamTokens, req: &Request) -> bool {
         return false;
     };
     tokens.accepts(token, session)
-}
-
-/// `POST /v1/sessions/{id}/stream_token`: `{"stream_token", "expires_in"}` (seconds) for a
-/// session the server serves, has hibernated or finds on disk (none is woken).
-pub async fn issue(
-    State(state): State<Arc<ServerState>>,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
-    state.check_open()?;
-    state.check_known(&id)?;
-    let Some(token) = state.stream_tokens.issue(&id) else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_stream_tokens",
-            format!("{MAX_TOKENS} stream tokens are live; try again once some expire"),
-        ));
-    };
-    let ttl = state.stream_tokens.ttl();
-    Ok(Json(json!({
-        "stream_token": token,
-        "expires_in": ttl.as_millis().div_ceil(1000) as u64,
-    })))
 }
 
 #[cfg(test)]
