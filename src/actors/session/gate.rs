@@ -320,6 +320,10 @@ impl Gate {
                 let mut v = self.approve(request, true, false).await;
                 if v.decision != Decision::Allow {
                     v.denial = escalation::denial(policy);
+                    if let Some(reason) = &v.reason {
+                        // The answerer's reason, as for any denied call.
+                        v.denial = format!("{} Reason: {reason}", v.denial);
+                    }
                 }
                 v
             }
