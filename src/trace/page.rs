@@ -89,10 +89,25 @@ pub fn files_from_latest(latest: &Path) -> Vec<PathBuf> {
 struct Level {
     files: Vec<PathBuf>,
     origin: Vec<String>,
+    /// The next record to read (while a child is read: its `subagent` record).
     at: Spot,
+    /// While a child is read: the spot after its `subagent` record, where this level goes on.
+    resume: Option<Spot>,
+    /// The open file and where its next read starts.
+    reader: Option<(Spot, BufReader<File>)>,
 }
 
 impl Level {
+    fn new(files: Vec<PathBuf>, origin: Vec<String>, at: Spot) -> Self {
+        Level {
+            files,
+            origin,
+            at,
+            resume: None,
+            reader: None,
+        }
+    }
+
     /// The record at `self.at` and the spot after it; `None` at the end of the last file.
     fn next_line(&mut self) -> Result<Option<(String, Spot)>, PageError> {
         loop {
@@ -100,8 +115,21 @@ impl Level {
             let Some(path) = index.checked_sub(1).and_then(|i| self.files.get(i)) else {
                 return Ok(None);
             };
-            let (line, read) = read_line_at(path, self.at.offset)?;
+            if !matches!(&self.reader, Some((spot, _)) if *spot == self.at) {
+                self.reader = Some((self.at, open_at(path, self.at.offset)?));
+            }
+            let Some((spot, reader)) = self.reader.as_mut() else {
+                return Ok(None);
+            };
+            let mut bytes = Vec::new();
+            let read = reader
+                .read_until(b'\n', &mut bytes)
+                .map_err(|source| PageError::Read {
+                    path: path.clone(),
+                    source,
+                })? as u64;
             if read == 0 {
+                self.reader = None;
                 if index == self.files.len() {
                     return Ok(None);
                 }
@@ -115,18 +143,19 @@ impl Level {
                 file: self.at.file,
                 offset: self.at.offset + read,
             };
-            if !line.ends_with('\n') && index == self.files.len() {
+            if bytes.last() != Some(&b'\n') && index == self.files.len() {
                 // A last line still being written: not a record yet.
+                self.reader = None;
                 return Ok(None);
             }
-            return Ok(Some((line, after)));
+            *spot = after;
+            return Ok(Some((String::from_utf8_lossy(&bytes).into_owned(), after)));
         }
     }
 }
 
-/// The line starting at `offset` of `path` and its length in bytes (0 at the end). The
-/// offset must start a line.
-fn read_line_at(path: &Path, offset: u64) -> Result<(String, u64), PageError> {
+/// `path` opened at `offset`, which must start a line (or be the file's end).
+fn open_at(path: &Path, offset: u64) -> Result<BufReader<File>, PageError> {
     let read_err = |source| PageError::Read {
         path: path.to_path_buf(),
         source,
@@ -144,10 +173,7 @@ fn read_line_at(path: &Path, offset: u64) -> Result<(String, u64), PageError> {
             return Err(PageError::BadPosition("not at the start of a record"));
         }
     }
-    let mut reader = BufReader::new(file);
-    let mut bytes = Vec::new();
-    let read = reader.read_until(b'\n', &mut bytes).map_err(read_err)?;
-    Ok((String::from_utf8_lossy(&bytes).into_owned(), read as u64))
+    Ok(BufReader::new(file))
 }
 
 /// The id of the child a `subagent` record points at.
@@ -182,17 +208,14 @@ pub fn read_page(
     if first.file == 0 || first.file as usize > files.len().max(1) {
         return Err(PageError::BadPosition("no such file"));
     }
-    let mut stack = vec![Level {
-        files,
-        origin: Vec::new(),
-        at: *first,
-    }];
+    let mut stack = vec![Level::new(files, Vec::new(), *first)];
     // Back into the subagents the position was reading.
     for spot in nested {
         let Some(top) = stack.last_mut() else { break };
-        let Some((line, _)) = top.next_line()? else {
+        let Some((line, after)) = top.next_line()? else {
             return Err(PageError::BadPosition("no subagent record there"));
         };
+        top.resume = Some(after);
         let child = OmniMessage::from_json(line.trim_end())
             .ok()
             .and_then(|m| pointer(&m).map(str::to_string))
@@ -203,11 +226,7 @@ pub fn read_page(
         }
         let mut origin = top.origin.clone();
         origin.push(child);
-        stack.push(Level {
-            files,
-            origin,
-            at: *spot,
-        });
+        stack.push(Level::new(files, origin, *spot));
     }
     let mut page = Page::default();
     let mut bytes = 0usize;
@@ -221,11 +240,10 @@ pub fn read_page(
         let Some((line, after)) = top.next_line()? else {
             // This level ended: its parent goes on after the `subagent` record.
             stack.pop();
-            if let Some(parent) = stack.last_mut() {
-                match parent.next_line()? {
-                    Some((_, after)) => parent.at = after,
-                    None => return Ok(page),
-                }
+            if let Some(parent) = stack.last_mut()
+                && let Some(after) = parent.resume.take()
+            {
+                parent.at = after;
             }
             continue;
         };
@@ -240,11 +258,8 @@ pub fn read_page(
                 let mut origin = top.origin.clone();
                 origin.push(child.to_string());
                 // The parent stays at the pointer until the child's history is read.
-                stack.push(Level {
-                    files,
-                    origin,
-                    at: Spot { file: 1, offset: 0 },
-                });
+                top.resume = Some(after);
+                stack.push(Level::new(files, origin, Spot { file: 1, offset: 0 }));
             } else {
                 top.at = after;
             }
