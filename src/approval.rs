@@ -87,6 +87,26 @@ pub struct ApprovalRequest {
     pub origin: Vec<String>,
 }
 
+/// An approver's answer with the reason it gave for it (an answer through the HTTP API may
+/// give one with a denial; the model is told it in the denied call's output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The verdict.
+    pub decision: Decision,
+    /// Why, in the answerer's words; `None` when it gave none.
+    pub reason: Option<String>,
+}
+
+impl Answer {
+    /// An answer without a reason.
+    pub fn bare(decision: Decision) -> Self {
+        Answer {
+            decision,
+            reason: None,
+        }
+    }
+}
+
 /// Decides tool calls. Called one call at a time, in call order. A panic or an error inside an
 /// approver counts as `deny`.
 pub trait Approver: Send + Sync + 'static {
@@ -118,6 +138,17 @@ pub trait Approver: Send + Sync + 'static {
     /// The approval mode name hooks are told (`permission_mode`).
     fn mode_name(&self) -> &'static str {
         self.policy().map_or("default", |p| p.mode().as_str())
+    }
+
+    /// [`Approver::approve`] (with `ask`, [`Approver::ask`]) with the answerer's reason. The
+    /// default gives none; an approver whose answerer can give one overrides it.
+    fn answer(&self, request: ApprovalRequest, ask: bool) -> BoxFuture<'static, Answer> {
+        let decision = if ask {
+            self.ask(request)
+        } else {
+            self.approve(request)
+        };
+        Box::pin(async move { Answer::bare(decision.await) })
     }
 }
 
@@ -245,16 +276,24 @@ impl Approver for PolicyApprover {
     }
 
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        let answer = self.answer(request, false);
+        Box::pin(async move { answer.await.decision })
+    }
+
+    fn answer(&self, request: ApprovalRequest, ask: bool) -> BoxFuture<'static, Answer> {
+        if ask {
+            return self.asker.answer(request, true);
+        }
         let ask = match self.mode() {
-            ApprovalMode::AllowAll => return Box::pin(async { Decision::Allow }),
-            ApprovalMode::DenyAll => return Box::pin(async { Decision::Deny }),
+            ApprovalMode::AllowAll => return Box::pin(async { Answer::bare(Decision::Allow) }),
+            ApprovalMode::DenyAll => return Box::pin(async { Answer::bare(Decision::Deny) }),
             ApprovalMode::ReadOnly => request.permission != Some(Permission::Read),
             ApprovalMode::AlwaysAsk => true,
         };
         if ask {
-            self.asker.approve(request)
+            self.asker.answer(request, false)
         } else {
-            Box::pin(async { Decision::Allow })
+            Box::pin(async { Answer::bare(Decision::Allow) })
         }
     }
 }

@@ -341,6 +341,10 @@ pub struct ServeArgs {
     /// How long a request body may take to arrive, in milliseconds (408 after that).
     #[arg(long, value_name = "MS", default_value_t = 30_000, hide = true)]
     pub body_timeout_ms: u64,
+    /// How long a stream token (`POST /v1/sessions/{id}/stream_token`) is accepted, in
+    /// milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
+    pub stream_token_ttl_ms: u64,
 }
 
 /// The flags of `rookery bench`.

@@ -7,7 +7,8 @@
 //! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
 //! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
-//! the last task ended), `listener.rs` (the accept loop,
+//! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
+//! `stream_token.rs` (tokens for `EventSource`), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
@@ -26,13 +27,18 @@ pub mod guard;
 pub mod guard_config;
 pub mod last_task;
 pub mod listener;
+pub mod messages;
 pub mod metrics;
+pub mod paging;
 pub mod reopen;
 pub mod routes;
 pub mod session_config;
+pub mod session_list;
 pub mod sse;
 pub mod sse_trace;
 pub mod state;
+pub mod stream_token;
+pub mod stream_token_route;
 pub mod token;
 
 use std::future::Future;

@@ -13,6 +13,7 @@ pub mod health;
 pub mod hub; // the host's pool of trace writers, each owning many files
 pub mod lock;
 pub mod open_error; // a trace that cannot be created or opened
+pub mod page; // a session's conversation read a page at a time, subagents inlined
 pub mod paths;
 pub mod private; // the modes of the trace tree: 0700 directories, 0600 files
 pub mod reader;

@@ -220,6 +220,7 @@ pub async fn run(spec: &HibernationSpec) -> Result<HibernationOutcome, Hibernati
                 max_resident: spec.resident.max(1),
             },
             sandbox: Default::default(),
+            stream_token_ttl: crate::server::stream_token::DEFAULT_TTL,
         },
     );
     state.start_hibernation();

@@ -265,6 +265,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             hooks,
             permissions,
             ring_bytes: args.sse_ring_bytes,
+            stream_token_ttl: Duration::from_millis(args.stream_token_ttl_ms),
             hibernation: server::state::HibernationConfig {
                 idle: (args.idle_hibernate > 0).then(|| Duration::from_secs(args.idle_hibernate)),
                 max_resident: args.max_resident.max(1),

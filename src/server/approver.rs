@@ -13,13 +13,13 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use crate::approval::{ApprovalRequest, Approver};
+use crate::approval::{Answer, ApprovalRequest, Approver};
 use crate::message::Decision;
 
 struct Pending {
     approval_id: String,
     request: ApprovalRequest,
-    reply: oneshot::Sender<Decision>,
+    reply: oneshot::Sender<Answer>,
 }
 
 /// One question waiting for an answer, as listed by the API.
@@ -104,6 +104,11 @@ impl ApiApprover {
     /// Answers the approval with this `approval_id`, or else the only pending approval with
     /// this tool call id; several with that tool call id are ambiguous and none is answered.
     pub fn decide(&self, key: &str, decision: Decision) -> Decided {
+        self.answer_with(key, Answer::bare(decision))
+    }
+
+    /// [`ApiApprover::decide`] with the answerer's reason (the model is told a denial's).
+    pub fn answer_with(&self, key: &str, answer: Answer) -> Decided {
         let Ok(mut inner) = self.inner.lock() else {
             return Decided::NotFound;
         };
@@ -131,7 +136,7 @@ impl ApiApprover {
             }
         };
         match inner.queue.remove(pos) {
-            Some(p) => match p.reply.send(decision) {
+            Some(p) => match p.reply.send(answer) {
                 Ok(()) => Decided::Answered,
                 Err(_) => Decided::NotFound,
             },
@@ -146,7 +151,7 @@ impl ApiApprover {
         };
         let mut n = 0;
         for p in inner.queue.drain(..) {
-            if p.reply.send(Decision::Deny).is_ok() {
+            if p.reply.send(Answer::bare(Decision::Deny)).is_ok() {
                 n += 1;
             }
         }
@@ -164,6 +169,11 @@ impl ApiApprover {
 
 impl Approver for ApiApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
+        let answer = self.answer(request, false);
+        Box::pin(async move { answer.await.decision })
+    }
+
+    fn answer(&self, request: ApprovalRequest, _ask: bool) -> BoxFuture<'static, Answer> {
         let (tx, rx) = oneshot::channel();
         match self.inner.lock() {
             Ok(mut inner) if !inner.closed => {
@@ -174,9 +184,9 @@ impl Approver for ApiApprover {
                     reply: tx,
                 });
             }
-            _ => return Box::pin(async { Decision::Deny }),
+            _ => return Box::pin(async { Answer::bare(Decision::Deny) }),
         }
-        Box::pin(async move { rx.await.unwrap_or(Decision::Deny) })
+        Box::pin(async move { rx.await.unwrap_or(Answer::bare(Decision::Deny)) })
     }
 
     fn decided_by(&self, _request: &ApprovalRequest, _asked: bool) -> &'static str {

@@ -27,7 +27,7 @@ use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
 use super::{auth, guard, session_config};
 use crate::actors::session::SessionStatus;
-use crate::approval::{ApprovalMode, UnknownApprovalMode};
+use crate::approval::{Answer, ApprovalMode, UnknownApprovalMode};
 use crate::error::RookeryError;
 use crate::message::Decision;
 
@@ -37,11 +37,19 @@ type ApiResult<T> = Result<T, ApiError>;
 /// The whole API with its state.
 pub fn router(state: Arc<ServerState>) -> Router {
     let api = Router::new()
-        .route("/v1/sessions", post(create_session).get(list_sessions))
+        .route(
+            "/v1/sessions",
+            post(create_session).get(super::session_list::list),
+        )
         .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
         .route("/v1/sessions/{id}/tasks", post(start_task))
         .route("/v1/sessions/{id}/steer", post(steer))
         .route("/v1/sessions/{id}/events", get(events))
+        .route("/v1/sessions/{id}/messages", get(super::messages::messages))
+        .route(
+            "/v1/sessions/{id}/stream_token",
+            post(super::stream_token_route::issue),
+        )
         .route("/v1/sessions/{id}/approvals", get(list_approvals))
         .route(
             "/v1/sessions/{id}/approvals/{approval_id}",
@@ -93,8 +101,8 @@ fn parse_mode(s: &str) -> ApiResult<ApprovalMode> {
         .map_err(|e: UnknownApprovalMode| ApiError::bad_request("invalid_request", e.to_string()))
 }
 
-/// The JSON view of a session.
-async fn view(entry: &SessionEntry) -> Value {
+/// The JSON view of a served session.
+pub(super) async fn view(entry: &SessionEntry) -> Value {
     let status = match entry.handle.status().await {
         Ok(SessionStatus::Idle) => "idle",
         Ok(SessionStatus::Running) => "running",
@@ -185,29 +193,6 @@ async fn create_session(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let entry = state.create(body.into_options(&state).await?).await?;
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
-}
-
-/// Resident sessions, then hibernated ones, each with the fields of [`view`].
-async fn list_sessions(State(state): AppState) -> Json<Value> {
-    let list = state.list();
-    let mut views = futures::future::join_all(list.iter().map(|e| view(e))).await;
-    views.extend(state.hibernated_list().into_iter().map(|h| {
-        json!({
-            "session_id": h.id,
-            "status": "hibernated",
-            "workspace": h.workspace.display().to_string(),
-            "created_at": h.created_at,
-            "approval_mode": h.approval_mode.as_str(),
-            "sandbox": {"mode": h.sandbox.0.as_str(), "network": h.sandbox.1.as_str()},
-            "pending_approvals": 0,
-            "last_event_id": h.last_event_id,
-            "trace_path": h.trace_path.display().to_string(),
-            // A session whose trace failed is `failed`, never quiet: it does not hibernate.
-            "error": Value::Null,
-            "last_task": Value::Null,
-        })
-    }));
-    Json(json!({ "sessions": views }))
 }
 
 async fn get_session(
@@ -433,6 +418,36 @@ fn approval_view(p: &PendingApproval) -> Value {
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
     decision: String,
+    /// Why (only with `deny`): the model is told it in the denied call's output.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Characters a denial's `reason` may have, at most (a longer one is refused with 400).
+pub const MAX_DENY_REASON_CHARS: usize = 2000;
+
+/// A decision's `reason`: trimmed, empty as none, only with `deny`, bounded.
+fn deny_reason(decision: Decision, reason: Option<String>) -> ApiResult<Option<String>> {
+    let Some(reason) = reason
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty())
+    else {
+        return Ok(None);
+    };
+    if decision != Decision::Deny {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "reason is only taken with decision \"deny\"",
+        ));
+    }
+    let chars = reason.chars().count();
+    if chars > MAX_DENY_REASON_CHARS {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("reason has {chars} characters; at most {MAX_DENY_REASON_CHARS} are taken"),
+        ));
+    }
+    Ok(Some(reason))
 }
 
 async fn decide_approval(
@@ -451,12 +466,16 @@ async fn decide_approval(
             ));
         }
     };
+    let answer = Answer {
+        decision,
+        reason: deny_reason(decision, body.reason)?,
+    };
     let mut entry = state.get(&id).await?;
-    let mut decided = entry.approvals.decide(&key, decision);
+    let mut decided = entry.approvals.answer_with(&key, answer.clone());
     if matches!(decided, Decided::NotFound) && !state.is_current(&entry) {
         // Closed or hibernated since the lookup (either denied its approvals).
         entry = state.get(&id).await?;
-        decided = entry.approvals.decide(&key, decision);
+        decided = entry.approvals.answer_with(&key, answer);
     }
     match decided {
         Decided::Answered => Ok(StatusCode::NO_CONTENT),

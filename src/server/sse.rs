@@ -36,8 +36,52 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub struct Record {
     /// The SSE event id.
     pub seq: u64,
+    /// The SSE event name: the payload's type (`text`, `tool_call`, `request_begin`, …), or
+    /// the envelope's (`session_meta`) when the payload has none.
+    pub event: String,
     /// The message's JSON.
     pub json: String,
+}
+
+impl Record {
+    /// The record numbered `seq` of the message JSON `json`, named by [`event_name`].
+    pub fn new(seq: u64, json: String) -> Self {
+        Record {
+            seq,
+            event: event_name(&json),
+            json,
+        }
+    }
+}
+
+/// The SSE event name of a message's JSON: its payload's `type` for a `model_msg` or an
+/// `event_msg`, else its envelope `type` (`session_meta`, or `message` for what is no message).
+pub fn event_name(json: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct PayloadHead {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "type")]
+        kind: String,
+        payload: Option<PayloadHead>,
+    }
+    let Ok(head) = serde_json::from_str::<Head>(json) else {
+        return "message".to_string();
+    };
+    let inner = head.payload.and_then(|p| p.kind);
+    let name = match (head.kind.as_str(), inner) {
+        ("model_msg" | "event_msg", Some(inner)) => inner,
+        _ => head.kind,
+    };
+    // An SSE field ends at a line break: a name is one token.
+    if name.is_empty() || name.contains(['\n', '\r']) {
+        "message".to_string()
+    } else {
+        name
+    }
 }
 
 /// A recorded message gone from the ring: its number and the hash of its JSON.
@@ -117,14 +161,13 @@ impl EventLog {
     /// Numbers and stores `msg` and sends it to every client. Returns the number of clients
     /// dropped because their buffer was full.
     pub fn push(&self, msg: &OmniMessage) -> usize {
+        // Serialized and named before the lock: the other sessions' clients do not wait.
+        let json = msg.to_json();
         let Ok(mut inner) = self.inner.lock() else {
             return 0;
         };
         inner.last_seq += 1;
-        let record = Arc::new(Record {
-            seq: inner.last_seq,
-            json: msg.to_json(),
-        });
+        let record = Arc::new(Record::new(inner.last_seq, json));
         inner.ring_bytes += record.json.len();
         inner.ring.push_back((record.clone(), msg.is_recordable()));
         while inner.ring.len() > self.capacity || inner.ring_bytes > self.max_bytes {
@@ -236,8 +279,8 @@ impl EventLog {
     }
 }
 
-/// The `text/event-stream` response for a subscription: `id: <seq>` + `data: <json>` per
-/// message, keep-alive comments in between. `earlier` (the records read back from the trace
+/// The `text/event-stream` response for a subscription: `event: <payload type>`, `id: <seq>`
+/// and `data: <json>` per message, keep-alive comments in between. `earlier` (the records read back from the trace
 /// for `sub.from_trace`) comes first.
 pub fn sse_response(
     sub: Subscription,
@@ -254,9 +297,14 @@ pub fn sse_response(
         let record = rx.recv().await?;
         Some((record, Some(rx)))
     });
-    let stream = replay
-        .chain(live)
-        .map(|r| Ok::<_, Infallible>(Event::default().id(r.seq.to_string()).data(&r.json)));
+    let stream = replay.chain(live).map(|r| {
+        Ok::<_, Infallible>(
+            Event::default()
+                .event(&r.event)
+                .id(r.seq.to_string())
+                .data(&r.json),
+        )
+    });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
 }
 
@@ -307,6 +355,18 @@ mod tests {
         assert_eq!(seqs(&log.subscribe(Some(99)).replay), [3, 4, 5]);
         let r = &log.subscribe(Some(4)).replay[0];
         assert!(r.json.contains("\"text\":\"m4\""), "{}", r.json);
+        assert_eq!(r.event, "text");
+    }
+
+    #[test]
+    fn events_are_named_by_their_payload_type() {
+        let meta = OmniMessage::session_meta(crate::message::SessionMeta::default());
+        assert_eq!(event_name(&meta.to_json()), "session_meta");
+        assert_eq!(event_name(&text(1).to_json()), "text");
+        let begin = OmniMessage::event(crate::message::EventPayload::RequestBegin {});
+        assert_eq!(event_name(&begin.to_json()), "request_begin");
+        assert_eq!(event_name("{\"type\":\"x_msg\",\"payload\":{}}"), "x_msg");
+        assert_eq!(event_name("not json"), "message");
     }
 
     #[test]

@@ -14,25 +14,13 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::sse::{Gone, Record, json_hash};
-use crate::trace::paths::trace_file_name;
-use crate::trace::rotation::split_name;
 
 /// Records read back and waiting for the client, at most.
 const READ_AHEAD: usize = 16;
 
 /// The trace files of the session whose current file is `current`, oldest first.
 pub fn trace_files(current: &Path) -> Vec<PathBuf> {
-    let Some((id, last)) = current
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(split_name)
-    else {
-        return vec![current.to_path_buf()];
-    };
-    (1..=last)
-        .filter_map(|i| u32::try_from(i).ok())
-        .map(|i| current.with_file_name(trace_file_name(id, i)))
-        .collect()
+    crate::trace::page::files_from_latest(current)
 }
 
 /// Reads `files` on a blocking thread and sends the records of `wanted` found there. The
@@ -78,7 +66,7 @@ pub fn read_back(files: Vec<PathBuf>, wanted: Vec<Gone>) -> mpsc::Receiver<Arc<R
                     continue;
                 };
                 sent = seq;
-                if tx.blocking_send(Arc::new(Record { seq, json })).is_err() || seq == last {
+                if tx.blocking_send(Arc::new(Record::new(seq, json))).is_err() || seq == last {
                     return;
                 }
             }

@@ -28,6 +28,7 @@ use crate::model::Model;
 use crate::trace::paths;
 
 mod hibernate;
+pub mod listing;
 mod sandbox;
 mod trace_meta;
 pub use hibernate::{HibernatedView, HibernationConfig};
@@ -65,6 +66,8 @@ pub struct ServerConfig {
     /// `--sandbox` / `--sandbox-network` over the config's `sandbox:`: the sandbox of sessions
     /// that ask for none, and the loosest one a request (or a resumed session) may have.
     pub sandbox: crate::sandbox::SandboxPolicy,
+    /// How long a stream token is accepted (`--stream-token-ttl-ms`; `stream_token.rs`).
+    pub stream_token_ttl: std::time::Duration,
 }
 
 /// One served session.
@@ -132,6 +135,8 @@ pub struct ServerState {
     pub cfg: ServerConfig,
     /// The counters `/metrics` reports.
     pub metrics: Metrics,
+    /// The stream tokens handed out (`stream_token.rs`).
+    pub stream_tokens: super::stream_token::StreamTokens,
     sessions: Mutex<HashMap<String, Arc<SessionEntry>>>,
     /// Sessions closed through the API: not resumed implicitly, only by `POST …/resume`.
     closed: Mutex<HashSet<String>>,
@@ -156,6 +161,7 @@ impl ServerState {
         if let Some(token) = &cfg.token {
             crate::redact::redact_in_logs(token);
         }
+        let stream_tokens = super::stream_token::StreamTokens::new(cfg.stream_token_ttl);
         Arc::new_cyclic(|me| ServerState {
             host,
             cfg,
@@ -164,6 +170,7 @@ impl ServerState {
             hibernated: Mutex::new(HashMap::new()),
             rebalance: Arc::new(tokio::sync::Notify::new()),
             metrics: Metrics::default(),
+            stream_tokens,
             sessions: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
             resume_lock: tokio::sync::Mutex::new(()),
@@ -221,6 +228,8 @@ impl ServerState {
         options.config = config;
         options.approver = policy.clone();
         options.resume_sandbox = open.sandbox;
+        // A task's prompt is an event of the session's stream (and of its replay).
+        options.stream_prompt = true;
         // The token never reaches a command's environment, the trace or the stream.
         options.secrets.extend(self.cfg.token.clone());
         Ok((options, policy, approvals))

@@ -375,10 +375,3 @@ pub fn tool_then_text() -> Value {
         {"text": "done"}
     ]})
 }
-
-pub fn payload_is_text(m: &OmniMessage) -> bool {
-    matches!(
-        m.as_model(),
-        Some(rookery::message::ModelPayload::Text { .. })
-    )
-}

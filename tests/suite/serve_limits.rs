@@ -75,7 +75,10 @@ fn a_body_that_does_not_arrive_in_time_gets_408() {
     // Nothing was created.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (s, v) = rt.block_on(server.call("GET", "/v1/sessions", None));
-    assert_eq!((s, v), (StatusCode::OK, json!({"sessions": []})));
+    assert_eq!(
+        (s, v),
+        (StatusCode::OK, json!({"sessions": [], "next_cursor": null}))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,7 +87,10 @@ async fn a_generated_token_file_is_private_new_at_every_start_and_needed() {
     let (s, v) = server
         .send(bare.get(format!("{}/v1/sessions", server.base)))
         .await;
-    assert_eq!((s, v), (StatusCode::OK, json!({"sessions": []})));
+    assert_eq!(
+        (s, v),
+        (StatusCode::OK, json!({"sessions": [], "next_cursor": null}))
+    );
     // Without --config-dir a name is refused, and so is a path.
     for (config, expect) in [
         ("dev", "this server has no --config-dir"),

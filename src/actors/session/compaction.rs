@@ -587,7 +587,11 @@ fn settle(state: &mut SessionState, active: Active, status: StopReason, reason: 
         }
         After::Prompt(prompt, sender) => {
             let user = build::user_text(prompt, sender);
-            state.record_only(&user);
+            if state.options.stream_prompt {
+                state.emit(user.clone(), true);
+            } else {
+                state.record_only(&user);
+            }
             carry.extend(user.as_model().cloned());
             effects::apply(state, Effect::SetCarryOver(carry));
             turn::end_task(state, status, reason);

@@ -18,7 +18,7 @@ use super::hook_events::{decision_record, failure_records, permission_name};
 use crate::approval::command_policy::CommandPolicy;
 use crate::approval::grants::{self, Grants};
 use crate::approval::permission_rules::{PermissionRules, RuleCall, RuleDecision};
-use crate::approval::{ApprovalRequest, Approver};
+use crate::approval::{Answer, ApprovalRequest, Approver};
 use crate::hooks::{self, HookCall, HookContext, HookEnv, HookEvent, HooksConfig, Permission};
 use crate::message::{
     Decision, EventPayload, ModelPayload, OmniMessage, Payload, StopReason, build,
@@ -300,6 +300,10 @@ impl Gate {
                 let mut v = self.approve(request, true, false).await;
                 if v.decision != Decision::Allow {
                     v.denial = escalation::denial(policy);
+                    if let Some(reason) = &v.reason {
+                        // The answerer's reason, as for any denied call.
+                        v.denial = format!("{} Reason: {reason}", v.denial);
+                    }
                 }
                 v
             }
@@ -326,21 +330,25 @@ impl Gate {
             .then(|| self.grant_rule(&request, false))
             .flatten();
         let tool_call_id = request.tool_call_id.clone();
-        let pending = if ask {
-            self.approver.ask(request)
-        } else {
-            self.approver.approve(request)
-        };
-        let decision = AssertUnwindSafe(pending)
+        let pending = self.approver.answer(request, ask);
+        let answer = AssertUnwindSafe(pending)
             .catch_unwind()
             .await
             .unwrap_or_else(|_| {
                 tracing::warn!("approver panicked; denying");
-                Decision::Deny
+                Answer::bare(Decision::Deny)
             });
+        let decision = answer.decision;
         if decision != Decision::AllowForSession {
             let mut v = Verdict::new(decision, source, None);
             v.records = records;
+            if decision == Decision::Deny
+                && let Some(reason) = answer.reason
+            {
+                // The model is told why, in the answerer's words.
+                v.denial = format!("{USER_DENIED} Reason: {reason}");
+                v.reason = Some(reason);
+            }
             return v;
         }
         let mut v = Verdict::new(Decision::Allow, source, None);

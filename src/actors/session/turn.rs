@@ -34,7 +34,7 @@ pub(crate) fn start_task(
     if let Some(p) = user.as_model() {
         input.push(p.clone());
     }
-    if state.options.depth > 0 {
+    if state.options.depth > 0 || state.options.stream_prompt {
         // A child's prompt is streamed too: its parent's subscribers get it origin-tagged.
         state.emit(user, true);
     } else {

@@ -49,6 +49,9 @@ pub struct SessionOptions {
     /// On a resume: the sandbox asked for explicitly (a flag, the API's field). Empty: the
     /// recorded one is restored; a request looser than it is refused (`NotAllowed`).
     pub resume_sandbox: crate::sandbox::SandboxRequest,
+    /// A task's prompt goes to the subscribers too, not only to the trace (`rookery serve`
+    /// streams it; a subagent's is always streamed to its parent).
+    pub stream_prompt: bool,
 }
 
 impl SessionOptions {
@@ -70,6 +73,7 @@ impl SessionOptions {
             forked_history: Default::default(),
             sandbox: None,
             resume_sandbox: Default::default(),
+            stream_prompt: false,
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::actors::background_notice::{self, NoticeKind};
 use crate::actors::session_api::{
     MessageReceiver, ModelChoice, SessionHandle, SessionRef, Subscribers, broadcast,
 };
-use crate::approval::{ApprovalRequest, Approver};
+use crate::approval::{Answer, ApprovalRequest, Approver};
 use crate::message::{Decision, EventPayload, ModelPayload, OmniMessage, Role, StopReason};
 
 /// Most undelivered answer text kept per child (oldest dropped).
@@ -62,11 +62,17 @@ impl Drop for PendingGuard<'_> {
 
 impl Approver for Arc<ChildApprover> {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
-        self.forward(request, false)
+        let answer = self.forward(request, false);
+        Box::pin(async move { answer.await.decision })
     }
 
     fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {
-        self.forward(request, true)
+        let answer = self.forward(request, true);
+        Box::pin(async move { answer.await.decision })
+    }
+
+    fn answer(&self, request: ApprovalRequest, ask: bool) -> BoxFuture<'static, Answer> {
+        self.forward(request, ask)
     }
 
     fn decided_by(&self, request: &ApprovalRequest, asked: bool) -> &'static str {
@@ -84,23 +90,19 @@ impl ChildApprover {
         self: &Arc<Self>,
         mut request: ApprovalRequest,
         ask: bool,
-    ) -> BoxFuture<'static, Decision> {
+    ) -> BoxFuture<'static, Answer> {
         let this = self.clone();
         request.origin.insert(0, this.child_session_id.clone());
         Box::pin(async move {
             if this.cancel.is_cancelled() {
-                return Decision::Deny;
+                return Answer::bare(Decision::Deny);
             }
             this.pending.fetch_add(1, Ordering::Relaxed);
             let _guard = PendingGuard(&this.pending);
-            let decision = if ask {
-                this.parent.ask(request)
-            } else {
-                this.parent.approve(request)
-            };
+            let answer = this.parent.answer(request, ask);
             tokio::select! {
-                d = decision => d,
-                _ = this.cancel.cancelled() => Decision::Deny,
+                a = answer => a,
+                _ = this.cancel.cancelled() => Answer::bare(Decision::Deny),
             }
         })
     }

@@ -1,0 +1,79 @@
+//! `GET /v1/sessions`: one page of sessions by id (`limit`, `cursor`; the answer's
+//! `next_cursor`), the resident ones as `GET /v1/sessions/{id}` shows them and the hibernated
+//! and recorded ones (after a restart: every user session under the home) from what the server
+//! kept or their trace's `session_meta` records, with status `hibernated`.
+//!
+//! Listing never wakes or resumes a session.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{RawQuery, State};
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::paging::{decode, encode, page_query};
+use super::state::ServerState;
+use super::state::listing::{Listed, StoredView};
+
+/// The cursor kind of this route.
+const KIND: &str = "l1";
+
+/// The handler.
+pub async fn list(
+    State(state): State<Arc<ServerState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let page = page_query(query.as_deref())?;
+    let after = page
+        .cursor
+        .as_deref()
+        .map(|c| decode(KIND, c))
+        .transpose()?;
+    let listed = state.list_page(after.as_deref(), page.limit);
+    let views = futures::future::join_all(listed.sessions.iter().map(|l| async move {
+        match l {
+            Listed::Live(e) => super::routes::view(e).await,
+            Listed::Hibernated(h) => json!({
+                "session_id": h.id,
+                "status": "hibernated",
+                "workspace": h.workspace.display().to_string(),
+                "created_at": h.created_at,
+                "approval_mode": h.approval_mode.as_str(),
+                "sandbox": {"mode": h.sandbox.0.as_str(), "network": h.sandbox.1.as_str()},
+                "pending_approvals": 0,
+                "last_event_id": h.last_event_id,
+                "trace_path": h.trace_path.display().to_string(),
+                // A session whose trace failed is `failed`, never quiet: it does not hibernate.
+                "error": Value::Null,
+                "last_task": Value::Null,
+            }),
+            Listed::Stored(s) => stored(s),
+        }
+    }))
+    .await;
+    let next_cursor = listed.next_after.map(|id| encode(KIND, &id));
+    Ok(Json(
+        json!({ "sessions": views, "next_cursor": next_cursor }),
+    ))
+}
+
+/// A session only on disk, from its `session_meta`: woken like a hibernated one by the next
+/// request that needs it.
+fn stored(s: &StoredView) -> Value {
+    let sandbox = s.meta.launch.sandbox.clone().unwrap_or_default();
+    json!({
+        "session_id": s.id,
+        "status": "hibernated",
+        "workspace": s.meta.workspace,
+        "created_at": s.created_at,
+        "approval_mode": s.meta.approval_mode,
+        "sandbox": {"mode": sandbox.mode.as_str(), "network": sandbox.network.as_str()},
+        "pending_approvals": 0,
+        // Nothing streamed by this server run: a woken session numbers its events from 1.
+        "last_event_id": 0,
+        "trace_path": s.trace_path.display().to_string(),
+        "error": Value::Null,
+        "last_task": Value::Null,
+    })
+}

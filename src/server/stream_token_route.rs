@@ -1,0 +1,37 @@
+//! `POST /v1/sessions/{id}/stream_token`: hands out a stream token (`stream_token.rs`) for a
+//! session the server knows, without waking it.
+//!
+//! It only issues; the auth middleware checks tokens, and nothing here logs one.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiPath};
+use super::state::ServerState;
+use super::stream_token::MAX_TOKENS;
+
+/// `POST /v1/sessions/{id}/stream_token`: `{"stream_token", "expires_in"}` (seconds) for a
+/// session the server serves, has hibernated or finds on disk (none is woken).
+pub async fn issue(
+    State(state): State<Arc<ServerState>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.check_open()?;
+    state.check_known(&id)?;
+    let Some(token) = state.stream_tokens.issue(&id) else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_stream_tokens",
+            format!("{MAX_TOKENS} stream tokens are live; try again once some expire"),
+        ));
+    };
+    let ttl = state.stream_tokens.ttl();
+    Ok(Json(json!({
+        "stream_token": token,
+        "expires_in": ttl.as_millis().div_ceil(1000) as u64,
+    })))
+}
