@@ -6,7 +6,9 @@
 
 pub mod actors;
 pub mod approval;
+#[cfg(feature = "bench")]
 pub mod bench;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 pub mod error;
@@ -17,6 +19,7 @@ pub mod model;
 pub mod process;
 pub mod redact;
 pub mod sandbox;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod tools;
 pub mod trace;
