@@ -60,7 +60,7 @@ pub enum McpConfigError {
         message: String,
     },
     /// Servers are configured, but this build cannot connect to them (no `mcp` feature).
-    #[error("MCP servers {names} are configured, but {NO_MCP_SUPPORT}")]
+    #[error("MCP servers configured ({names}), but {NO_MCP_SUPPORT}")]
     NotBuilt {
         /// The configured servers' names, comma-separated.
         names: String,
@@ -550,7 +550,7 @@ mod tests {
         let e = supported_in(list.clone(), false).unwrap_err().to_string();
         assert_eq!(
             e,
-            "MCP servers a, b are configured, but this build has no MCP support: \
+            "MCP servers configured (a, b), but this build has no MCP support: \
              rebuild with the `mcp` feature"
         );
         assert_eq!(supported_in(Vec::new(), false).unwrap().len(), 0);
