@@ -11,10 +11,14 @@
 
 pub(crate) mod actor_floor;
 pub mod hibernation;
+// The floors and figures only `rookery bench` prints (`crate::cli`).
+#[cfg(feature = "cli")]
 pub(crate) mod http_floor;
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod measure;
 pub mod mock;
 pub mod model;
+#[cfg(feature = "cli")]
 pub(crate) mod sandboxed;
 pub mod trace_appends;
 

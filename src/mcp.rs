@@ -11,30 +11,51 @@
 //! nothing of the turn loop. The tools are service-bound (`ServiceKind::Mcp { server }`): the
 //! registry records the binding, and the session binds each call to [`service`].
 
+// The stand-in of a build without the `mcp` feature; compiled (and tested) in every build.
+#[cfg_attr(feature = "mcp", allow(dead_code, unreachable_pub))]
+mod absent;
+#[cfg(feature = "mcp")]
 pub(crate) mod call;
+#[cfg(feature = "mcp")]
 pub mod client;
 pub mod config;
+#[cfg(feature = "mcp")]
 pub mod connection;
+#[cfg(feature = "mcp")]
 pub(crate) mod convert;
 pub mod names;
+#[cfg(feature = "mcp")]
 pub mod stdio;
+#[cfg(feature = "mcp")]
 pub(crate) mod tool;
 
+#[cfg(feature = "mcp")]
 use std::collections::HashMap;
+#[cfg(feature = "mcp")]
 use std::path::Path;
+#[cfg(feature = "mcp")]
 use std::sync::Arc;
+#[cfg(feature = "mcp")]
 use std::time::Duration;
 
+#[cfg(feature = "mcp")]
 use ractor::{Actor, ActorCell, ActorRef};
+#[cfg(feature = "mcp")]
 use serde_json::Value;
 
+#[cfg(not(feature = "mcp"))]
+pub use absent::{McpSet, connection, service};
 pub use config::{McpConfigError, McpPermission, McpServerConfig, McpTransport};
+#[cfg(feature = "mcp")]
 use connection::{McpArgs, McpConnection, McpMsg, McpSink, SyncReply};
 
+#[cfg(feature = "mcp")]
 use crate::tools::binding::{ServiceKind, ToolService};
+#[cfg(feature = "mcp")]
 use crate::tools::{Permission, ToolDefinitionConfig, ToolRegistry};
 
 /// One configured server of a session.
+#[cfg(feature = "mcp")]
 struct Slot {
     config: Arc<McpServerConfig>,
     actor: Option<ActorRef<McpMsg>>,
@@ -47,6 +68,7 @@ struct Slot {
 }
 
 /// The MCP servers of one session.
+#[cfg(feature = "mcp")]
 pub struct McpSet {
     slots: Vec<Slot>,
     vision: bool,
@@ -63,6 +85,7 @@ pub struct Applied {
     pub notes: Vec<String>,
 }
 
+#[cfg(feature = "mcp")]
 impl McpSet {
     /// `None` when no server is configured.
     /// With `sandbox`, every stdio server whose entry does not say `"sandbox": "off"` starts
@@ -240,6 +263,7 @@ impl McpSet {
 
 /// The service behind `ServiceKind::Mcp { server }` in a session with `set` (none: every call
 /// is the close-out's unknown-tool text).
+#[cfg(feature = "mcp")]
 pub fn service(set: Option<&McpSet>, server: &str) -> Arc<dyn ToolService> {
     let slot = set.and_then(|s| s.slots.iter().find(|slot| slot.config.name == server));
     Arc::new(tool::McpService {
@@ -252,6 +276,7 @@ pub fn service(set: Option<&McpSet>, server: &str) -> Arc<dyn ToolService> {
 }
 
 /// The definition of a server's tool `t` (JSON `Tool`) under its model-facing `name`.
+#[cfg(feature = "mcp")]
 pub fn definition(cfg: &McpServerConfig, name: &str, t: &Value) -> ToolDefinitionConfig {
     let description = t
         .get("description")
@@ -299,6 +324,7 @@ pub fn definition(cfg: &McpServerConfig, name: &str, t: &Value) -> ToolDefinitio
 }
 
 #[cfg(test)]
+#[cfg(feature = "mcp")]
 mod tests {
     use super::*;
     use serde_json::json;

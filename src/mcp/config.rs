@@ -16,6 +16,8 @@ pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_TIMEOUT_MS: i64 = 120_000;
 /// Default of `maxOutputLength`.
 pub const DEFAULT_MAX_OUTPUT_LENGTH: i64 = 16_000;
+/// Why a build without the `mcp` feature refuses configured servers.
+pub const NO_MCP_SUPPORT: &str = "this build has no MCP support: rebuild with the `mcp` feature";
 
 /// An MCP configuration that cannot be used; every message names the entry.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +59,31 @@ pub enum McpConfigError {
         /// What does not parse, and where.
         message: String,
     },
+    /// Servers are configured, but this build cannot connect to them (no `mcp` feature).
+    #[error("MCP servers configured ({names}), but {NO_MCP_SUPPORT}")]
+    NotBuilt {
+        /// The configured servers' names, comma-separated.
+        names: String,
+    },
+}
+
+/// `list` as it is; in a build without the `mcp` feature, an error when it names a server.
+fn supported(list: Vec<McpServerConfig>) -> Result<Vec<McpServerConfig>, McpConfigError> {
+    supported_in(list, cfg!(feature = "mcp"))
+}
+
+/// `list` as it is in a build with MCP support (`built`), an error naming its servers otherwise.
+fn supported_in(
+    list: Vec<McpServerConfig>,
+    built: bool,
+) -> Result<Vec<McpServerConfig>, McpConfigError> {
+    if built || list.is_empty() {
+        return Ok(list);
+    }
+    let names: Vec<&str> = list.iter().map(|c| c.name.as_str()).collect();
+    Err(McpConfigError::NotBuilt {
+        names: names.join(", "),
+    })
 }
 
 /// Why `${VAR}` expansion failed.
@@ -190,7 +217,7 @@ pub fn from_servers_list(value: &Value) -> Result<Vec<McpServerConfig>, McpConfi
         let config = obj.get("config").cloned().unwrap_or(Value::Null);
         push_unique(&mut out, parse_entry(name, &config)?)?;
     }
-    Ok(out)
+    supported(out)
 }
 
 /// A Claude Code style `.mcp.json` text: `{"mcpServers": {name: config}}`.
@@ -218,10 +245,11 @@ pub fn from_file(path: &Path) -> Result<Vec<McpServerConfig>, McpConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
-    from_mcp_json(&text).map_err(|e| McpConfigError::Invalid {
+    let list = from_mcp_json(&text).map_err(|e| McpConfigError::Invalid {
         path: path.to_path_buf(),
         message: e.to_string(),
-    })
+    })?;
+    supported(list)
 }
 
 /// Appends `more` to `list`; a name already there is an error.
@@ -512,6 +540,24 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_build_without_mcp_refuses_configured_servers_by_name() {
+        let list =
+            from_mcp_json(r#"{"mcpServers": {"a": {"command": "x"}, "b": {"url": "http://h/"}}}"#)
+                .unwrap();
+        let e = supported_in(list.clone(), false).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "MCP servers configured (a, b), but this build has no MCP support: \
+             rebuild with the `mcp` feature"
+        );
+        assert_eq!(supported_in(Vec::new(), false).unwrap().len(), 0);
+        assert_eq!(supported_in(list, true).unwrap().len(), 2);
+        // This build's own answer follows its feature.
+        let one = from_servers_list(&json!([{"name": "s", "config": {"command": "x"}}]));
+        assert_eq!(one.is_ok(), cfg!(feature = "mcp"), "{one:?}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //!
 //! It owns the exact error texts of `docs/tools.md#read_image`. It never talks to a model.
 
+#[cfg(feature = "images")]
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::StreamExt;
+#[cfg(feature = "images")]
 use image::{DynamicImage, ImageFormat, ImageReader};
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +25,7 @@ pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 /// Longest side (px) an image is sent with; larger ones are scaled down.
 pub const MAX_IMAGE_SIDE: u32 = 2000;
 /// JPEG quality of a re-encoded JPEG.
+#[cfg(feature = "images")]
 const JPEG_QUALITY: u8 = 85;
 
 const SUPPORTED: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
@@ -45,8 +48,10 @@ pub enum LoadError {
     Failed(String),
 }
 
-/// Why an image could not be scaled down (the texts are the model's).
+/// Why an image could not be scaled down (the texts are the model's). Its variants depend on the
+/// `images` feature.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScaleError {
     /// Reading the image's format failed.
     #[error("Failed to scale down the image ({w}×{h} px): {source}")]
@@ -60,6 +65,7 @@ pub enum ScaleError {
         source: std::io::Error,
     },
     /// Decoding the image failed.
+    #[cfg(feature = "images")]
     #[error("Failed to scale down the image ({w}×{h} px): {source}")]
     Decode {
         /// The image's width in pixels.
@@ -71,8 +77,14 @@ pub enum ScaleError {
         source: image::ImageError,
     },
     /// Encoding the smaller image failed.
+    #[cfg(feature = "images")]
     #[error("Failed to re-encode the image: {0}")]
     Encode(#[source] image::ImageError),
+    /// This build cannot decode images (no `images` feature).
+    #[error(
+        "Cannot read the image: this build has no image support (rebuild with the `images` feature)."
+    )]
+    NotBuilt,
 }
 
 /// The image as it is sent: possibly scaled down and re-encoded.
@@ -276,6 +288,7 @@ async fn download(source: &str) -> Result<(Vec<u8>, Option<String>), LoadError> 
 /// Scales an image larger than [`MAX_IMAGE_SIDE`] down and re-encodes it (png stays png, jpeg
 /// stays jpeg, gif and webp become png; a png over the byte limit becomes jpeg). CPU-bound:
 /// call it on the blocking pool. An image whose size cannot be read is sent as it is.
+#[cfg(feature = "images")]
 pub fn prepare(image: &LoadedImage) -> Result<Prepared, ScaleError> {
     let as_is = || Prepared {
         mime: image.mime.clone(),
@@ -321,6 +334,7 @@ pub fn prepare(image: &LoadedImage) -> Result<Prepared, ScaleError> {
     })
 }
 
+#[cfg(feature = "images")]
 fn encode_png(img: &DynamicImage) -> Result<Vec<u8>, ScaleError> {
     let mut out = Cursor::new(Vec::new());
     img.write_to(&mut out, ImageFormat::Png)
@@ -328,6 +342,7 @@ fn encode_png(img: &DynamicImage) -> Result<Vec<u8>, ScaleError> {
     Ok(out.into_inner())
 }
 
+#[cfg(feature = "images")]
 fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, ScaleError> {
     let mut out = Vec::new();
     let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
@@ -335,6 +350,13 @@ fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, ScaleError> {
         .write_with_encoder(encoder)
         .map_err(ScaleError::Encode)?;
     Ok(out)
+}
+
+/// Without the `images` feature no image can be checked or scaled: every one is refused with
+/// [`ScaleError::NotBuilt`] (a clear text for the model, never an unchecked image).
+#[cfg(not(feature = "images"))]
+pub fn prepare(_image: &LoadedImage) -> Result<Prepared, ScaleError> {
+    Err(ScaleError::NotBuilt)
 }
 
 /// `data:<mime>;base64,<data>`.

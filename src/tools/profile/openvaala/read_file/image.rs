@@ -3,13 +3,19 @@
 //! fits. Decoding and encoding use the shared helpers of `image_source`. CPU-bound: runs on the
 //! blocking pool with the rest of the call.
 
+#![cfg_attr(not(feature = "images"), allow(dead_code))]
+
+#[cfg(feature = "images")]
 use std::io::{Cursor, Read};
 use std::os::unix::fs::FileExt;
 
+#[cfg(feature = "images")]
 use image::{DynamicImage, ImageReader};
 
 use crate::tools::file_target::Opened;
-use crate::tools::image_source::{data_url, format_size, sniff_mime};
+#[cfg(feature = "images")]
+use crate::tools::image_source::data_url;
+use crate::tools::image_source::{format_size, sniff_mime};
 
 /// Largest image file read (bytes).
 pub(super) const MAX_IMAGE_FILE: u64 = 20 * 1024 * 1024;
@@ -42,14 +48,20 @@ pub(super) enum ImageLoadError {
     #[error("{0}")]
     Io(#[source] std::io::Error),
     /// The content does not decode.
+    #[cfg(feature = "images")]
     #[error("it is not a readable image: {0}")]
     Unreadable(#[source] image::ImageError),
     /// A side is over [`MAX_IMAGE_SIDE`] px.
     #[error("{width}×{height} px exceeds the {MAX_IMAGE_SIDE}×{MAX_IMAGE_SIDE} px limit.")]
     TooManyPixels { width: u32, height: u32 },
     /// Re-encoding as JPEG failed.
+    #[cfg(feature = "images")]
     #[error("cannot re-encode it: {0}")]
     Reencode(#[source] image::ImageError),
+    /// This build cannot decode images (no `images` feature).
+    #[cfg(not(feature = "images"))]
+    #[error("this build has no image support (rebuild with the `images` feature).")]
+    NotBuilt,
 }
 
 /// The image type of an opened file by its first bytes, without moving its position.
@@ -59,6 +71,7 @@ pub(super) fn sniff(opened: &Opened) -> Option<&'static str> {
     sniff_mime(&head[..n])
 }
 
+#[cfg(feature = "images")]
 fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, ImageLoadError> {
     let mut out = Vec::new();
     let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, JPEG_QUALITY);
@@ -68,7 +81,18 @@ fn encode_jpeg(img: &DynamicImage) -> Result<Vec<u8>, ImageLoadError> {
     Ok(out)
 }
 
+/// Without the `images` feature an image cannot be checked: it is refused, never sent unchecked.
+#[cfg(not(feature = "images"))]
+pub(super) fn load(
+    _opened: Opened,
+    _mime: &'static str,
+    _limit_kb: u64,
+) -> Result<LoadedImage, ImageLoadError> {
+    Err(ImageLoadError::NotBuilt)
+}
+
 /// Reads, checks and (over `limit_kb`) re-encodes the image of `opened`.
+#[cfg(feature = "images")]
 pub(super) fn load(
     opened: Opened,
     mime: &'static str,
