@@ -21,6 +21,7 @@ pub mod compact;
 pub mod config_error;
 pub mod error;
 pub mod fd_limit;
+pub mod fork;
 pub mod grants;
 pub mod guard;
 pub mod guard_config;

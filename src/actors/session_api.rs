@@ -11,6 +11,7 @@
 
 mod crash;
 mod fanout;
+mod fork;
 mod handle;
 mod inbox;
 mod model_choice;

@@ -56,6 +56,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{id}/abort", post(abort))
         .route("/v1/sessions/{id}/compact", post(super::compact::compact))
         .route("/v1/sessions/{id}/resume", post(resume))
+        .route("/v1/sessions/{id}/fork", post(super::fork::fork))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

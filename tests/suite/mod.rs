@@ -73,6 +73,7 @@ mod serve_api_edges;
 mod serve_approvals;
 mod serve_connections;
 mod serve_endings;
+mod serve_fork;
 mod serve_grants;
 mod serve_hibernate;
 mod serve_hibernate_compact;
