@@ -29,6 +29,7 @@ pub mod last_task;
 pub mod listener;
 pub mod metrics;
 pub mod reopen;
+pub mod rollback;
 pub mod routes;
 pub mod session_config;
 pub mod sse;

@@ -57,6 +57,10 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{id}/compact", post(super::compact::compact))
         .route("/v1/sessions/{id}/resume", post(resume))
         .route("/v1/sessions/{id}/fork", post(super::fork::fork))
+        .route(
+            "/v1/sessions/{id}/rollback",
+            post(super::rollback::rollback),
+        )
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

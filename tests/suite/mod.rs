@@ -80,6 +80,7 @@ mod serve_hibernate_compact;
 mod serve_lifecycle;
 mod serve_limits;
 mod serve_reopen;
+mod serve_rollback;
 mod serve_security;
 mod serve_steer;
 mod serve_task_status;
