@@ -17,6 +17,7 @@
 pub mod access_log;
 pub mod approver;
 pub mod auth;
+pub mod busy;
 pub mod compact;
 pub mod config_error;
 pub mod error;

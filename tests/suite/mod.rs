@@ -71,6 +71,7 @@ mod secrets;
 mod serve;
 mod serve_api_edges;
 mod serve_approvals;
+mod serve_busy;
 mod serve_connections;
 mod serve_endings;
 mod serve_fork;
