@@ -36,6 +36,7 @@ pub mod session_config;
 pub mod sse;
 pub mod sse_trace;
 pub mod state;
+pub mod task_queue;
 pub mod token;
 
 use std::future::Future;

@@ -3,25 +3,21 @@
 //! after the current one), `interrupt` (the current task is aborted, every call paired as an
 //! abort does, then this one starts) or `steer` (the text joins the running task).
 //!
-//! It owns each served session's queue ([`TaskQueue`], at most [`QUEUE_CAPACITY`] entries,
-//! 429 `queue_full` beyond) and its one drainer, which starts the queue's head whenever the
+//! It runs each served session's queue (`task_queue.rs`, at most [`QUEUE_CAPACITY`] entries,
+//! 429 `queue_full` beyond) with its one drainer, which starts the queue's head whenever the
 //! session is idle, in queue order. `task_queued` / `task_dequeued` are streamed to the
 //! session's event log only (never recorded). A queue is the served session's: it is gone when
 //! the session is closed or the server stops. It never runs a turn itself.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::state::{ServerState, SessionEntry};
+use super::task_queue::{QUEUE_CAPACITY, Queued};
 use crate::error::RookeryError;
 use crate::message::{EventPayload, OmniMessage};
-
-/// Entries a session's queue holds at most.
-pub const QUEUE_CAPACITY: usize = 32;
 
 /// Interrupts that may lose the race for the idle session before the request gives up.
 const INTERRUPT_TRIES: usize = 3;
@@ -52,42 +48,6 @@ impl IfBusy {
                 format!("unknown if_busy \"{other}\" (use reject, enqueue, interrupt or steer)"),
             )),
         }
-    }
-}
-
-/// One queued task.
-#[derive(Debug, Clone)]
-struct Queued {
-    entry_id: String,
-    text: String,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    entries: VecDeque<Queued>,
-    /// A drainer is running (at most one per session).
-    draining: bool,
-    next_id: u64,
-}
-
-/// A served session's queue of tasks waiting for it to be idle.
-#[derive(Debug, Default)]
-pub struct TaskQueue {
-    /// Held only across quick session calls (a start, an abort), never across a task.
-    inner: tokio::sync::Mutex<Inner>,
-}
-
-impl TaskQueue {
-    /// `[{entry_id, text}]`, in the order they will run.
-    pub async fn view(&self) -> Value {
-        let inner = self.inner.lock().await;
-        Value::Array(
-            inner
-                .entries
-                .iter()
-                .map(|q| json!({"entry_id": q.entry_id, "text": q.text}))
-                .collect(),
-        )
     }
 }
 

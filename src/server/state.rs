@@ -78,7 +78,7 @@ pub struct SessionEntry {
     /// Its numbered message log (SSE replay and live feed).
     pub log: Arc<EventLog>,
     /// Its tasks waiting for it to be idle (`if_busy: enqueue`; `busy.rs`).
-    pub queue: super::busy::TaskQueue,
+    pub queue: super::task_queue::TaskQueue,
     /// How its last task ended (`last_task`).
     pub last_task: Arc<super::last_task::LastTask>,
     /// When the session was created (the timestamp of its `session_meta`).
