@@ -191,3 +191,45 @@ async fn fork_at_a_task_then_both_sides_continue_independently() {
         "{out:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forking_a_running_session_forks_its_last_completed_task() {
+    let server = Server::start(&json!({"turns": [
+        {"text": "one"},
+        {"tool_calls": [{"name": "exec_command", "arguments": {
+            "description": "wait", "yield_time_ms": 60000,
+            "cmd": "while [ ! -f go ]; do sleep 0.05; done; echo released"}}]},
+        {"text": "released"},
+        {"text": "fork answer"}
+    ]}));
+    let id = server.create(Some("allow-all")).await;
+    run(&server, &id, "first").await;
+    let after = server.task(&id, "block").await;
+    assert_eq!(server.status_of(&id).await, "running");
+    let path = format!("/v1/sessions/{id}/fork");
+    let (status, v) = server
+        .call("POST", &path, Some(json!({"at_task": 2})))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 task(s) have ended"),
+        "{v}"
+    );
+    let (status, v) = server.call("POST", &path, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let fork = v["session_id"].as_str().unwrap().to_string();
+    assert_eq!(context(&server, &fork), ["first", "one"]);
+    assert_eq!(server.status_of(&fork).await, "idle");
+    // The origin's running task goes on undisturbed.
+    assert_eq!(server.status_of(&id).await, "running");
+    std::fs::write(server.ws().join("go"), "").unwrap();
+    let events = server.events_until_task_end(&id, after).await;
+    assert_eq!(
+        events.last().unwrap().1["payload"]["status"],
+        "completed",
+        "{events:?}"
+    );
+}
