@@ -236,6 +236,12 @@ impl Repl {
             return false;
         }
         self.input.pop_front();
+        if text.starts_with("/rollback") {
+            // Never a steer: the model would read it as text.
+            errln!("rookery: /rollback is refused while a task runs; type it again once it ended");
+            self.show_prompt();
+            return true;
+        }
         match session.steer(text).await {
             Ok(crate::actors::session::SteerOutcome::Queued) => {
                 errln!("rookery: steering the running task");
