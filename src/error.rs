@@ -101,6 +101,9 @@ pub enum RookeryError {
     /// A caller's input was refused (e.g. a blank steer text).
     #[error("{0}")]
     InvalidInput(String),
+    /// A fork could not be made (no such task, or its trace could not be copied).
+    #[error(transparent)]
+    Fork(#[from] crate::trace::fork::ForkError),
     /// The session's sandbox cannot be had (unavailable here, or looser than allowed): the
     /// session does not start.
     #[error(transparent)]

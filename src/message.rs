@@ -116,9 +116,23 @@ pub struct SessionMeta {
     /// The approval mode the session started with (`approval_mode_changed` records changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_mode: Option<String>,
+    /// Set on a fork: the session, task and record its history was copied from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
     /// What reopening the session needs (see [`launch::Launch`]).
     #[serde(flatten)]
     pub launch: Box<launch::Launch>,
+}
+
+/// `session_meta.forked_from`: where a fork's history was copied from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ForkedFrom {
+    /// The origin session's id.
+    pub session_id: String,
+    /// The origin's task (numbered from 1) whose end the copy stops at.
+    pub task: u64,
+    /// The index (from 0) of the last record copied, in the origin's trace file that holds it.
+    pub seq: u64,
 }
 
 /// `model_msg` payloads: seven complete kinds and four streaming partials.
@@ -603,6 +617,29 @@ pub enum EventPayload {
     ForkedHistory {
         /// The parent's complete model payloads the child starts with.
         messages: Vec<ModelPayload>,
+    },
+    /// The last `tasks` completed tasks were dropped from the context (`rollback`); files they
+    /// changed are not reverted. Resume rebuilds the context without them (Rookery's own).
+    Rollback {
+        /// How many completed tasks were dropped.
+        tasks: u64,
+        /// How many messages of the context went with them.
+        messages: u64,
+    },
+    /// `rookery serve` queued a task behind the running one (`if_busy: enqueue`; Rookery's
+    /// own; streamed, never recorded).
+    TaskQueued {
+        /// The queue entry's id (`q-N`).
+        entry_id: String,
+        /// The task's text.
+        text: String,
+    },
+    /// A queued task left the queue (Rookery's own; streamed, never recorded).
+    TaskDequeued {
+        /// The queue entry's id.
+        entry_id: String,
+        /// `started` (it runs now) or `cancelled` (`DELETE …/queue/{entry_id}`).
+        reason: String,
     },
     /// The session's model changed (a parent's `send_message` with `model` /
     /// `reasoning_effort`): `model` is the `models:` name or `provider/model` it resolved from;

@@ -18,10 +18,12 @@
 pub mod access_log;
 pub mod approver;
 pub mod auth;
+pub mod busy;
 pub mod compact;
 pub mod config_error;
 pub mod error;
 pub mod fd_limit;
+pub mod fork;
 pub mod grants;
 pub mod guard;
 pub mod guard_config;
@@ -31,6 +33,7 @@ pub mod messages;
 pub mod metrics;
 pub mod paging;
 pub mod reopen;
+pub mod rollback;
 pub mod routes;
 pub mod session_config;
 pub mod session_list;
@@ -39,6 +42,7 @@ pub mod sse_trace;
 pub mod state;
 pub mod stream_token;
 pub mod stream_token_route;
+pub mod task_queue;
 pub mod token;
 
 use std::future::Future;

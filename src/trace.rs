@@ -9,6 +9,7 @@
 pub mod batch; // whole records gathered for one writev(2), none copied
 pub mod catalog; // listing, reading, resolving and deleting recorded sessions
 pub mod file;
+pub mod fork; // a new session's trace copied from another's up to a task's end
 pub mod health;
 pub mod hub; // the host's pool of trace writers, each owning many files
 pub mod lock;

@@ -25,6 +25,7 @@ pub mod model_switch;
 mod output;
 mod partials;
 mod prompt_gate;
+mod rollback;
 mod secrets;
 mod services;
 mod steer;
@@ -453,6 +454,9 @@ async fn handle_msg(
             }
             SessionMsg::Request(SessionRequest::Compact(reply)) => {
                 let _ = reply.send(compaction::request(&myself, state));
+            }
+            SessionMsg::Request(SessionRequest::Rollback(tasks, reply)) => {
+                let _ = reply.send(rollback::request(state, tasks));
             }
             SessionMsg::Request(SessionRequest::Inbox(reply)) => {
                 let _ = reply.send(state.inbox.subscribe());

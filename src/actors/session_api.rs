@@ -11,12 +11,14 @@
 
 mod crash;
 mod fanout;
+mod fork;
 mod handle;
 mod inbox;
 mod model_choice;
 mod options;
 mod outcomes;
 mod request;
+mod rollback;
 mod session_ref;
 pub mod spec;
 mod start;
@@ -35,6 +37,7 @@ pub(crate) use options::session_meta;
 pub use options::{SessionOptions, SessionStatus};
 pub use outcomes::{CompactStart, SteerOutcome, TaskSummary, steering_text};
 pub use request::SessionRequest;
+pub use rollback::RolledBack;
 pub use session_ref::SessionRef;
 pub use spec::{ResolvedModel, SpecError, resolve_model};
 pub use start::{MetaWrite, StartSession, StartedSession};

@@ -236,6 +236,12 @@ impl Repl {
             return false;
         }
         self.input.pop_front();
+        if text.starts_with("/rollback") {
+            // Never a steer: the model would read it as text.
+            errln!("rookery: /rollback is refused while a task runs; type it again once it ended");
+            self.show_prompt();
+            return true;
+        }
         match session.steer(text).await {
             Ok(crate::actors::session::SteerOutcome::Queued) => {
                 errln!("rookery: steering the running task");
@@ -315,6 +321,11 @@ impl Repl {
                 self.show_prompt();
                 continue;
             }
+            if let Some(n) = text.strip_prefix("/rollback") {
+                rollback_line(session, n).await;
+                self.show_prompt();
+                continue;
+            }
             if text == "/compact" {
                 match session.compact().await {
                     Ok(crate::actors::session::CompactStart::Started) => {
@@ -341,6 +352,22 @@ impl Repl {
                 }
             }
         }
+    }
+}
+
+/// `/rollback N`: drops the last N completed tasks from the context and says what it did.
+async fn rollback_line(session: &SessionHandle, arg: &str) {
+    let Ok(n) = arg.trim().parse::<u64>() else {
+        errln!("rookery: usage: /rollback N (the number of completed tasks to drop)");
+        return;
+    };
+    match session.rollback(n).await {
+        Ok(r) => errln!(
+            "rolled back {} task(s) ({} message(s)); files they changed are not reverted",
+            r.dropped_tasks,
+            r.dropped_messages
+        ),
+        Err(e) => errln!("rookery: {e}"),
     }
 }
 

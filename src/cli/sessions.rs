@@ -1,4 +1,4 @@
-//! `rookery sessions list|show|rm`: find, read and delete the sessions recorded under a Rookery
+//! `rookery sessions list|show|rm|fork`: find, read, delete and fork the sessions recorded under a Rookery
 //! home.
 //!
 //! Command line only: scanning, summaries, id resolution and deletion are
@@ -7,6 +7,7 @@
 //! 2 usage errors (unknown or ambiguous id, a home that is not a directory, `rm` with no
 //! terminal and no `--yes`), each one line on stderr.
 
+mod fork;
 mod show;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -42,6 +43,8 @@ pub enum SessionsCommand {
     Show(ShowArgs),
     /// Delete a session's trace files and those of its subagents.
     Rm(RmArgs),
+    /// Fork a session at the end of a task: a new session with its own id and trace.
+    Fork(fork::ForkArgs),
 }
 
 /// The flags of `rookery sessions list`.
@@ -88,6 +91,7 @@ pub fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
         SessionsCommand::List(list) => Ok(list_sessions(&catalog, &list)),
         SessionsCommand::Show(show) => show_session(&catalog, &show),
         SessionsCommand::Rm(rm) => rm_session(&catalog, &rm),
+        SessionsCommand::Fork(f) => fork::fork_session(&catalog, &f),
     }
 }
 
@@ -96,24 +100,49 @@ pub fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
 // ---------------------------------------------------------------------------------------------
 
 /// The rows of `list`: top-level sessions newest first (a subagent whose parent is gone counts
-/// as top level); with `all`, each followed by its subagents, marked as such.
+/// as top level); with `all`, each followed by its subagents and its forks (and theirs), marked
+/// as such (a fork whose origin is gone, or any fork without `all`, is listed at top level).
 fn rows(summaries: &[SessionSummary], all: bool) -> Vec<(bool, &SessionSummary)> {
+    let known = |id: &String| summaries.iter().any(|s| &s.id == id);
+    let under_origin = |s: &SessionSummary| all && s.forked_from.as_ref().is_some_and(known);
     let top: Vec<&SessionSummary> = summaries
         .iter()
-        .filter(|s| !s.is_subagent() || s.parent.is_none())
+        .filter(|s| (!s.is_subagent() || s.parent.is_none()) && !under_origin(s))
         .collect();
     let mut out = Vec::new();
     for parent in top {
         out.push((false, parent));
         if all {
-            for child in &parent.subagents {
-                if let Some(c) = summaries.iter().find(|s| &s.id == child) {
-                    out.push((true, c));
-                }
-            }
+            children(summaries, parent, &mut out, 0);
         }
     }
     out
+}
+
+/// Pushes the subagents of `parent`, then its forks each followed by their own, as child rows.
+fn children<'a>(
+    summaries: &'a [SessionSummary],
+    parent: &SessionSummary,
+    out: &mut Vec<(bool, &'a SessionSummary)>,
+    depth: usize,
+) {
+    for child in &parent.subagents {
+        if let Some(c) = summaries.iter().find(|s| &s.id == child) {
+            out.push((true, c));
+        }
+    }
+    // Forks are newest first like every row; a cycle cannot occur (a fork is younger than its
+    // origin), the depth bound only guards against a hand-edited trace.
+    if depth > 64 {
+        return;
+    }
+    for fork in summaries
+        .iter()
+        .filter(|s| s.forked_from.as_deref() == Some(parent.id.as_str()))
+    {
+        out.push((true, fork));
+        children(summaries, fork, out, depth + 1);
+    }
 }
 
 fn list_sessions(catalog: &Catalog, args: &ListArgs) -> ExitCode {

@@ -191,6 +191,11 @@ impl From<RookeryError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "compacting", e.to_string())
             }
             RookeryError::Sandbox(sandbox) => ApiError::sandbox(sandbox),
+            RookeryError::Fork(crate::trace::fork::ForkError::NoSuchTask { .. })
+            | RookeryError::Fork(crate::trace::fork::ForkError::NoCompletedTask(_)) => {
+                ApiError::new(StatusCode::CONFLICT, "no_such_task", e.to_string())
+            }
+            RookeryError::Fork(_) => ApiError::internal(e.to_string()),
             RookeryError::Trace(_)
             | RookeryError::Resume(_)
             | RookeryError::TraceOpen(_)

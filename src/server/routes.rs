@@ -43,6 +43,10 @@ pub fn router(state: Arc<ServerState>) -> Router {
         )
         .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
         .route("/v1/sessions/{id}/tasks", post(start_task))
+        .route(
+            "/v1/sessions/{id}/queue/{entry_id}",
+            axum::routing::delete(cancel_queued),
+        )
         .route("/v1/sessions/{id}/steer", post(steer))
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/messages", get(super::messages::messages))
@@ -64,6 +68,11 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{id}/abort", post(abort))
         .route("/v1/sessions/{id}/compact", post(super::compact::compact))
         .route("/v1/sessions/{id}/resume", post(resume))
+        .route("/v1/sessions/{id}/fork", post(super::fork::fork))
+        .route(
+            "/v1/sessions/{id}/rollback",
+            post(super::rollback::rollback),
+        )
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -124,6 +133,7 @@ pub(super) async fn view(entry: &SessionEntry) -> Value {
         "trace_path": entry.handle.trace_path().display().to_string(),
         "error": entry.handle.trace_failure(),
         "last_task": entry.last_task.view(),
+        "queue": entry.queue.view().await,
     })
 }
 
@@ -286,12 +296,22 @@ struct TaskBody {
     text: String,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    text: String,
+    /// `reject` (default), `enqueue`, `interrupt` or `steer` (`busy.rs`).
+    #[serde(default)]
+    if_busy: Option<String>,
+}
+
 async fn start_task(
     State(state): AppState,
     ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<TaskBody>,
+    ApiJson(body): ApiJson<StartBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
+    let policy = super::busy::IfBusy::parse(body.if_busy.as_deref())?;
     if body.text.trim().is_empty() {
         // The session is looked up first: an unknown or closed one is a 404 whatever the text.
         state.get(&id).await?;
@@ -299,6 +319,24 @@ async fn start_task(
             "invalid_request",
             "text must not be empty",
         ));
+    }
+    if policy != super::busy::IfBusy::Reject {
+        let entry = state.get(&id).await?;
+        let after = entry.log.last_seq();
+        let answer = match super::busy::start(&state, &entry, &body.text, policy).await? {
+            super::busy::Started::Now => {
+                state.metrics.task_started();
+                json!({"session_id": entry.id(), "events_after": after, "status": "started"})
+            }
+            super::busy::Started::Steered => {
+                json!({"session_id": entry.id(), "events_after": after, "status": "steered"})
+            }
+            super::busy::Started::Queued(entry_id) => json!({
+                "session_id": entry.id(), "events_after": after, "status": "queued",
+                "entry_id": entry_id,
+            }),
+        };
+        return Ok((StatusCode::ACCEPTED, Json(answer)));
     }
     let text = body.text.as_str();
     let (entry, after) = on_session(&state, &id, |entry| async move {
@@ -309,8 +347,18 @@ async fn start_task(
     state.metrics.task_started();
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"session_id": entry.id(), "events_after": after})),
+        Json(json!({"session_id": entry.id(), "events_after": after, "status": "started"})),
     ))
+}
+
+/// `DELETE /v1/sessions/{id}/queue/{entry_id}`: 204, 404 `unknown_queue_entry`.
+async fn cancel_queued(
+    State(state): AppState,
+    ApiPath((id, entry_id)): ApiPath<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let entry = state.get(&id).await?;
+    super::busy::cancel(&entry, &entry_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /v1/sessions/{id}/steer {text}`: 202 with `{"steer": "queued"|"started"}`.

@@ -47,6 +47,7 @@ pub async fn list(
                 // A session whose trace failed is `failed`, never quiet: it does not hibernate.
                 "error": Value::Null,
                 "last_task": Value::Null,
+                "queue": [],
             }),
             Listed::Stored(s) => stored(s),
         }
@@ -75,5 +76,6 @@ fn stored(s: &StoredView) -> Value {
         "trace_path": s.trace_path.display().to_string(),
         "error": Value::Null,
         "last_task": Value::Null,
+        "queue": [],
     })
 }

@@ -80,6 +80,8 @@ pub struct SessionEntry {
     pub approvals: Arc<ApiApprover>,
     /// Its numbered message log (SSE replay and live feed).
     pub log: Arc<EventLog>,
+    /// Its tasks waiting for it to be idle (`if_busy: enqueue`; `busy.rs`).
+    pub queue: super::task_queue::TaskQueue,
     /// How its last task ended (`last_task`).
     pub last_task: Arc<super::last_task::LastTask>,
     /// When the session was created (the timestamp of its `session_meta`).
@@ -327,6 +329,7 @@ impl ServerState {
             approvals,
             log: log.clone(),
             last_task: last_task.clone(),
+            queue: Default::default(),
             created_at,
             last_active: hibernate::Activity::now(),
             hibernating: hibernating.clone(),

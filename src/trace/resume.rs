@@ -21,7 +21,9 @@
 //! * a `compaction_begin … compaction_end` span is skipped (only tool outputs landing in it are
 //!   kept, token usage is still counted); a completed `compaction_end` closes the context
 //!   (history, pending input and owed outputs are dropped; the records after it, e.g. the
-//!   `[context_summary]` text, start the new context).
+//!   `[context_summary]` text, start the new context);
+//! * a `rollback {tasks: N}` drops the last N completed tasks from the history (from the start
+//!   of the first of them), as the live session did.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -381,6 +383,14 @@ impl Replay {
             EventPayload::TaskEnd { status } => {
                 self.drop_open_request();
                 self.tasks.task_ends(*status, self.history.len());
+            }
+            EventPayload::Rollback { tasks, .. } => {
+                // The last `tasks` completed tasks leave the context, with everything after
+                // the first of them; their calls are owed nothing any more.
+                if let Some(start) = self.tasks.roll_back(*tasks) {
+                    self.history.truncate(start);
+                    self.unanswered.clear();
+                }
             }
             _ => {}
         }

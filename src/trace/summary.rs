@@ -73,6 +73,8 @@ pub struct SessionSummary {
     pub source: Option<String>,
     /// The session whose trace points at this one with a `subagent` record (set by the catalog).
     pub parent: Option<String>,
+    /// `session_meta.forked_from.session_id`: the session this one was forked from.
+    pub forked_from: Option<String>,
     /// First line of the first prompt (a user text not written by the harness).
     pub first_prompt: Option<String>,
     /// Tasks started (prompts not written by the harness).
@@ -116,6 +118,7 @@ pub fn summarize(
         workspace: None,
         source: None,
         parent: None,
+        forked_from: None,
         first_prompt: None,
         tasks: 0,
         subagents: Vec::new(),
@@ -146,6 +149,9 @@ pub fn summarize(
                 summary.workspace = Some(meta.workspace.clone());
                 if summary.source.is_none() {
                     summary.source = meta.source.clone();
+                }
+                if summary.forked_from.is_none() {
+                    summary.forked_from = meta.forked_from.as_ref().map(|f| f.session_id.clone());
                 }
             }
             Payload::Model(ModelPayload::Text {

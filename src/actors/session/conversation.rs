@@ -171,6 +171,29 @@ impl Conversation {
         }
     }
 
+    /// How many completed tasks the context holds (what a rollback may drop).
+    pub(super) fn completed_count(&self) -> usize {
+        self.completed_tasks.len()
+    }
+
+    /// Drops the last `tasks` completed tasks (and whatever follows the first of them) from
+    /// the context of an idle session; the number of messages dropped. `None` when `tasks` is
+    /// 0 or more than the completed tasks of the context (nothing changes).
+    pub(super) fn rollback(&mut self, tasks: usize) -> Option<usize> {
+        let keep = self.completed_tasks.len().checked_sub(tasks)?;
+        if tasks == 0 {
+            return None;
+        }
+        let start = self.completed_tasks[keep].0.min(self.history.len());
+        let history = Arc::make_mut(&mut self.history);
+        let dropped = history.len() - start;
+        history.truncate(start);
+        self.committed = start;
+        self.task_start = start;
+        self.completed_tasks.truncate(keep);
+        Some(dropped)
+    }
+
     /// A steer waits for the next input-assembly point.
     pub(super) fn queue_steer(&mut self, steer: ModelPayload) {
         self.pending_steers.push(steer);

@@ -178,6 +178,9 @@ fn apply_local(state: &mut SessionState, effect: Effect) -> Option<Effect> {
         Effect::Commit(produced) => state.conversation.0.commit(produced),
         Effect::OpenTask => state.conversation.0.open_task(),
         Effect::ReplaceContext => state.conversation.0.replace_context(),
+        Effect::Rollback(tasks) => {
+            state.conversation.0.rollback(tasks);
+        }
         Effect::QueueSteer(steer) => state.conversation.0.queue_steer(steer),
         Effect::QueueNotice(notice) => state.conversation.0.queue_notice(notice),
         Effect::CancelTools => {

@@ -32,6 +32,8 @@ use super::task::{self, Call, Task, TaskSummary, Turn};
 pub(crate) enum Effect {
     /// Stream to the subscribers and append to the trace.
     Emit(OmniMessage),
+    /// Drop the last N completed tasks from the context (`rollback`; the session is idle).
+    Rollback(usize),
     /// Stream to the subscribers only (a partial).
     Stream(OmniMessage),
     /// The session's carry-over (the next task's first input) becomes this.

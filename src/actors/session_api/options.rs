@@ -105,6 +105,7 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
             .approver
             .policy()
             .map(|p| p.mode().as_str().to_string()),
+        forked_from: None,
         launch: Box::new(crate::message::launch::Launch {
             tool_profile: Some(options.config.profile.name().to_string()),
             sandbox: (!options.config.sandbox.is_off()).then(|| options.config.sandbox.clone()),

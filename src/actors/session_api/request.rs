@@ -9,8 +9,8 @@ use ractor::RpcReplyPort;
 use tokio::sync::watch;
 
 use super::{
-    CompactStart, ForkTurns, Inbox, MessageReceiver, ModelChoice, SessionStatus, SpecError,
-    SteerOutcome, Switched, TaskSummary,
+    CompactStart, ForkTurns, Inbox, MessageReceiver, ModelChoice, RolledBack, SessionStatus,
+    SpecError, SteerOutcome, Switched, TaskSummary,
 };
 use crate::error::RookeryError;
 use crate::message::{ModelPayload, Sender};
@@ -29,6 +29,8 @@ pub enum SessionRequest {
     Abort,
     /// Compacts the context now (idle) or before the next request (a task runs).
     Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
+    /// Drops the last N completed tasks from the context (refused while a task runs).
+    Rollback(u64, RpcReplyPort<Result<RolledBack, RookeryError>>),
     /// A receiver of the session's inbox (`wait_agent`).
     Inbox(RpcReplyPort<watch::Receiver<Inbox>>),
     /// The history of completed tasks a spawned agent starts with (`fork_turns`).

@@ -32,6 +32,16 @@ impl TaskSpans {
         }
     }
 
+    /// A `rollback` of the last `tasks` completed tasks: where the history is cut (the start of
+    /// the first of them), or `None` when the context holds fewer (nothing changes).
+    pub(super) fn roll_back(&mut self, tasks: u64) -> Option<usize> {
+        let tasks = usize::try_from(tasks).ok().filter(|n| *n > 0)?;
+        let keep = self.spans.len().checked_sub(tasks)?;
+        let start = self.spans[keep].0;
+        self.spans.truncate(keep);
+        Some(start)
+    }
+
     /// A completed compaction replaced the context: earlier turns are gone, and a task in
     /// progress continues from the start of the new context (its summary).
     pub(super) fn context_closed(&mut self) {
@@ -57,6 +67,10 @@ mod tests {
         t.request_begins(7);
         t.task_ends(StopReason::Completed, 9);
         assert_eq!(t.spans, vec![(0, 5), (7, 9)]);
+        assert_eq!(t.roll_back(3), None);
+        assert_eq!(t.roll_back(0), None);
+        assert_eq!(t.roll_back(1), Some(7));
+        assert_eq!(t.spans, vec![(0, 5)]);
         t.request_begins(9);
         t.context_closed();
         assert!(t.spans.is_empty());

@@ -306,3 +306,26 @@ fn queued_input_is_not_history() {
     assert!(c.history().is_empty());
     assert!(c.fork(ForkTurns::All, false).is_empty());
 }
+
+#[test]
+fn a_rollback_drops_the_last_completed_tasks_and_what_follows() {
+    let mut c = Conversation::default();
+    for (u, a) in [("one", "a"), ("two", "b"), ("three", "c")] {
+        c.open_task();
+        c.begin_request(vec![user(u)]);
+        c.commit(vec![answer(a)]);
+        c.close_task();
+    }
+    assert_eq!(c.rollback(0), None);
+    assert_eq!(c.rollback(4), None);
+    assert_eq!(c.history().len(), 6, "a refused rollback changes nothing");
+    assert_eq!(c.rollback(2), Some(4));
+    assert_eq!(ids(c.committed()), ["U:one", "A:a"]);
+    assert_eq!(c.completed_count(), 1);
+    // The next task follows the kept one, and is a span a fork may copy.
+    c.open_task();
+    c.begin_request(vec![user("four")]);
+    c.commit(vec![answer("d")]);
+    c.close_task();
+    assert_eq!(ids(&c.fork(ForkTurns::Last(1), false)), ["U:four", "A:d"]);
+}

@@ -193,6 +193,7 @@ fn show(fx: &[Effect]) -> Vec<String> {
             ),
             Effect::OpenTask => "open_task".into(),
             Effect::ReplaceContext => "replace_context".into(),
+            Effect::Rollback(n) => format!("rollback {n}"),
             Effect::QueueSteer(p) => format!("queue_steer [{}]", ids(std::slice::from_ref(p))),
             Effect::QueueNotice(p) => format!("queue_notice [{}]", ids(std::slice::from_ref(p))),
             Effect::CheckStop {

@@ -1,0 +1,98 @@
+//! `POST /v1/sessions/{id}/fork {at_task?, workspace?, approval_mode?}`: a new session whose
+//! history is this one's up to the end of task `at_task` (numbered from 1; default: the last
+//! completed one, so a running session forks its last completed task), with its own id and
+//! trace, served at once: 201 `{"session_id"}`. The origin is untouched. 409 `no_such_task`
+//! when the task has not ended (or none has completed); 400 for a bad workspace or mode.
+//!
+//! The handler only translates HTTP to `SessionHandle::fork_with` and the state's resume.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiPath, OptionalJson};
+use super::state::{OpenOptions, ServerState};
+use crate::approval::ApprovalMode;
+use crate::trace::fork::ForkOverrides;
+
+/// The body of a fork request (every field optional).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    /// The task whose end the fork starts from.
+    #[serde(default)]
+    at_task: Option<u64>,
+    /// The fork's workspace (default: the origin's).
+    #[serde(default)]
+    workspace: Option<PathBuf>,
+    /// The fork's approval mode (default: the origin's).
+    #[serde(default)]
+    approval_mode: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/fork` (see the module doc for the answers).
+pub async fn fork(
+    State(state): State<Arc<ServerState>>,
+    ApiPath(id): ApiPath<String>,
+    OptionalJson(body): OptionalJson<ForkBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    state.check_open()?;
+    let body = body.unwrap_or_default();
+    if body.at_task == Some(0) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "at_task counts from 1",
+        ));
+    }
+    let approval_mode = body
+        .approval_mode
+        .as_deref()
+        .map(|m| {
+            m.parse::<ApprovalMode>()
+                .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))
+        })
+        .transpose()?;
+    let workspace = match &body.workspace {
+        None => None,
+        Some(w) => Some(
+            std::fs::canonicalize(w)
+                .ok()
+                .filter(|p| p.is_dir())
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_workspace",
+                        format!("workspace {} is not a directory", w.display()),
+                    )
+                })?,
+        ),
+    };
+    let entry = state.get(&id).await?;
+    let overrides = ForkOverrides {
+        workspace: workspace.as_ref().map(|w| w.display().to_string()),
+        approval_mode: approval_mode.map(|m| m.as_str().to_string()),
+    };
+    let forked = entry
+        .handle
+        .fork_with(body.at_task, overrides)
+        .await
+        .map_err(|e| state.call_error(&entry, e))?;
+    let open = OpenOptions {
+        approval_mode,
+        ..OpenOptions::default()
+    };
+    match state.resume(&forked.session_id, open).await {
+        Ok(new) => Ok((StatusCode::CREATED, Json(json!({"session_id": new.id()})))),
+        Err(e) => {
+            // Not served: the copy goes, so no half-made session is left behind.
+            if let Err(rm) = std::fs::remove_file(&forked.path) {
+                tracing::warn!("cannot remove the fork {}: {rm}", forked.path.display());
+            }
+            Err(e)
+        }
+    }
+}
