@@ -116,6 +116,11 @@ pub struct SessionMeta {
     /// The approval mode the session started with (`approval_mode_changed` records changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_mode: Option<String>,
+    /// The principal the session belongs to (`rookery serve --auth`; `admin` without it);
+    /// absent for a session created outside the server. Survives a resume; a subagent has its
+    /// parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// What reopening the session needs (see [`launch::Launch`]).
     #[serde(flatten)]
     pub launch: Box<launch::Launch>,

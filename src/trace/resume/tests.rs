@@ -16,6 +16,7 @@ fn meta() -> OmniMessage {
         workspace: "/ws".into(),
         source: None,
         approval_mode: None,
+        owner: None,
         launch: Default::default(),
     })
 }
