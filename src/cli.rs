@@ -29,6 +29,7 @@ macro_rules! outln {
 }
 
 pub mod approve_prompt;
+pub mod auth;
 pub mod bench;
 mod bench_hibernation;
 mod bench_meta;
@@ -119,6 +120,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the manual page (roff), e.g. `rookery man | man -l -`.
     Man,
+    /// Helpers of `rookery serve --auth` (e.g. `rookery auth hash-token`).
+    Auth(auth::AuthArgs),
 }
 
 /// Options shared by every subcommand that runs sessions.
@@ -274,8 +277,12 @@ pub struct ServeArgs {
     pub sandbox_network: Option<crate::sandbox::NetworkAccess>,
     /// The bearer token every route but /healthz needs, read from this environment variable
     /// (default: a random token generated at start and written to `<home>/serve.token`).
-    #[arg(long, value_name = "VAR", conflicts_with = "no_auth")]
+    #[arg(long, value_name = "VAR", conflicts_with_all = ["no_auth", "auth"])]
     pub token_env: Option<String>,
+    /// The principals (YAML): each with a role, hashed static tokens, workspace roots and
+    /// quotas (see docs/auth.md); replaces the one token.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_auth")]
+    pub auth: Option<PathBuf>,
     /// Serve without a token (refused unless the listen address is loopback).
     #[arg(long)]
     pub no_auth: bool,
@@ -493,5 +500,6 @@ pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Sessions(args) => sessions::sessions(args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man => completions::man(),
+        Command::Auth(args) => auth::auth(&args),
     }
 }

@@ -5,7 +5,9 @@
 //! Layout: `routes.rs` (handlers), `state.rs` (served sessions, their pumps, the session cap),
 //! `sse.rs` (event log and fan-out), `sse_trace.rs` (a replay from before the ring, read
 //! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
-//! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
+//! CORS, content type), `auth.rs` (who a request acts as), `principal.rs` and `auth_file.rs`
+//! (the principals of `--auth FILE`), `token_hash.rs`, `ownership.rs` (a user's sessions
+//! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
@@ -17,6 +19,7 @@
 pub mod access_log;
 pub mod approver;
 pub mod auth;
+pub mod auth_file;
 pub mod compact;
 pub mod config_error;
 pub mod error;
@@ -27,6 +30,8 @@ pub mod guard_config;
 pub mod last_task;
 pub mod listener;
 pub mod metrics;
+pub mod ownership;
+pub mod principal;
 pub mod reopen;
 pub mod routes;
 pub mod session_config;
@@ -34,6 +39,8 @@ pub mod sse;
 pub mod sse_trace;
 pub mod state;
 pub mod token;
+pub mod token_hash;
+pub mod workspace;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -2,9 +2,10 @@
 //! `listening on http://HOST:PORT` as the first stdout line and serves until SIGTERM or SIGINT,
 //! then shuts down gracefully (exit 0).
 //!
-//! Authentication is on by default: the token is `$VAR` of `--token-env VAR`, else a random
-//! one written to `<home>/serve.token` (stderr names the path, never the token). Start-up
-//! refusals exit 2 with one line on stderr: a bad config, a missing token variable,
+//! Authentication is on by default: the principals of `--auth FILE`, else one token, `$VAR` of
+//! `--token-env VAR` or a random one written to `<home>/serve.token` (stderr names the path,
+//! never the token). Start-up
+//! refusals exit 2 with one line on stderr: a bad config or auth file, a missing token variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
 //! bound, a home where no trace can be written. The HTTP API itself is `crate::server`.
 
@@ -30,6 +31,8 @@ use crate::trace::paths;
 enum Token {
     /// `--no-auth`.
     Off,
+    /// `--auth FILE`: the principals' hashed tokens.
+    Principals(Arc<server::principal::Principals>),
     /// `--token-env VAR`.
     FromEnv(String),
     /// Generated for this start, to be written to the token file.
@@ -37,10 +40,17 @@ enum Token {
 }
 
 impl Token {
-    fn value(&self) -> Option<String> {
+    /// Whether requests need a credential.
+    fn required(&self) -> bool {
+        !matches!(self, Token::Off)
+    }
+
+    fn authenticator(self) -> server::auth::Authenticator {
+        use server::auth::Authenticator;
         match self {
-            Token::Off => None,
-            Token::FromEnv(t) | Token::Generated(t) => Some(t.clone()),
+            Token::Off => Authenticator::Open,
+            Token::Principals(p) => Authenticator::Principals(p),
+            Token::FromEnv(t) | Token::Generated(t) => Authenticator::Token(t),
         }
     }
 }
@@ -50,6 +60,11 @@ impl Token {
 fn token(args: &ServeArgs) -> Result<Token, CliError> {
     if args.no_auth {
         return Ok(Token::Off);
+    }
+    if let Some(path) = &args.auth {
+        let principals =
+            server::auth_file::load(path).map_err(|e| CliError::usage(e.to_string()))?;
+        return Ok(Token::Principals(Arc::new(principals)));
     }
     let Some(var) = &args.token_env else {
         return Ok(Token::Generated(server::token::generate()));
@@ -222,7 +237,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
         ),
         None => None,
     };
-    let addrs = addresses(&args.listen, token.value().is_some()).await?;
+    let addrs = addresses(&args.listen, token.required()).await?;
     let listener = tokio::net::TcpListener::bind(addrs.as_slice())
         .await
         .map_err(|e| CliError::startup_io(format!("cannot listen on {}", args.listen), e))?;
@@ -253,7 +268,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             model,
             launch,
             config,
-            token: token.value(),
+            auth: token.authenticator(),
             guard: GuardConfig::new(
                 local,
                 &args.allow_host,

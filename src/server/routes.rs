@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::approver::{Decided, PendingApproval};
+use super::auth::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, MAX_BODY_BYTES, OptionalJson};
 use super::metrics::Gauges;
 use super::sse::sse_response;
@@ -57,6 +58,10 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{id}/compact", post(super::compact::compact))
         .route("/v1/sessions/{id}/resume", post(resume))
         .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            super::ownership::require_owner,
+        ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_token,
@@ -103,6 +108,7 @@ async fn view(entry: &SessionEntry) -> Value {
     };
     json!({
         "session_id": entry.id(),
+        "owner": entry.handle.meta().owner,
         "status": status,
         "workspace": entry.handle.meta().workspace,
         "created_at": entry.created_at,
@@ -175,25 +181,34 @@ impl OpenBody {
             config,
             tools_profile,
             sandbox,
+            owner: None,
         })
     }
 }
 
 async fn create_session(
     State(state): AppState,
+    Caller(who): Caller,
     ApiJson(body): ApiJson<OpenBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let entry = state.create(body.into_options(&state).await?).await?;
+    let entry = state
+        .create_as(&who, body.into_options(&state).await?)
+        .await?;
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
 }
 
-/// Resident sessions, then hibernated ones, each with the fields of [`view`].
-async fn list_sessions(State(state): AppState) -> Json<Value> {
-    let list = state.list();
+/// Resident sessions, then hibernated ones, each with the fields of [`view`]: a user's own
+/// only, every one for an admin.
+async fn list_sessions(State(state): AppState, Caller(who): Caller) -> Json<Value> {
+    let mut list = state.list();
+    list.retain(|e| who.may_access(e.handle.meta().owner.as_deref()));
     let mut views = futures::future::join_all(list.iter().map(|e| view(e))).await;
-    views.extend(state.hibernated_list().into_iter().map(|h| {
+    let mut hibernated = state.hibernated_list();
+    hibernated.retain(|h| who.may_access(h.owner.as_deref()));
+    views.extend(hibernated.into_iter().map(|h| {
         json!({
             "session_id": h.id,
+            "owner": h.owner,
             "status": "hibernated",
             "workspace": h.workspace.display().to_string(),
             "created_at": h.created_at,

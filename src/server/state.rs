@@ -28,9 +28,13 @@ use crate::model::Model;
 use crate::trace::paths;
 
 mod hibernate;
+mod owners;
+mod quotas;
 mod sandbox;
 mod trace_meta;
 pub use hibernate::{HibernatedView, HibernationConfig};
+pub use owners::Recorded;
+pub use quotas::quota_exceeded;
 pub use trace_meta::read_trace_meta;
 use trace_meta::{first_meta_record, recorded_creation};
 
@@ -46,8 +50,8 @@ pub struct ServerConfig {
     pub launch: Launch,
     /// The agent config of sessions that name none.
     pub config: AgentConfig,
-    /// The bearer token every route but `/healthz` needs, if any.
-    pub token: Option<String>,
+    /// How requests are authenticated (`auth.rs`): open, one token, or `--auth FILE`.
+    pub auth: super::auth::Authenticator,
     /// Host, Origin and body rules of the API.
     pub guard: GuardConfig,
     /// Where named session configs live (`--config-dir`).
@@ -65,6 +69,24 @@ pub struct ServerConfig {
     /// `--sandbox` / `--sandbox-network` over the config's `sandbox:`: the sandbox of sessions
     /// that ask for none, and the loosest one a request (or a resumed session) may have.
     pub sandbox: crate::sandbox::SandboxPolicy,
+}
+
+impl ServerConfig {
+    /// The one bearer token of a server started without `--auth`, if it has one.
+    pub fn token(&self) -> Option<&str> {
+        match &self.auth {
+            super::auth::Authenticator::Token(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The principals of `--auth FILE`, if the server has them.
+    pub fn principals(&self) -> Option<&super::principal::Principals> {
+        match &self.auth {
+            super::auth::Authenticator::Principals(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// One served session.
@@ -114,6 +136,8 @@ pub struct OpenOptions {
     pub tools_profile: Option<crate::tools::profile::ToolProfile>,
     /// `sandbox` of the request (`{"mode", "network"}`): never looser than the server's.
     pub sandbox: crate::sandbox::SandboxRequest,
+    /// The principal a new session belongs to (a resume keeps the recorded one).
+    pub owner: Option<String>,
 }
 
 /// What a session is opened with before the request's own fields.
@@ -146,6 +170,8 @@ pub struct ServerState {
     hibernated: Mutex<HashMap<String, hibernate::Hibernated>>,
     /// Wakes the sweeper when more sessions than `--max-resident` are resident.
     rebalance: Arc<tokio::sync::Notify>,
+    /// Serializes each principal's quota checks with what they admit.
+    quota_locks: quotas::QuotaLocks,
     me: Weak<ServerState>,
 }
 
@@ -153,7 +179,7 @@ impl ServerState {
     /// The state of a server with no session yet.
     pub fn new(host: Host, cfg: ServerConfig) -> Arc<Self> {
         let slots = Arc::new(Semaphore::new(cfg.max_sessions.min(Semaphore::MAX_PERMITS)));
-        if let Some(token) = &cfg.token {
+        if let Some(token) = cfg.token() {
             crate::redact::redact_in_logs(token);
         }
         Arc::new_cyclic(|me| ServerState {
@@ -163,6 +189,7 @@ impl ServerState {
             approval_ids: Arc::new(AtomicU64::new(0)),
             hibernated: Mutex::new(HashMap::new()),
             rebalance: Arc::new(tokio::sync::Notify::new()),
+            quota_locks: Default::default(),
             metrics: Metrics::default(),
             sessions: Mutex::new(HashMap::new()),
             closed: Mutex::new(HashSet::new()),
@@ -205,6 +232,7 @@ impl ServerState {
         };
         let mut config = config;
         config.sandbox = self.session_sandbox(open)?;
+        self.hide_other_roots(&mut config.sandbox, open.owner.as_deref(), &workspace);
         if let Some(p) = open.tools_profile {
             config
                 .set_profile(p)
@@ -221,8 +249,9 @@ impl ServerState {
         options.config = config;
         options.approver = policy.clone();
         options.resume_sandbox = open.sandbox;
+        options.owner = open.owner.clone();
         // The token never reaches a command's environment, the trace or the stream.
-        options.secrets.extend(self.cfg.token.clone());
+        options.secrets.extend(self.cfg.token().map(str::to_string));
         Ok((options, policy, approvals))
     }
 
@@ -448,6 +477,9 @@ impl ServerState {
             },
         };
         let mut open = open;
+        if open.owner.is_none() {
+            open.owner = first_meta.as_ref().and_then(|m| m.owner.clone());
+        }
         if open.tools_profile.is_none() {
             // The session keeps the tool profile its trace recorded.
             open.tools_profile =

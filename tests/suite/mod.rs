@@ -77,6 +77,7 @@ mod serve_hibernate;
 mod serve_hibernate_compact;
 mod serve_lifecycle;
 mod serve_limits;
+mod serve_principals;
 mod serve_reopen;
 mod serve_security;
 mod serve_steer;
