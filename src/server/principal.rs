@@ -192,8 +192,8 @@ mod tests {
         let dir = Principals {
             listed: vec![alice.clone(), bob.clone()],
             tokens: vec![
-                (TokenHash::of("a-token"), alice.clone()),
-                (TokenHash::of("b-token"), bob.clone()),
+                (TokenHash::of("a-token"), alice),
+                (TokenHash::of("b-token"), bob),
             ],
             default_roots: vec![PathBuf::from("/w/others")],
             default_quotas: Quotas {

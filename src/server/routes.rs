@@ -288,8 +288,12 @@ where
 
 async fn delete_session(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
+    if let Some(entry) = state.list().into_iter().find(|e| e.id() == id) {
+        audit(&entry, &who.name, "delete", None);
+    }
     state.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -318,6 +322,7 @@ struct TaskBody {
 
 async fn start_task(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -331,11 +336,12 @@ async fn start_task(
         ));
     }
     let text = body.text.as_str();
-    let (entry, after) = on_session(&state, &id, |entry| async move {
+    let started = on_session(&state, &id, |entry| async move {
         let after = entry.log.last_seq();
         entry.handle.start_task(text).await.map(|()| after)
-    })
-    .await?;
+    });
+    let (entry, after) = state.within_running_quota(&who, &id, started).await?;
+    audit(&entry, &who.name, "task_start", None);
     state.metrics.task_started();
     Ok((
         StatusCode::ACCEPTED,
@@ -346,16 +352,18 @@ async fn start_task(
 /// `POST /v1/sessions/{id}/steer {text}`: 202 with `{"steer": "queued"|"started"}`.
 async fn steer(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
     let text = body.text.as_str();
-    let (entry, (after, outcome)) = on_session(&state, &id, |entry| async move {
+    let steered = on_session(&state, &id, |entry| async move {
         let after = entry.log.last_seq();
         entry.handle.steer(text).await.map(|o| (after, o))
-    })
-    .await?;
+    });
+    let (entry, (after, outcome)) = state.within_running_quota(&who, &id, steered).await?;
+    audit(&entry, &who.name, "steer", None);
     if outcome == crate::actors::session::SteerOutcome::Started {
         state.metrics.task_started();
     }
@@ -452,6 +460,7 @@ struct DecisionBody {
 
 async fn decide_approval(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath((id, key)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<DecisionBody>,
 ) -> ApiResult<StatusCode> {
@@ -467,11 +476,12 @@ async fn decide_approval(
         }
     };
     let mut entry = state.get(&id).await?;
-    let mut decided = entry.approvals.decide(&key, decision);
+    let by = Some(who.name.as_str());
+    let mut decided = entry.approvals.decide_by(&key, decision, by);
     if matches!(decided, Decided::NotFound) && !state.is_current(&entry) {
         // Closed or hibernated since the lookup (either denied its approvals).
         entry = state.get(&id).await?;
-        decided = entry.approvals.decide(&key, decision);
+        decided = entry.approvals.decide_by(&key, decision, by);
     }
     match decided {
         Decided::Answered => Ok(StatusCode::NO_CONTENT),
@@ -507,25 +517,37 @@ struct ModeBody {
 
 async fn set_approval_mode(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ModeBody>,
 ) -> ApiResult<StatusCode> {
     let mode = parse_mode(&body.mode)?;
     let entry = state.get(&id).await?;
+    audit(&entry, &who.name, "approval_mode", Some(mode.as_str()));
     entry.policy.set_mode(mode);
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn abort(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let state = &*state;
     let (entry, ()) = on_session(state, &id, |entry| async move { state.abort(&entry) }).await?;
+    audit(&entry, &who.name, "abort", None);
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id()})),
     ))
+}
+
+/// Records in the session's trace that principal `by` did `action` through the API (a session
+/// that stopped meanwhile records nothing: the request acted on no session).
+fn audit(entry: &SessionEntry, by: &str, action: &str, mode: Option<&str>) {
+    if let Err(e) = entry.handle.record_action(action, by, mode) {
+        tracing::debug!(session = %entry.id(), "cannot record {action}: {e}");
+    }
 }
 
 async fn metrics(State(state): AppState) -> Response {

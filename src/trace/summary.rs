@@ -71,6 +71,9 @@ pub struct SessionSummary {
     pub workspace: Option<String>,
     /// `session_meta.source` (`subagent` for a child session).
     pub source: Option<String>,
+    /// `session_meta.owner`: the `rookery serve --auth` principal it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// The session whose trace points at this one with a `subagent` record (set by the catalog).
     pub parent: Option<String>,
     /// First line of the first prompt (a user text not written by the harness).
@@ -115,6 +118,7 @@ pub fn summarize(
             .to_string(),
         workspace: None,
         source: None,
+        owner: None,
         parent: None,
         first_prompt: None,
         tasks: 0,
@@ -146,6 +150,9 @@ pub fn summarize(
                 summary.workspace = Some(meta.workspace.clone());
                 if summary.source.is_none() {
                     summary.source = meta.source.clone();
+                }
+                if summary.owner.is_none() {
+                    summary.owner = meta.owner.clone();
                 }
             }
             Payload::Model(ModelPayload::Text {

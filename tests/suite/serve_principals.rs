@@ -378,3 +378,248 @@ fn an_auth_file_with_a_plain_token_refuses_the_start() {
     );
     assert!(out.stdout.is_empty(), "never listened");
 }
+
+fn exec_script() -> Value {
+    json!({"turns": [
+        {"tool_calls": [{"name": "exec_command",
+                         "arguments": {"cmd": "echo ran > ran.txt", "description": "Mark it"}}]},
+        {"text": "done"}
+    ]})
+}
+
+/// Polls `GET /v1/sessions/{id}` as `token` until its status is `want`.
+async fn wait_status(s: &Server, token: &str, id: &str, want: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, v) = call_as(s, token, "GET", &format!("/v1/sessions/{id}"), None).await;
+        if v["status"] == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} never {want}: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls the pending approvals of `id` as `token` until there is one; returns its id.
+async fn wait_approval(s: &Server, token: &str, id: &str) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, v) = call_as(
+            s,
+            token,
+            "GET",
+            &format!("/v1/sessions/{id}/approvals"),
+            None,
+        )
+        .await;
+        if let Some(a) = v["approvals"].as_array().and_then(|l| l.first()) {
+            return a["approval_id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no approval for {id}: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_records_who_decided_and_who_acted() {
+    let dir = sandbox(&exec_script());
+    let auth = auth_file(dir.path(), "", "", "");
+    let s = start(dir, &auth);
+    let ws = s.ws();
+    let a = create_as(&s, ALICE, &ws).await;
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{a}/tasks"),
+        Some(json!({"text": "mark it"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+    let approval = wait_approval(&s, ALICE, &a).await;
+    let (status, _) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{a}/approvals/{approval}"),
+        Some(json!({"decision": "allow"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    wait_status(&s, ALICE, &a, "idle").await;
+    assert!(ws.join("ran.txt").exists(), "the allowed call ran");
+    let (status, _) = call_as(
+        &s,
+        ROOT,
+        "PUT",
+        &format!("/v1/sessions/{a}/approval_mode"),
+        Some(json!({"mode": "read-only"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = call_as(&s, ALICE, "POST", &format!("/v1/sessions/{a}/abort"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, _) = call_as(&s, ALICE, "DELETE", &format!("/v1/sessions/{a}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    // The trace once its last record, the delete's, is written.
+    let deadline = std::time::Instant::now() + WAIT;
+    let events: Vec<Value> = loop {
+        let read = rookery::trace::reader::read_trace(&s.trace(&a)).unwrap();
+        let events: Vec<Value> = read
+            .records
+            .iter()
+            .filter_map(|r| r.as_event())
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        if !read.torn_tail && events.last().is_some_and(|e| e["action"] == "delete") {
+            break events;
+        }
+        assert!(std::time::Instant::now() < deadline, "{events:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let decided: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "approval_decision")
+        .collect();
+    assert_eq!(decided.len(), 1, "{events:?}");
+    assert_eq!(
+        (
+            decided[0]["decided_by"].as_str(),
+            decided[0]["source"].as_str()
+        ),
+        (Some("alice"), Some("api"))
+    );
+    let actions: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "api_action")
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().into(),
+                e["by"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("task_start", "alice"),
+        ("approval_mode", "root"),
+        ("abort", "alice"),
+        ("delete", "alice"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(actions, want, "{events:?}");
+
+    // `rookery sessions show` prints the owner and who decided; `list --owner` filters.
+    let home = s.dir.path().join("home");
+    let out = command(
+        s.dir.path(),
+        &["sessions", "--home", home.to_str().unwrap(), "show", &a],
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for line in [
+        "owner alice",
+        "decided by alice",
+        "· approval_mode read-only by root",
+        "· delete by alice",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+    for (owner, n) in [("alice", 1), ("bob", 0)] {
+        let out = command(
+            s.dir.path(),
+            &[
+                "sessions",
+                "--home",
+                home.to_str().unwrap(),
+                "list",
+                "--json",
+                "--owner",
+                owner,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().count(),
+            n,
+            "{owner}: {out:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_running_tasks_refuses_one_more_running_task() {
+    let dir = sandbox(&exec_script());
+    let auth = auth_file(dir.path(), "", "    max_running_tasks: 1", "");
+    let s = start(dir, &auth);
+    let ws = s.ws();
+    let a1 = create_as(&s, ALICE, &ws).await;
+    let a2 = create_as(&s, ALICE, &ws).await;
+    let task = json!({"text": "mark it"});
+    let (status, _) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{a1}/tasks"),
+        Some(task.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    wait_approval(&s, ALICE, &a1).await;
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{a2}/tasks"),
+        Some(task.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(
+        (v["error"]["limit"].as_str(), v["error"]["current"].as_u64()),
+        (Some("max_running_tasks"), Some(1))
+    );
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{a2}/steer"),
+        Some(task.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    // Bob is not limited by alice's tasks; alice's next task starts once hers ended.
+    let b = create_as(&s, BOB, &ws).await;
+    let (status, _) = call_as(
+        &s,
+        BOB,
+        "POST",
+        &format!("/v1/sessions/{b}/tasks"),
+        Some(task.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, _) = call_as(&s, ALICE, "POST", &format!("/v1/sessions/{a1}/abort"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    wait_status(&s, ALICE, &a1, "idle").await;
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{a2}/tasks"),
+        Some(task),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+}
