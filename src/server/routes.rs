@@ -300,6 +300,7 @@ async fn delete_session(
 
 async fn resume(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<OpenBody>,
 ) -> ApiResult<Json<Value>> {
@@ -308,7 +309,7 @@ async fn resume(
         None => OpenOptions::default(),
     };
     let was_served = state.is_served(&id);
-    let entry = state.resume(&id, open).await?;
+    let entry = state.resume_as(&who, &id, open).await?;
     Ok(Json(
         json!({"session_id": entry.id(), "resumed": !was_served}),
     ))

@@ -623,3 +623,77 @@ async fn max_running_tasks_refuses_one_more_running_task() {
     .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_workspace_outside_the_roots_is_never_resumed() {
+    let dir = sandbox(&json!({"turns": [{"text": "done"}]}));
+    let root = dir.path().join("roots");
+    std::fs::create_dir_all(root.join("alice")).unwrap();
+    let auth = auth_file(dir.path(), "", "", "");
+    let s = start(dir, &auth);
+    let outside = create_as(&s, ALICE, &s.ws()).await;
+    let dir = s.kill9();
+
+    // Restarted with roots for alice: her old session's workspace is outside them.
+    let alice_roots = format!(
+        "    workspace_roots: [\"{}\"]",
+        root.join("alice").display()
+    );
+    let auth = auth_file(dir.path(), "", &alice_roots, "");
+    let s = start(dir, &auth);
+    for (method, path, body) in [
+        ("GET", format!("/v1/sessions/{outside}"), None),
+        (
+            "POST",
+            format!("/v1/sessions/{outside}/tasks"),
+            Some(json!({"text": "hi"})),
+        ),
+        ("GET", format!("/v1/sessions/{outside}/events"), None),
+        ("POST", format!("/v1/sessions/{outside}/resume"), None),
+    ] {
+        let (status, v) = call_as(&s, ALICE, method, &path, body).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], "workspace_not_allowed");
+    }
+    // Still nobody else's: bob gets 404; the admin (no roots) resumes it.
+    let (status, _) = call_as(&s, BOB, "GET", &format!("/v1/sessions/{outside}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, v) = call_as(&s, ROOT, "GET", &format!("/v1/sessions/{outside}"), None).await;
+    assert_eq!(
+        (status, v["owner"].as_str()),
+        (StatusCode::OK, Some("alice")),
+        "{v}"
+    );
+
+    // A session inside her roots resumes, but not into a workspace outside them.
+    let inside = create_as(&s, ALICE, &root.join("alice")).await;
+    let (status, _) = call_as(&s, ALICE, "DELETE", &format!("/v1/sessions/{inside}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let escape = root.join("alice/../../ws");
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{inside}/resume"),
+        Some(json!({"workspace": escape})),
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("workspace_not_allowed")),
+        "{v}"
+    );
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{inside}/resume"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, v["resumed"].as_bool()),
+        (StatusCode::OK, Some(true)),
+        "{v}"
+    );
+}

@@ -71,6 +71,37 @@ impl ServerState {
         self.create(open).await
     }
 
+    /// `POST …/resume` by `who`: a workspace the request names must be inside its roots (the
+    /// recorded one was checked by `ownership.rs`), and a session not served counts against
+    /// its `max_sessions` and `max_resident`.
+    pub async fn resume_as(
+        &self,
+        who: &Principal,
+        id: &str,
+        open: OpenOptions,
+    ) -> Result<Arc<SessionEntry>, ApiError> {
+        if let Some(w) = &open.workspace {
+            crate::server::workspace::check(who, w)?;
+        }
+        let q = who.quotas;
+        if self.is_served(id) || (q.max_sessions.is_none() && q.max_resident.is_none()) {
+            return self.resume(id, open).await;
+        }
+        let lock = self.quota_locks.of(&who.name);
+        let _held = lock.lock().await;
+        let hibernated = self.hibernated.lock().is_ok_and(|m| m.contains_key(id));
+        if let Some(max) = q.max_sessions
+            && !hibernated
+        {
+            let current = self.owned_count(&who.name);
+            if current >= max {
+                return Err(quota_exceeded("max_sessions", max, current));
+            }
+        }
+        self.make_room_for(who).await?;
+        self.resume(id, open).await
+    }
+
     /// Under `who`'s `max_resident`, hibernates its least recently used idle sessions until
     /// one more fits; 429 when none can go.
     pub async fn make_room_for(&self, who: &Principal) -> Result<(), ApiError> {
