@@ -280,7 +280,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "VAR", conflicts_with_all = ["no_auth", "auth"])]
     pub token_env: Option<String>,
     /// The principals (YAML): each with a role, hashed static tokens, workspace roots and
-    /// quotas (see docs/auth.md); replaces the one token.
+    /// quotas (see docs/guide/principals.md); replaces the one token.
     #[arg(long, value_name = "FILE", conflicts_with = "no_auth")]
     pub auth: Option<PathBuf>,
     /// Serve without a token (refused unless the listen address is loopback).

@@ -5,7 +5,7 @@
 //! Layout: `routes.rs` (handlers), `state.rs` (served sessions, their pumps, the session cap),
 //! `sse.rs` (event log and fan-out), `sse_trace.rs` (a replay from before the ring, read
 //! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
-//! CORS, content type), `auth.rs` (who a request acts as), `principal.rs` and `auth_file.rs`
+//! CORS, content type), `auth.rs` and `credentials.rs` (who a request acts as), `principal.rs` and `auth_file.rs`
 //! (the principals of `--auth FILE`), `token_hash.rs`, `ownership.rs` (a user's sessions
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
@@ -22,6 +22,7 @@ pub mod auth;
 pub mod auth_file;
 pub mod compact;
 pub mod config_error;
+pub mod credentials;
 pub mod error;
 pub mod fd_limit;
 pub mod grants;

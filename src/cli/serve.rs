@@ -45,8 +45,8 @@ impl Token {
         !matches!(self, Token::Off)
     }
 
-    fn authenticator(self) -> server::auth::Authenticator {
-        use server::auth::Authenticator;
+    fn authenticator(self) -> server::credentials::Authenticator {
+        use server::credentials::Authenticator;
         match self {
             Token::Off => Authenticator::Open,
             Token::Principals(p) => Authenticator::Principals(p),

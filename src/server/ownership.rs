@@ -15,7 +15,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::auth::Caller;
+use super::credentials::Caller;
 use super::error::ApiError;
 use super::state::ServerState;
 

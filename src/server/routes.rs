@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::approver::{Decided, PendingApproval};
-use super::auth::Caller;
+use super::credentials::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, MAX_BODY_BYTES, OptionalJson};
 use super::metrics::Gauges;
 use super::sse::sse_response;

@@ -51,7 +51,7 @@ pub struct ServerConfig {
     /// The agent config of sessions that name none.
     pub config: AgentConfig,
     /// How requests are authenticated (`auth.rs`): open, one token, or `--auth FILE`.
-    pub auth: super::auth::Authenticator,
+    pub auth: super::credentials::Authenticator,
     /// Host, Origin and body rules of the API.
     pub guard: GuardConfig,
     /// Where named session configs live (`--config-dir`).
@@ -75,7 +75,7 @@ impl ServerConfig {
     /// The one bearer token of a server started without `--auth`, if it has one.
     pub fn token(&self) -> Option<&str> {
         match &self.auth {
-            super::auth::Authenticator::Token(t) => Some(t),
+            super::credentials::Authenticator::Token(t) => Some(t),
             _ => None,
         }
     }
@@ -83,7 +83,7 @@ impl ServerConfig {
     /// The principals of `--auth FILE`, if the server has them.
     pub fn principals(&self) -> Option<&super::principal::Principals> {
         match &self.auth {
-            super::auth::Authenticator::Principals(p) => Some(p),
+            super::credentials::Authenticator::Principals(p) => Some(p),
             _ => None,
         }
     }
