@@ -10,7 +10,7 @@
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `listener.rs` (the accept loop,
-//! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
+//! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
@@ -31,6 +31,7 @@ pub mod guard_config;
 pub mod last_task;
 pub mod listener;
 pub mod metrics;
+pub mod metrics_principal;
 pub mod ownership;
 pub mod principal;
 pub mod reopen;

@@ -344,6 +344,7 @@ async fn start_task(
     let (entry, after) = state.within_running_quota(&who, &id, started).await?;
     audit(&entry, &who.name, "task_start", None);
     state.metrics.task_started();
+    state.metrics.principals.task_started(&who.label);
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id(), "events_after": after})),
@@ -367,6 +368,7 @@ async fn steer(
     audit(&entry, &who.name, "steer", None);
     if outcome == crate::actors::session::SteerOutcome::Started {
         state.metrics.task_started();
+        state.metrics.principals.task_started(&who.label);
     }
     Ok((
         StatusCode::ACCEPTED,
@@ -558,6 +560,15 @@ async fn metrics(State(state): AppState) -> Response {
         trace_bytes: state.host.trace_bytes(),
         ..Gauges::default()
     };
+    let mut by_principal = std::collections::BTreeMap::new();
+    for (e, s) in list.iter().zip(&statuses) {
+        let owner = e.handle.meta().owner.as_deref();
+        let label = super::metrics_principal::owner_label(state.cfg.principals(), owner);
+        let g: &mut super::metrics_principal::PrincipalGauge =
+            by_principal.entry(label).or_default();
+        g.resident += 1;
+        g.running += u64::from(matches!(s, Ok(SessionStatus::Running)));
+    }
     for s in statuses {
         match s {
             Ok(SessionStatus::Idle) => g.sessions_idle += 1,
@@ -579,7 +590,7 @@ async fn metrics(State(state): AppState) -> Response {
     g.sse_clients += state.hibernated_clients() as u64;
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(&g),
+        state.metrics.render(&g) + &state.metrics.principals.render(&by_principal),
     )
         .into_response()
 }

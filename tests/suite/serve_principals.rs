@@ -454,6 +454,22 @@ async fn the_trace_records_who_decided_and_who_acted() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     wait_status(&s, ALICE, &a, "idle").await;
     assert!(ws.join("ran.txt").exists(), "the allowed call ran");
+    let metrics = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .bearer_auth(ROOT)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "rookery_principal_tasks_started_total{principal=\"alice\"} 1\n",
+        "rookery_principal_sessions{principal=\"alice\",status=\"resident\"} 1\n",
+    ] {
+        assert!(metrics.contains(series), "no {series} in\n{metrics}");
+    }
     let (status, _) = call_as(
         &s,
         ROOT,
