@@ -111,7 +111,7 @@ pub enum Command {
     /// Chat with one session: each input line is a task (Ctrl-C aborts it, /exit quits).
     Chat(ChatArgs),
     /// Serve sessions over HTTP + SSE.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the standard load workload (N sessions x K tool calls) and print its figures.
     Bench(BenchArgs),
     /// List, show and delete recorded sessions (ids may be abbreviated).
@@ -283,6 +283,21 @@ pub struct ServeArgs {
     /// quotas (see docs/guide/principals.md); replaces the one token.
     #[arg(long, value_name = "FILE", conflicts_with = "no_auth")]
     pub auth: Option<PathBuf>,
+    /// JWT bearer tokens (with --auth): a JWKS file of RS256, ES256 or EdDSA public keys.
+    #[arg(long, value_name = "FILE", requires = "auth")]
+    pub jwt_jwks: Option<PathBuf>,
+    /// JWT bearer tokens (with --auth): the HS256 secret, read from this environment variable.
+    #[arg(long, value_name = "VAR", requires = "auth")]
+    pub jwt_hs256_secret_env: Option<String>,
+    /// The `iss` a JWT must have.
+    #[arg(long, value_name = "ISS", requires = "auth")]
+    pub jwt_issuer: Option<String>,
+    /// The `aud` a JWT must have.
+    #[arg(long, value_name = "AUD", requires = "auth")]
+    pub jwt_audience: Option<String>,
+    /// The claim that says a JWT subject's role (`admin` or else `user`; default `role`).
+    #[arg(long, value_name = "NAME", requires = "auth")]
+    pub jwt_role_claim: Option<String>,
     /// Serve without a token (refused unless the listen address is loopback).
     #[arg(long)]
     pub no_auth: bool,
@@ -495,7 +510,7 @@ pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(*args).await,
         Command::Bench(args) => bench::bench(args).await,
         Command::Sessions(args) => sessions::sessions(args),
         Command::Completions(args) => completions::completions(&args),

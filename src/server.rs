@@ -6,7 +6,7 @@
 //! `sse.rs` (event log and fan-out), `sse_trace.rs` (a replay from before the ring, read
 //! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
 //! CORS, content type), `auth.rs` and `credentials.rs` (who a request acts as), `principal.rs` and `auth_file.rs`
-//! (the principals of `--auth FILE`), `token_hash.rs`, `ownership.rs` (a user's sessions
+//! (the principals of `--auth FILE`), `token_hash.rs`, `jwt.rs` (JWT bearer tokens), `ownership.rs` (a user's sessions
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `listener.rs` (the accept loop,
@@ -28,6 +28,7 @@ pub mod fd_limit;
 pub mod grants;
 pub mod guard;
 pub mod guard_config;
+pub mod jwt;
 pub mod last_task;
 pub mod listener;
 pub mod metrics;

@@ -31,8 +31,11 @@ use crate::trace::paths;
 enum Token {
     /// `--no-auth`.
     Off,
-    /// `--auth FILE`: the principals' hashed tokens.
-    Principals(Arc<server::principal::Principals>),
+    /// `--auth FILE`: the principals' hashed tokens, and the JWT keys if any.
+    Principals(
+        Arc<server::principal::Principals>,
+        Option<Arc<server::jwt::JwtVerifier>>,
+    ),
     /// `--token-env VAR`.
     FromEnv(String),
     /// Generated for this start, to be written to the token file.
@@ -49,7 +52,7 @@ impl Token {
         use server::credentials::Authenticator;
         match self {
             Token::Off => Authenticator::Open,
-            Token::Principals(p) => Authenticator::Principals(p),
+            Token::Principals(p, jwt) => Authenticator::Principals(p, jwt),
             Token::FromEnv(t) | Token::Generated(t) => Authenticator::Token(t),
         }
     }
@@ -64,7 +67,9 @@ fn token(args: &ServeArgs) -> Result<Token, CliError> {
     if let Some(path) = &args.auth {
         let principals =
             server::auth_file::load(path).map_err(|e| CliError::usage(e.to_string()))?;
-        return Ok(Token::Principals(Arc::new(principals)));
+        let jwt = server::jwt::JwtVerifier::from_options(&jwt_options(args))
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        return Ok(Token::Principals(Arc::new(principals), jwt.map(Arc::new)));
     }
     let Some(var) = &args.token_env else {
         return Ok(Token::Generated(server::token::generate()));
@@ -74,6 +79,20 @@ fn token(args: &ServeArgs) -> Result<Token, CliError> {
         _ => Err(CliError::usage(format!(
             "--token-env {var}: the environment variable {var} is not set or empty"
         ))),
+    }
+}
+
+/// The JWT flags (the secret read from its variable).
+fn jwt_options(args: &ServeArgs) -> server::jwt::JwtOptions {
+    server::jwt::JwtOptions {
+        jwks: args.jwt_jwks.clone(),
+        hs256_secret: args
+            .jwt_hs256_secret_env
+            .as_ref()
+            .map(|var| (var.clone(), std::env::var(var).ok())),
+        issuer: args.jwt_issuer.clone(),
+        audience: args.jwt_audience.clone(),
+        role_claim: args.jwt_role_claim.clone(),
     }
 }
 
@@ -338,7 +357,7 @@ mod tests {
             .into_iter()
             .chain(flags.iter().copied());
         match crate::cli::Cli::try_parse_from(argv).unwrap().command {
-            crate::cli::Command::Serve(args) => args,
+            crate::cli::Command::Serve(args) => *args,
             _ => unreachable!(),
         }
     }

@@ -61,8 +61,8 @@ pub enum Authenticator {
     Open,
     /// The one token of `--token-env` or the token file: it makes the request the admin.
     Token(String),
-    /// `--auth FILE`: the principals and their hashed tokens.
-    Principals(Arc<Principals>),
+    /// `--auth FILE`: the principals and their hashed tokens, and the JWT keys if any.
+    Principals(Arc<Principals>, Option<Arc<super::jwt::JwtVerifier>>),
 }
 
 /// Who the request with these headers acts as, or `None` (401).
@@ -71,7 +71,13 @@ pub fn authenticate(auth: &Authenticator, headers: &HeaderMap) -> Option<Arc<Pri
     match auth {
         Authenticator::Open => Some(DEFAULT_ADMIN.clone()),
         Authenticator::Token(token) => token_matches(header, token).then(|| DEFAULT_ADMIN.clone()),
-        Authenticator::Principals(dir) => bearer(header).and_then(|t| dir.by_token(t)),
+        Authenticator::Principals(dir, jwt) => {
+            let token = bearer(header)?;
+            dir.by_token(token).or_else(|| {
+                let subject = jwt.as_ref()?.verify(token)?;
+                Some(dir.for_subject(&subject.name, subject.role))
+            })
+        }
     }
 }
 
@@ -118,11 +124,14 @@ mod tests {
             quotas: Default::default(),
             label: "alice".into(),
         });
-        let dir = Authenticator::Principals(Arc::new(Principals {
-            listed: vec![alice.clone()],
-            tokens: vec![(TokenHash::of("a"), alice)],
-            ..Principals::default()
-        }));
+        let dir = Authenticator::Principals(
+            Arc::new(Principals {
+                listed: vec![alice.clone()],
+                tokens: vec![(TokenHash::of("a"), alice)],
+                ..Principals::default()
+            }),
+            None,
+        );
         let found = authenticate(&dir, &headers(Some("Bearer a"))).unwrap();
         assert_eq!((found.name.as_str(), found.is_admin()), ("alice", false));
         assert!(authenticate(&dir, &headers(Some("Bearer b"))).is_none());

@@ -83,7 +83,7 @@ impl ServerConfig {
     /// The principals of `--auth FILE`, if the server has them.
     pub fn principals(&self) -> Option<&super::principal::Principals> {
         match &self.auth {
-            super::credentials::Authenticator::Principals(p) => Some(p),
+            super::credentials::Authenticator::Principals(p, _) => Some(p),
             _ => None,
         }
     }

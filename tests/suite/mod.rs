@@ -75,6 +75,7 @@ mod serve_endings;
 mod serve_grants;
 mod serve_hibernate;
 mod serve_hibernate_compact;
+mod serve_jwt;
 mod serve_lifecycle;
 mod serve_limits;
 mod serve_principals;
