@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{RawPathParams, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
@@ -23,10 +24,14 @@ use super::state::ServerState;
 pub async fn require_owner(
     State(state): State<Arc<ServerState>>,
     caller: Caller,
-    params: RawPathParams,
+    params: Result<RawPathParams, RawPathParamsRejection>,
     req: Request,
     next: Next,
 ) -> Response {
+    // A path that does not decode is answered by the handler's own 400 (it names no session).
+    let Ok(params) = params else {
+        return next.run(req).await;
+    };
     let Some((_, id)) = params.iter().find(|(k, _)| *k == "id") else {
         return next.run(req).await;
     };

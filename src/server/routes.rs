@@ -292,7 +292,7 @@ async fn delete_session(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     if let Some(entry) = state.list().into_iter().find(|e| e.id() == id) {
-        audit(&entry, &who.name, "delete", None);
+        audit(&state, &entry, &who.name, "delete", None);
     }
     state.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -342,7 +342,7 @@ async fn start_task(
         entry.handle.start_task(text).await.map(|()| after)
     });
     let (entry, after) = state.within_running_quota(&who, &id, started).await?;
-    audit(&entry, &who.name, "task_start", None);
+    audit(&state, &entry, &who.name, "task_start", None);
     state.metrics.task_started();
     state.metrics.principals.task_started(&who.label);
     Ok((
@@ -365,7 +365,7 @@ async fn steer(
         entry.handle.steer(text).await.map(|o| (after, o))
     });
     let (entry, (after, outcome)) = state.within_running_quota(&who, &id, steered).await?;
-    audit(&entry, &who.name, "steer", None);
+    audit(&state, &entry, &who.name, "steer", None);
     if outcome == crate::actors::session::SteerOutcome::Started {
         state.metrics.task_started();
         state.metrics.principals.task_started(&who.label);
@@ -526,7 +526,13 @@ async fn set_approval_mode(
 ) -> ApiResult<StatusCode> {
     let mode = parse_mode(&body.mode)?;
     let entry = state.get(&id).await?;
-    audit(&entry, &who.name, "approval_mode", Some(mode.as_str()));
+    audit(
+        &state,
+        &entry,
+        &who.name,
+        "approval_mode",
+        Some(mode.as_str()),
+    );
     entry.policy.set_mode(mode);
     Ok(StatusCode::NO_CONTENT)
 }
@@ -538,16 +544,20 @@ async fn abort(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let state = &*state;
     let (entry, ()) = on_session(state, &id, |entry| async move { state.abort(&entry) }).await?;
-    audit(&entry, &who.name, "abort", None);
+    audit(state, &entry, &who.name, "abort", None);
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id()})),
     ))
 }
 
-/// Records in the session's trace that principal `by` did `action` through the API (a session
-/// that stopped meanwhile records nothing: the request acted on no session).
-fn audit(entry: &SessionEntry, by: &str, action: &str, mode: Option<&str>) {
+/// Records in the session's trace that principal `by` did `action` through the API, on a
+/// server with `--auth` (without it every request is the one admin: the trace stays as it was).
+/// A session that stopped meanwhile records nothing: the request acted on no session.
+fn audit(state: &ServerState, entry: &SessionEntry, by: &str, action: &str, mode: Option<&str>) {
+    if state.cfg.principals().is_none() {
+        return;
+    }
     if let Err(e) = entry.handle.record_action(action, by, mode) {
         tracing::debug!(session = %entry.id(), "cannot record {action}: {e}");
     }
