@@ -150,6 +150,13 @@ pub trait Approver: Send + Sync + 'static {
         };
         Box::pin(async move { Answer::bare(decision.await) })
     }
+
+    /// Who answered the call `tool_call_id` just decided, when the answer names someone (a
+    /// principal of `rookery serve`): asked once, right after the decision, and forgotten.
+    fn answered_by(&self, tool_call_id: &str) -> Option<String> {
+        let _ = tool_call_id;
+        None
+    }
 }
 
 /// The library default: every call is denied.
@@ -269,6 +276,10 @@ impl PolicyApprover {
 impl Approver for PolicyApprover {
     fn policy(&self) -> Option<&PolicyApprover> {
         Some(self)
+    }
+
+    fn answered_by(&self, tool_call_id: &str) -> Option<String> {
+        self.asker.answered_by(tool_call_id)
     }
 
     fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, Decision> {

@@ -29,6 +29,7 @@ macro_rules! outln {
 }
 
 pub mod approve_prompt;
+pub mod auth;
 pub mod bench;
 mod bench_hibernation;
 mod bench_meta;
@@ -114,7 +115,7 @@ pub enum Command {
     /// Chat with one session: each input line is a task (Ctrl-C aborts it, /exit quits).
     Chat(ChatArgs),
     /// Serve sessions over HTTP + SSE.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the standard load workload (N sessions x K tool calls) and print its figures.
     Bench(BenchArgs),
     /// List, show and delete recorded sessions (ids may be abbreviated).
@@ -125,6 +126,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the manual page (roff), e.g. `rookery man | man -l -`.
     Man,
+    /// Helpers of `rookery serve --auth` (e.g. `rookery auth hash-token`).
+    Auth(auth::AuthArgs),
 }
 
 /// Options shared by every subcommand that runs sessions.
@@ -290,8 +293,27 @@ pub struct ServeArgs {
     pub sandbox_network: Option<crate::sandbox::NetworkAccess>,
     /// The bearer token every route but /healthz needs, read from this environment variable
     /// (default: a random token generated at start and written to `<home>/serve.token`).
-    #[arg(long, value_name = "VAR", conflicts_with = "no_auth")]
+    #[arg(long, value_name = "VAR", conflicts_with_all = ["no_auth", "auth"])]
     pub token_env: Option<String>,
+    /// The principals (YAML): each with a role, hashed static tokens, workspace roots and
+    /// quotas (see docs/guide/principals.md); replaces the one token.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_auth")]
+    pub auth: Option<PathBuf>,
+    /// JWT bearer tokens (with --auth): a JWKS file of RS256, ES256 or EdDSA public keys.
+    #[arg(long, value_name = "FILE", requires = "auth")]
+    pub jwt_jwks: Option<PathBuf>,
+    /// JWT bearer tokens (with --auth): the HS256 secret, read from this environment variable.
+    #[arg(long, value_name = "VAR", requires = "auth")]
+    pub jwt_hs256_secret_env: Option<String>,
+    /// The `iss` a JWT must have.
+    #[arg(long, value_name = "ISS", requires = "auth")]
+    pub jwt_issuer: Option<String>,
+    /// The `aud` a JWT must have.
+    #[arg(long, value_name = "AUD", requires = "auth")]
+    pub jwt_audience: Option<String>,
+    /// The claim that says a JWT subject's role (`admin` or else `user`; default `role`).
+    #[arg(long, value_name = "NAME", requires = "auth")]
+    pub jwt_role_claim: Option<String>,
     /// Serve without a token (refused unless the listen address is loopback).
     #[arg(long)]
     pub no_auth: bool,
@@ -508,11 +530,12 @@ pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(*args).await,
         Command::Bench(args) => bench::bench(args).await,
         Command::Sessions(args) => sessions::sessions(args),
         Command::Config(args) => config_show::config(&args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man => completions::man(),
+        Command::Auth(args) => auth::auth(&args),
     }
 }

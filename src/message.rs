@@ -119,6 +119,11 @@ pub struct SessionMeta {
     /// Set on a fork: the session, task and record its history was copied from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// The principal the session belongs to (`rookery serve --auth`; `admin` without it);
+    /// absent for a session created outside the server. Survives a resume; a subagent has its
+    /// parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// What reopening the session needs (see [`launch::Launch`]).
     #[serde(flatten)]
     pub launch: Box<launch::Launch>,
@@ -424,6 +429,9 @@ pub enum EventPayload {
         /// The call asked to run outside the session's sandbox (`require_escalated`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         escalation: bool,
+        /// The principal whose API answer decided (`rookery serve`; Rookery's own).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_by: Option<String>,
     },
     /// A task was aborted (by the user, a final model failure, a trace write failure, a crash).
     Abort {
@@ -563,6 +571,17 @@ pub enum EventPayload {
     ApprovalGrantRevoked {
         /// The revoked grant's id.
         grant_id: String,
+    },
+    /// An API request acted on the session (`rookery serve`; Rookery's own): `action` is
+    /// `task_start`, `steer`, `abort`, `approval_mode` or `delete`, `by` the principal.
+    ApiAction {
+        /// What the request did.
+        action: String,
+        /// The principal that sent it.
+        by: String,
+        /// The mode it set (`approval_mode` only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<String>,
     },
     /// The session's approval mode changed (Rookery's own).
     ApprovalModeChanged {

@@ -5,11 +5,13 @@
 //! Layout: `routes.rs` (handlers), `state.rs` (served sessions, their pumps, the session cap),
 //! `sse.rs` (event log and fan-out), `sse_trace.rs` (a replay from before the ring, read
 //! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
-//! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
+//! CORS, content type), `auth.rs` and `credentials.rs` (who a request acts as), `principal.rs` and `auth_file.rs`
+//! (the principals of `--auth FILE`), `token_hash.rs`, `jwt.rs` (JWT bearer tokens), `ownership.rs` (a user's sessions
+//! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
 //! `stream_token.rs` (tokens for `EventSource`), `listener.rs` (the accept loop,
-//! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
+//! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
@@ -18,20 +20,26 @@
 pub mod access_log;
 pub mod approver;
 pub mod auth;
+pub mod auth_file;
 pub mod busy;
 pub mod compact;
 pub mod config_error;
+pub mod credentials;
 pub mod error;
 pub mod fd_limit;
 pub mod fork;
 pub mod grants;
 pub mod guard;
 pub mod guard_config;
+pub mod jwt;
 pub mod last_task;
 pub mod listener;
 pub mod messages;
 pub mod metrics;
+pub mod metrics_principal;
+pub mod ownership;
 pub mod paging;
+pub mod principal;
 pub mod reopen;
 pub mod rollback;
 pub mod routes;
@@ -44,6 +52,8 @@ pub mod stream_token;
 pub mod stream_token_route;
 pub mod task_queue;
 pub mod token;
+pub mod token_hash;
+pub mod workspace;
 
 use std::future::Future;
 use std::sync::Arc;

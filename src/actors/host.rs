@@ -107,6 +107,7 @@ impl HostActor {
             &resumed.sandbox,
         )?;
         options.source = resumed.meta.source.clone();
+        options.owner = resumed.meta.owner.clone();
         super::session::restore_mode(options.approver.as_ref(), &resumed);
         options.resume = Some(Arc::new(resumed));
         Self::register(myself, state, id, options, Some(file), MetaWrite::AtOnce).await

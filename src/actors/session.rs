@@ -452,6 +452,10 @@ async fn handle_msg(
             SessionMsg::Request(SessionRequest::Abort) => {
                 turn::abort(&myself, state, "aborted by user")
             }
+            SessionMsg::Request(SessionRequest::ApiAction { action, by, mode }) => state.emit(
+                OmniMessage::event(EventPayload::ApiAction { action, by, mode }),
+                true,
+            ),
             SessionMsg::Request(SessionRequest::Compact(reply)) => {
                 let _ = reply.send(compaction::request(&myself, state));
             }

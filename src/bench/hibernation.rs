@@ -207,7 +207,7 @@ pub async fn run(spec: &HibernationSpec) -> Result<HibernationOutcome, Hibernati
             model: Some(model),
             launch: crate::message::launch::Launch::default(),
             config: AgentConfig::default(),
-            token: None,
+            auth: crate::server::credentials::Authenticator::Open,
             guard: GuardConfig::new(loopback, &[], &[], Duration::from_secs(30)),
             config_dir: None,
             // Hibernated sessions do not count; a wake beyond the cap is undone by the sweeper.
@@ -236,6 +236,7 @@ fn open(ws: &Path) -> OpenOptions {
         config: None,
         tools_profile: None,
         sandbox: Default::default(),
+        owner: None,
     }
 }
 

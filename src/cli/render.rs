@@ -89,6 +89,23 @@ pub fn render(msg: &OmniMessage) -> Option<String> {
             "! model request {status}: {}; retrying in {ms} ms",
             error_message.as_deref().unwrap_or("unknown")
         )),
+        // What `rookery serve`'s principals did (the audit of `--auth`).
+        EventPayload::ApiAction { action, by, mode } => Some(match mode {
+            Some(mode) => format!("· {action} {mode} by {by}"),
+            None => format!("· {action} by {by}"),
+        }),
+        EventPayload::ApprovalDecision {
+            decision,
+            tool_call_id,
+            decided_by: Some(by),
+            ..
+        } => Some(format!(
+            "· approval of {tool_call_id}: {} decided by {by}",
+            serde_json::to_value(decision)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        )),
         _ => None,
     }
 }

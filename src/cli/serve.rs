@@ -2,9 +2,10 @@
 //! `listening on http://HOST:PORT` as the first stdout line and serves until SIGTERM or SIGINT,
 //! then shuts down gracefully (exit 0).
 //!
-//! Authentication is on by default: the token is `$VAR` of `--token-env VAR`, else a random
-//! one written to `<home>/serve.token` (stderr names the path, never the token). Start-up
-//! refusals exit 2 with one line on stderr: a bad config, a missing token variable,
+//! Authentication is on by default: the principals of `--auth FILE`, else one token, `$VAR` of
+//! `--token-env VAR` or a random one written to `<home>/serve.token` (stderr names the path,
+//! never the token). Start-up
+//! refusals exit 2 with one line on stderr: a bad config or auth file, a missing token variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
 //! bound, a home where no trace can be written. The HTTP API itself is `crate::server`.
 
@@ -30,6 +31,11 @@ use crate::trace::paths;
 enum Token {
     /// `--no-auth`.
     Off,
+    /// `--auth FILE`: the principals' hashed tokens, and the JWT keys if any.
+    Principals(
+        Arc<server::principal::Principals>,
+        Option<Arc<server::jwt::JwtVerifier>>,
+    ),
     /// `--token-env VAR`.
     FromEnv(String),
     /// Generated for this start, to be written to the token file.
@@ -37,10 +43,17 @@ enum Token {
 }
 
 impl Token {
-    fn value(&self) -> Option<String> {
+    /// Whether requests need a credential.
+    fn required(&self) -> bool {
+        !matches!(self, Token::Off)
+    }
+
+    fn authenticator(self) -> server::credentials::Authenticator {
+        use server::credentials::Authenticator;
         match self {
-            Token::Off => None,
-            Token::FromEnv(t) | Token::Generated(t) => Some(t.clone()),
+            Token::Off => Authenticator::Open,
+            Token::Principals(p, jwt) => Authenticator::Principals(p, jwt),
+            Token::FromEnv(t) | Token::Generated(t) => Authenticator::Token(t),
         }
     }
 }
@@ -51,6 +64,13 @@ fn token(args: &ServeArgs) -> Result<Token, CliError> {
     if args.no_auth {
         return Ok(Token::Off);
     }
+    if let Some(path) = &args.auth {
+        let principals =
+            server::auth_file::load(path).map_err(|e| CliError::usage(e.to_string()))?;
+        let jwt = server::jwt::JwtVerifier::from_options(&jwt_options(args))
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        return Ok(Token::Principals(Arc::new(principals), jwt.map(Arc::new)));
+    }
     let Some(var) = &args.token_env else {
         return Ok(Token::Generated(server::token::generate()));
     };
@@ -59,6 +79,20 @@ fn token(args: &ServeArgs) -> Result<Token, CliError> {
         _ => Err(CliError::usage(format!(
             "--token-env {var}: the environment variable {var} is not set or empty"
         ))),
+    }
+}
+
+/// The JWT flags (the secret read from its variable).
+fn jwt_options(args: &ServeArgs) -> server::jwt::JwtOptions {
+    server::jwt::JwtOptions {
+        jwks: args.jwt_jwks.clone(),
+        hs256_secret: args
+            .jwt_hs256_secret_env
+            .as_ref()
+            .map(|var| (var.clone(), std::env::var(var).ok())),
+        issuer: args.jwt_issuer.clone(),
+        audience: args.jwt_audience.clone(),
+        role_claim: args.jwt_role_claim.clone(),
     }
 }
 
@@ -222,7 +256,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
         ),
         None => None,
     };
-    let addrs = addresses(&args.listen, token.value().is_some()).await?;
+    let addrs = addresses(&args.listen, token.required()).await?;
     let listener = tokio::net::TcpListener::bind(addrs.as_slice())
         .await
         .map_err(|e| CliError::startup_io(format!("cannot listen on {}", args.listen), e))?;
@@ -253,7 +287,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             model,
             launch,
             config,
-            token: token.value(),
+            auth: token.authenticator(),
             guard: GuardConfig::new(
                 local,
                 &args.allow_host,
@@ -324,7 +358,7 @@ mod tests {
             .into_iter()
             .chain(flags.iter().copied());
         match crate::cli::Cli::try_parse_from(argv).unwrap().command {
-            crate::cli::Command::Serve(args) => args,
+            crate::cli::Command::Serve(args) => *args,
             _ => unreachable!(),
         }
     }

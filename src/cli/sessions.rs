@@ -56,6 +56,9 @@ pub struct ListArgs {
     /// Also list subagent sessions (under the session that started them).
     #[arg(long)]
     pub all: bool,
+    /// Only the sessions of this `rookery serve --auth` principal (`session_meta.owner`).
+    #[arg(long, value_name = "NAME")]
+    pub owner: Option<String>,
 }
 
 /// The flags of `rookery sessions show`.
@@ -146,7 +149,10 @@ fn children<'a>(
 }
 
 fn list_sessions(catalog: &Catalog, args: &ListArgs) -> ExitCode {
-    let summaries = catalog.summaries();
+    let mut summaries = catalog.summaries();
+    if let Some(owner) = &args.owner {
+        summaries.retain(|s| s.owner.as_deref() == Some(owner.as_str()));
+    }
     let rows = rows(&summaries, args.all);
     let mut stdout = std::io::stdout().lock();
     if args.json {

@@ -127,6 +127,7 @@ pub fn approval_decision(decision: Decision, tool_call_id: impl Into<String>) ->
         source: None,
         reason: None,
         escalation: false,
+        decided_by: None,
     })
 }
 
@@ -164,6 +165,7 @@ fn decision_by(
         source: Some(source.to_string()),
         reason,
         escalation,
+        decided_by: None,
     })
 }
 

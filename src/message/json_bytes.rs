@@ -131,6 +131,7 @@ fn write_event_payload(out: &mut Vec<u8>, payload: &EventPayload) -> bool {
             source,
             reason,
             escalation,
+            decided_by,
         } => {
             out.extend_from_slice(b"{\"type\":\"approval_decision\",\"decision\":");
             out.extend_from_slice(match decision {
@@ -151,6 +152,10 @@ fn write_event_payload(out: &mut Vec<u8>, payload: &EventPayload) -> bool {
             }
             if *escalation {
                 out.extend_from_slice(b",\"escalation\":true");
+            }
+            if let Some(by) = decided_by {
+                out.extend_from_slice(b",\"decided_by\":");
+                write_str(out, by);
             }
             out.push(b'}');
         }
@@ -454,6 +459,7 @@ mod tests {
                 source: (i % 2 == 0).then(|| "policy".to_string()),
                 reason: if i % 3 == 1 { some(&text) } else { None },
                 escalation: i % 4 == 0,
+                decided_by: (i % 3 == 2).then(|| text.clone()),
             });
         }
         for event in events {

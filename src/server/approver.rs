@@ -42,10 +42,16 @@ pub enum Decided {
     Ambiguous(Vec<PendingApproval>),
 }
 
+/// Answers whose principal the gate has not asked for yet, at most this many (the oldest go).
+const ANSWERED_KEPT: usize = 256;
+
 #[derive(Default)]
 struct Inner {
     queue: VecDeque<Pending>,
     closed: bool,
+    /// `(tool_call_id, principal)` of answers given by a named principal, until the gate
+    /// reads them ([`Approver::answered_by`]).
+    answered: VecDeque<(String, String)>,
 }
 
 impl Inner {
@@ -104,11 +110,17 @@ impl ApiApprover {
     /// Answers the approval with this `approval_id`, or else the only pending approval with
     /// this tool call id; several with that tool call id are ambiguous and none is answered.
     pub fn decide(&self, key: &str, decision: Decision) -> Decided {
-        self.answer_with(key, Answer::bare(decision))
+        self.answer_by(key, Answer::bare(decision), None)
     }
 
     /// [`ApiApprover::decide`] with the answerer's reason (the model is told a denial's).
     pub fn answer_with(&self, key: &str, answer: Answer) -> Decided {
+        self.answer_by(key, answer, None)
+    }
+
+    /// [`ApiApprover::answer_with`] by principal `by`, which the decision's record names
+    /// (`decided_by`).
+    pub fn answer_by(&self, key: &str, answer: Answer, by: Option<&str>) -> Decided {
         let Ok(mut inner) = self.inner.lock() else {
             return Decided::NotFound;
         };
@@ -136,10 +148,19 @@ impl ApiApprover {
             }
         };
         match inner.queue.remove(pos) {
-            Some(p) => match p.reply.send(answer) {
-                Ok(()) => Decided::Answered,
-                Err(_) => Decided::NotFound,
-            },
+            Some(p) => {
+                if let Some(by) = by {
+                    if inner.answered.len() >= ANSWERED_KEPT {
+                        inner.answered.pop_front();
+                    }
+                    let id = p.request.tool_call_id.clone();
+                    inner.answered.push_back((id, by.to_string()));
+                }
+                match p.reply.send(answer) {
+                    Ok(()) => Decided::Answered,
+                    Err(_) => Decided::NotFound,
+                }
+            }
             None => Decided::NotFound,
         }
     }
@@ -191,6 +212,15 @@ impl Approver for ApiApprover {
 
     fn decided_by(&self, _request: &ApprovalRequest, _asked: bool) -> &'static str {
         "api"
+    }
+
+    fn answered_by(&self, tool_call_id: &str) -> Option<String> {
+        let mut inner = self.inner.lock().ok()?;
+        let pos = inner
+            .answered
+            .iter()
+            .position(|(id, _)| id == tool_call_id)?;
+        inner.answered.remove(pos).map(|(_, by)| by)
     }
 }
 

@@ -48,8 +48,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// The human-readable `message`.
     pub message: String,
-    /// A further member of the error object (e.g. the `approvals` of an ambiguous decision).
-    pub detail: Option<Box<(&'static str, serde_json::Value)>>,
+    /// Further members of the error object (e.g. the `approvals` of an ambiguous decision).
+    pub detail: Option<Box<[(&'static str, serde_json::Value)]>>,
 }
 
 impl ApiError {
@@ -65,7 +65,9 @@ impl ApiError {
 
     /// Adds a member to the error object.
     pub fn with_detail(mut self, key: &'static str, value: serde_json::Value) -> Self {
-        self.detail = Some(Box::new((key, value)));
+        let mut members = self.detail.take().map(Vec::from).unwrap_or_default();
+        members.push((key, value));
+        self.detail = Some(members.into_boxed_slice());
         self
     }
 
@@ -228,8 +230,7 @@ fn start_reason(text: &str) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(detail) = self.detail {
-            let (key, value) = *detail;
+        for (key, value) in self.detail.into_iter().flat_map(Vec::from) {
             error[key] = value;
         }
         let body = json!({ "error": error });

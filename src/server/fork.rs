@@ -15,6 +15,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::credentials::Caller;
 use super::error::{ApiError, ApiPath, OptionalJson};
 use super::state::{OpenOptions, ServerState};
 use crate::approval::ApprovalMode;
@@ -38,6 +39,7 @@ pub struct ForkBody {
 /// `POST /v1/sessions/{id}/fork` (see the module doc for the answers).
 pub async fn fork(
     State(state): State<Arc<ServerState>>,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<ForkBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -71,6 +73,10 @@ pub async fn fork(
                 })?,
         ),
     };
+    if let Some(w) = &workspace {
+        // The fork's own workspace must be inside the caller's roots, as a create's.
+        super::workspace::check(&who, w)?;
+    }
     let entry = state.get(&id).await?;
     let overrides = ForkOverrides {
         workspace: workspace.as_ref().map(|w| w.display().to_string()),
@@ -85,7 +91,8 @@ pub async fn fork(
         approval_mode,
         ..OpenOptions::default()
     };
-    match state.resume(&forked.session_id, open).await {
+    // A new session of the caller's: its quotas apply as to a create.
+    match state.resume_as(&who, &forked.session_id, open).await {
         Ok(new) => Ok((StatusCode::CREATED, Json(json!({"session_id": new.id()})))),
         Err(e) => {
             // Not served: the copy goes, so no half-made session is left behind.

@@ -36,6 +36,8 @@ struct Counters {
 #[derive(Default)]
 pub struct Metrics {
     c: Mutex<Counters>,
+    /// The per-principal series (`metrics_principal.rs`).
+    pub principals: super::metrics_principal::PrincipalCounters,
 }
 
 /// Values sampled when `/metrics` is read.

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::approver::{Decided, PendingApproval};
+use super::credentials::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, MAX_BODY_BYTES, OptionalJson};
 use super::metrics::Gauges;
 use super::sse::sse_response;
@@ -76,6 +77,10 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
+            super::ownership::require_owner,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
             auth::require_token,
         ));
     Router::new()
@@ -120,6 +125,7 @@ pub(super) async fn view(entry: &SessionEntry) -> Value {
     };
     json!({
         "session_id": entry.id(),
+        "owner": entry.handle.meta().owner,
         "status": status,
         "workspace": entry.handle.meta().workspace,
         "created_at": entry.created_at,
@@ -193,15 +199,19 @@ impl OpenBody {
             config,
             tools_profile,
             sandbox,
+            owner: None,
         })
     }
 }
 
 async fn create_session(
     State(state): AppState,
+    Caller(who): Caller,
     ApiJson(body): ApiJson<OpenBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let entry = state.create(body.into_options(&state).await?).await?;
+    let entry = state
+        .create_as(&who, body.into_options(&state).await?)
+        .await?;
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
 }
 
@@ -268,14 +278,19 @@ where
 
 async fn delete_session(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
+    if let Some(entry) = state.list().into_iter().find(|e| e.id() == id) {
+        audit(&state, &entry, &who.name, "delete", None);
+    }
     state.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn resume(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<OpenBody>,
 ) -> ApiResult<Json<Value>> {
@@ -284,7 +299,7 @@ async fn resume(
         None => OpenOptions::default(),
     };
     let was_served = state.is_served(&id);
-    let entry = state.resume(&id, open).await?;
+    let entry = state.resume_as(&who, &id, open).await?;
     Ok(Json(
         json!({"session_id": entry.id(), "resumed": !was_served}),
     ))
@@ -307,6 +322,7 @@ struct StartBody {
 
 async fn start_task(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<StartBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
@@ -339,12 +355,14 @@ async fn start_task(
         return Ok((StatusCode::ACCEPTED, Json(answer)));
     }
     let text = body.text.as_str();
-    let (entry, after) = on_session(&state, &id, |entry| async move {
+    let started = on_session(&state, &id, |entry| async move {
         let after = entry.log.last_seq();
         entry.handle.start_task(text).await.map(|()| after)
-    })
-    .await?;
+    });
+    let (entry, after) = state.within_running_quota(&who, &id, started).await?;
+    audit(&state, &entry, &who.name, "task_start", None);
     state.metrics.task_started();
+    state.metrics.principals.task_started(&who.label);
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id(), "events_after": after, "status": "started"})),
@@ -364,18 +382,21 @@ async fn cancel_queued(
 /// `POST /v1/sessions/{id}/steer {text}`: 202 with `{"steer": "queued"|"started"}`.
 async fn steer(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
     let text = body.text.as_str();
-    let (entry, (after, outcome)) = on_session(&state, &id, |entry| async move {
+    let steered = on_session(&state, &id, |entry| async move {
         let after = entry.log.last_seq();
         entry.handle.steer(text).await.map(|o| (after, o))
-    })
-    .await?;
+    });
+    let (entry, (after, outcome)) = state.within_running_quota(&who, &id, steered).await?;
+    audit(&state, &entry, &who.name, "steer", None);
     if outcome == crate::actors::session::SteerOutcome::Started {
         state.metrics.task_started();
+        state.metrics.principals.task_started(&who.label);
     }
     Ok((
         StatusCode::ACCEPTED,
@@ -500,6 +521,7 @@ fn deny_reason(decision: Decision, reason: Option<String>) -> ApiResult<Option<S
 
 async fn decide_approval(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath((id, key)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<DecisionBody>,
 ) -> ApiResult<StatusCode> {
@@ -519,11 +541,12 @@ async fn decide_approval(
         reason: deny_reason(decision, body.reason)?,
     };
     let mut entry = state.get(&id).await?;
-    let mut decided = entry.approvals.answer_with(&key, answer.clone());
+    let by = Some(who.name.as_str());
+    let mut decided = entry.approvals.answer_by(&key, answer.clone(), by);
     if matches!(decided, Decided::NotFound) && !state.is_current(&entry) {
         // Closed or hibernated since the lookup (either denied its approvals).
         entry = state.get(&id).await?;
-        decided = entry.approvals.answer_with(&key, answer);
+        decided = entry.approvals.answer_by(&key, answer, by);
     }
     match decided {
         Decided::Answered => Ok(StatusCode::NO_CONTENT),
@@ -559,25 +582,47 @@ struct ModeBody {
 
 async fn set_approval_mode(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ModeBody>,
 ) -> ApiResult<StatusCode> {
     let mode = parse_mode(&body.mode)?;
     let entry = state.get(&id).await?;
+    audit(
+        &state,
+        &entry,
+        &who.name,
+        "approval_mode",
+        Some(mode.as_str()),
+    );
     entry.policy.set_mode(mode);
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn abort(
     State(state): AppState,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let state = &*state;
     let (entry, ()) = on_session(state, &id, |entry| async move { state.abort(&entry) }).await?;
+    audit(state, &entry, &who.name, "abort", None);
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id()})),
     ))
+}
+
+/// Records in the session's trace that principal `by` did `action` through the API, on a
+/// server with `--auth` (without it every request is the one admin: the trace stays as it was).
+/// A session that stopped meanwhile records nothing: the request acted on no session.
+fn audit(state: &ServerState, entry: &SessionEntry, by: &str, action: &str, mode: Option<&str>) {
+    if state.cfg.principals().is_none() {
+        return;
+    }
+    if let Err(e) = entry.handle.record_action(action, by, mode) {
+        tracing::debug!(session = %entry.id(), "cannot record {action}: {e}");
+    }
 }
 
 async fn metrics(State(state): AppState) -> Response {
@@ -587,6 +632,15 @@ async fn metrics(State(state): AppState) -> Response {
         trace_bytes: state.host.trace_bytes(),
         ..Gauges::default()
     };
+    let mut by_principal = std::collections::BTreeMap::new();
+    for (e, s) in list.iter().zip(&statuses) {
+        let owner = e.handle.meta().owner.as_deref();
+        let label = super::metrics_principal::owner_label(state.cfg.principals(), owner);
+        let g: &mut super::metrics_principal::PrincipalGauge =
+            by_principal.entry(label).or_default();
+        g.resident += 1;
+        g.running += u64::from(matches!(s, Ok(SessionStatus::Running)));
+    }
     for s in statuses {
         match s {
             Ok(SessionStatus::Idle) => g.sessions_idle += 1,
@@ -608,7 +662,7 @@ async fn metrics(State(state): AppState) -> Response {
     g.sse_clients += state.hibernated_clients() as u64;
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(&g),
+        state.metrics.render(&g) + &state.metrics.principals.render(&by_principal),
     )
         .into_response()
 }

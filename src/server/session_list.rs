@@ -3,7 +3,8 @@
 //! and recorded ones (after a restart: every user session under the home) from what the server
 //! kept or their trace's `session_meta` records, with status `hibernated`.
 //!
-//! Listing never wakes or resumes a session.
+//! A user sees its own sessions only, an admin every one, each with its `owner`. Listing never
+//! wakes or resumes a session.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde_json::{Value, json};
 
+use super::credentials::Caller;
 use super::error::ApiError;
 use super::paging::{decode, encode, page_query};
 use super::state::ServerState;
@@ -22,6 +24,7 @@ const KIND: &str = "l1";
 /// The handler.
 pub async fn list(
     State(state): State<Arc<ServerState>>,
+    Caller(who): Caller,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let page = page_query(query.as_deref())?;
@@ -30,12 +33,13 @@ pub async fn list(
         .as_deref()
         .map(|c| decode(KIND, c))
         .transpose()?;
-    let listed = state.list_page(after.as_deref(), page.limit);
+    let listed = state.list_page(after.as_deref(), page.limit, &|owner| who.may_access(owner));
     let views = futures::future::join_all(listed.sessions.iter().map(|l| async move {
         match l {
             Listed::Live(e) => super::routes::view(e).await,
             Listed::Hibernated(h) => json!({
                 "session_id": h.id,
+                "owner": h.owner,
                 "status": "hibernated",
                 "workspace": h.workspace.display().to_string(),
                 "created_at": h.created_at,
@@ -65,6 +69,7 @@ fn stored(s: &StoredView) -> Value {
     let sandbox = s.meta.launch.sandbox.clone().unwrap_or_default();
     json!({
         "session_id": s.id,
+        "owner": s.meta.owner,
         "status": "hibernated",
         "workspace": s.meta.workspace,
         "created_at": s.created_at,

@@ -29,9 +29,13 @@ use crate::trace::paths;
 
 mod hibernate;
 pub mod listing;
+mod owners;
+mod quotas;
 mod sandbox;
 mod trace_meta;
 pub use hibernate::{HibernatedView, HibernationConfig};
+pub use owners::Recorded;
+pub use quotas::quota_exceeded;
 pub use trace_meta::read_trace_meta;
 use trace_meta::{first_meta_record, recorded_creation};
 
@@ -47,8 +51,8 @@ pub struct ServerConfig {
     pub launch: Launch,
     /// The agent config of sessions that name none.
     pub config: AgentConfig,
-    /// The bearer token every route but `/healthz` needs, if any.
-    pub token: Option<String>,
+    /// How requests are authenticated (`auth.rs`): open, one token, or `--auth FILE`.
+    pub auth: super::credentials::Authenticator,
     /// Host, Origin and body rules of the API.
     pub guard: GuardConfig,
     /// Where named session configs live (`--config-dir`).
@@ -68,6 +72,24 @@ pub struct ServerConfig {
     pub sandbox: crate::sandbox::SandboxPolicy,
     /// How long a stream token is accepted (`--stream-token-ttl-ms`; `stream_token.rs`).
     pub stream_token_ttl: std::time::Duration,
+}
+
+impl ServerConfig {
+    /// The one bearer token of a server started without `--auth`, if it has one.
+    pub fn token(&self) -> Option<&str> {
+        match &self.auth {
+            super::credentials::Authenticator::Token(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The principals of `--auth FILE`, if the server has them.
+    pub fn principals(&self) -> Option<&super::principal::Principals> {
+        match &self.auth {
+            super::credentials::Authenticator::Principals(p, _) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// One served session.
@@ -119,6 +141,8 @@ pub struct OpenOptions {
     pub tools_profile: Option<crate::tools::profile::ToolProfile>,
     /// `sandbox` of the request (`{"mode", "network"}`): never looser than the server's.
     pub sandbox: crate::sandbox::SandboxRequest,
+    /// The principal a new session belongs to (a resume keeps the recorded one).
+    pub owner: Option<String>,
 }
 
 /// What a session is opened with before the request's own fields.
@@ -153,6 +177,8 @@ pub struct ServerState {
     hibernated: Mutex<HashMap<String, hibernate::Hibernated>>,
     /// Wakes the sweeper when more sessions than `--max-resident` are resident.
     rebalance: Arc<tokio::sync::Notify>,
+    /// Serializes each principal's quota checks with what they admit.
+    quota_locks: quotas::QuotaLocks,
     me: Weak<ServerState>,
 }
 
@@ -160,7 +186,7 @@ impl ServerState {
     /// The state of a server with no session yet.
     pub fn new(host: Host, cfg: ServerConfig) -> Arc<Self> {
         let slots = Arc::new(Semaphore::new(cfg.max_sessions.min(Semaphore::MAX_PERMITS)));
-        if let Some(token) = &cfg.token {
+        if let Some(token) = cfg.token() {
             crate::redact::redact_in_logs(token);
         }
         let stream_tokens = super::stream_token::StreamTokens::new(cfg.stream_token_ttl);
@@ -171,6 +197,7 @@ impl ServerState {
             approval_ids: Arc::new(AtomicU64::new(0)),
             hibernated: Mutex::new(HashMap::new()),
             rebalance: Arc::new(tokio::sync::Notify::new()),
+            quota_locks: Default::default(),
             metrics: Metrics::default(),
             stream_tokens,
             sessions: Mutex::new(HashMap::new()),
@@ -214,6 +241,7 @@ impl ServerState {
         };
         let mut config = config;
         config.sandbox = self.session_sandbox(open)?;
+        self.hide_other_roots(&mut config.sandbox, open.owner.as_deref(), &workspace);
         if let Some(p) = open.tools_profile {
             config
                 .set_profile(p)
@@ -232,8 +260,9 @@ impl ServerState {
         options.resume_sandbox = open.sandbox;
         // A task's prompt is an event of the session's stream (and of its replay).
         options.stream_prompt = true;
+        options.owner = open.owner.clone();
         // The token never reaches a command's environment, the trace or the stream.
-        options.secrets.extend(self.cfg.token.clone());
+        options.secrets.extend(self.cfg.token().map(str::to_string));
         Ok((options, policy, approvals))
     }
 
@@ -460,6 +489,9 @@ impl ServerState {
             },
         };
         let mut open = open;
+        if open.owner.is_none() {
+            open.owner = first_meta.as_ref().and_then(|m| m.owner.clone());
+        }
         if open.tools_profile.is_none() {
             // The session keeps the tool profile its trace recorded.
             open.tools_profile =

@@ -10,11 +10,13 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
+
+use super::principal::Principal;
 
 /// How long a stream token is accepted, by default (`serve --stream-token-ttl-ms`).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
@@ -28,8 +30,8 @@ const EVENTS_ROUTE: &str = "/v1/sessions/{id}/events";
 /// The tokens handed out and not yet expired.
 pub struct StreamTokens {
     ttl: Duration,
-    /// Token → (session id, expiry).
-    map: Mutex<HashMap<String, (String, Instant)>>,
+    /// Token → (session id, the principal it was issued to, expiry).
+    map: Mutex<HashMap<String, (String, Arc<Principal>, Instant)>>,
 }
 
 impl StreamTokens {
@@ -46,8 +48,9 @@ impl StreamTokens {
         self.ttl
     }
 
-    /// A new token for `session`; `None` when [`MAX_TOKENS`] unexpired ones exist.
-    pub fn issue(&self, session: &str) -> Option<String> {
+    /// A new token for `session`, acting as `principal` (who asked for it); `None` when
+    /// [`MAX_TOKENS`] unexpired ones exist.
+    pub fn issue(&self, session: &str, principal: Arc<Principal>) -> Option<String> {
         let bytes: [u8; 32] = rand::random();
         let mut token = String::with_capacity(3 + 64);
         token.push_str("st_");
@@ -56,34 +59,36 @@ impl StreamTokens {
         }
         let now = Instant::now();
         let mut map = self.map.lock().ok()?;
-        map.retain(|_, (_, expiry)| *expiry > now);
+        map.retain(|_, (_, _, expiry)| *expiry > now);
         if map.len() >= MAX_TOKENS {
             return None;
         }
-        map.insert(token.clone(), (session.to_string(), now + self.ttl));
+        map.insert(
+            token.clone(),
+            (session.to_string(), principal, now + self.ttl),
+        );
         Some(token)
     }
 
-    /// True when `token` was handed out for `session` and has not expired.
-    pub fn accepts(&self, token: &str, session: &str) -> bool {
+    /// The principal `token` acts as, when it was handed out for `session` and has not
+    /// expired.
+    pub fn accepts(&self, token: &str, session: &str) -> Option<Arc<Principal>> {
         let now = Instant::now();
-        let Ok(mut map) = self.map.lock() else {
-            return false;
-        };
+        let mut map = self.map.lock().ok()?;
         match map.get(token) {
-            Some((id, expiry)) if *expiry > now => id == session,
+            Some((id, who, expiry)) if *expiry > now => (id == session).then(|| who.clone()),
             Some(_) => {
                 map.remove(token);
-                false
+                None
             }
-            None => false,
+            None => None,
         }
     }
 }
 
-/// Whether `req` is a `GET` of a session's event stream carrying a stream token issued for
-/// that session (the auth middleware's one exception to the bearer token).
-pub fn admits(tokens: &StreamTokens, req: &Request) -> bool {
+/// The principal of a stream token, when `req` is a `GET` of a session's event stream carrying
+/// one issued for that session (the auth middleware's one exception to the bearer token).
+pub fn admits(tokens: &StreamTokens, req: &Request) -> Option<Arc<Principal>> {
     if req.method() != Method::GET
         || req
             .extensions()
@@ -91,22 +96,17 @@ pub fn admits(tokens: &StreamTokens, req: &Request) -> bool {
             .map(MatchedPath::as_str)
             != Some(EVENTS_ROUTE)
     {
-        return false;
+        return None;
     }
-    let Some(session) = req
+    let session = req
         .uri()
         .path()
         .strip_prefix("/v1/sessions/")
-        .and_then(|p| p.strip_suffix("/events"))
-    else {
-        return false;
-    };
-    let Some(token) = req.uri().query().and_then(|q| {
+        .and_then(|p| p.strip_suffix("/events"))?;
+    let token = req.uri().query().and_then(|q| {
         q.split('&')
             .find_map(|kv| kv.strip_prefix(QUERY_KEY)?.strip_prefix('='))
-    }) else {
-        return false;
-    };
+    })?;
     tokens.accepts(token, session)
 }
 
@@ -117,18 +117,18 @@ mod tests {
     #[test]
     fn a_token_opens_its_session_only_until_it_expires() {
         let tokens = StreamTokens::new(Duration::from_secs(60));
-        let t = tokens.issue("s-1").unwrap();
+        let t = tokens.issue("s-1", Principal::default_admin()).unwrap();
         assert!(t.starts_with("st_") && t.len() == 67, "{t}");
-        assert!(tokens.accepts(&t, "s-1"));
+        assert!(tokens.accepts(&t, "s-1").is_some());
         assert!(
-            tokens.accepts(&t, "s-1"),
+            tokens.accepts(&t, "s-1").is_some(),
             "usable again (EventSource reconnects)"
         );
-        assert!(!tokens.accepts(&t, "s-2"));
-        assert!(!tokens.accepts("st_forged", "s-1"));
-        assert_ne!(tokens.issue("s-1").unwrap(), t);
+        assert!(tokens.accepts(&t, "s-2").is_none());
+        assert!(tokens.accepts("st_forged", "s-1").is_none());
+        assert_ne!(tokens.issue("s-1", Principal::default_admin()).unwrap(), t);
         let short = StreamTokens::new(Duration::ZERO);
-        let t = short.issue("s-1").unwrap();
-        assert!(!short.accepts(&t, "s-1"));
+        let t = short.issue("s-1", Principal::default_admin()).unwrap();
+        assert!(short.accepts(&t, "s-1").is_none());
     }
 }

@@ -10,19 +10,22 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use super::credentials::Caller;
 use super::error::{ApiError, ApiPath};
 use super::state::ServerState;
 use super::stream_token::MAX_TOKENS;
 
 /// `POST /v1/sessions/{id}/stream_token`: `{"stream_token", "expires_in"}` (seconds) for a
-/// session the server serves, has hibernated or finds on disk (none is woken).
+/// session the server serves, has hibernated or finds on disk (none is woken). The token acts
+/// as the caller (the ownership check has already let the caller at this session).
 pub async fn issue(
     State(state): State<Arc<ServerState>>,
+    Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     state.check_open()?;
     state.check_known(&id)?;
-    let Some(token) = state.stream_tokens.issue(&id) else {
+    let Some(token) = state.stream_tokens.issue(&id, who) else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "too_many_stream_tokens",

@@ -71,6 +71,9 @@ pub struct SessionSummary {
     pub workspace: Option<String>,
     /// `session_meta.source` (`subagent` for a child session).
     pub source: Option<String>,
+    /// `session_meta.owner`: the `rookery serve --auth` principal it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// The session whose trace points at this one with a `subagent` record (set by the catalog).
     pub parent: Option<String>,
     /// `session_meta.forked_from.session_id`: the session this one was forked from.
@@ -117,6 +120,7 @@ pub fn summarize(
             .to_string(),
         workspace: None,
         source: None,
+        owner: None,
         parent: None,
         forked_from: None,
         first_prompt: None,
@@ -152,6 +156,9 @@ pub fn summarize(
                 }
                 if summary.forked_from.is_none() {
                     summary.forked_from = meta.forked_from.as_ref().map(|f| f.session_id.clone());
+                }
+                if summary.owner.is_none() {
+                    summary.owner = meta.owner.clone();
                 }
             }
             Payload::Model(ModelPayload::Text {

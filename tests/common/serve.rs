@@ -142,7 +142,7 @@ impl Server {
         assert!(base.starts_with("http://127.0.0.1:"), "{base}");
         let token = match token {
             Some(t) => Some(t.to_string()),
-            None if extra.contains(&"--no-auth") => None,
+            None if extra.contains(&"--no-auth") || extra.contains(&"--auth") => None,
             None => Some(read_token_file(&home)),
         };
         Server {

@@ -515,6 +515,7 @@ fn rotate(state: &SessionState) {
         Some(r) => {
             let mut m = super::session_meta(&state.id, &state.options);
             m.source = r.meta.source.clone();
+            m.owner = r.meta.owner.clone();
             m
         }
         None => super::session_meta(&state.id, &state.options),

@@ -48,6 +48,8 @@ pub(crate) struct Verdict {
     pub(super) escalation: bool,
     /// The `approval_grant` an answer `allow_for_session` made, recorded after the decision.
     pub(super) grant: Option<OmniMessage>,
+    /// The principal whose answer decided (`approval_decision.decided_by`).
+    pub(super) decided_by: Option<String>,
 }
 
 impl Verdict {
@@ -66,6 +68,7 @@ impl Verdict {
             context: Vec::new(),
             escalation: false,
             grant: None,
+            decided_by: None,
         }
     }
 
@@ -75,12 +78,20 @@ impl Verdict {
         } else {
             build::approval_decision_by
         };
-        build(
+        let mut record = build(
             self.decision,
             tool_call_id,
             self.source,
             self.reason.clone(),
-        )
+        );
+        if let (
+            Some(by),
+            crate::message::Payload::Event(EventPayload::ApprovalDecision { decided_by, .. }),
+        ) = (&self.decided_by, &mut record.payload)
+        {
+            *decided_by = Some(by.clone());
+        }
+        record
     }
 }
 
@@ -339,9 +350,11 @@ impl Gate {
                 Answer::bare(Decision::Deny)
             });
         let decision = answer.decision;
+        let decided_by = self.approver.answered_by(&tool_call_id);
         if decision != Decision::AllowForSession {
             let mut v = Verdict::new(decision, source, None);
             v.records = records;
+            v.decided_by = decided_by;
             if decision == Decision::Deny
                 && let Some(reason) = answer.reason
             {
@@ -353,6 +366,7 @@ impl Gate {
         }
         let mut v = Verdict::new(Decision::Allow, source, None);
         v.records = records;
+        v.decided_by = decided_by;
         match (rule, &self.grants) {
             (Some(rule), Some(grants)) => {
                 let now = crate::message::now_timestamp();

@@ -160,6 +160,21 @@ impl SessionHandle {
         Ok(switched?)
     }
 
+    /// Records in the trace that an API request of principal `by` did `action` (`task_start`,
+    /// `steer`, `abort`, `approval_mode` with the `mode` it set, `delete`).
+    pub fn record_action(
+        &self,
+        action: &str,
+        by: &str,
+        mode: Option<&str>,
+    ) -> Result<(), RookeryError> {
+        self.actor.cast(SessionRequest::ApiAction {
+            action: action.to_string(),
+            by: by.to_string(),
+            mode: mode.map(str::to_string),
+        })
+    }
+
     /// Aborts the running task (no-op when idle).
     pub fn abort(&self) -> Result<(), RookeryError> {
         self.actor.cast(SessionRequest::Abort)

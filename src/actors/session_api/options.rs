@@ -25,6 +25,9 @@ pub struct SessionOptions {
     pub config: AgentConfig,
     /// `session_meta.source` (`subagent`, `schedule`); `None` for a user session.
     pub source: Option<String>,
+    /// `session_meta.owner`: the principal the session belongs to (a subagent inherits its
+    /// parent's; a resume restores the recorded one).
+    pub owner: Option<String>,
     /// A subagent's prompt (the scripted model picks its `children` entry by it).
     pub first_prompt: Option<String>,
     /// 0 for a user session, 1 for a subagent (which gets no subagent tools).
@@ -64,6 +67,7 @@ impl SessionOptions {
             approver: Arc::new(crate::approval::DenyAllApprover),
             config: AgentConfig::default(),
             source: None,
+            owner: None,
             first_prompt: None,
             depth: 0,
             resume: None,
@@ -101,6 +105,7 @@ pub(crate) fn session_meta(id: &str, options: &SessionOptions) -> SessionMeta {
         agent_state: options.workspace.display().to_string(),
         workspace: options.workspace.display().to_string(),
         source: options.source.clone(),
+        owner: options.owner.clone(),
         approval_mode: options
             .approver
             .policy()

@@ -27,6 +27,15 @@ pub enum SessionRequest {
     ),
     /// Aborts the running task, if any.
     Abort,
+    /// Records that an API request acted on the session (`api_action`).
+    ApiAction {
+        /// `task_start`, `steer`, `abort`, `approval_mode` or `delete`.
+        action: String,
+        /// The principal that sent the request.
+        by: String,
+        /// The mode an `approval_mode` request set.
+        mode: Option<String>,
+    },
     /// Compacts the context now (idle) or before the next request (a task runs).
     Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
     /// Drops the last N completed tasks from the context (refused while a task runs).

@@ -82,6 +82,10 @@ impl Approver for Arc<ChildApprover> {
     fn mode_name(&self) -> &'static str {
         self.parent.mode_name()
     }
+
+    fn answered_by(&self, tool_call_id: &str) -> Option<String> {
+        self.parent.answered_by(tool_call_id)
+    }
 }
 
 impl ChildApprover {

@@ -38,6 +38,9 @@ pub(super) fn transcript(catalog: &Catalog, history: &SessionHistory) -> Vec<Str
             summary.workspace.as_deref().unwrap_or("-")
         ),
     ];
+    if let Some(owner) = &summary.owner {
+        out.push(format!("owner {owner}"));
+    }
     if let Some(parent) = parent_of(catalog, &summary) {
         out.push(format!("subagent of {parent}"));
     }

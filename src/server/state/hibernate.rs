@@ -62,6 +62,8 @@ pub(super) struct Hibernated {
     pub sandbox: (crate::sandbox::SandboxMode, crate::sandbox::NetworkAccess),
     /// When the session was first created (`GET /v1/sessions` keeps showing it).
     pub created_at: Box<str>,
+    /// `session_meta.owner`.
+    pub owner: Option<Box<str>>,
     pub log: Parked,
 }
 
@@ -88,6 +90,8 @@ pub struct HibernatedView {
     pub created_at: String,
     /// The file its trace was written to last (where a wake resumes it from).
     pub trace_path: PathBuf,
+    /// The principal it belongs to (`session_meta.owner`).
+    pub owner: Option<String>,
 }
 
 /// The `NNN` of a trace file named `<id>_NNN.jsonl` (1 when the name says otherwise).
@@ -195,14 +199,14 @@ impl ServerState {
     }
 
     /// True when `entry` does nothing: no task, no live command or subagent, no approval.
-    async fn is_quiet(entry: &SessionEntry) -> bool {
+    pub(super) async fn is_quiet(entry: &SessionEntry) -> bool {
         entry.approvals.pending_count() == 0
             && matches!(entry.handle.status().await, Ok(SessionStatus::Idle))
             && matches!(entry.handle.live_counts().await, Ok((0, 0)))
     }
 
     /// The resident sessions, least recently used first.
-    fn by_last_use(&self) -> Vec<Arc<SessionEntry>> {
+    pub(super) fn by_last_use(&self) -> Vec<Arc<SessionEntry>> {
         let mut list: Vec<(u64, Arc<SessionEntry>)> = self
             .sessions
             .lock()
@@ -250,7 +254,7 @@ impl ServerState {
     }
 
     /// Hibernates a quiet session; false when it is in use after all or closing failed.
-    async fn hibernate(&self, entry: &Arc<SessionEntry>) -> bool {
+    pub(super) async fn hibernate(&self, entry: &Arc<SessionEntry>) -> bool {
         let _guard = self.resume_lock.lock().await;
         let id = entry.id().to_string();
         if !self.in_memory(&id).is_some_and(|e| Arc::ptr_eq(&e, entry)) {
@@ -292,6 +296,7 @@ impl ServerState {
                     approval_mode: mode,
                     sandbox: entry.handle.sandbox(),
                     created_at: entry.created_at.as_str().into(),
+                    owner: entry.handle.meta().owner.as_deref().map(Box::from),
                     log,
                 },
             );
@@ -316,6 +321,8 @@ impl ServerState {
             tools_profile: None,
             // Default: the resume restores the sandbox the trace recorded.
             sandbox: Default::default(),
+            // The resume restores the recorded owner.
+            owner: None,
         };
         let carried = Carried {
             log: h.log.log(self.cfg.ring_bytes),
@@ -371,6 +378,7 @@ impl ServerState {
                             None => paths::trace_path(home, id)
                                 .with_file_name(paths::trace_file_name(id, h.file_index)),
                         },
+                        owner: h.owner.as_deref().map(str::to_string),
                     })
                     .collect()
             })

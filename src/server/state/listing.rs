@@ -82,10 +82,15 @@ impl ServerState {
         }
     }
 
-    /// At most `limit` sessions with ids after `after`, by id: the resident and hibernated
-    /// ones and the user sessions recorded under the home (subagents and sessions closed
-    /// through the API in this run are left out).
-    pub fn list_page(&self, after: Option<&str>, limit: usize) -> ListPage {
+    /// At most `limit` sessions with ids after `after`, by id, among those whose owner
+    /// `visible` admits: the resident and hibernated ones and the user sessions recorded under
+    /// the home (subagents and sessions closed through the API in this run are left out).
+    pub fn list_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        visible: &dyn Fn(Option<&str>) -> bool,
+    ) -> ListPage {
         let resident: HashMap<String, Arc<SessionEntry>> =
             self.sessions.lock().map(|m| m.clone()).unwrap_or_default();
         let mut hibernated: HashMap<String, HibernatedView> = self
@@ -121,12 +126,17 @@ impl ServerState {
                 break;
             }
             if let Some(e) = resident.get(&id) {
-                page.sessions.push(Listed::Live(e.clone()));
+                if visible(e.handle.meta().owner.as_deref()) {
+                    page.sessions.push(Listed::Live(e.clone()));
+                }
             } else if let Some(h) = hibernated.remove(&id) {
-                page.sessions.push(Listed::Hibernated(h));
+                if visible(h.owner.as_deref()) {
+                    page.sessions.push(Listed::Hibernated(h));
+                }
             } else if !self.is_closed(&id)
                 && let Some(files) = catalog.as_ref().and_then(|c| c.get(&id))
                 && let Some(stored) = stored_view(&id, &files.files)
+                && visible(stored.meta.owner.as_deref())
             {
                 page.sessions.push(Listed::Stored(Box::new(stored)));
             }

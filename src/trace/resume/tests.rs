@@ -17,6 +17,7 @@ fn meta() -> OmniMessage {
         source: None,
         approval_mode: None,
         forked_from: None,
+        owner: None,
         launch: Default::default(),
     })
 }
