@@ -10,14 +10,18 @@
 //! the namespace (`&` children do not outlive a call anyway; see `docs/tools.md`). A command
 //! killed with SIGKILL from outside takes the init with it.
 //!
-//! The report pipe first says whether the start worked: the step that failed and its errno, so
-//! the spawn fails with what went wrong and nothing runs unconfined. The init shares rookery's
-//! memory and the spawning thread's TLS, so once it has reported the start (the spawning
-//! thread then runs again) it makes only raw system calls that touch nothing but its own stack,
-//! which [`InitStack`] keeps alive until the init is reaped. The sandboxed processes cannot
-//! reach that memory: Landlock refuses them any `ptrace` or `/proc/<pid>/mem` access to the
-//! unsandboxed init, and its `/proc` hides processes they may not inspect. The unsandboxed path
-//! (`spawn_raw.rs`) does none of this.
+//! The report pipe first says whether the start worked: the step that failed and its errno, so the
+//! spawn fails with what went wrong and nothing runs unconfined. The start is awaited on that pipe,
+//! so the spawning thread runs other tasks meanwhile (a blocked runtime thread made every
+//! concurrent spawn wait). What the children read of ours until the report is boxed (`Launch`); a
+//! start dropped before its report kills the init and leaks the box. The init shares rookery's
+//! memory and the spawning thread's TLS while that thread runs on: it makes only raw system calls,
+//! except the libc `clone` of the command, which writes `errno` when it fails (it then fails
+//! closed), and once it has reported the start it touches nothing but its own stack, which
+//! [`InitStack`] keeps alive until the init is reaped. The sandboxed processes cannot reach that
+//! memory: Landlock refuses them any `ptrace` or `/proc/<pid>/mem` access to the unsandboxed init,
+//! and its `/proc` hides processes they may not inspect. The unsandboxed path (`spawn_raw.rs`) does
+//! none of this.
 
 use std::ffi::CString;
 use std::io;
@@ -152,9 +156,10 @@ fn sigmask(sigs: &[libc::c_int]) -> u64 {
 
 /// The first process of the namespaces (their init), sharing our memory.
 extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's `InitArgs`, alive until the start is reported (the parent
-    // blocks on the report pipe meanwhile). Every call here is a raw one (`raw`, `sandbox::sys`)
-    // except the clone of the command, whose errno may be another thread's: it fails closed.
+    // SAFETY: `arg` is the parent's boxed `InitArgs`, alive until the start is reported (the
+    // parent awaits the report pipe meanwhile; a cancelled start leaks the box). Every call here
+    // is a raw one (`raw`, `sandbox::sys`) except the clone of the command, whose errno may be
+    // another thread's: it fails closed.
     unsafe {
         let a = &mut *(arg as *mut InitArgs);
         // Its own group, so rookery's group signals reach it (and only it) to be forwarded.
@@ -371,8 +376,8 @@ fn default_dispositions_raw() {
 
 /// The command, sharing the init's (that is, our) memory until it execs. Raw calls only.
 extern "C" fn exec_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's `InitArgs` (the init is suspended until this child has
-    // exec'd or exited, the parent blocked on the report pipe).
+    // SAFETY: `arg` is the parent's boxed `InitArgs` (the init is suspended until this child
+    // has exec'd or exited; the parent keeps the box until the init reports, or leaks it).
     let a = unsafe { &mut *(arg as *mut InitArgs) };
     let fail = |a: &mut InitArgs, step: u32, errno: i32| -> libc::c_int {
         a.failure = ChildFailure { step, errno };
