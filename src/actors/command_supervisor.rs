@@ -457,7 +457,7 @@ impl CommandSupervisorState {
             env_policy: self.options.env_policy.clone(),
             sandbox: sandbox.map(|s| s.confinement().clone()),
         };
-        let spawned = process::spawn_process(&spec)?;
+        let spawned = process::spawn_process(&spec).await?;
         let group = spawned.group.0.clone();
         let sup = myself.clone();
         let fid = id.clone();

@@ -168,7 +168,7 @@ async fn one(paths: &Paths, conf: Option<&Arc<Confinement>>) -> Result<(), Sandb
         env_policy: Default::default(),
         sandbox: conf.cloned(),
     };
-    let spawned = spawn_process(&spec)?;
+    let spawned = spawn_process(&spec).await?;
     let mut child = spawned.child;
     if let ProcessIo::Pipes {
         stdin,

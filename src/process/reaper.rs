@@ -4,15 +4,19 @@
 //! PID 1 of a container never reaps.
 //!
 //! Reaping must never steal the exit status of a child somebody waits for by pid. The command
-//! spawner records every child it starts in the [`owned`] set (under the set's lock, before the
-//! child could exit) and removes it when it reaps it; the reaper only reaps zombie children
-//! that are not in the set and not in rookery's own session (children the runtime or an
+//! spawner announces a start ([`Starting`]) before its clone and records the child in the
+//! [`owned`] set once it has its pid; it removes it when it reaps it. A reaping pass made while
+//! any start is announced and not yet recorded is deferred, so the lock is not held across a
+//! clone (a sandboxed start takes long enough for that lock to serialize every spawn). The
+//! reaper only reaps zombie children that are not in the set and not in rookery's own session
+//! (children the runtime or an
 //! embedding program spawn without `setsid` stay in it). It is opt-in ([`become_subreaper`],
 //! called by the `rookery` binary), since an embedding program may wait for its own detached
 //! children. It kills nothing: that is `tree.rs`. It reaps on the SIGCHLD task itself and
 //! starts no thread: at a pid limit there may be none to start.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -27,6 +31,40 @@ pub fn owned() -> MutexGuard<'static, HashSet<libc::pid_t>> {
         .get_or_init(|| Mutex::new(HashSet::new()))
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts announced and not yet recorded (changed and read only under the [`owned`] lock).
+static STARTING: AtomicUsize = AtomicUsize::new(0);
+
+/// A start in progress: while one lives, no reaping pass reaps anything (the child it is
+/// cloning has no pid in the [`owned`] set yet). Record the child with [`Starting::record`];
+/// dropping it without recording ends the announcement (a failed start reaps its own child
+/// first).
+#[derive(Debug)]
+pub struct Starting(());
+
+impl Starting {
+    /// Announces a start (takes the [`owned`] lock briefly).
+    pub fn announce() -> Starting {
+        let _owned = owned();
+        STARTING.fetch_add(1, Ordering::Relaxed);
+        Starting(())
+    }
+
+    /// Records `pid` as owned and ends the announcement, under one hold of the lock.
+    pub fn record(self, pid: libc::pid_t) {
+        let mut owned = owned();
+        owned.insert(pid);
+        STARTING.fetch_sub(1, Ordering::Relaxed);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        let _owned = owned();
+        STARTING.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 static STARTED: OnceLock<()> = OnceLock::new();
@@ -59,11 +97,17 @@ pub fn become_subreaper() -> std::io::Result<()> {
             // for a thread (tokio's `spawn_blocking` then panics, and this loop with it), and
             // its zombies are what holds the pids. The pass reads a few `/proc` files and
             // calls `waitpid(WNOHANG)`: it never blocks.
-            let reaped = reap_orphans();
-            if reaped > 0 {
-                tracing::debug!(reaped, "reaped orphaned command processes");
+            loop {
+                let (reaped, deferred) = reap_orphans();
+                if reaped > 0 {
+                    tracing::debug!(reaped, "reaped orphaned command processes");
+                }
+                tokio::time::sleep(COALESCE).await;
+                // A deferred pass is made again without waiting for another SIGCHLD.
+                if !deferred {
+                    break;
+                }
             }
-            tokio::time::sleep(COALESCE).await;
         }
     });
     Ok(())
@@ -106,8 +150,9 @@ pub fn listed_children(file: &std::path::Path) -> std::io::Result<Vec<i32>> {
         .collect())
 }
 
-/// Reaps every zombie child that is neither owned nor in our session; returns how many.
-pub fn reap_orphans() -> usize {
+/// Reaps every zombie child that is neither owned nor in our session; returns how many, and
+/// whether the pass was deferred because a start was in progress (then it reaped nothing).
+pub fn reap_orphans() -> (usize, bool) {
     let me = std::process::id() as i32;
     // SAFETY: getsid(0) has no preconditions.
     let my_session = unsafe { libc::getsid(0) };
@@ -115,7 +160,7 @@ pub fn reap_orphans() -> usize {
         Some(children) => children,
         None => {
             let Ok(dir) = std::fs::read_dir("/proc") else {
-                return 0;
+                return (0, false);
             };
             dir.filter_map(Result::ok)
                 .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
@@ -130,17 +175,20 @@ pub fn reap_orphans() -> usize {
         })
         .collect();
     if zombies.is_empty() {
-        return 0;
+        return (0, false);
     }
     let owned = owned();
+    if STARTING.load(Ordering::Relaxed) > 0 {
+        return (0, true);
+    }
     let mut n = 0;
     for pid in zombies.into_iter().filter(|p| !owned.contains(p)) {
         let mut status = 0;
         // SAFETY: WNOHANG on a zombie child of ours that no waiter owns (checked under the
-        // owned lock, which every spawn holds until its pid is recorded).
+        // owned lock, with no start announced and unrecorded).
         if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
             n += 1;
         }
     }
-    n
+    (n, false)
 }

@@ -207,7 +207,7 @@ fn find_bash(path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
 /// runtime worker): the parent-death signal fires when the spawning *thread* exits. Errors are
 /// the `<msg>` of `[spawn error: <msg>]` (see `spawn_error.rs`).
 #[cfg(target_os = "linux")]
-pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
+pub async fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     use super::spawn_raw::above_stdio;
     use std::ffi::CString;
     use std::os::fd::AsRawFd;
@@ -260,7 +260,8 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
         set_cloexec(&pty.slave).map_err(SpawnError::Pty)?;
         let slave = above_stdio(pty.slave).map_err(SpawnError::PtyIo)?;
         let fd = slave.as_raw_fd();
-        let (pid, child) = start(&program, &argv, &envp, &cwd, [fd, fd, fd], true, spec)?;
+        let strings = (program, argv.to_vec(), envp, cwd);
+        let (pid, child) = start(strings, [fd, fd, fd], true, spec).await?;
         // Only the child keeps the slave open, so the master reads EIO (end) once it is closed.
         drop(slave);
         let group = KillOnDrop(ProcessGroup::new(pid, cookie));
@@ -283,7 +284,8 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let stdio = [in_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
-    let (pid, child) = start(&program, &argv, &envp, &cwd, stdio, false, spec)?;
+    let strings = (program, argv.to_vec(), envp, cwd);
+    let (pid, child) = start(strings, stdio, false, spec).await?;
     drop((in_r, out_w, err_w));
     let group = KillOnDrop(ProcessGroup::new(pid, cookie));
     let wrap = SpawnError::Bash;
@@ -296,24 +298,31 @@ pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     Ok(SpawnedProcess { child, io, group })
 }
 
+/// The program, argv, envp and working directory of a start.
+#[cfg(target_os = "linux")]
+type Strings = (
+    std::ffi::CString,
+    Vec<std::ffi::CString>,
+    Vec<std::ffi::CString>,
+    std::ffi::CString,
+);
+
 /// Starts the prepared bash: unconfined (`spawn_raw.rs`) or, with a sandbox, as the command of
 /// its namespace's init (`spawn_confined.rs`). Returns the pid of the group's leader.
 #[cfg(target_os = "linux")]
-fn start(
-    program: &std::ffi::CString,
-    argv: &[std::ffi::CString],
-    envp: &[std::ffi::CString],
-    cwd: &std::ffi::CString,
+async fn start(
+    strings: Strings,
     stdio: [std::os::fd::RawFd; 3],
     tty: bool,
     spec: &SpawnSpec,
 ) -> Result<(i32, ChildProc), SpawnError> {
     let Some(conf) = &spec.sandbox else {
+        let (program, argv, envp, cwd) = &strings;
         let pid = super::spawn_raw::spawn(program, argv, envp, cwd, stdio, tty)
             .map_err(SpawnError::Bash)?;
         return Ok((pid, ChildProc::new(pid)));
     };
-    match super::spawn_confined::spawn(program, argv, envp, cwd, stdio, tty, conf) {
+    match super::spawn_confined::spawn(strings, stdio, tty, conf.clone()).await {
         Ok((pid, report, stack)) => Ok((pid, ChildProc::confined(pid, report, stack))),
         Err(e) if e.sandbox => {
             tracing::warn!(step = e.step, error = %e.source, "sandboxed spawn refused");
@@ -329,7 +338,7 @@ fn start(
 /// Spawns `bash -lc <cmd>`. Must run inside a tokio runtime, on a thread that outlives the
 /// child (a runtime worker). Errors are the `<msg>` of `[spawn error: <msg>]` (see `spawn_error.rs`).
 #[cfg(not(target_os = "linux"))]
-pub fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
+pub async fn spawn_process(spec: &SpawnSpec) -> Result<SpawnedProcess, SpawnError> {
     if !spec.cwd.is_dir() {
         return Err(SpawnError::NoWorkdir(spec.cwd.clone()));
     }
@@ -474,6 +483,7 @@ mod tests {
             sandbox: None,
         };
         let err = spawn_process(&spec)
+            .await
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -496,7 +506,7 @@ mod tests {
         };
         let SpawnedProcess {
             mut child, group, ..
-        } = spawn_process(&spec).unwrap();
+        } = spawn_process(&spec).await.unwrap();
         let pgid = group.0.pgid();
         // bash and both sleeps (the `wait` keeps bash from exec-ing the last command).
         let all_up = || group_members(pgid).len() == 3;

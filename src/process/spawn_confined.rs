@@ -10,20 +10,27 @@
 //! the namespace (`&` children do not outlive a call anyway; see `docs/tools.md`). A command
 //! killed with SIGKILL from outside takes the init with it.
 //!
-//! The report pipe first says whether the start worked: the step that failed and its errno, so
-//! the spawn fails with what went wrong and nothing runs unconfined. The init shares rookery's
-//! memory and the spawning thread's TLS, so once it has reported the start (the spawning
-//! thread then runs again) it makes only raw system calls that touch nothing but its own stack,
-//! which [`InitStack`] keeps alive until the init is reaped. The sandboxed processes cannot
-//! reach that memory: Landlock refuses them any `ptrace` or `/proc/<pid>/mem` access to the
-//! unsandboxed init, and its `/proc` hides processes they may not inspect. The unsandboxed path
-//! (`spawn_raw.rs`) does none of this.
+//! The report pipe first says whether the start worked: the step that failed and its errno, so the
+//! spawn fails with what went wrong and nothing runs unconfined. The start is awaited on that pipe,
+//! so the spawning thread runs other tasks meanwhile (a blocked runtime thread made every
+//! concurrent spawn wait). What the children read of ours until the report is boxed (`Launch`); a
+//! start dropped before its report kills the init and leaks the box. The init shares rookery's
+//! memory and the spawning thread's TLS while that thread runs on: it makes only raw system calls,
+//! except the libc `clone` of the command, which writes `errno` when it fails (it then fails
+//! closed), and once it has reported the start it touches nothing but its own stack, which
+//! [`InitStack`] keeps alive until the init is reaped. The sandboxed processes cannot reach that
+//! memory: Landlock refuses them any `ptrace` or `/proc/<pid>/mem` access to the unsandboxed init,
+//! and its `/proc` hides processes they may not inspect. The unsandboxed path (`spawn_raw.rs`) does
+//! none of this.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+use std::sync::Arc;
+
+use tokio::io::unix::AsyncFd;
 
 use super::spawn_raw::above_stdio;
 use crate::sandbox::{ChildFailure, Confinement};
@@ -149,9 +156,10 @@ fn sigmask(sigs: &[libc::c_int]) -> u64 {
 
 /// The first process of the namespaces (their init), sharing our memory.
 extern "C" fn init_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's `InitArgs`, alive until the start is reported (the parent
-    // blocks on the report pipe meanwhile). Every call here is a raw one (`raw`, `sandbox::sys`)
-    // except the clone of the command, whose errno may be another thread's: it fails closed.
+    // SAFETY: `arg` is the parent's boxed `InitArgs`, alive until the start is reported (the
+    // parent awaits the report pipe meanwhile; a cancelled start leaks the box). Every call here
+    // is a raw one (`raw`, `sandbox::sys`) except the clone of the command, whose errno may be
+    // another thread's: it fails closed.
     unsafe {
         let a = &mut *(arg as *mut InitArgs);
         // Its own group, so rookery's group signals reach it (and only it) to be forwarded.
@@ -368,8 +376,8 @@ fn default_dispositions_raw() {
 
 /// The command, sharing the init's (that is, our) memory until it execs. Raw calls only.
 extern "C" fn exec_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's `InitArgs` (the init is suspended until this child has
-    // exec'd or exited, the parent blocked on the report pipe).
+    // SAFETY: `arg` is the parent's boxed `InitArgs` (the init is suspended until this child
+    // has exec'd or exited; the parent keeps the box until the init reports, or leaks it).
     let a = unsafe { &mut *(arg as *mut InitArgs) };
     let fail = |a: &mut InitArgs, step: u32, errno: i32| -> libc::c_int {
         a.failure = ChildFailure { step, errno };
@@ -432,30 +440,67 @@ impl std::fmt::Debug for InitStack {
     }
 }
 
+/// What the children read of the parent's memory until the start is reported: the
+/// arguments, the strings and pointer arrays they point into, and the confinement. Boxed, so
+/// nothing moves while the children read it.
+struct Launch {
+    args: InitArgs,
+    _argv_p: Vec<*const libc::c_char>,
+    _envp_p: Vec<*const libc::c_char>,
+    _strings: (CString, Vec<CString>, Vec<CString>, CString),
+    _conf: Arc<Confinement>,
+}
+
+// SAFETY: the raw pointers point into the `Launch`'s own strings and confinement, which move
+// with it (their heap buffers never move); nothing else shares them.
+unsafe impl Send for Launch {}
+
+/// A clone whose start has not been reported yet. Dropped before that (the spawning future
+/// was cancelled), it kills the init (and with it the namespace) and leaks what the children
+/// may still read: freeing it could let them read freed memory.
+struct Pending {
+    pid: libc::pid_t,
+    launch: Option<Box<Launch>>,
+    stacks: Option<Box<[std::mem::MaybeUninit<u8>]>>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(launch) = self.launch.take() {
+            // SAFETY: kill of our own child (not reaped: its pid is still ours).
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            std::mem::forget(launch);
+            std::mem::forget(self.stacks.take());
+        }
+    }
+}
+
 /// Starts `program` confined by `conf` (see the module text); returns the init's pid (the
 /// leader of the group rookery signals), the report pipe the command's status comes through
-/// (`command_status`) and the init's stack.
-pub fn spawn(
-    program: &CString,
-    argv: &[CString],
-    envp: &[CString],
-    cwd: &CString,
+/// (`command_status`) and the init's stack. The start is awaited on the report pipe: the
+/// runtime's thread is not blocked while the namespaces are set up and the command execs.
+/// Must run inside a tokio runtime, on a thread that outlives the command (a runtime worker).
+pub async fn spawn(
+    strings: (CString, Vec<CString>, Vec<CString>, CString),
     stdio: [RawFd; 3],
     tty: bool,
-    conf: &Confinement,
+    conf: Arc<Confinement>,
 ) -> Result<(libc::pid_t, OwnedFd, InitStack), ConfinedError> {
     let os = |code: u32| {
         move |e: io::Error| ConfinedError::new(code, e.raw_os_error().unwrap_or(libc::EIO))
     };
-    let mut owned = super::reaper::owned();
-    let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
-    argv_p.push(std::ptr::null());
-    let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
-    envp_p.push(std::ptr::null());
+    // Not the owned lock: held across the start, it would serialize every spawn.
+    let starting = super::reaper::Starting::announce();
     let (rep_r, rep_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| ConfinedError::new(step::CLONE, e as i32))?;
     let rep_r = above_stdio(rep_r).map_err(os(step::CLONE))?;
     let rep_w = above_stdio(rep_w).map_err(os(step::CLONE))?;
+    // Read without blocking: the start is awaited, and the status is read once the init exited.
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(rep_r.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(rep_r.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
     // SAFETY: pidfd_open has no memory arguments; a valid result is a descriptor we own.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
     if raw < 0 {
@@ -463,6 +508,58 @@ pub fn spawn(
     }
     // SAFETY: `raw` is a fresh pidfd (close-on-exec) owned by nobody else.
     let parent = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
+    let pending = clone_init(
+        strings,
+        stdio,
+        tty,
+        conf,
+        rep_w.as_raw_fd(),
+        parent.as_raw_fd(),
+    )?;
+    let pid = pending.pid;
+    let mut pending = pending;
+    drop((rep_w, parent));
+    let (rep_r, record) = start_record(rep_r).await;
+    let (code, value) = match record {
+        Ok(Some(rec)) => rec,
+        Ok(None) => (step::INIT_GONE, libc::ECHILD),
+        Err(e) => {
+            // The start is unknown: the command must not run on unwatched.
+            // SAFETY: kill of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            (step::INIT_GONE, e.raw_os_error().unwrap_or(libc::EIO))
+        }
+    };
+    // Reported (or the init is gone): the children read nothing of ours any more.
+    drop(pending.launch.take());
+    let stacks = pending.stacks.take();
+    if code != STARTED {
+        let mut status = 0;
+        // SAFETY: reaps our own child, which has reported a failure (or died).
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        drop(stacks);
+        return Err(ConfinedError::new(code, value));
+    }
+    starting.record(pid);
+    let Some(stacks) = stacks else {
+        return Err(ConfinedError::new(step::INIT_GONE, libc::EIO));
+    };
+    Ok((pid, rep_r, InitStack(stacks)))
+}
+
+/// Clones the init (see [`spawn`]); the children read the returned `Pending`'s launch.
+fn clone_init(
+    strings: (CString, Vec<CString>, Vec<CString>, CString),
+    stdio: [RawFd; 3],
+    tty: bool,
+    conf: Arc<Confinement>,
+    report: RawFd,
+    parent: RawFd,
+) -> Result<Pending, ConfinedError> {
+    let mut argv_p: Vec<*const libc::c_char> = strings.1.iter().map(|s| s.as_ptr()).collect();
+    argv_p.push(std::ptr::null());
+    let mut envp_p: Vec<*const libc::c_char> = strings.2.iter().map(|s| s.as_ptr()).collect();
+    envp_p.push(std::ptr::null());
     // Left uninitialized: each child writes its frames before it reads them.
     let mut stacks = Box::<[u8]>::new_uninit_slice(2 * CHILD_STACK);
     let base = stacks.as_mut_ptr().cast::<u8>();
@@ -473,24 +570,31 @@ pub fn spawn(
         unsafe { p.sub(p as usize % 16) }
     };
     let (init_top, exec_top) = (top(CHILD_STACK), top(2 * CHILD_STACK));
-    let mut args = InitArgs {
-        program: program.as_ptr(),
-        argv: argv_p.as_ptr(),
-        envp: envp_p.as_ptr(),
-        cwd: cwd.as_ptr(),
-        stdio,
-        tty,
-        conf,
-        report: rep_w.as_raw_fd(),
-        parent: parent.as_raw_fd(),
-        exec_stack: exec_top.cast(),
-        failure: ChildFailure { step: 0, errno: 0 },
-    };
-    // SAFETY: the init shares our memory: `args` (and what it points to) stays alive until
-    // the init reports the start or its failure, below; `stacks` until the init is reaped
-    // (returned to the caller, or kept here on failure until after the reap). Signals are
-    // blocked around the clone so no handler of ours runs in the child; the init keeps them
-    // blocked and the command resets them before exec.
+    let mut launch = Box::new(Launch {
+        args: InitArgs {
+            program: strings.0.as_ptr(),
+            argv: argv_p.as_ptr(),
+            envp: envp_p.as_ptr(),
+            cwd: strings.3.as_ptr(),
+            stdio,
+            tty,
+            conf: Arc::as_ptr(&conf),
+            report,
+            parent,
+            exec_stack: exec_top.cast(),
+            failure: ChildFailure { step: 0, errno: 0 },
+        },
+        _argv_p: argv_p,
+        _envp_p: envp_p,
+        _strings: strings,
+        _conf: conf,
+    });
+    let args: *mut InitArgs = &mut launch.args;
+    // SAFETY: the init shares our memory: `launch` (what the children read) stays alive until
+    // the init reports the start or its failure, or is leaked (`Pending`); `stacks` until the
+    // init is reaped (returned to the caller, or kept here on failure until after the reap).
+    // Signals are blocked around the clone so no handler of ours runs in the child; the init
+    // keeps them blocked and the command resets them before exec.
     let pid = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
@@ -499,8 +603,8 @@ pub fn spawn(
         let pid = libc::clone(
             init_main,
             init_top.cast(),
-            conf.clone_flags() | libc::SIGCHLD,
-            (&mut args as *mut InitArgs).cast(),
+            (*(*args).conf).clone_flags() | libc::SIGCHLD,
+            args.cast(),
         );
         let clone_err = errno();
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
@@ -509,40 +613,48 @@ pub fn spawn(
         }
         pid
     };
-    drop((rep_w, parent));
-    let reap = |pid: libc::pid_t| {
-        let mut status = 0;
-        // SAFETY: reaps our own child, which has reported a failure (or died).
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-    };
-    let (code, value) = match read_record(&rep_r) {
-        Ok(Some(rec)) => rec,
-        Ok(None) => (step::INIT_GONE, libc::ECHILD),
+    Ok(Pending {
+        pid,
+        launch: Some(launch),
+        stacks: Some(stacks),
+    })
+}
+
+/// Awaits the init's first record on the (non-blocking) report pipe: `None` at its end.
+async fn start_record(rep_r: OwnedFd) -> (OwnedFd, io::Result<Option<(u32, i32)>>) {
+    // SAFETY: the `OwnedFd` reports the descriptor it owns, open until `afd` gives it back.
+    let afd = match unsafe { AsyncFd::register(rep_r) } {
+        Ok(afd) => afd,
         Err(e) => {
-            // The start is unknown: the command must not run on unwatched.
-            // SAFETY: kill of our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            (step::INIT_GONE, e.raw_os_error().unwrap_or(libc::EIO))
+            let (fd, e) = e.into_parts();
+            return (fd, Err(e));
         }
     };
-    if code != STARTED {
-        reap(pid);
-        drop(stacks);
-        return Err(ConfinedError::new(code, value));
-    }
-    // The status is read once the init has exited: never block on it.
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(rep_r.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(rep_r.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-    owned.insert(pid);
-    Ok((pid, rep_r, InitStack(stacks)))
+    let record = loop {
+        let mut ready = match afd.readable().await {
+            Ok(ready) => ready,
+            Err(e) => break Err(e),
+        };
+        match try_read_record(afd.get_ref()) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
+            other => break other,
+        }
+    };
+    (afd.into_inner(), record)
 }
 
 /// Reads one 8-byte record; `None` at the end of the pipe (or with nothing there yet on a
 /// non-blocking pipe).
 fn read_record(fd: &OwnedFd) -> io::Result<Option<(u32, i32)>> {
+    match try_read_record(fd) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        other => other,
+    }
+}
+
+/// Reads one 8-byte record (written in one `write`, so it comes whole); `None` at the end of
+/// the pipe, `WouldBlock` with nothing there yet.
+fn try_read_record(fd: &OwnedFd) -> io::Result<Option<(u32, i32)>> {
     let mut rec = [0u8; 8];
     let mut got = 0;
     while got < rec.len() {
@@ -561,7 +673,7 @@ fn read_record(fd: &OwnedFd) -> io::Result<Option<(u32, i32)>> {
             let e = io::Error::last_os_error();
             match e.kind() {
                 io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return Ok(None),
+                io::ErrorKind::WouldBlock if got > 0 => continue,
                 _ => return Err(e),
             }
         }

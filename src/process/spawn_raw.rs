@@ -144,7 +144,8 @@ pub fn spawn_with(
     tty: bool,
     parent_death: bool,
 ) -> io::Result<libc::pid_t> {
-    let mut owned = super::reaper::owned();
+    // Not the owned lock: held across the clone, it would serialize every spawn.
+    let starting = super::reaper::Starting::announce();
     let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
     argv_p.push(std::ptr::null());
     let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
@@ -197,7 +198,7 @@ pub fn spawn_with(
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(io::Error::from_raw_os_error(child_errno));
     }
-    owned.insert(pid);
+    starting.record(pid);
     Ok(pid)
 }
 

@@ -69,6 +69,7 @@ mod resume_crash;
 mod sandbox_confinement;
 mod sandbox_plumbing;
 mod sandbox_sessions;
+mod sandbox_start;
 mod secrets;
 mod serve;
 mod serve_api_edges;

@@ -91,7 +91,7 @@ fn spec(f: &Fixture, cmd: &str, sandbox: Option<&Arc<Confinement>>) -> SpawnSpec
 
 /// Runs `cmd` in the workspace (sandboxed with `sandbox`), stdout and stderr together.
 async fn run(f: &Fixture, cmd: &str, sandbox: Option<&Arc<Confinement>>) -> Ran {
-    let spawned = spawn_process(&spec(f, cmd, sandbox)).unwrap();
+    let spawned = spawn_process(&spec(f, cmd, sandbox)).await.unwrap();
     let mut child = spawned.child;
     let (mut stdout, mut stderr) = match spawned.io {
         ProcessIo::Pipes { stdout, stderr, .. } => (stdout, stderr),
@@ -366,7 +366,9 @@ async fn exit_codes_signals_and_the_group_kill_pass_through() {
 
     // SIGINT to the group (an interrupt) reaches the command through the init.
     for (sig, name) in [(nix::sys::signal::Signal::SIGINT, libc::SIGINT)] {
-        let spawned = spawn_process(&spec(&f, "echo up; exec sleep 60", Some(&conf))).unwrap();
+        let spawned = spawn_process(&spec(&f, "echo up; exec sleep 60", Some(&conf)))
+            .await
+            .unwrap();
         let mut child = spawned.child;
         let ProcessIo::Pipes { mut stdout, .. } = spawned.io else {
             unreachable!()
@@ -387,6 +389,7 @@ async fn exit_codes_signals_and_the_group_kill_pass_through() {
         "trap '' TERM; sleep 60 & echo up; wait",
         Some(&conf),
     ))
+    .await
     .unwrap();
     let mut child = spawned.child;
     let ProcessIo::Pipes { mut stdout, .. } = spawned.io else {
@@ -417,7 +420,7 @@ async fn a_pty_command_runs_sandboxed() {
         Some(&conf),
     );
     s.tty = true;
-    let spawned = spawn_process(&s).unwrap();
+    let spawned = spawn_process(&s).await.unwrap();
     let mut child = spawned.child;
     let ProcessIo::Pty { master } = spawned.io else {
         unreachable!()
@@ -466,6 +469,7 @@ async fn a_confinement_that_cannot_be_applied_fails_the_spawn() {
         &format!("touch {}", marker.display()),
         Some(&conf),
     ))
+    .await
     .err()
     .expect("the spawn must fail");
     let text = err.to_string();
