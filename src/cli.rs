@@ -50,6 +50,7 @@ pub mod sessions;
 pub mod startup;
 pub mod status_line;
 pub mod terminal_text;
+pub mod webhook_args;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -345,6 +346,9 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
     pub stream_token_ttl_ms: u64,
+    /// `--webhook`, `--webhook-secret-env`, `--webhook-allow` and their delivery policy.
+    #[command(flatten)]
+    pub webhooks: webhook_args::WebhookArgs,
 }
 
 /// The flags of `rookery bench`.

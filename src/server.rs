@@ -8,7 +8,8 @@
 //! CORS, content type), `auth.rs`, `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
-//! `stream_token.rs` (tokens for `EventSource`), `listener.rs` (the accept loop,
+//! `stream_token.rs` (tokens for `EventSource`), `webhooks.rs` and
+//! `webhook_delivery.rs` (signed event POSTs, queued and retried), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
@@ -40,6 +41,8 @@ pub mod state;
 pub mod stream_token;
 pub mod stream_token_route;
 pub mod token;
+pub mod webhook_delivery;
+pub mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;
