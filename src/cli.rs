@@ -346,9 +346,10 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
     pub stream_token_ttl_ms: u64,
-    /// `--webhook`, `--webhook-secret-env`, `--webhook-allow` and their delivery policy.
+    /// `--webhook`, `--webhook-secret-env`, `--webhook-allow` and their delivery policy (boxed:
+    /// `ServeArgs` is the largest `Command`).
     #[command(flatten)]
-    pub webhooks: webhook_args::WebhookArgs,
+    pub webhooks: Box<webhook_args::WebhookArgs>,
 }
 
 /// The flags of `rookery bench`.
