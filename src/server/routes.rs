@@ -194,9 +194,9 @@ async fn create_session(
     State(state): AppState,
     ApiJson(body): ApiJson<OpenBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let webhook = super::webhooks::requested(&state, body.webhook.as_deref())?;
+    let webhook = super::webhooks::requested(state.webhooks(), body.webhook.as_deref())?;
     let entry = state.create(body.into_options(&state).await?).await?;
-    super::webhooks::attach(&state, entry.id(), webhook);
+    super::webhooks::attach(state.webhooks(), entry.id(), webhook);
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
 }
 
@@ -274,15 +274,17 @@ async fn resume(
     ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<OpenBody>,
 ) -> ApiResult<Json<Value>> {
-    let webhook =
-        super::webhooks::requested(&state, body.as_ref().and_then(|b| b.webhook.as_deref()))?;
+    let webhook = super::webhooks::requested(
+        state.webhooks(),
+        body.as_ref().and_then(|b| b.webhook.as_deref()),
+    )?;
     let open = match body {
         Some(b) => b.into_options(&state).await?,
         None => OpenOptions::default(),
     };
     let was_served = state.is_served(&id);
     let entry = state.resume(&id, open).await?;
-    super::webhooks::attach(&state, entry.id(), webhook);
+    super::webhooks::attach(state.webhooks(), entry.id(), webhook);
     Ok(Json(
         json!({"session_id": entry.id(), "resumed": !was_served}),
     ))

@@ -8,14 +8,12 @@
 //! redirect could lead to an origin the server does not allow).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{KeyInit, Mac};
 use tokio::sync::{Semaphore, mpsc};
 use url::Url;
-
-use super::webhooks::{WebhookConfig, WebhookCounters};
 
 /// Deliveries being attempted (or waiting to retry) at once, at most; while that many are, the
 /// queue is not drained.
@@ -24,6 +22,19 @@ pub const MAX_IN_FLIGHT: usize = 16;
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "Rookery-Signature";
+
+/// Delivery counters for `/metrics`.
+#[derive(Default)]
+pub struct WebhookCounters {
+    /// Deliveries a receiver answered with 2xx.
+    pub delivered: AtomicU64,
+    /// Deliveries given up after every retry failed.
+    pub failed: AtomicU64,
+    /// Deliveries dropped because the queue was full.
+    pub dropped: AtomicU64,
+    /// Attempts that failed (an error, a timeout or a non-2xx answer), retried or not.
+    pub attempts_failed: AtomicU64,
+}
 
 /// One event for one URL.
 pub struct Delivery {
@@ -79,21 +90,25 @@ pub struct Sender {
 }
 
 impl Sender {
-    /// A sender with `cfg`'s key, timeout and retry policy.
+    /// A sender signing with `secret`, giving each attempt `timeout` and retrying a failure
+    /// `retries` times, `backoff` doubled between them.
     pub fn new(
-        cfg: &WebhookConfig,
+        secret: &str,
+        timeout: Duration,
+        retries: u32,
+        backoff: Duration,
         counters: Arc<WebhookCounters>,
     ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
-            .timeout(cfg.timeout)
-            .connect_timeout(cfg.timeout)
+            .timeout(timeout)
+            .connect_timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
         Ok(Sender {
             client,
-            secret: Arc::from(cfg.secret.as_bytes()),
-            retries: cfg.retries,
-            backoff: cfg.backoff,
+            secret: Arc::from(secret.as_bytes()),
+            retries,
+            backoff,
             counters,
         })
     }

@@ -9,7 +9,7 @@
 //! never holds a session up.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,8 +20,7 @@ use url::Url;
 
 use super::approver::{ApiApprover, PendingApproval};
 use super::error::ApiError;
-use super::state::ServerState;
-use super::webhook_delivery::{self, Delivery};
+use super::webhook_delivery::{self, Delivery, WebhookCounters};
 use crate::message::{EventPayload, OmniMessage};
 
 /// Deliveries waiting for the delivery task, at most; beyond it a new one is dropped.
@@ -97,9 +96,12 @@ pub fn origin_of(url: &Url) -> String {
 
 /// The `webhook` of a create or resume request, checked before the session opens: `None`
 /// when there is none; 403 `webhook_not_allowed` when the server takes no per-session URL.
-pub fn requested(state: &ServerState, raw: Option<&str>) -> Result<Option<Url>, ApiError> {
+pub fn requested(
+    webhooks: Option<&Arc<Webhooks>>,
+    raw: Option<&str>,
+) -> Result<Option<Url>, ApiError> {
     let Some(raw) = raw else { return Ok(None) };
-    match state.webhooks() {
+    match webhooks {
         Some(w) => w.check_session_url(raw).map(Some),
         None => Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -110,23 +112,10 @@ pub fn requested(state: &ServerState, raw: Option<&str>) -> Result<Option<Url>, 
 }
 
 /// Sends the events of the session `id` to `url` (from [`requested`]) from now on.
-pub fn attach(state: &ServerState, id: &str, url: Option<Url>) {
-    if let (Some(w), Some(url)) = (state.webhooks(), url) {
+pub fn attach(webhooks: Option<&Arc<Webhooks>>, id: &str, url: Option<Url>) {
+    if let (Some(w), Some(url)) = (webhooks, url) {
         w.set_session_url(id, url);
     }
-}
-
-/// Delivery counters for `/metrics`.
-#[derive(Default)]
-pub struct WebhookCounters {
-    /// Deliveries a receiver answered with 2xx.
-    pub delivered: AtomicU64,
-    /// Deliveries given up after every retry failed.
-    pub failed: AtomicU64,
-    /// Deliveries dropped because the queue was full.
-    pub dropped: AtomicU64,
-    /// Attempts that failed (an error, a timeout or a non-2xx answer), retried or not.
-    pub attempts_failed: AtomicU64,
 }
 
 /// The webhooks of a server: its URLs, the queue to the delivery task and the counters.
@@ -144,7 +133,13 @@ impl Webhooks {
     pub fn start(cfg: WebhookConfig) -> Result<Arc<Self>, reqwest::Error> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let counters = Arc::new(WebhookCounters::default());
-        let sender = webhook_delivery::Sender::new(&cfg, counters.clone())?;
+        let sender = webhook_delivery::Sender::new(
+            &cfg.secret,
+            cfg.timeout,
+            cfg.retries,
+            cfg.backoff,
+            counters.clone(),
+        )?;
         tokio::spawn(sender.run(rx));
         crate::redact::redact_in_logs(&cfg.secret);
         Ok(Arc::new(Webhooks {
