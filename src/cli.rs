@@ -51,6 +51,7 @@ pub mod sessions;
 pub mod startup;
 pub mod status_line;
 pub mod terminal_text;
+pub mod webhook_args;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -367,6 +368,10 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
     pub stream_token_ttl_ms: u64,
+    /// `--webhook`, `--webhook-secret-env`, `--webhook-allow` and their delivery policy (boxed:
+    /// `ServeArgs` is the largest `Command`).
+    #[command(flatten)]
+    pub webhooks: Box<webhook_args::WebhookArgs>,
 }
 
 /// The flags of `rookery bench`.

@@ -10,7 +10,8 @@
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
-//! `stream_token.rs` (tokens for `EventSource`), `listener.rs` (the accept loop,
+//! `stream_token.rs` (tokens for `EventSource`), `webhooks.rs` and
+//! `webhook_delivery.rs` (signed event POSTs, queued and retried), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
@@ -53,6 +54,8 @@ pub mod stream_token_route;
 pub mod task_queue;
 pub mod token;
 pub mod token_hash;
+pub mod webhook_delivery;
+pub mod webhooks;
 pub mod workspace;
 
 use std::future::Future;

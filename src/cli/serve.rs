@@ -4,8 +4,9 @@
 //!
 //! Authentication is on by default: the principals of `--auth FILE`, else one token, `$VAR` of
 //! `--token-env VAR` or a random one written to `<home>/serve.token` (stderr names the path,
-//! never the token). Start-up
-//! refusals exit 2 with one line on stderr: a bad config or auth file, a missing token variable,
+//! never the token). Start-up refusals exit 2 with one line on stderr: a bad config or auth
+//! file, a bad webhook flag or a missing webhook secret (`webhook_args.rs`), a missing token
+//! variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
 //! bound, a home where no trace can be written. The HTTP API itself is `crate::server`.
 
@@ -244,6 +245,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     let hooks = std::sync::Arc::new(hooks);
     config.hooks = std::sync::Arc::new(config.hooks.merged(&hooks));
     let token = token(args)?;
+    let webhooks = args.webhooks.config()?;
     if args.max_sessions == 0 {
         return Err(CliError::usage("--max-sessions must be at least 1"));
     }
@@ -307,6 +309,11 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             sandbox,
         },
     );
+    if let Some(cfg) = webhooks {
+        let w = server::webhooks::Webhooks::start(cfg)
+            .map_err(|e| CliError::usage(format!("cannot start the webhook client: {e}")))?;
+        state.set_webhooks(w);
+    }
     state.start_hibernation();
     Ok((listener, state, limits))
 }

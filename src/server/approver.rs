@@ -61,12 +61,16 @@ impl Inner {
     }
 }
 
+/// Told about each question as it starts waiting (the webhooks).
+type OnWait = Box<dyn Fn(&PendingApproval) + Send + Sync>;
+
 /// Pending approvals of one session, answered through the API.
 #[derive(Default)]
 pub struct ApiApprover {
     inner: Mutex<Inner>,
     /// Numbers the approval ids; shared by every session of a server.
     counter: Arc<AtomicU64>,
+    on_wait: Mutex<Option<OnWait>>,
 }
 
 impl ApiApprover {
@@ -80,6 +84,15 @@ impl ApiApprover {
         ApiApprover {
             inner: Mutex::default(),
             counter,
+            on_wait: Mutex::default(),
+        }
+    }
+
+    /// Calls `f` with each question as it starts waiting (after it is listed), never under the
+    /// approver's own lock; `f` must not block.
+    pub fn on_wait(&self, f: impl Fn(&PendingApproval) + Send + Sync + 'static) {
+        if let Ok(mut slot) = self.on_wait.lock() {
+            *slot = Some(Box::new(f));
         }
     }
 
@@ -196,16 +209,26 @@ impl Approver for ApiApprover {
 
     fn answer(&self, request: ApprovalRequest, _ask: bool) -> BoxFuture<'static, Answer> {
         let (tx, rx) = oneshot::channel();
-        match self.inner.lock() {
+        let waiting = match self.inner.lock() {
             Ok(mut inner) if !inner.closed => {
                 let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
-                inner.queue.push_back(Pending {
+                let waiting = PendingApproval {
                     approval_id: format!("appr-{n}"),
                     request,
+                };
+                inner.queue.push_back(Pending {
+                    approval_id: waiting.approval_id.clone(),
+                    request: waiting.request.clone(),
                     reply: tx,
                 });
+                waiting
             }
             _ => return Box::pin(async { Answer::bare(Decision::Deny) }),
+        };
+        if let Ok(f) = self.on_wait.lock()
+            && let Some(f) = f.as_ref()
+        {
+            f(&waiting);
         }
         Box::pin(async move { rx.await.unwrap_or(Answer::bare(Decision::Deny)) })
     }

@@ -160,6 +160,9 @@ struct OpenBody {
     /// server's `--sandbox`.
     #[serde(default)]
     sandbox: Option<Value>,
+    /// This session's own webhook URL (an origin of `--webhook-allow`; `webhooks.rs`).
+    #[serde(default)]
+    webhook: Option<String>,
 }
 
 impl OpenBody {
@@ -209,9 +212,11 @@ async fn create_session(
     Caller(who): Caller,
     ApiJson(body): ApiJson<OpenBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    let webhook = super::webhooks::requested(state.webhooks(), body.webhook.as_deref())?;
     let entry = state
         .create_as(&who, body.into_options(&state).await?)
         .await?;
+    super::webhooks::attach(state.webhooks(), entry.id(), webhook);
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
 }
 
@@ -294,12 +299,17 @@ async fn resume(
     ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<OpenBody>,
 ) -> ApiResult<Json<Value>> {
+    let webhook = super::webhooks::requested(
+        state.webhooks(),
+        body.as_ref().and_then(|b| b.webhook.as_deref()),
+    )?;
     let open = match body {
         Some(b) => b.into_options(&state).await?,
         None => OpenOptions::default(),
     };
     let was_served = state.is_served(&id);
     let entry = state.resume_as(&who, &id, open).await?;
+    super::webhooks::attach(state.webhooks(), entry.id(), webhook);
     Ok(Json(
         json!({"session_id": entry.id(), "resumed": !was_served}),
     ))
@@ -662,7 +672,9 @@ async fn metrics(State(state): AppState) -> Response {
     g.sse_clients += state.hibernated_clients() as u64;
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        state.metrics.render(&g) + &state.metrics.principals.render(&by_principal),
+        state.metrics.render(&g)
+            + &state.metrics.principals.render(&by_principal)
+            + &state.webhooks().map(|w| w.render()).unwrap_or_default(),
     )
         .into_response()
 }

@@ -179,6 +179,8 @@ pub struct ServerState {
     rebalance: Arc<tokio::sync::Notify>,
     /// Serializes each principal's quota checks with what they admit.
     quota_locks: quotas::QuotaLocks,
+    /// `--webhook` / `--webhook-allow` (`webhooks.rs`), set once at start.
+    webhooks: std::sync::OnceLock<Arc<super::webhooks::Webhooks>>,
     me: Weak<ServerState>,
 }
 
@@ -204,8 +206,19 @@ impl ServerState {
             closed: Mutex::new(HashSet::new()),
             resume_lock: tokio::sync::Mutex::new(()),
             shutting_down: AtomicBool::new(false),
+            webhooks: std::sync::OnceLock::new(),
             me: me.clone(),
         })
+    }
+
+    /// Sends the events of every session created or resumed from now on to `webhooks`.
+    pub fn set_webhooks(&self, webhooks: Arc<super::webhooks::Webhooks>) {
+        let _ = self.webhooks.set(webhooks);
+    }
+
+    /// The server's webhooks, if it has any.
+    pub fn webhooks(&self) -> Option<&Arc<super::webhooks::Webhooks>> {
+        self.webhooks.get()
     }
 
     /// True once shutdown began (new requests get 503).
@@ -263,6 +276,9 @@ impl ServerState {
         options.owner = open.owner.clone();
         // The token never reaches a command's environment, the trace or the stream.
         options.secrets.extend(self.cfg.token().map(str::to_string));
+        options
+            .secrets
+            .extend(self.webhooks().map(|w| w.secret().to_string()));
         Ok((options, policy, approvals))
     }
 
@@ -366,6 +382,9 @@ impl ServerState {
             _slot: slot,
         });
         let id = entry.id().to_string();
+        if let Some(w) = self.webhooks() {
+            w.watch_approvals(&id, &entry.approvals);
+        }
         if let Ok(mut map) = self.sessions.lock() {
             map.insert(id.clone(), entry.clone());
             if map.len() > self.cfg.hibernation.max_resident {
@@ -387,6 +406,9 @@ impl ServerState {
                 }
                 observer.observe(&msg, &state.metrics);
                 watch.observe(&msg, &id, &last_task);
+                if let Some(w) = state.webhooks() {
+                    w.observe(&id, &msg);
+                }
                 state.metrics.sse_clients_dropped(log.push(&msg));
             }
             if hibernating.load(Ordering::SeqCst) {

@@ -91,6 +91,7 @@ mod serve_rollback;
 mod serve_security;
 mod serve_steer;
 mod serve_task_status;
+mod serve_webhooks;
 mod session_budget;
 mod session_fanout;
 mod session_loop;
