@@ -39,6 +39,7 @@ pub mod sse_trace;
 pub mod state;
 pub mod stream_token;
 pub mod stream_token_route;
+pub mod task_schema;
 pub mod token;
 
 use std::future::Future;

@@ -284,6 +284,12 @@ async fn resume(
 #[serde(deny_unknown_fields)]
 struct TaskBody {
     text: String,
+    /// A JSON Schema the final answer must meet (tasks only).
+    #[serde(default)]
+    output_schema: Option<Value>,
+    /// How often an invalid answer is sent back (default 2; tasks only).
+    #[serde(default)]
+    max_output_retries: Option<u32>,
 }
 
 async fn start_task(
@@ -300,10 +306,18 @@ async fn start_task(
             "text must not be empty",
         ));
     }
+    let schema = super::task_schema::from_request(body.output_schema, body.max_output_retries)?;
     let text = body.text.as_str();
-    let (entry, after) = on_session(&state, &id, |entry| async move {
-        let after = entry.log.last_seq();
-        entry.handle.start_task(text).await.map(|()| after)
+    let (entry, after) = on_session(&state, &id, |entry| {
+        let schema = schema.clone();
+        async move {
+            let after = entry.log.last_seq();
+            let started = match schema {
+                Some(schema) => entry.handle.start_structured_task(text, schema).await,
+                None => entry.handle.start_task(text).await,
+            };
+            started.map(|()| after)
+        }
     })
     .await?;
     state.metrics.task_started();
@@ -320,6 +334,12 @@ async fn steer(
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
+    if body.output_schema.is_some() || body.max_output_retries.is_some() {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            "a steer cannot carry an output_schema; start a task with one",
+        ));
+    }
     let text = body.text.as_str();
     let (entry, (after, outcome)) = on_session(&state, &id, |entry| async move {
         let after = entry.log.last_seq();
