@@ -182,7 +182,8 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
     result
 }
 
-/// The user's prompt as the session's trace recorded it (the last root user text so far).
+/// The user's prompt as the session's trace recorded it (the last root user text without a
+/// sender so far).
 async fn recorded_prompt(
     session: &crate::actors::session::SessionHandle,
 ) -> Option<crate::message::OmniMessage> {
@@ -192,7 +193,10 @@ async fn recorded_prompt(
         !r.has_origin()
             && matches!(
                 r.as_model(),
-                Some(p @ ModelPayload::Text { .. }) if p.role() == crate::message::Role::User
+                // The user's own text: not a harness-sent one (schema or Stop hook feedback)
+                // the task may already have recorded by now.
+                Some(p @ ModelPayload::Text { sender: None, .. })
+                    if p.role() == crate::message::Role::User
             )
     })
 }
