@@ -51,6 +51,12 @@ fn an_answer_that_violates_the_schema_is_sent_back_then_accepted() {
     ]);
     out.expect_code(0);
     let lines = json_lines(&out);
+    // The prompt line is the user's text, not the feedback recorded soon after it.
+    assert_eq!(
+        lines[1]["payload"]["text"], "What is the answer?",
+        "{}",
+        out.stdout
+    );
     let told = feedback(&lines);
     assert_eq!(told.len(), 1, "one feedback message:\n{}", out.stdout);
     assert!(
@@ -178,4 +184,61 @@ async fn openai_requests_carry_the_schema_as_response_format() {
         task_ends(&lines)[0]["payload"]["output"],
         json!({"answer": 7})
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_the_schema_with_the_task_and_refuses_a_bad_one() {
+    use crate::common::serve::Server;
+    use reqwest::StatusCode;
+
+    let server = Server::start(&text_turns(&["nope", r#"{"answer": 5}"#]));
+    let id = server.create(None).await;
+    let tasks = format!("/v1/sessions/{id}/tasks");
+    let sent: Value = serde_json::from_str(SCHEMA).unwrap();
+    for (body, code) in [
+        (
+            json!({"text": "go", "output_schema": {"type": 12}}),
+            "invalid_output_schema",
+        ),
+        (
+            json!({"text": "go", "output_schema": {"$ref": "http://127.0.0.1:9/s.json"}}),
+            "invalid_output_schema",
+        ),
+        (
+            json!({"text": "go", "output_schema": sent, "max_output_retries": 99}),
+            "invalid_output_schema",
+        ),
+        (
+            json!({"text": "go", "max_output_retries": 1}),
+            "invalid_request",
+        ),
+    ] {
+        let (status, v) = server.call("POST", &tasks, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body} → {v}");
+        assert_eq!(v["error"]["code"], code, "{body} → {v}");
+    }
+    let (status, v) = server
+        .call(
+            "POST",
+            &format!("/v1/sessions/{id}/steer"),
+            Some(json!({"text": "go", "output_schema": sent})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    // Nothing started: the script's first turn is still the first answer.
+    let (status, v) = server
+        .call(
+            "POST",
+            &tasks,
+            Some(json!({"text": "go", "output_schema": sent, "max_output_retries": 1})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{v}");
+    let after = v["events_after"].as_u64().unwrap();
+    let events = server.events_until_task_end(&id, after).await;
+    let records: Vec<Value> = events.into_iter().map(|(_, v)| v).collect();
+    assert_eq!(feedback(&records).len(), 1, "{records:#?}");
+    let end = &records.last().unwrap()["payload"];
+    assert_eq!(end["status"], "completed", "{end}");
+    assert_eq!(end["output"], json!({"answer": 5}));
 }
