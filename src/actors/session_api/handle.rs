@@ -104,9 +104,9 @@ impl SessionHandle {
     }
 
     /// Starts a task whose final answer must be JSON valid against `schema`: an invalid answer
-    /// is sent back to the model with the validation errors, at most
-    /// [`OutputSchema::max_retries`] times, then the task fails (`output_invalid: …`). The
-    /// parsed answer is the task's [`TaskSummary::output`] and its `task_end`'s `output`.
+    /// is sent back to the model with the validation errors, at most `schema.max_retries()`
+    /// times, then the task fails (`output_invalid: …`). The parsed answer is the task's
+    /// [`TaskSummary::output`] and its `task_end`'s `output`.
     pub async fn start_structured_task(
         &self,
         text: impl Into<String>,
