@@ -312,11 +312,9 @@ async fn start_task(
         let schema = schema.clone();
         async move {
             let after = entry.log.last_seq();
-            let started = match schema {
-                Some(schema) => entry.handle.start_structured_task(text, schema).await,
-                None => entry.handle.start_task(text).await,
-            };
-            started.map(|()| after)
+            super::task_schema::start(&entry.handle, text, schema)
+                .await
+                .map(|()| after)
         }
     })
     .await?;
@@ -334,12 +332,7 @@ async fn steer(
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
-    if body.output_schema.is_some() || body.max_output_retries.is_some() {
-        return Err(ApiError::bad_request(
-            "invalid_request",
-            "a steer cannot carry an output_schema; start a task with one",
-        ));
-    }
+    super::task_schema::refuse_on_steer(&body.output_schema, body.max_output_retries)?;
     let text = body.text.as_str();
     let (entry, (after, outcome)) = on_session(&state, &id, |entry| async move {
         let after = entry.log.last_seq();
