@@ -42,6 +42,7 @@ pub mod config_show;
 pub mod error;
 pub mod live;
 pub mod model_args;
+pub mod output_schema_file;
 pub mod render;
 pub mod reopen;
 pub mod run;
@@ -243,6 +244,12 @@ pub struct RunArgs {
     /// On a terminal, do not show the model's thinking as it streams.
     #[arg(long)]
     pub hide_thinking: bool,
+    /// A JSON Schema file the final answer must meet (JSON; `task_end` carries it as `output`).
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<std::path::PathBuf>,
+    /// How many times an answer that does not meet --output-schema is sent back (default 2).
+    #[arg(long, value_name = "N", requires = "output_schema")]
+    pub max_output_retries: Option<u32>,
     /// The task for the agent (`-`: read it from stdin).
     #[arg(value_name = "PROMPT")]
     pub prompt: String,

@@ -545,6 +545,9 @@ pub enum EventPayload {
     TaskEnd {
         /// `completed`, `failed` or `aborted`.
         status: StopReason,
+        /// The parsed final answer of a completed task with an `output_schema`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
     },
     /// A subscriber fell behind and lost its `count` oldest messages (Rookery's own; built for
     /// that subscriber only, never recorded). `text` reads `[... N earlier messages dropped ...]`.

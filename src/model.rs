@@ -159,6 +159,11 @@ pub trait ModelSession: Send + 'static {
     /// Tool call ids the session's history already holds (a model switch, a resume): a
     /// provider that repeats one gets it disambiguated as if this session had seen it.
     fn known_call_ids(&mut self, _ids: &[&str]) {}
+
+    /// The JSON Schema the final answer of the requests from now on must meet (`None`: no
+    /// constraint). A provider with a response format passes it on (OpenAI-compatible:
+    /// `response_format`); the others ignore it, the session checks the answer either way.
+    fn set_output_schema(&mut self, _schema: Option<&Value>) {}
 }
 
 /// Pushes one streamed segment: `start` and `stop` partials with empty content around one

@@ -52,6 +52,7 @@ pub mod state;
 pub mod stream_token;
 pub mod stream_token_route;
 pub mod task_queue;
+pub mod task_schema;
 pub mod token;
 pub mod token_hash;
 pub mod webhook_delivery;

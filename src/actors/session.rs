@@ -23,6 +23,7 @@ mod mcp_sync;
 mod mode;
 pub mod model_switch;
 mod output;
+mod output_schema;
 mod partials;
 mod prompt_gate;
 mod rollback;
@@ -230,6 +231,8 @@ pub(crate) struct SessionState {
     pub(crate) trace_held: trace_hold::Held,
     /// A task's prompt is with its `UserPromptSubmit` hooks: no other task starts meanwhile.
     pub(crate) prompt_pending: bool,
+    /// The output schema of the task being started (`output_schema.rs`).
+    pub(crate) next_output_schema: Option<crate::actors::session_api::OutputSchema>,
 }
 
 impl Actor for SessionActor {
@@ -366,6 +369,7 @@ impl Actor for SessionActor {
             inbox: inbox::InboxSignal::default(),
             model_switch,
             prompt_pending: false,
+            next_output_schema: None,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         hook_outcomes::on_session_start(&mut state).await;
@@ -422,6 +426,7 @@ async fn handle_msg(
     message: SessionMsg,
     state: &mut SessionState,
 ) -> Result<(), ActorProcessingErr> {
+    let message = output_schema::route(state, message);
     {
         match message {
             SessionMsg::Request(SessionRequest::Subscribe(reply)) => {
@@ -442,6 +447,12 @@ async fn handle_msg(
                     Box::pin(mcp_sync::start(&myself, state)).await;
                     prompt_gate::start_now(&myself, state, text, sender);
                 }
+            }
+            SessionMsg::Request(SessionRequest::StartStructured(_, _, reply)) => {
+                // `output_schema::route` made it a `StartTask` above; never here.
+                let _ = reply.send(Err(crate::error::RookeryError::InvalidInput(
+                    "structured task start was not routed".to_string(),
+                )));
             }
             SessionMsg::PromptChecked(checked) => {
                 if matches!(checked.reply, prompt_gate::PromptReply::Task(_)) {

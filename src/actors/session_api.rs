@@ -1,7 +1,7 @@
 //! What others may ask of a session: its requests (`SessionRequest`), its address
 //! (`SessionRef`) and public handle (`SessionHandle`), the options a session is created with
 //! and its status, the answers of its requests (`TaskSummary`, `SteerOutcome`,
-//! `CompactStart`), the fan-out of what it emits (`Subscribers`, `broadcast`,
+//! `CompactStart`), a task's output schema (`OutputSchema`), the fan-out of what it emits (`Subscribers`, `broadcast`,
 //! `MessageReceiver`), the inbox and fork request types (`Inbox`, `ForkTurns`), how a child
 //! session is started (`StartSession`), the crash report (`report_crash`), the model choice
 //! (`ModelChoice`, `SwitchError`) and its resolver (`spec`).
@@ -17,6 +17,7 @@ mod inbox;
 mod model_choice;
 mod options;
 mod outcomes;
+mod output_schema;
 mod request;
 mod rollback;
 mod session_ref;
@@ -36,6 +37,10 @@ pub use model_choice::{ModelChoice, SwitchError, Switched};
 pub(crate) use options::session_meta;
 pub use options::{SessionOptions, SessionStatus};
 pub use outcomes::{CompactStart, SteerOutcome, TaskSummary, steering_text};
+pub use output_schema::{
+    DEFAULT_MAX_OUTPUT_RETRIES, MAX_OUTPUT_RETRIES, MAX_REPORTED_ERRORS, MAX_SCHEMA_BYTES,
+    OutputInvalid, OutputSchema, OutputSchemaError,
+};
 pub use request::SessionRequest;
 pub use rollback::RolledBack;
 pub use session_ref::SessionRef;

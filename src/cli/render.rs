@@ -129,7 +129,7 @@ impl Transcript {
                 self.abort = Some(reason.clone().unwrap_or_else(|| "aborted".to_string()));
                 None
             }
-            Some(EventPayload::TaskEnd { status }) => self
+            Some(EventPayload::TaskEnd { status, .. }) => self
                 .abort
                 .take()
                 .map(|reason| format!("! {status}: {reason}")),
@@ -151,6 +151,7 @@ mod tests {
         assert_eq!(t.render(&abort), None);
         let end = OmniMessage::event(EventPayload::TaskEnd {
             status: StopReason::Failed,
+            output: None,
         });
         assert_eq!(
             t.render(&end).as_deref(),

@@ -18,6 +18,7 @@ use super::status_line::StatusLine;
 use super::{CliError, RunArgs, SessionArgs, render};
 use crate::Host;
 use crate::actors::session::SessionOptions;
+use crate::actors::session_api::OutputSchema;
 use crate::approval::{ApprovalMode, PolicyApprover};
 use crate::config::AgentConfig;
 use crate::config::ConfigError;
@@ -158,6 +159,11 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
             sig = interrupts.recv() => return Ok(ExitCode::from(sig.exit_code())),
         }
     }
+    let schema = args
+        .output_schema
+        .as_deref()
+        .map(|path| super::output_schema_file::load(path, args.max_output_retries))
+        .transpose()?;
     // On a terminal (and without --json) the transcript streams, with a spinner on stderr.
     let view = (!args.json && std::io::stdout().is_terminal()).then(|| {
         let style = TerminalStyle::detect();
@@ -171,12 +177,13 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
     let host = Host::start(resolved.home.clone())
         .await
         .map_err(CliError::Start)?;
-    let result = run_in_host(&host, resolved.options, &args, interrupts, view).await;
+    let result = run_in_host(&host, resolved.options, &args, schema, interrupts, view).await;
     host.shutdown().await;
     result
 }
 
-/// The user's prompt as the session's trace recorded it (the last root user text so far).
+/// The user's prompt as the session's trace recorded it (the last root user text without a
+/// sender so far).
 async fn recorded_prompt(
     session: &crate::actors::session::SessionHandle,
 ) -> Option<crate::message::OmniMessage> {
@@ -186,7 +193,10 @@ async fn recorded_prompt(
         !r.has_origin()
             && matches!(
                 r.as_model(),
-                Some(p @ ModelPayload::Text { .. }) if p.role() == crate::message::Role::User
+                // The user's own text: not a harness-sent one (schema or Stop hook feedback)
+                // the task may already have recorded by now.
+                Some(p @ ModelPayload::Text { sender: None, .. })
+                    if p.role() == crate::message::Role::User
             )
     })
 }
@@ -255,6 +265,7 @@ async fn run_in_host(
     host: &Host,
     options: SessionOptions,
     args: &RunArgs,
+    schema: Option<OutputSchema>,
     mut interrupts: Interrupts,
     mut view: Option<LiveView<std::io::Stdout>>,
 ) -> Result<ExitCode, CliError> {
@@ -263,10 +274,15 @@ async fn run_in_host(
         .await
         .map_err(CliError::Start)?;
     let mut rx = session.subscribe().await.map_err(CliError::Failed)?;
-    session
-        .start_task(args.prompt.clone())
-        .await
-        .map_err(CliError::Failed)?;
+    let started = match schema {
+        Some(schema) => {
+            session
+                .start_structured_task(args.prompt.clone(), schema)
+                .await
+        }
+        None => session.start_task(args.prompt.clone()).await,
+    };
+    started.map_err(CliError::Failed)?;
     let mut status = StopReason::Failed;
     if let Some(v) = view.as_mut() {
         v.waiting();
@@ -311,7 +327,7 @@ async fn run_in_host(
         } else if let Some(text) = transcript.render(&msg) {
             let _ = writeln!(stdout, "{text}");
         }
-        if let Some(EventPayload::TaskEnd { status: s }) = msg.as_event()
+        if let Some(EventPayload::TaskEnd { status: s, .. }) = msg.as_event()
             && !msg.has_origin()
         {
             status = *s;

@@ -181,7 +181,12 @@ pub fn token_usage(session: Usage, request: Usage) -> OmniMessage {
 
 /// The `task_end` event that closes a task.
 pub fn task_end(status: StopReason) -> OmniMessage {
-    OmniMessage::event(EventPayload::TaskEnd { status })
+    task_end_with(status, None)
+}
+
+/// The `task_end` event of a task with an output schema: `output` is its parsed answer.
+pub fn task_end_with(status: StopReason, output: Option<serde_json::Value>) -> OmniMessage {
+    OmniMessage::event(EventPayload::TaskEnd { status, output })
 }
 
 /// A `tool_list_ready` event announcing `tools`.

@@ -1,7 +1,8 @@
 //! The OpenAI-compatible streaming provider: [`OpenAiModel`] (built from a [`ModelConfig`], shared
 //! by the sessions of a host) and its per-session stream of `chat/completions` requests.
 //!
-//! The request body is `openai/request.rs`, the SSE framer `openai/sse.rs`, the chunk parser
+//! The request body is `openai/request.rs` (a task's output schema as `response_format`:
+//! `openai/response_format.rs`), the SSE framer `openai/sse.rs`, the chunk parser
 //! `openai/chunks.rs`, HTTP and failure classification `openai/transport.rs`. This file owns
 //! construction (validation, the API key read from its environment variable, the HTTP client)
 //! and the [`Model`] impl. It never retries and never lets the key reach a log line, a message
@@ -12,6 +13,7 @@ mod chunks;
 mod drain;
 pub(crate) mod first_contact;
 pub mod request;
+mod response_format;
 mod shared_tails;
 mod sse;
 mod transport;
@@ -216,6 +218,7 @@ impl Model for OpenAiModel {
             cache: BodyCache::default(),
             log: self.inner.log.as_ref().map(BodyLog::open),
             contact: first_contact::FirstContact::default(),
+            format: response_format::ResponseFormat::default(),
         })
     }
 }
@@ -229,6 +232,8 @@ struct OpenAiSession {
     log: Option<SessionLog>,
     /// Whether the server has answered this session yet (before: fail fast).
     contact: first_contact::FirstContact,
+    /// The task's output schema as `response_format` (`response_format.rs`).
+    format: response_format::ResponseFormat,
 }
 
 impl ModelSession for OpenAiSession {
@@ -237,6 +242,7 @@ impl ModelSession for OpenAiSession {
         let body = self
             .cache
             .encode(&inner.model, &request, inner.vision, &inner.tails);
+        let body = self.format.apply(body);
         if let Some(log) = &self.log {
             match log.lock() {
                 Ok(mut l) => l.push(body.clone()),
@@ -249,6 +255,10 @@ impl ModelSession for OpenAiSession {
             self.ids.clone(),
             self.contact.clone(),
         )
+    }
+
+    fn set_output_schema(&mut self, schema: Option<&Value>) {
+        self.format.set(schema, &self.inner.extra);
     }
 
     fn known_call_ids(&mut self, ids: &[&str]) {

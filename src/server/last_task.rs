@@ -65,7 +65,7 @@ impl TaskWatch {
                 let code = self.error.take().map_or("aborted".to_string(), |(c, _)| c);
                 self.error = Some((code, r.clone()));
             }
-            Some(EventPayload::TaskEnd { status }) => {
+            Some(EventPayload::TaskEnd { status, .. }) => {
                 let error = self.error.take();
                 let error = match (*status, error) {
                     (StopReason::Completed, _) => None,

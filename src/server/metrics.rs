@@ -312,7 +312,7 @@ impl SessionObserver {
                     *c.approval_decisions.entry(d).or_default() += 1;
                 }
             }
-            Some(EventPayload::TaskEnd { status }) if origin.is_empty() => {
+            Some(EventPayload::TaskEnd { status, .. }) if origin.is_empty() => {
                 if let Ok(mut c) = metrics.c.lock() {
                     *c.tasks_finished
                         .entry(status.as_str().to_string())

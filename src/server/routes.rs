@@ -319,6 +319,12 @@ async fn resume(
 #[serde(deny_unknown_fields)]
 struct TaskBody {
     text: String,
+    /// A JSON Schema the final answer must meet (tasks only).
+    #[serde(default)]
+    output_schema: Option<Value>,
+    /// How often an invalid answer is sent back (default 2; tasks only).
+    #[serde(default)]
+    max_output_retries: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -328,6 +334,12 @@ struct StartBody {
     /// `reject` (default), `enqueue`, `interrupt` or `steer` (`busy.rs`).
     #[serde(default)]
     if_busy: Option<String>,
+    /// The JSON Schema the task's final answer must meet (`task_schema.rs`).
+    #[serde(default)]
+    output_schema: Option<Value>,
+    /// How often an answer that fails the schema is sent back (default 2).
+    #[serde(default)]
+    max_output_retries: Option<u32>,
 }
 
 async fn start_task(
@@ -346,7 +358,15 @@ async fn start_task(
             "text must not be empty",
         ));
     }
+    let schema = super::task_schema::from_request(body.output_schema, body.max_output_retries)?;
     if policy != super::busy::IfBusy::Reject {
+        if schema.is_some() {
+            // The queue and the interrupt path carry a task's text only.
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "output_schema needs if_busy \"reject\" (the default)",
+            ));
+        }
         let entry = state.get(&id).await?;
         let after = entry.log.last_seq();
         let answer = match super::busy::start(&state, &entry, &body.text, policy).await? {
@@ -365,9 +385,14 @@ async fn start_task(
         return Ok((StatusCode::ACCEPTED, Json(answer)));
     }
     let text = body.text.as_str();
-    let started = on_session(&state, &id, |entry| async move {
-        let after = entry.log.last_seq();
-        entry.handle.start_task(text).await.map(|()| after)
+    let started = on_session(&state, &id, |entry| {
+        let schema = schema.clone();
+        async move {
+            let after = entry.log.last_seq();
+            super::task_schema::start(&entry.handle, text, schema)
+                .await
+                .map(|()| after)
+        }
     });
     let (entry, after) = state.within_running_quota(&who, &id, started).await?;
     audit(&state, &entry, &who.name, "task_start", None);
@@ -397,6 +422,7 @@ async fn steer(
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
+    super::task_schema::refuse_on_steer(&body.output_schema, body.max_output_retries)?;
     let text = body.text.as_str();
     let steered = on_session(&state, &id, |entry| async move {
         let after = entry.log.last_seq();

@@ -207,16 +207,18 @@ impl Webhooks {
         if msg.origin.is_some() {
             return;
         }
-        if let Some(EventPayload::TaskEnd { status }) = msg.as_event() {
-            self.enqueue(
-                session,
-                json!({
-                    "type": "task_end",
-                    "session_id": session,
-                    "timestamp": msg.timestamp,
-                    "status": status.as_str(),
-                }),
-            );
+        if let Some(EventPayload::TaskEnd { status, output }) = msg.as_event() {
+            let mut body = json!({
+                "type": "task_end",
+                "session_id": session,
+                "timestamp": msg.timestamp,
+                "status": status.as_str(),
+            });
+            // A structured task's parsed answer, as the event carries it.
+            if let (Some(output), Some(fields)) = (output, body.as_object_mut()) {
+                fields.insert("output".to_string(), output.clone());
+            }
+            self.enqueue(session, body);
         }
     }
 

@@ -185,7 +185,7 @@ fn find_task(
             if record.has_origin() {
                 continue;
             }
-            if let Some(EventPayload::TaskEnd { status }) = record.as_event() {
+            if let Some(EventPayload::TaskEnd { status, .. }) = record.as_event() {
                 number += 1;
                 if at_task == Some(number) {
                     return Ok((f, i, number));
@@ -212,7 +212,10 @@ mod tests {
     use crate::message::{SessionMeta, build};
 
     fn end(status: StopReason) -> OmniMessage {
-        OmniMessage::event(EventPayload::TaskEnd { status })
+        OmniMessage::event(EventPayload::TaskEnd {
+            status,
+            output: None,
+        })
     }
 
     #[test]

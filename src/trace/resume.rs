@@ -380,7 +380,7 @@ impl Replay {
             EventPayload::RequestEnd { .. } | EventPayload::Abort { .. } => {
                 self.drop_open_request();
             }
-            EventPayload::TaskEnd { status } => {
+            EventPayload::TaskEnd { status, .. } => {
                 self.drop_open_request();
                 self.tasks.task_ends(*status, self.history.len());
             }

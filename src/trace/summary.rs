@@ -177,7 +177,7 @@ pub fn summarize(
             }
             Payload::Model(p) if p.role() == Role::User && !p.is_partial() => task_open = true,
             Payload::Event(EventPayload::RequestBegin {}) => task_open = true,
-            Payload::Event(EventPayload::TaskEnd { status }) => {
+            Payload::Event(EventPayload::TaskEnd { status, .. }) => {
                 task_open = false;
                 last_end = Some(*status);
             }

@@ -73,7 +73,8 @@ fn ends_aborted(recs: &[OmniMessage]) {
         matches!(
             recs.last().and_then(|r| r.as_event()),
             Some(EventPayload::TaskEnd {
-                status: StopReason::Aborted
+                status: StopReason::Aborted,
+                ..
             })
         ),
         "{k:?}"

@@ -51,7 +51,7 @@ fn ends_with_abort_and_task_end(recs: &[rookery::OmniMessage], status: StopReaso
         recs[n - 2]
     );
     assert!(
-        matches!(recs[n - 1].as_event(), Some(EventPayload::TaskEnd { status: s }) if *s == status),
+        matches!(recs[n - 1].as_event(), Some(EventPayload::TaskEnd { status: s, .. }) if *s == status),
         "{:?}",
         recs[n - 1]
     );

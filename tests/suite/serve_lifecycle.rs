@@ -95,7 +95,8 @@ async fn sigterm_aborts_running_tasks_and_exits_zero() {
             matches!(
                 r[r.len() - 1].as_event(),
                 Some(EventPayload::TaskEnd {
-                    status: StopReason::Aborted
+                    status: StopReason::Aborted,
+                    ..
                 })
             ),
             "{id}"

@@ -384,7 +384,8 @@ async fn abort_mid_tool_keeps_every_call_paired() {
     assert!(recs.iter().any(|r| matches!(
         r.as_event(),
         Some(EventPayload::TaskEnd {
-            status: StopReason::Aborted
+            status: StopReason::Aborted,
+            ..
         })
     )));
     host.shutdown().await;

@@ -142,7 +142,8 @@ async fn foreground_child_answers_and_leaves_a_pointer_and_its_own_trace() {
     assert!(child.iter().any(|r| matches!(
         r.as_event(),
         Some(EventPayload::TaskEnd {
-            status: StopReason::Completed
+            status: StopReason::Completed,
+            ..
         })
     )));
     host.shutdown().await;
@@ -534,7 +535,8 @@ async fn a_panicking_child_is_a_subagent_error_and_the_parent_goes_on() {
     assert!(child.iter().any(|r| matches!(
         r.as_event(),
         Some(EventPayload::TaskEnd {
-            status: StopReason::Failed
+            status: StopReason::Failed,
+            ..
         })
     )));
     host.shutdown().await;

@@ -296,6 +296,8 @@ fn send_attempt(myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         tools: state.tool_specs.clone(),
     };
     state.emit(build::request_begin(), true);
+    // A summary is free text, whatever the task's output schema.
+    state.model.set_output_schema(None);
     let stream = state.model.stream(request);
     let handle = spawn_stream(myself.clone(), id, stream);
     if let Some(active) = state.compaction.active.as_mut() {

@@ -233,6 +233,10 @@ fn start_stream(
         history,
         tools: state.tool_specs.clone(),
     };
+    let schema = state.task.as_deref().and_then(|t| t.output_schema.as_ref());
+    state
+        .model
+        .set_output_schema(schema.map(crate::actors::session_api::OutputSchema::schema));
     let stream = state.model.stream(request);
     let me = myself.clone();
     let handle = tokio::spawn(async move {

@@ -7,7 +7,8 @@
 //! updates the state and RETURNS the [`Effect`]s it wants, in order. It never spawns, casts,
 //! records or streams: the session actor carries the effects out (`effects.rs`). So every rule
 //! here is unit-tested without actors or processes (`machine/tests.rs`). The endings (abort,
-//! failure, close, panic, finish) are in `machine/ending.rs`.
+//! failure, close, panic, finish) are in `machine/ending.rs`; the output schema's check before
+//! a task completes is `machine/output_check.rs`.
 //!
 //! The effects on the conversation (`Commit`, `SetCarryOver`, `OpenTask`, `ReplaceContext`,
 //! `QueueSteer`, `QueueNotice`) are also how the turn, compaction and steering change it: the
@@ -490,7 +491,7 @@ impl Machine<'_> {
                 task.stop_continuations += 1;
                 fx.push(Effect::NextRequest(vec![p]));
             }
-            None => self.finish_into(&mut fx, StopReason::Completed, None),
+            None => self.complete_into(&mut fx),
         }
         fx
     }
@@ -520,7 +521,7 @@ impl Machine<'_> {
                 }
                 return;
             }
-            self.finish_into(fx, StopReason::Completed, None);
+            self.complete_into(fx);
             return;
         }
         fx.push(Effect::NextRequest(turn.outputs_in_call_order()));
@@ -535,6 +536,7 @@ fn set_output(task: &mut Task, idx: usize, out: &OmniMessage) {
 }
 
 mod ending;
+mod output_check;
 
 #[cfg(test)]
 mod tests;

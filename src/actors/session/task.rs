@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::message::{ModelPayload, StopReason, Usage};
 
+use crate::actors::session_api::OutputSchema;
 pub(super) use crate::actors::session_api::TaskSummary;
 
 pub(super) struct Call {
@@ -119,6 +120,12 @@ pub(crate) struct Task {
     pub(super) stop_checked: Option<u64>,
     /// How many times Stop hooks made this task go on.
     pub(super) stop_continuations: u32,
+    /// The schema the final answer must meet (`output_check.rs`).
+    pub(super) output_schema: Option<OutputSchema>,
+    /// How many times the model was asked again for a valid answer.
+    pub(super) output_retries: u32,
+    /// The parsed answer once it met the schema (carried by `task_end`).
+    pub(super) output: Option<serde_json::Value>,
 }
 
 impl Task {
@@ -131,6 +138,9 @@ impl Task {
             final_text: None,
             stop_checked: None,
             stop_continuations: 0,
+            output_schema: None,
+            output_retries: 0,
+            output: None,
         }
     }
 }

@@ -47,6 +47,10 @@ pub(crate) fn start_task(
         state.emit(build::tool_list_ready(state.tool_specs.clone()), true);
     }
     let fx = machine(state).start(input);
+    let schema = super::output_schema::take(state);
+    if let Some(task) = state.task.as_deref_mut() {
+        task.output_schema = schema;
+    }
     run(myself, state, fx);
 }
 

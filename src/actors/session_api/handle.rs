@@ -103,6 +103,23 @@ impl SessionHandle {
         ractor::call!(self.actor.0, SessionRequest::StartTask, text.into(), sender)?
     }
 
+    /// Starts a task whose final answer must be JSON valid against `schema`: an invalid answer
+    /// is sent back to the model with the validation errors, at most `schema.max_retries()`
+    /// times, then the task fails (`output_invalid: …`). The parsed answer is the task's
+    /// [`TaskSummary::output`] and its `task_end`'s `output`.
+    pub async fn start_structured_task(
+        &self,
+        text: impl Into<String>,
+        schema: super::OutputSchema,
+    ) -> Result<(), RookeryError> {
+        ractor::call!(
+            self.actor.0,
+            SessionRequest::StartStructured,
+            text.into(),
+            schema
+        )?
+    }
+
     /// Steers the running task: `text` joins it at its next input-assembly point (after the
     /// running calls finish, before the next request), recorded in the trace now. With no task
     /// running it starts one. A blank text is `InvalidInput`.

@@ -13,6 +13,8 @@ pub struct TaskSummary {
     pub status: StopReason,
     /// The last assistant text of the task.
     pub final_text: Option<String>,
+    /// The parsed final answer of a completed task that had an output schema.
+    pub output: Option<serde_json::Value>,
     /// Tool calls the model made during the task.
     pub tool_calls: usize,
     /// The abort reason, when the task was aborted or failed with one.

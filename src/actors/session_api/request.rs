@@ -9,8 +9,8 @@ use ractor::RpcReplyPort;
 use tokio::sync::watch;
 
 use super::{
-    CompactStart, ForkTurns, Inbox, MessageReceiver, ModelChoice, RolledBack, SessionStatus,
-    SpecError, SteerOutcome, Switched, TaskSummary,
+    CompactStart, ForkTurns, Inbox, MessageReceiver, ModelChoice, OutputSchema, RolledBack,
+    SessionStatus, SpecError, SteerOutcome, Switched, TaskSummary,
 };
 use crate::error::RookeryError;
 use crate::message::{ModelPayload, Sender};
@@ -25,6 +25,8 @@ pub enum SessionRequest {
         Option<Sender>,
         RpcReplyPort<Result<(), RookeryError>>,
     ),
+    /// Starts a task whose final answer must meet an output schema (`OutputSchema`).
+    StartStructured(String, OutputSchema, RpcReplyPort<Result<(), RookeryError>>),
     /// Aborts the running task, if any.
     Abort,
     /// Records that an API request acted on the session (`api_action`).

@@ -420,7 +420,7 @@ impl Child {
                 Some(EventPayload::Abort { reason }) => {
                     s.round_abort = Some(reason.clone().unwrap_or_else(|| "aborted".into()));
                 }
-                Some(EventPayload::TaskEnd { status }) => {
+                Some(EventPayload::TaskEnd { status, .. }) => {
                     s.running = false;
                     let end = RoundEnd {
                         status: *status,

@@ -105,7 +105,7 @@ fn body(
                         .map(|l| format!("> {l}").trim_end().to_string()),
                 );
             }
-            Payload::Event(EventPayload::TaskEnd { status }) => {
+            Payload::Event(EventPayload::TaskEnd { status, .. }) => {
                 out.push(format!("· task {status}"));
             }
             Payload::Event(EventPayload::RequestEnd {

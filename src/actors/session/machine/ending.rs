@@ -136,9 +136,15 @@ impl Machine<'_> {
         if let Some(reason) = &abort_reason {
             fx.push(Effect::Emit(build::abort(Some(reason.clone()))));
         }
-        fx.push(Effect::Emit(build::task_end(status)));
+        // Only a completed task has an output (a trace failure above makes it failed).
+        let output = task
+            .output
+            .take()
+            .filter(|_| status == StopReason::Completed);
+        fx.push(Effect::Emit(build::task_end_with(status, output.clone())));
         let summary = TaskSummary {
             status,
+            output,
             final_text: task.final_text.take(),
             tool_calls: task.tool_calls,
             abort_reason,
