@@ -27,11 +27,21 @@ pub const QUERY_KEY: &str = "stream_token";
 /// The one route a stream token opens.
 const EVENTS_ROUTE: &str = "/v1/sessions/{id}/events";
 
+/// What a token was handed out for.
+struct Issued {
+    /// The one session whose events it opens.
+    session: String,
+    /// Who asked for it: the principal a request carrying it acts as.
+    principal: Arc<Principal>,
+    /// When it stops being accepted.
+    expiry: Instant,
+}
+
 /// The tokens handed out and not yet expired.
 pub struct StreamTokens {
     ttl: Duration,
-    /// Token → (session id, the principal it was issued to, expiry).
-    map: Mutex<HashMap<String, (String, Arc<Principal>, Instant)>>,
+    /// Token → what it was issued for.
+    map: Mutex<HashMap<String, Issued>>,
 }
 
 impl StreamTokens {
@@ -59,13 +69,17 @@ impl StreamTokens {
         }
         let now = Instant::now();
         let mut map = self.map.lock().ok()?;
-        map.retain(|_, (_, _, expiry)| *expiry > now);
+        map.retain(|_, issued| issued.expiry > now);
         if map.len() >= MAX_TOKENS {
             return None;
         }
         map.insert(
             token.clone(),
-            (session.to_string(), principal, now + self.ttl),
+            Issued {
+                session: session.to_string(),
+                principal,
+                expiry: now + self.ttl,
+            },
         );
         Some(token)
     }
@@ -76,7 +90,9 @@ impl StreamTokens {
         let now = Instant::now();
         let mut map = self.map.lock().ok()?;
         match map.get(token) {
-            Some((id, who, expiry)) if *expiry > now => (id == session).then(|| who.clone()),
+            Some(issued) if issued.expiry > now => {
+                (issued.session == session).then(|| issued.principal.clone())
+            }
             Some(_) => {
                 map.remove(token);
                 None
