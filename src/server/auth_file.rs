@@ -118,14 +118,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Principals, AuthFileError> {
         message: e.to_string(),
     })?;
     let default_quotas = quotas(
+        path,
         "the top level",
         shape.max_sessions,
         shape.max_running_tasks,
         shape.max_resident,
         &Quotas::default(),
-    )
-    .map_err(&invalid)?;
-    let default_roots = roots("the top level", &shape.workspace_roots).map_err(&invalid)?;
+    )?;
+    let default_roots = roots(path, "the top level", &shape.workspace_roots)?;
     let mut out = Principals {
         default_roots,
         default_quotas,
@@ -143,7 +143,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Principals, AuthFileError> {
             return Err(invalid(format!("{whose} is listed twice")));
         }
         let workspace_roots = match &p.workspace_roots {
-            Some(list) => roots(&whose, list).map_err(&invalid)?,
+            Some(list) => roots(path, &whose, list)?,
             None => out.default_roots.clone(),
         };
         let principal = Arc::new(Principal {
@@ -151,13 +151,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Principals, AuthFileError> {
             role: p.role,
             workspace_roots,
             quotas: quotas(
+                path,
                 &whose,
                 p.max_sessions,
                 p.max_running_tasks,
                 p.max_resident,
                 &out.default_quotas,
-            )
-            .map_err(&invalid)?,
+            )?,
             label: p.name.clone(),
         });
         for (j, value) in p.token_sha256.iter().enumerate() {
@@ -175,23 +175,26 @@ pub fn parse(path: &Path, text: &str) -> Result<Principals, AuthFileError> {
     Ok(out)
 }
 
-/// The limits of `whose`, each one its own or the default's; a zero is refused.
+/// The limits of `whose`, each one its own or the default's; a zero is refused (an error
+/// naming the file at `path`).
 fn quotas(
+    path: &Path,
     whose: &str,
     max_sessions: Option<usize>,
     max_running_tasks: Option<usize>,
     max_resident: Option<usize>,
     defaults: &Quotas,
-) -> Result<Quotas, String> {
+) -> Result<Quotas, AuthFileError> {
     for (name, v) in [
         ("max_sessions", max_sessions),
         ("max_running_tasks", max_running_tasks),
         ("max_resident", max_resident),
     ] {
         if v == Some(0) {
-            return Err(format!(
-                "{whose}: {name} must be at least 1 (leave it out for no limit)"
-            ));
+            return Err(AuthFileError::Invalid {
+                path: path.to_path_buf(),
+                what: format!("{whose}: {name} must be at least 1 (leave it out for no limit)"),
+            });
         }
     }
     Ok(Quotas {
@@ -202,22 +205,29 @@ fn quotas(
 }
 
 /// The canonical forms of `list`: each must be an absolute path to an existing directory.
-fn roots(whose: &str, list: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+fn roots(path: &Path, whose: &str, list: &[PathBuf]) -> Result<Vec<PathBuf>, AuthFileError> {
+    let invalid = |what: String| AuthFileError::Invalid {
+        path: path.to_path_buf(),
+        what,
+    };
     list.iter()
         .map(|root| {
             if !root.is_absolute() {
-                return Err(format!(
+                return Err(invalid(format!(
                     "{whose}: workspace root {} must be an absolute path",
                     root.display()
-                ));
+                )));
             }
             match std::fs::canonicalize(root) {
                 Ok(c) if c.is_dir() => Ok(c),
-                Ok(_) => Err(format!(
+                Ok(_) => Err(invalid(format!(
                     "{whose}: workspace root {} is not a directory",
                     root.display()
-                )),
-                Err(e) => Err(format!("{whose}: workspace root {}: {e}", root.display())),
+                ))),
+                Err(e) => Err(invalid(format!(
+                    "{whose}: workspace root {}: {e}",
+                    root.display()
+                ))),
             }
         })
         .collect()

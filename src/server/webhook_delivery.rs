@@ -15,6 +15,20 @@ use hmac::{KeyInit, Mac};
 use tokio::sync::{Semaphore, mpsc};
 use url::Url;
 
+/// Why one delivery attempt failed (logged, counted; the delivery is retried).
+#[derive(Debug, thiserror::Error)]
+enum AttemptFailure {
+    /// No answer within the attempt's timeout.
+    #[error("timed out")]
+    TimedOut,
+    /// The request could not be made or its answer read.
+    #[error("{0}")]
+    Request(reqwest::Error),
+    /// The receiver answered something other than 2xx.
+    #[error("answered {0}")]
+    Status(reqwest::StatusCode),
+}
+
 /// Deliveries being attempted (or waiting to retry) at once, at most; while that many are, the
 /// queue is not drained.
 pub const MAX_IN_FLIGHT: usize = 16;
@@ -168,7 +182,7 @@ impl Sender {
     }
 
     /// One signed POST; `Err` says why it failed.
-    async fn attempt(&self, d: &Delivery, attempt: u32) -> Result<(), String> {
+    async fn attempt(&self, d: &Delivery, attempt: u32) -> Result<(), AttemptFailure> {
         let t = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -184,16 +198,16 @@ impl Sender {
             .await
             .map_err(|e| {
                 if e.is_timeout() {
-                    "timed out".to_string()
+                    AttemptFailure::TimedOut
                 } else {
-                    format!("{e}")
+                    AttemptFailure::Request(e)
                 }
             })?;
         let status = answer.status();
         if status.is_success() {
             Ok(())
         } else {
-            Err(format!("answered {status}"))
+            Err(AttemptFailure::Status(status))
         }
     }
 }
