@@ -119,6 +119,15 @@ fn routes(id: &str) -> Vec<(&'static str, String, Option<Value>)> {
         ("POST", format!("/v1/sessions/{id}/abort"), None),
         ("POST", format!("/v1/sessions/{id}/compact"), None),
         ("POST", format!("/v1/sessions/{id}/resume"), None),
+        ("GET", format!("/v1/sessions/{id}/messages"), None),
+        ("POST", format!("/v1/sessions/{id}/stream_token"), None),
+        ("POST", format!("/v1/sessions/{id}/fork"), None),
+        (
+            "POST",
+            format!("/v1/sessions/{id}/rollback"),
+            Some(json!({"tasks": 1})),
+        ),
+        ("DELETE", format!("/v1/sessions/{id}/queue/q-1"), None),
         ("DELETE", format!("/v1/sessions/{id}"), None),
     ]
 }
@@ -341,6 +350,57 @@ async fn workspace_roots_refuse_dotdot_and_symlink_escapes() {
         assert_eq!(status, StatusCode::FORBIDDEN, "{}: {v}", escape.display());
         assert_eq!(v["error"]["code"], "workspace_not_allowed");
     }
+    // A fork is a new session of the caller's: its own workspace must be inside the roots too.
+    let own = create_as(&s, ALICE, &root.join("alice/proj")).await;
+    let run = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{own}/tasks"),
+        Some(json!({"text": "go"})),
+    )
+    .await;
+    assert_eq!(run.0, StatusCode::ACCEPTED, "{}", run.1);
+    wait_status(&s, ALICE, &own, "idle").await;
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{own}/fork"),
+        Some(json!({"workspace": root.join("bob")})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "workspace_not_allowed");
+    // A stream token acts as the one who asked for it, on that session's events only.
+    let (status, v) = call_as(
+        &s,
+        ALICE,
+        "POST",
+        &format!("/v1/sessions/{own}/stream_token"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let token = v["stream_token"].as_str().unwrap().to_string();
+    let events = s
+        .client
+        .get(format!(
+            "{}/v1/sessions/{own}/events?stream_token={token}",
+            s.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    drop(events);
+    let list = s
+        .client
+        .get(format!("{}/v1/sessions?stream_token={token}", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status(), StatusCode::UNAUTHORIZED);
     // Bob has no roots.
     create_as(&s, BOB, &root.join("bob")).await;
 }
