@@ -509,7 +509,7 @@ impl CommandState {
         self.later(myself, quiet.min(left), CommandMsg::DrainTimer(generation));
     }
 
-    /// The command is over: answer every reader and report the exit once.
+    /// The command is over: report the exit once, then answer every reader.
     fn finish(&mut self) {
         if self.finished {
             return;
@@ -519,15 +519,17 @@ impl CommandState {
             .exit
             .clone()
             .unwrap_or_else(|| ExitInfo::Failed("exit status unknown".to_string()));
+        // The supervisor hears of the exit before any reader does: a tool that saw the exit
+        // and then lists the commands finds it there too (the supervisor's mailbox is FIFO).
+        if let Some(f) = self.on_finish.take() {
+            f(exit, self.tail.render());
+        }
         while let Some((_, port)) = self.waiters.pop_front() {
             if !port.is_closed() {
                 let _ = port.send(self.take_reply());
             }
         }
         self.serve_page_waiters(true);
-        if let Some(f) = self.on_finish.take() {
-            f(exit, self.tail.render());
-        }
     }
 }
 
