@@ -54,11 +54,18 @@
 //! }
 //! ```
 
+// `actors`, `bench`, `cli`, `process` and `server` are public for the `rookery` binary and the
+// integration tests only: their items are not the library API (the types a library user needs
+// are re-exported below and from `tools`, `model`, `approval`, `hooks`, `config`, `trace`), and
+// they are hidden from the documentation and may change in any release.
+#[doc(hidden)]
 pub mod actors;
 pub mod approval;
 #[cfg(feature = "bench")]
+#[doc(hidden)]
 pub mod bench;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod cli;
 pub mod config;
 pub mod error;
@@ -66,10 +73,12 @@ pub mod hooks;
 pub mod mcp;
 pub mod message;
 pub mod model;
+#[doc(hidden)]
 pub mod process;
 pub mod redact;
 pub mod sandbox;
 #[cfg(feature = "server")]
+#[doc(hidden)]
 pub mod server;
 pub mod tools;
 pub mod trace;
@@ -78,9 +87,14 @@ pub use actors::host::Host;
 pub use actors::session::{
     MessageReceiver, SessionHandle, SessionOptions, SessionStatus, SteerOutcome, TaskSummary,
 };
+pub use actors::session_api::{
+    CompactStart, ForkTurns, Inbox, ModelChoice, OutputInvalid, OutputSchema, OutputSchemaError,
+    RolledBack, SwitchError, Switched, TryRecvError,
+};
 pub use approval::{ApprovalMode, ApprovalRequest, Approver};
 pub use config::AgentConfig;
 pub use config::ConfigError;
 pub use error::RookeryError;
 pub use message::OmniMessage;
 pub use model::Model;
+pub use tools::{Permission, Tool, ToolContext, ToolDefinitionConfig, ToolRegistry, ToolResult};

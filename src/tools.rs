@@ -56,17 +56,18 @@ pub mod session_scope;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use serde_json::{Map, Value};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use crate::message::StopReason;
+// What a `Tool` implementation names in its signatures, so an implementer needs no other crate.
+pub use crate::message::StopReason;
 pub use binding::{
     BoundTool, RegisteredTool, ServiceKind, ToolBinding, ToolService, ToolWrapper, not_served,
 };
+pub use futures::future::BoxFuture;
 use path_locks::{PathGuard, PathKey, PathTicket};
 pub use registry::{Permission, ToolDefinitionConfig, ToolRegistry};
+pub use serde_json::{Map, Value};
+pub use tokio_util::sync::CancellationToken;
 
 /// What a tool hands back when it ends. Text was already streamed through the context.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -249,6 +250,70 @@ pub fn resolve_path(workspace: &Path, path: &str) -> PathBuf {
 /// thread (blocking work belongs on the blocking pool, as [`BlockingTool`] does it): its first
 /// poll runs in the calling session's own task, and a call that is over then (a small file read
 /// in place, a refused argument) is never spawned; the timeout only watches a call that goes on.
+///
+/// A tool of your own, registered in a session's config (every type it names comes from
+/// `rookery::tools`):
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use rookery::tools::{
+///     BoxFuture, CancellationToken, Map, Permission, Tool, ToolContext, ToolDefinitionConfig,
+///     ToolRegistry, ToolResult, Value,
+/// };
+///
+/// /// Says how many characters its `text` argument has.
+/// struct CountChars;
+///
+/// impl Tool for CountChars {
+///     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult> {
+///         Box::pin(async move {
+///             let Some(text) = args.get("text").and_then(Value::as_str) else {
+///                 // Told to the model as `[tool error] ...`: it can fix its call.
+///                 return ToolResult {
+///                     error: Some("`text` must be a string".to_string()),
+///                     ..ToolResult::failed()
+///                 };
+///             };
+///             ctx.emit(format!("{} characters", text.chars().count()));
+///             ToolResult::completed()
+///         })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let definition = ToolDefinitionConfig::new(
+///     "count_chars",
+///     "Counts the characters of a text.",
+///     serde_json::json!({
+///         "type": "object",
+///         "properties": {"text": {"type": "string"}},
+///         "required": ["text"]
+///     }),
+///     Permission::Read,
+/// );
+/// // In a session: `options.config.tools.register(definition, Arc::new(CountChars))`.
+/// let mut registry = ToolRegistry::empty();
+/// registry.register(definition.clone(), Arc::new(CountChars));
+/// assert!(registry.get("count_chars").is_some());
+///
+/// // Called directly, as the session's close-out would call it:
+/// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+/// let ctx = ToolContext::new(
+///     std::env::temp_dir(),
+///     "call_1".to_string(),
+///     Arc::new(definition),
+///     CancellationToken::new(),
+///     tx,
+/// );
+/// let mut args = Map::new();
+/// args.insert("text".to_string(), Value::from("héllo"));
+/// let result = CountChars.call(ctx, args).await;
+/// assert_eq!(result, ToolResult::completed());
+/// assert_eq!(rx.recv().await.as_deref(), Some("5 characters"));
+/// # }
+/// ```
 pub trait Tool: Send + Sync + 'static {
     /// Runs one call with already-parsed object arguments.
     fn call(&self, ctx: ToolContext, args: Map<String, Value>) -> BoxFuture<'static, ToolResult>;

@@ -156,11 +156,13 @@ impl SessionHandle {
     }
 
     /// Wakes the session's `wait_agent` (a message was queued for it elsewhere).
+    #[doc(hidden)]
     pub fn poke(&self, what: String) -> Result<(), RookeryError> {
         self.actor.poke(what)
     }
 
     /// The address of the session (what a subagent supervisor reaches its parent through).
+    #[doc(hidden)]
     pub fn session_ref(&self) -> &SessionRef {
         &self.actor
     }
@@ -179,6 +181,7 @@ impl SessionHandle {
 
     /// Records in the trace that an API request of principal `by` did `action` (`task_start`,
     /// `steer`, `abort`, `approval_mode` with the `mode` it set, `delete`).
+    #[doc(hidden)]
     pub fn record_action(
         &self,
         action: &str,
@@ -234,6 +237,7 @@ impl SessionHandle {
         Ok(ractor::call!(self.actor.0, SessionRequest::Close)?)
     }
 
+    /// Makes the session's actor panic, for the tests of crash reporting. Not part of the API.
     #[doc(hidden)]
     pub fn inject_panic_for_tests(&self) {
         let _ = self.actor.cast(SessionRequest::InjectPanic);

@@ -24,16 +24,16 @@ pub struct SessionOptions {
     /// The session's system prompt, tools, limits and policies.
     pub config: AgentConfig,
     /// `session_meta.source` (`subagent`, `schedule`); `None` for a user session.
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     /// `session_meta.owner`: the principal the session belongs to (a subagent inherits its
     /// parent's; a resume restores the recorded one).
     pub owner: Option<String>,
     /// A subagent's prompt (the scripted model picks its `children` entry by it).
-    pub first_prompt: Option<String>,
+    pub(crate) first_prompt: Option<String>,
     /// 0 for a user session, 1 for a subagent (which gets no subagent tools).
-    pub depth: u32,
+    pub(crate) depth: u32,
     /// Continue from a trace instead of starting fresh (set by `Host::resume_session`).
-    pub resume: Option<Arc<ResumeState>>,
+    pub(crate) resume: Option<Arc<ResumeState>>,
     /// Extra environment of the session's shell commands (e.g. `HOME`); the hardened keys
     /// still win.
     pub command_env: Vec<(String, String)>,
@@ -42,19 +42,19 @@ pub struct SessionOptions {
     pub secrets: Vec<String>,
     /// Recorded in `session_meta` so the session can be reopened without its flags. On a
     /// resume whose `reopened_with` is set, a new `session_meta` with these values is appended.
-    pub launch: crate::message::launch::Launch,
+    pub(crate) launch: crate::message::launch::Launch,
     /// Completed turns copied in before the first task (a spawned agent's `fork_turns`):
     /// recorded as one `forked_history` event and sent first with every request.
-    pub forked_history: Arc<Vec<ModelPayload>>,
+    pub(crate) forked_history: Arc<Vec<ModelPayload>>,
     /// The session's sandbox as set up when it started (from `config.sandbox`; `None`: off).
     /// Set by the spawn, never by a caller.
-    pub sandbox: Option<Arc<crate::sandbox::SessionSandbox>>,
+    pub(crate) sandbox: Option<Arc<crate::sandbox::SessionSandbox>>,
     /// On a resume: the sandbox asked for explicitly (a flag, the API's field). Empty: the
     /// recorded one is restored; a request looser than it is refused (`NotAllowed`).
     pub resume_sandbox: crate::sandbox::SandboxRequest,
     /// A task's prompt goes to the subscribers too, not only to the trace (`rookery serve`
     /// streams it; a subagent's is always streamed to its parent).
-    pub stream_prompt: bool,
+    pub(crate) stream_prompt: bool,
 }
 
 impl SessionOptions {
