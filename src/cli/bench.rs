@@ -140,11 +140,14 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let report = if rounds > 1 {
+    let mut report = if rounds > 1 {
         super::bench_rounds::combine(reports)
     } else {
         reports.pop().unwrap_or(Value::Null)
     };
+    if args.json {
+        super::bench_meta::add_context(&mut report);
+    }
     // A failed run's figures measure something else than the workload: no table for them
     // (the JSON keeps them, with `ok: false`).
     if args.json || failures.is_empty() {
@@ -314,6 +317,10 @@ fn report(
         "trace_bytes": trace_bytes,
         "trace_writes": o.trace_writes,
     });
+    if let Some(obj) = v.as_object_mut() {
+        obj.extend(bench::latency::figures(&o.tool_call_us));
+        obj.insert("series".into(), o.series.to_json());
+    }
     if let (Some(f), Some(obj)) = (floor, v.as_object_mut()) {
         let fc = ms(f.concurrent);
         let fs = ms(f.sequential_per_spawn);
@@ -336,8 +343,6 @@ fn report(
 fn print_report(args: &BenchArgs, v: &Value) {
     let mut out = std::io::stdout().lock();
     if args.json {
-        let mut v = v.clone();
-        super::bench_meta::add_context(&mut v);
         let _ = writeln!(out, "{v}");
         return;
     }
@@ -361,6 +366,13 @@ fn print_report(args: &BenchArgs, v: &Value) {
         format!("session creation     {} ms", g("session_create_ms")),
         format!("per tool call        {} ms (wall / N·K)", g("per_call_ms")),
         format!("tool calls/s         {}", g("calls_per_s")),
+        format!(
+            "tool call latency    p50 {} µs, p90 {} µs, p99 {} µs, max {} µs",
+            g("tool_call_p50_us"),
+            g("tool_call_p90_us"),
+            g("tool_call_p99_us"),
+            g("tool_call_p100_us")
+        ),
         format!(
             "harness overhead     p50 {} µs, p99 {} µs per turn",
             g("overhead_p50_us"),
