@@ -20,6 +20,8 @@ pub(crate) mod http_floor;
 pub(crate) mod measure;
 pub mod mock;
 pub mod model;
+pub mod report_charts;
+pub mod report_html;
 pub mod sampler;
 #[cfg(feature = "cli")]
 pub(crate) mod sandboxed;

@@ -35,6 +35,11 @@ fn r3(x: f64) -> f64 {
 /// `rookery bench`: runs the chosen scenario and prints its figures (text, or JSON with `--json`).
 pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if let Some(super::BenchAction::Compare { a, b }) = &args.action {
+        if args.report.is_some() {
+            return Err(CliError::usage(
+                "--report draws a run's figures; `bench compare` runs nothing",
+            ));
+        }
         return super::bench_meta::compare(a, b);
     }
     if args.serve_mock {
@@ -51,6 +56,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     }
     if args.sessions == 0 && args.idle_sessions.is_none() {
         return Err(CliError::usage("--sessions must be at least 1"));
+    }
+    if let Some(path) = &args.report {
+        super::bench_report::check_path(path)?;
     }
     measure::raise_open_files_limit();
     let scratch = TempDir::new("rookery-bench")
@@ -145,13 +153,17 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     } else {
         reports.pop().unwrap_or(Value::Null)
     };
-    if args.json {
+    // One context for both, so the page shows the same figures as the JSON.
+    if args.json || args.report.is_some() {
         super::bench_meta::add_context(&mut report);
     }
     // A failed run's figures measure something else than the workload: no table for them
-    // (the JSON keeps them, with `ok: false`).
+    // (the JSON and the page keep them, with `ok: false`).
     if args.json || failures.is_empty() {
         print_report(&args, &report);
+    }
+    if let Some(path) = &args.report {
+        super::bench_report::write(path, &report)?;
     }
     for f in &failures {
         errln!("rookery: bench check failed: {f}");
