@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use super::measure;
 
 /// The first interval between two samples.
-pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
+pub const INTERVAL: Duration = Duration::from_millis(100);
 /// The most samples kept (the final one included).
-pub(crate) const MAX_SAMPLES: usize = 512;
+pub const MAX_SAMPLES: usize = 512;
 
 /// One reading.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
