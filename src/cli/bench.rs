@@ -162,11 +162,12 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.json || failures.is_empty() {
         print_report(&args, &report);
     }
-    if let Some(path) = &args.report {
-        super::bench_report::write(path, &report)?;
-    }
     for f in &failures {
         errln!("rookery: bench check failed: {f}");
+    }
+    // A failed run's page too (it says FAILED): the figures of a failure are worth a look.
+    if let Some(path) = &args.report {
+        super::bench_report::write(path, &report)?;
     }
     Ok(ExitCode::from(if failures.is_empty() { 0 } else { 1 }))
 }
