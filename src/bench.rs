@@ -11,6 +11,8 @@
 
 pub(crate) mod actor_floor;
 pub mod hibernation;
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+pub(crate) mod latency;
 // The floors and figures only `rookery bench` prints (`crate::cli`).
 #[cfg(feature = "cli")]
 pub(crate) mod http_floor;
@@ -18,6 +20,9 @@ pub(crate) mod http_floor;
 pub(crate) mod measure;
 pub mod mock;
 pub mod model;
+pub mod report_charts;
+pub mod report_html;
+pub mod sampler;
 #[cfg(feature = "cli")]
 pub(crate) mod sandboxed;
 pub mod trace_appends;
@@ -167,6 +172,11 @@ pub struct Outcome {
     pub session_create: Duration,
     /// Harness overhead per tool turn, µs, sorted.
     pub overheads_us: Vec<u64>,
+    /// Latency of each tool call (model stream end to the request carrying its result), µs,
+    /// sorted.
+    pub tool_call_us: Vec<u64>,
+    /// CPU, resident set and finished tool calls over the timed window.
+    pub series: sampler::Series,
     /// CPU seconds of this process and of its children, from session creation to the last
     /// session idle (workspace set-up and teardown excluded).
     pub cpu_s: f64,
@@ -315,6 +325,11 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     }
 
     let run0 = measure::self_usage();
+    // Tool calls finished so far (each counted by its session's timed tool as it returns).
+    let counted = probes.clone();
+    let sampler = sampler::Sampler::start(Arc::new(move || {
+        counted.iter().map(|p| p.tool_calls() as u64).sum()
+    }));
     let started = Instant::now();
     let starts = futures::future::join_all(sessions.iter().map(|s| s.start_task(PROMPT))).await;
     for r in starts {
@@ -322,6 +337,7 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
     }
     let summaries = futures::future::join_all(sessions.iter().map(|s| s.wait_idle())).await;
     let wall = started.elapsed();
+    let series = sampler.map(sampler::Sampler::finish).unwrap_or_default();
     let run1 = measure::self_usage();
     let run = run1.since(&run0);
     let cpu_s = run1.cpu_since(&cpu0);
@@ -329,6 +345,7 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
 
     let mut failures = Vec::new();
     let mut overheads_us = Vec::with_capacity(spec.sessions * spec.turns);
+    let mut tool_call_us = Vec::with_capacity(spec.sessions * spec.turns);
     for (i, ((session, summary), watcher)) in
         sessions.iter().zip(summaries).zip(watchers).enumerate()
     {
@@ -341,9 +358,12 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
         if let Some(p) = problem {
             failures.push(format!("session {i} ({}): {p}", session.id()));
         }
-        overheads_us.extend(probes[i].data().overheads_us());
+        let data = probes[i].data();
+        overheads_us.extend(data.overheads_us());
+        tool_call_us.extend(data.tool_call_latencies_us());
     }
     overheads_us.sort_unstable();
+    tool_call_us.sort_unstable();
     for ws in &workspaces {
         remove_workspace(ws);
     }
@@ -352,6 +372,8 @@ async fn run_in(host: &Host, spec: &Spec) -> Result<Outcome, RookeryError> {
         wall,
         session_create,
         overheads_us,
+        tool_call_us,
+        series,
         cpu_s,
         children_cpu_s,
         run_user_s: run.user_s,

@@ -33,6 +33,7 @@ pub mod auth;
 pub mod bench;
 mod bench_hibernation;
 mod bench_meta;
+mod bench_report;
 mod bench_rounds;
 mod bench_sandbox;
 pub mod bench_trace;
@@ -406,6 +407,13 @@ pub struct BenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the run's report as one self-contained HTML page with charts (alone or with
+    /// --json; not with --idle-sessions, --trace-appends, --hibernation, --sandbox or
+    /// --serve-mock).
+    #[arg(long, value_name = "FILE.html", conflicts_with_all = [
+        "idle_sessions", "trace_appends", "hibernation", "sandbox", "serve_mock",
+    ])]
+    pub report: Option<PathBuf>,
     /// Create N idle sessions (trace header written, no task) and report the RSS per session
     /// (no workload runs: not with --workload, --sessions, --turns, a model or --floor).
     #[arg(long, value_name = "N", conflicts_with_all = [

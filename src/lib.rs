@@ -16,7 +16,8 @@
 //!   "this build has no MCP support: rebuild with the `mcp` feature".
 //! - `images`: decoding and scaling images for `read_file`, `read_image` and `describe_image`
 //!   (image). Without it an image is refused with a text saying this build has no image support.
-//! - `bench`: the standard workloads of `rookery bench` (`bench`). Brings `server`.
+//! - `bench`: the standard workloads of `rookery bench` (`bench`) and its `--report` page
+//!   (plotters). Brings `server`.
 //!
 //! The core (host, sessions, tools, approvals, hooks, traces, the providers) is in every build.
 //! A session on an OpenAI-compatible endpoint with no feature at all (in `Cargo.toml`:

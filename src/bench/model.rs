@@ -155,6 +155,21 @@ impl ProbeData {
     }
 }
 
+impl ProbeData {
+    /// The latency of each tool call as the session sees it: from the end of the model stream
+    /// that asked for it to the next request, which carries its result (the tool's run plus the
+    /// harness overhead), in microseconds.
+    pub fn tool_call_latencies_us(&self) -> Vec<u64> {
+        self.ends
+            .iter()
+            .zip(self.requests.iter().skip(1))
+            .map(|(end, next)| {
+                u64::try_from(next.saturating_duration_since(*end).as_micros()).unwrap_or(u64::MAX)
+            })
+            .collect()
+    }
+}
+
 /// One session's recorder (shared by its [`Probed`] model and [`TimedTool`]).
 #[derive(Debug, Default)]
 pub struct Probe(Mutex<ProbeData>);
@@ -164,6 +179,11 @@ impl Probe {
         if let Ok(mut d) = self.0.lock() {
             f(&mut d);
         }
+    }
+
+    /// How many calls of the timed tool have finished so far.
+    pub fn tool_calls(&self) -> usize {
+        self.0.lock().map(|d| d.tools.len()).unwrap_or(0)
     }
 
     /// A copy of what was recorded so far.
@@ -328,5 +348,6 @@ mod tests {
             tools: vec![Duration::from_micros(700)],
         };
         assert_eq!(data.overheads_us(), vec![200]);
+        assert_eq!(data.tool_call_latencies_us(), vec![900]);
     }
 }

@@ -35,6 +35,11 @@ fn r3(x: f64) -> f64 {
 /// `rookery bench`: runs the chosen scenario and prints its figures (text, or JSON with `--json`).
 pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if let Some(super::BenchAction::Compare { a, b }) = &args.action {
+        if args.report.is_some() {
+            return Err(CliError::usage(
+                "--report draws a run's figures; `bench compare` runs nothing",
+            ));
+        }
         return super::bench_meta::compare(a, b);
     }
     if args.serve_mock {
@@ -51,6 +56,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     }
     if args.sessions == 0 && args.idle_sessions.is_none() {
         return Err(CliError::usage("--sessions must be at least 1"));
+    }
+    if let Some(path) = &args.report {
+        super::bench_report::check_path(path)?;
     }
     measure::raise_open_files_limit();
     let scratch = TempDir::new("rookery-bench")
@@ -140,18 +148,26 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let report = if rounds > 1 {
+    let mut report = if rounds > 1 {
         super::bench_rounds::combine(reports)
     } else {
         reports.pop().unwrap_or(Value::Null)
     };
+    // One context for both, so the page shows the same figures as the JSON.
+    if args.json || args.report.is_some() {
+        super::bench_meta::add_context(&mut report);
+    }
     // A failed run's figures measure something else than the workload: no table for them
-    // (the JSON keeps them, with `ok: false`).
+    // (the JSON and the page keep them, with `ok: false`).
     if args.json || failures.is_empty() {
         print_report(&args, &report);
     }
     for f in &failures {
         errln!("rookery: bench check failed: {f}");
+    }
+    // A failed run's page too (it says FAILED): the figures of a failure are worth a look.
+    if let Some(path) = &args.report {
+        super::bench_report::write(path, &report)?;
     }
     Ok(ExitCode::from(if failures.is_empty() { 0 } else { 1 }))
 }
@@ -314,6 +330,10 @@ fn report(
         "trace_bytes": trace_bytes,
         "trace_writes": o.trace_writes,
     });
+    if let Some(obj) = v.as_object_mut() {
+        obj.extend(bench::latency::figures(&o.tool_call_us));
+        obj.insert("series".into(), o.series.to_json());
+    }
     if let (Some(f), Some(obj)) = (floor, v.as_object_mut()) {
         let fc = ms(f.concurrent);
         let fs = ms(f.sequential_per_spawn);
@@ -336,8 +356,6 @@ fn report(
 fn print_report(args: &BenchArgs, v: &Value) {
     let mut out = std::io::stdout().lock();
     if args.json {
-        let mut v = v.clone();
-        super::bench_meta::add_context(&mut v);
         let _ = writeln!(out, "{v}");
         return;
     }
@@ -361,6 +379,13 @@ fn print_report(args: &BenchArgs, v: &Value) {
         format!("session creation     {} ms", g("session_create_ms")),
         format!("per tool call        {} ms (wall / N·K)", g("per_call_ms")),
         format!("tool calls/s         {}", g("calls_per_s")),
+        format!(
+            "tool call latency    p50 {} µs, p90 {} µs, p99 {} µs, max {} µs",
+            g("tool_call_p50_us"),
+            g("tool_call_p90_us"),
+            g("tool_call_p99_us"),
+            g("tool_call_p100_us")
+        ),
         format!(
             "harness overhead     p50 {} µs, p99 {} µs per turn",
             g("overhead_p50_us"),

@@ -1,14 +1,16 @@
 //! `rookery bench --rounds R`: the reports of R interleaved rounds of the workload (each with
 //! its floors) combined into one: every number is the median of its rounds, `ok` holds when
-//! every round passed, and the rounds' own reports follow under `per_round`.
+//! every round passed, and the rounds' own reports follow under `per_round` (the only place of
+//! their series and histograms, which have no median).
 //!
 //! It owns only the combining; it must not run anything (`bench.rs` runs the rounds).
 
 use serde_json::{Map, Value, json};
 
 /// One report of `rounds`: the median of each number (the mean of the middle two for an even
-/// count, to 3 decimals; a whole median of counts stays an integer), `ok` of all, any other value as the first round has it, then
-/// `rounds` and `per_round`.
+/// count, to 3 decimals; a whole median of counts stays an integer), `ok` of all, any other
+/// plain value as the first round has it (lists and objects stay in the rounds), then `rounds`
+/// and `per_round`.
 pub(super) fn combine(rounds: Vec<Value>) -> Value {
     let mut out = Map::new();
     if let Some(Value::Object(first)) = rounds.first() {
@@ -29,6 +31,8 @@ pub(super) fn combine(rounds: Vec<Value>) -> Value {
                         .iter()
                         .all(|r| r.get(key).and_then(Value::as_bool).unwrap_or(false)),
                 ),
+                // A series or a histogram has no median: each round's stays in `per_round`.
+                Value::Array(_) | Value::Object(_) => continue,
                 other => other.clone(),
             };
             out.insert(key.clone(), combined);
@@ -88,7 +92,7 @@ mod tests {
     #[test]
     fn numbers_are_medians_ok_is_all_and_the_rounds_follow() {
         let rounds = vec![
-            json!({"workload": "read", "ok": true, "calls_per_s": 300.0, "ratio": 0.5}),
+            json!({"workload": "read", "ok": true, "calls_per_s": 300.0, "ratio": 0.5, "series": {"t_ms": [1]}}),
             json!({"workload": "read", "ok": false, "calls_per_s": 100.0, "ratio": 0.7}),
             json!({"workload": "read", "ok": true, "calls_per_s": 200.0, "ratio": 0.6}),
         ];
@@ -97,6 +101,7 @@ mod tests {
         assert_eq!(v["ratio"], json!(0.6));
         assert_eq!(v["ok"], json!(false));
         assert_eq!(v["workload"], json!("read"));
+        assert!(v.get("series").is_none());
         assert_eq!(v["rounds"], json!(3));
         assert_eq!(v["per_round"], Value::Array(rounds));
         let line = summary_line(&v).unwrap();

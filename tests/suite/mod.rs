@@ -10,6 +10,7 @@ mod bench;
 mod bench_compare;
 mod bench_hibernation;
 mod bench_http_floor;
+mod bench_report;
 mod chat_compact;
 mod chat_resume;
 mod claude_code_hooks;
