@@ -1,0 +1,548 @@
+//! The web console of `rookery serve`, driven in headless Chromium over WebDriver (fantoccini
+//! and Debian's `chromium` + `chromium-driver`): sign in, find a session created through the
+//! API, start a task in `always-ask`, allow its call in the browser and see the output (an XSS
+//! payload, shown as text, running nothing), steer, abort, and follow the session across a
+//! restart of the server on the same port with the same `--token-env` token without a
+//! duplicated or lost message. A cross-site page cannot drive the API with the same token.
+//! Without a browser, the console's files carry their security headers and the server admits
+//! its own origin only.
+//!
+//! Each server gets its own home, workspace and `$HOME`; Chromium its own profile. Every wait
+//! is on a condition, bounded by a generous deadline.
+
+use crate::common::serve as harness;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use harness::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// How long a browser-side condition may take (a loaded 2-core machine, a browser starting).
+const UI_WAIT: Duration = Duration::from_secs(60);
+const TOKEN: &str = "console-test-token-0123456789abcdef0123456789";
+/// What the scripted `read_file` shows: it would run script if the console rendered it as HTML.
+const PAYLOAD: &str = "<img src=x onerror=\"window.__pwned=1;document.title='pwned'\"><script>window.__pwned=2</script>";
+const INSTALL: &str = "apt-get install chromium chromium-driver";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The first of `candidates` that exists, or a failure saying how to install it.
+fn need(candidates: &[&str]) -> PathBuf {
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("{candidates:?} not found: the console tests need Chromium (run `{INSTALL}`)")
+        })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running chromedriver, killed on drop.
+struct Driver {
+    child: Child,
+    url: String,
+    _profile: TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts chromedriver and a headless Chromium session on it.
+async fn browser() -> (Driver, Client) {
+    let driver_bin = need(&["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]);
+    let chromium = need(&["/usr/bin/chromium", "/usr/bin/chromium-browser"]);
+    let profile = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new(driver_bin)
+        .arg(format!("--port={port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start chromedriver ({e}); run `{INSTALL}`"));
+    let driver = Driver {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        _profile: profile,
+    };
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + UI_WAIT;
+    loop {
+        let ready = http.get(format!("{}/status", driver.url)).send().await;
+        if let Ok(r) = ready
+            && r.status().is_success()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "chromedriver never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,1000",
+                     format!("--user-data-dir={}", driver._profile.path().display())],
+        }),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot open a Chromium session ({e}); run `{INSTALL}`"));
+    (driver, client)
+}
+
+/// `rookery serve` on `listen` with the test token from `--token-env`.
+fn serve_on(dir: TempDir, listen: &str) -> Server {
+    let p = dir.path();
+    let home = p.join("home");
+    let script = p.join("script.json");
+    let args = [
+        "serve",
+        "--listen",
+        listen,
+        "--home",
+        home.to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--token-env",
+        "TEST_ROOKERY_TOKEN",
+        "--sandbox",
+        "off",
+    ];
+    let stderr = std::fs::File::create(p.join("stderr.txt")).unwrap();
+    let mut child = harness::command(p, &args)
+        .env("TEST_ROOKERY_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn rookery serve");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("first stdout line");
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    Server {
+        child,
+        _stdout: stdout,
+        base,
+        client: reqwest::Client::new(),
+        dir,
+        token: Some(TOKEN.to_string()),
+    }
+}
+
+/// Stops `server` with SIGTERM (its traces flushed) and hands back its directory.
+fn stop(mut server: Server) -> TempDir {
+    nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::mem::replace(&mut server.dir, tempfile::tempdir().unwrap())
+}
+
+/// Runs `script` (a function body) in the page until it returns something other than
+/// `null`/`false`; returns that.
+async fn until(c: &Client, what: &str, script: &str) -> Value {
+    let deadline = Instant::now() + UI_WAIT;
+    loop {
+        let v = c.execute(script, vec![]).await.unwrap();
+        if !v.is_null() && v != Value::Bool(false) {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            let text = c
+                .execute("return document.body.innerText", vec![])
+                .await
+                .unwrap_or_default();
+            panic!("the console never showed {what}; the page says:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The texts of the transcript's messages of `kind` (`user`, `tool_call_output`, …).
+fn texts_of(kind: &str) -> String {
+    format!(
+        "return [...document.querySelectorAll('.transcript .kind-{kind}')].map(e => e.innerText)"
+    )
+}
+
+async fn texts(c: &Client, kind: &str) -> Vec<String> {
+    let v = c.execute(&texts_of(kind), vec![]).await.unwrap();
+    serde_json::from_value(v).unwrap()
+}
+
+async fn button(c: &Client, label: &str) -> fantoccini::elements::Element {
+    c.wait()
+        .at_most(UI_WAIT)
+        .for_element(Locator::XPath(&format!(
+            "//button[normalize-space()='{label}']"
+        )))
+        .await
+        .unwrap_or_else(|e| panic!("no button {label}: {e}"))
+}
+
+/// Types `text` into the composer and presses `label` (Start task or Steer).
+async fn compose(c: &Client, text: &str, label: &str) {
+    let area = c
+        .find(Locator::Css("textarea[aria-label='Task or steer text']"))
+        .await
+        .unwrap();
+    area.clear().await.unwrap();
+    area.send_keys(text).await.unwrap();
+    button(c, label).await.click().await.unwrap();
+    until(
+        c,
+        "the composer emptied",
+        "return document.querySelector('textarea').value === ''",
+    )
+    .await;
+}
+
+fn script() -> Value {
+    json!({"turns": [
+        {"text": "reading the payload",
+         "tool_calls": [{"name": "read_file", "arguments": {"file_path": "payload.html"}}]},
+        {"text": "payload shown"},
+        {"tool_calls": [{"name": "exec_command", "arguments": {
+            "description": "wait", "yield_time_ms": 60000,
+            "cmd": "while [ ! -f go ]; do sleep 0.05; done; echo released"}}]},
+        {"text": "steered answer"},
+        {"tool_calls": [{"name": "exec_command", "arguments": {
+            "description": "wait forever", "yield_time_ms": 60000,
+            "cmd": "while [ ! -f never ]; do sleep 0.05; done"}}]},
+        {"text": "after restart"}
+    ]})
+}
+
+/// A page of another origin (the "cross-site page"): a server answering every request with
+/// an empty HTML page.
+async fn other_site() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let body = "<!doctype html><title>elsewhere</title><p>another site</p>";
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+async fn session_count(server: &Server) -> usize {
+    let (s, v) = server.call("GET", "/v1/sessions", None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v["sessions"].as_array().unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_drives_a_session_in_headless_chromium() {
+    let dir = sandbox(&script());
+    std::fs::write(dir.path().join("ws/payload.html"), PAYLOAD).unwrap();
+    let server = serve_on(dir, "127.0.0.1:0");
+    let listen = server.base.strip_prefix("http://").unwrap().to_string();
+    let (_driver, c) = browser().await;
+
+    // Sign in; the session created through the API is listed by its full id.
+    let id = server.create(Some("always-ask")).await;
+    c.goto(&format!("{}/", server.base)).await.unwrap();
+    c.wait()
+        .at_most(UI_WAIT)
+        .for_element(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    button(&c, "Sign in").await.click().await.unwrap();
+    let link = c
+        .wait()
+        .at_most(UI_WAIT)
+        .for_element(Locator::LinkText(&id))
+        .await
+        .unwrap_or_else(|e| panic!("session {id} not listed: {e}"));
+    let stored: Value = c
+        .execute("return sessionStorage.getItem('rookery.token')", vec![])
+        .await
+        .unwrap();
+    assert_eq!(stored, TOKEN, "the token is kept in sessionStorage");
+    link.click().await.unwrap();
+    until(
+        &c,
+        "the live stream",
+        "return document.querySelector('.conn')?.dataset.state === 'live'",
+    )
+    .await;
+    assert!(
+        !c.current_url().await.unwrap().as_str().contains(TOKEN),
+        "never in a URL"
+    );
+
+    // Start a task in always-ask; allow its call in the browser; its output (the XSS payload)
+    // shows as text.
+    compose(&c, "show the payload", "Start task").await;
+    until(
+        &c,
+        "a pending approval",
+        "return document.querySelector('.approval') !== null",
+    )
+    .await;
+    button(&c, "Allow").await.click().await.unwrap();
+    until(
+        &c,
+        "the task's end",
+        "return [...document.querySelectorAll('.transcript .kind-task_end')].some(e => e.innerText.includes('completed'))",
+    )
+    .await;
+    let outputs = texts(&c, "tool_call_output").await;
+    assert_eq!(outputs.len(), 1, "{outputs:?}");
+    assert!(outputs[0].contains(PAYLOAD), "shown as text: {outputs:?}");
+    let inert = c
+        .execute(
+            "return [document.title, window.__pwned === undefined, \
+             document.querySelectorAll('.transcript img, .transcript script').length]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(inert, json!(["Rookery console", true, 0]), "nothing ran");
+    let decisions = texts(&c, "approval_decision").await;
+    assert!(
+        decisions.iter().any(|d| d.contains("allow (api")),
+        "{decisions:?}"
+    );
+    let png = c.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+    std::fs::create_dir_all(repo().join("target")).unwrap();
+    std::fs::write(repo().join("target/console-session.png"), &png).unwrap();
+
+    // The approval mode from the page; a steer while a command runs, delivered at the next turn.
+    c.find(Locator::Css("select[aria-label='Approval mode']"))
+        .await
+        .unwrap()
+        .select_by_value("allow-all")
+        .await
+        .unwrap();
+    until(
+        &c,
+        "the mode change",
+        "return [...document.querySelectorAll('.kind-approval_mode_changed')].some(e => e.innerText.includes('allow-all'))",
+    )
+    .await;
+    compose(&c, "wait for go", "Start task").await;
+    until(
+        &c,
+        "the running command",
+        "return document.querySelectorAll('.transcript .kind-tool_call').length === 2",
+    )
+    .await;
+    compose(&c, "mind the steer", "Steer").await;
+    let info: Value = c
+        .execute("return document.querySelector('.info').innerText", vec![])
+        .await
+        .unwrap();
+    assert_eq!(info, "Steer: queued", "steered the running task");
+    std::fs::write(server.ws().join("go"), "").unwrap();
+    until(
+        &c,
+        "the steered answer",
+        "return [...document.querySelectorAll('.transcript .kind-assistant')].some(e => e.innerText.includes('steered answer'))",
+    )
+    .await;
+    assert_eq!(texts(&c, "steer").await.len(), 1);
+    assert!(texts(&c, "steer").await[0].contains("mind the steer"));
+
+    // Abort a task that would run forever.
+    compose(&c, "run forever", "Start task").await;
+    until(
+        &c,
+        "the third call",
+        "return document.querySelectorAll('.transcript .kind-tool_call').length === 3",
+    )
+    .await;
+    button(&c, "Abort").await.click().await.unwrap();
+    until(
+        &c,
+        "the aborted task",
+        "return [...document.querySelectorAll('.transcript .kind-task_end')].some(e => e.innerText.includes('aborted'))",
+    )
+    .await;
+
+    // A cross-site page cannot drive the API, even with the token.
+    let before = session_count(&server).await;
+    let console = c.window().await.unwrap();
+    let other = c.new_window(true).await.unwrap();
+    c.switch_to_window(other.handle.clone()).await.unwrap();
+    c.goto(&other_site().await).await.unwrap();
+    let refused = c
+        .execute_async(
+            "const [api, token, done] = arguments;\
+             (async () => {\
+             const results = [];\
+             try { const r = await fetch(api + '/v1/sessions', {method: 'POST',\
+               headers: {authorization: 'Bearer ' + token, 'content-type': 'application/json'},\
+               body: '{}'}); results.push('status ' + r.status); }\
+             catch (e) { results.push('blocked'); }\
+             try { await fetch(api + '/v1/sessions', {method: 'POST', mode: 'no-cors',\
+               headers: {'content-type': 'text/plain'}, body: '{}'}); results.push('sent'); }\
+             catch (e) { results.push('blocked'); }\
+             done(results);\
+             })();",
+            vec![json!(server.base), json!(TOKEN)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused[0], "blocked", "{refused}");
+    assert_eq!(session_count(&server).await, before, "no session created");
+    c.close_window().await.unwrap();
+    c.switch_to_window(console).await.unwrap();
+
+    // Restart on the same port with the same token: the page reconnects, shows what comes
+    // next, and nothing twice.
+    let dir = stop(server);
+    until(
+        &c,
+        "the lost stream",
+        "return document.querySelector('.conn')?.dataset.state !== 'live'",
+    )
+    .await;
+    let server = serve_on(dir, &listen);
+    assert_eq!(server.base, format!("http://{listen}"));
+    server.task(&id, "after the restart").await;
+    until(
+        &c,
+        "the answer after the restart",
+        "return [...document.querySelectorAll('.transcript .kind-assistant')].some(e => e.innerText.includes('after restart'))",
+    )
+    .await;
+    until(
+        &c,
+        "the live stream again",
+        "return document.querySelector('.conn')?.dataset.state === 'live'",
+    )
+    .await;
+    let users = texts(&c, "user").await;
+    let prompts: Vec<&str> = users
+        .iter()
+        .map(|u| u.lines().last().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "show the payload",
+            "wait for go",
+            "run forever",
+            "after the restart"
+        ],
+        "each prompt once, in order: {users:?}"
+    );
+    assert_eq!(texts(&c, "tool_call_output").await.len(), 3);
+    assert_eq!(texts(&c, "tool_call").await.len(), 3);
+    assert_eq!(texts(&c, "steer").await.len(), 1);
+    let answers = texts(&c, "assistant").await;
+    for a in ["payload shown", "steered answer", "after restart"] {
+        assert_eq!(
+            answers.iter().filter(|t| t.contains(a)).count(),
+            1,
+            "{a} once: {answers:?}"
+        );
+    }
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_files_carry_security_headers_and_only_the_own_origin_passes() {
+    let server = serve_on(sandbox(&json!({"turns": []})), "127.0.0.1:0");
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/console/app.js", "text/javascript"),
+        ("/console/style.css", "text/css"),
+    ] {
+        let r = server
+            .client
+            .get(format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let h = r.headers();
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            "{csp}"
+        );
+        assert_eq!(h["x-content-type-options"], "nosniff");
+        assert!(
+            h["content-type"].to_str().unwrap().starts_with(kind),
+            "{path}"
+        );
+    }
+    let (s, _) = server
+        .send(server.req(reqwest::Method::GET, "/console/nothing.js"))
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // The console's own origin passes without --allow-origin; another is refused, even with
+    // the token, and a rebinding Host is refused before the Origin is looked at.
+    let post = |origin: &str, host: Option<&str>| {
+        let mut r = server
+            .req(reqwest::Method::POST, "/v1/sessions")
+            .header("origin", origin)
+            .json(&json!({"workspace": server.ws()}));
+        if let Some(h) = host {
+            r = r.header("host", h);
+        }
+        r
+    };
+    let (s, v) = server.send(post(&server.base, None)).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, v) = server.send(post("http://evil.example", None)).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "forbidden_origin");
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let evil = format!("evil.example:{port}");
+    let (s, v) = server
+        .send(post(&format!("http://{evil}"), Some(&evil)))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(v["error"]["code"], "forbidden_host");
+    assert_eq!(session_count(&server).await, 1);
+}
