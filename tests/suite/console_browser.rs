@@ -229,6 +229,19 @@ async fn compose(c: &Client, text: &str, label: &str) {
     .await;
 }
 
+/// Fills in the sign-in form with `token` and sends it.
+async fn sign_in(c: &Client, token: &str) {
+    c.wait()
+        .at_most(UI_WAIT)
+        .for_element(Locator::Id("token"))
+        .await
+        .unwrap_or_else(|e| panic!("no sign-in form ({e}): did the page's modules load?"))
+        .send_keys(token)
+        .await
+        .unwrap();
+    button(c, "Sign in").await.click().await.unwrap();
+}
+
 fn script() -> Value {
     json!({"turns": [
         {"text": "reading the payload",
@@ -285,15 +298,7 @@ async fn console_drives_a_session_in_headless_chromium() {
     // Sign in; the session created through the API is listed by its full id.
     let id = server.create(Some("always-ask")).await;
     c.goto(&format!("{}/", server.base)).await.unwrap();
-    c.wait()
-        .at_most(UI_WAIT)
-        .for_element(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
-        .await
-        .unwrap();
-    button(&c, "Sign in").await.click().await.unwrap();
+    sign_in(&c, TOKEN).await;
     let link = c
         .wait()
         .at_most(UI_WAIT)
@@ -545,4 +550,94 @@ async fn console_files_carry_security_headers_and_only_the_own_origin_passes() {
     assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
     assert_eq!(v["error"]["code"], "forbidden_host");
     assert_eq!(session_count(&server).await, 1);
+}
+
+/// The sessions list of an admin on a server with several principals: each session's owner,
+/// search and the status filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_lists_every_principals_sessions_with_owner_search_and_filter() {
+    use rookery::server::token_hash::TokenHash;
+    let dir = sandbox(&json!({"turns": []}));
+    let auth = dir.path().join("auth.yaml");
+    std::fs::write(
+        &auth,
+        format!(
+            "principals:\n  - name: alice\n    role: user\n    token_sha256: [\"{}\"]\n  - name: root\n    role: admin\n    token_sha256: [\"{}\"]\n",
+            TokenHash::of("alice-secret-token"),
+            TokenHash::of("root-secret-token")
+        ),
+    )
+    .unwrap();
+    let mut server = Server::start_with(dir, None, &["--auth", auth.to_str().unwrap()]);
+    server.token = Some("alice-secret-token".into());
+    let alices = server.create(None).await;
+    server.token = Some("root-secret-token".into());
+    let roots = server.create(None).await;
+    let (_driver, c) = browser().await;
+    c.goto(&format!("{}/", server.base)).await.unwrap();
+    sign_in(&c, "root-secret-token").await;
+    let rows = "return [...document.querySelectorAll('table.sessions tbody tr')]\
+                .map(r => [...r.cells].map(td => td.innerText))";
+    until(&c, "both sessions", &format!("{rows}.length === 2 || null")).await;
+    let head: Value = c
+        .execute(
+            "return [...document.querySelectorAll('table.sessions th')].map(th => th.innerText)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        head,
+        json!([
+            "Session",
+            "Status",
+            "Owner",
+            "Workspace",
+            "Last activity",
+            "Approvals"
+        ])
+    );
+    let listed: Vec<Vec<String>> =
+        serde_json::from_value(c.execute(rows, vec![]).await.unwrap()).unwrap();
+    let owner_of = |id: &str| {
+        listed
+            .iter()
+            .find(|r| r[0] == id)
+            .map(|r| (r[1].clone(), r[2].clone()))
+    };
+    assert_eq!(
+        owner_of(&alices),
+        Some(("idle".into(), "alice".into())),
+        "{listed:?}"
+    );
+    assert_eq!(
+        owner_of(&roots),
+        Some(("idle".into(), "root".into())),
+        "{listed:?}"
+    );
+    assert!(
+        listed.iter().all(|r| !r[4].is_empty()),
+        "last activity: {listed:?}"
+    );
+    let search = c
+        .find(Locator::Css("input[aria-label='Search sessions']"))
+        .await
+        .unwrap();
+    search.send_keys("alice").await.unwrap();
+    let only = until(
+        &c,
+        "the search",
+        &format!("const r = {}; return r.length === 1 ? r : null", &rows[7..]),
+    )
+    .await;
+    assert_eq!(only[0][0], alices.as_str());
+    search.clear().await.unwrap();
+    c.find(Locator::Css("select[aria-label='Filter by status']"))
+        .await
+        .unwrap()
+        .select_by_value("running")
+        .await
+        .unwrap();
+    until(&c, "the filter", &format!("{rows}.length === 0")).await;
+    c.close().await.unwrap();
 }
