@@ -641,3 +641,77 @@ async fn console_lists_every_principals_sessions_with_owner_search_and_filter() 
     until(&c, "the filter", &format!("{rows}.length === 0")).await;
     c.close().await.unwrap();
 }
+
+/// A subagent's messages nested under the call that started it, a long output folded, and
+/// Compact now with its compaction shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_nests_subagents_folds_long_outputs_and_compacts() {
+    let dir = sandbox(&json!({
+        "turns": [
+            {"tool_calls": [{"name": "run_subagent", "arguments": {
+                "description": "Helper", "prompt": "help me"}}]},
+            {"tool_calls": [{"name": "exec_command", "arguments": {
+                "description": "many lines", "cmd": "seq 1 60"}}]},
+            {"text": "all done"},
+            {"text": "the summary"}
+        ],
+        "children": [{"when_prompt_contains": "help me", "turns": [{"text": "child says hi"}]}]
+    }));
+    let server = serve_on(dir, "127.0.0.1:0");
+    let id = server.create(Some("allow-all")).await;
+    let (_driver, c) = browser().await;
+    c.goto(&format!("{}/#/sessions/{id}", server.base))
+        .await
+        .unwrap();
+    sign_in(&c, TOKEN).await;
+    until(
+        &c,
+        "the live stream",
+        "return document.querySelector('.conn')?.dataset.state === 'live'",
+    )
+    .await;
+    compose(&c, "delegate", "Start task").await;
+    until(
+        &c,
+        "the task's end",
+        "return [...document.querySelectorAll('.transcript > .kind-task_end')].some(e => e.innerText.includes('completed'))",
+    )
+    .await;
+    // The child's answer is inside the subagent box, which follows the run_subagent call (and
+    // its approval decision).
+    let nested = c
+        .execute(
+            "const box = document.querySelector('.transcript > details.subagent');\
+             let call = box && box.previousElementSibling;\
+             while (call && !call.classList.contains('kind-tool_call')) call = call.previousElementSibling;\
+             return box && [!!call && call.innerText.includes('run_subagent'),\
+               [...box.querySelectorAll('.kind-assistant')].map(e => e.innerText.includes('child says hi')),\
+               [...document.querySelectorAll('.transcript > .kind-assistant')].some(e => e.innerText.includes('child says hi'))]",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        nested,
+        json!([true, [true], false]),
+        "nested under its call"
+    );
+    // The 60-line output is folded (closed until opened), the short ones are not.
+    let folded = c
+        .execute(
+            "return [...document.querySelectorAll('.transcript .kind-tool_call_output')]\
+               .map(e => { const d = e.querySelector('details.fold'); return d ? (d.open ? 'open' : 'folded') : 'plain'; })",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(folded, json!(["plain", "folded"]), "{folded}");
+    button(&c, "Compact now").await.click().await.unwrap();
+    until(
+        &c,
+        "the compaction",
+        "return [...document.querySelectorAll('.transcript .kind-compaction')].some(e => e.innerText.includes('Compaction ended'))",
+    )
+    .await;
+    c.close().await.unwrap();
+}
