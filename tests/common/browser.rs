@@ -17,9 +17,12 @@ use super::serve::{Server, WAIT};
 
 /// How long a browser-side condition may take (a loaded 2-core machine, a browser starting).
 pub const UI_WAIT: Duration = Duration::from_secs(60);
+/// The bearer token of the servers these tests start (`--token-env`).
 pub const TOKEN: &str = "console-test-token-0123456789abcdef0123456789";
+/// How to get what the tests need, said by every failure to find it.
 pub const INSTALL: &str = "apt-get install chromium chromium-driver";
 
+/// The repository (where `target/` is).
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -35,6 +38,7 @@ pub fn need(candidates: &[&str]) -> PathBuf {
         })
 }
 
+/// A port nothing listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -43,7 +47,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A running chromedriver, killed on drop.
+/// A running chromedriver, killed on drop with the browser it started.
 pub struct Driver {
     child: Child,
     /// The WebDriver URL.
@@ -55,6 +59,26 @@ impl Drop for Driver {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A test that failed never closed its browser, and Chromium outlives a killed
+        // chromedriver: end every process that runs with this test's profile or home.
+        let mark = self._profile.path().to_string_lossy().into_owned();
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in procs.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            if String::from_utf8_lossy(&cmdline).contains(&mark) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
     }
 }
 
@@ -66,6 +90,8 @@ pub async fn browser() -> (Driver, Client) {
     let port = free_port();
     let child = Command::new(driver_bin)
         .arg(format!("--port={port}"))
+        // Chromium's crash database and config go to the test's own directory.
+        .env("HOME", profile.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
