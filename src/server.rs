@@ -10,7 +10,7 @@
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
-//! `stream_token.rs` (tokens for `EventSource`), `webhooks.rs` and
+//! `stream_token.rs` (tokens for `EventSource`), `console.rs` (the web console's files), `webhooks.rs` and
 //! `webhook_delivery.rs` (signed event POSTs, queued and retried), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
@@ -25,6 +25,7 @@ pub mod auth_file;
 pub mod busy;
 pub mod compact;
 pub mod config_error;
+pub mod console;
 pub mod credentials;
 pub mod error;
 pub mod fd_limit;

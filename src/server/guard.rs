@@ -2,6 +2,7 @@
 //! rebinding (403 `forbidden_host`), the `Origin` check against cross-site requests (403
 //! `forbidden_origin`), CORS for the origins the operator allowed (preflight included), the
 //! `Content-Type: application/json` rule for bodies (415) and the deadline of a request body.
+//! A request whose `Origin` is the server's own (the web console's) passes the `Origin` check.
 //!
 //! It runs before authentication on every route but `/healthz`. It only admits or refuses
 //! requests and adds CORS headers; it never reads a body and never touches sessions.
@@ -66,6 +67,20 @@ fn forbidden_origin(origin: &str) -> ApiError {
     )
 }
 
+/// True when `origin` is the origin of the server itself as the request names it (`Host`,
+/// already checked): a page the server served, such as the web console (`console.rs`). A
+/// cross-site page's `Origin` names its own site and is refused unless `--allow-origin` lists it.
+fn same_origin(origin: &str, host: &str) -> bool {
+    let origin = origin.trim().trim_end_matches('/');
+    let Some(authority) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    !host.is_empty() && authority.eq_ignore_ascii_case(host.trim())
+}
+
 fn cors(resp: &mut Response, origin: &HeaderValue) {
     let h = resp.headers_mut();
     h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
@@ -96,7 +111,7 @@ pub async fn guard(
     let origin = match req.headers().get(ORIGIN) {
         None => None,
         Some(v) => match v.to_str() {
-            Ok(o) if cfg.origin_allowed(o) => Some(v.clone()),
+            Ok(o) if cfg.origin_allowed(o) || same_origin(o, &host) => Some(v.clone()),
             Ok(o) => return forbidden_origin(o).into_response(),
             Err(_) => return forbidden_origin("(not text)").into_response(),
         },
@@ -185,6 +200,16 @@ mod tests {
         assert!(c.origin_allowed("http://LOCALHOST:3000"));
         assert!(!c.origin_allowed("http://localhost:3001"));
         assert!(!c.origin_allowed("null"));
+    }
+
+    #[test]
+    fn the_servers_own_origin_is_same_origin_and_no_other() {
+        assert!(same_origin("http://127.0.0.1:7878", "127.0.0.1:7878"));
+        assert!(same_origin("http://LocalHost:7878/", "localhost:7878"));
+        assert!(!same_origin("http://127.0.0.1:7879", "127.0.0.1:7878"));
+        assert!(!same_origin("http://evil.example", "127.0.0.1:7878"));
+        assert!(!same_origin("null", "127.0.0.1:7878"));
+        assert!(!same_origin("http://", ""));
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .merge(api)
+        .merge(super::console::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
@@ -137,6 +138,7 @@ pub(super) async fn view(entry: &SessionEntry) -> Value {
         "pending_approvals": entry.approvals.pending_count(),
         "last_event_id": entry.log.last_seq(),
         "trace_path": entry.handle.trace_path().display().to_string(),
+        "last_activity": super::session_list::last_activity(&entry.handle.trace_path()),
         "error": entry.handle.trace_failure(),
         "last_task": entry.last_task.view(),
         "queue": entry.queue.view().await,

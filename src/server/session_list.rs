@@ -3,6 +3,8 @@
 //! and recorded ones (after a restart: every user session under the home) from what the server
 //! kept or their trace's `session_meta` records, with status `hibernated`.
 //!
+//! Each has its `last_activity`: when its trace was last written.
+//!
 //! A user sees its own sessions only, an admin every one, each with its `owner`. Listing never
 //! wakes or resumes a session.
 
@@ -48,6 +50,7 @@ pub async fn list(
                 "pending_approvals": 0,
                 "last_event_id": h.last_event_id,
                 "trace_path": h.trace_path.display().to_string(),
+                "last_activity": last_activity(&h.trace_path),
                 // A session whose trace failed is `failed`, never quiet: it does not hibernate.
                 "error": Value::Null,
                 "last_task": Value::Null,
@@ -61,6 +64,19 @@ pub async fn list(
     Ok(Json(
         json!({ "sessions": views, "next_cursor": next_cursor }),
     ))
+}
+
+/// When the session last recorded something: the modification time of its trace file
+/// (`YYYY-MM-DDTHH:MM:SS.mmmZ`, like `created_at`), or `null` when the file cannot be read.
+pub fn last_activity(trace: &std::path::Path) -> Value {
+    match std::fs::metadata(trace).and_then(|m| m.modified()) {
+        Ok(t) => Value::String(
+            chrono::DateTime::<chrono::Utc>::from(t)
+                .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+                .to_string(),
+        ),
+        Err(_) => Value::Null,
+    }
 }
 
 /// A session only on disk, from its `session_meta`: woken like a hibernated one by the next
@@ -79,6 +95,7 @@ fn stored(s: &StoredView) -> Value {
         // Nothing streamed by this server run: a woken session numbers its events from 1.
         "last_event_id": 0,
         "trace_path": s.trace_path.display().to_string(),
+        "last_activity": last_activity(&s.trace_path),
         "error": Value::Null,
         "last_task": Value::Null,
         "queue": [],

@@ -2,6 +2,7 @@
 //! test-only tools and trace reading here; the helpers of one kind of test in the modules below.
 
 pub mod anthropic_mock;
+pub mod browser;
 pub mod cli;
 pub mod commands;
 pub mod mcp;

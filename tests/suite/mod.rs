@@ -38,6 +38,7 @@ mod commands_session;
 mod commands_tree;
 mod compaction;
 mod config_discovery;
+mod console_browser;
 mod file_size_limit;
 mod file_tools;
 mod fs_races;
