@@ -314,6 +314,10 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             .map_err(|e| CliError::usage(format!("cannot start the webhook client: {e}")))?;
         state.set_webhooks(w);
     }
+    let schedules =
+        server::schedules::Schedules::open(state.cfg.home.clone(), args.schedule_minute_ms)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+    state.set_schedules(schedules);
     state.start_hibernation();
     Ok((listener, state, limits))
 }
