@@ -12,7 +12,8 @@
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
 //! `stream_token.rs` (tokens for `EventSource`), `webhooks.rs` and
 //! `webhook_delivery.rs` (signed event POSTs, queued and retried), `schedules.rs`,
-//! `schedule_spec.rs`, `schedule_index.rs` and `schedule_routes.rs` (tasks on a cron pattern), `listener.rs` (the accept loop,
+//! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
+//! a cron pattern), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
@@ -47,6 +48,7 @@ pub mod rollback;
 pub mod routes;
 pub mod schedule_index;
 pub mod schedule_routes;
+pub mod schedule_runner;
 pub mod schedule_spec;
 pub mod schedules;
 pub mod session_config;

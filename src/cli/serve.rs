@@ -317,7 +317,8 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     let schedules =
         server::schedules::Schedules::open(state.cfg.home.clone(), args.schedule_minute_ms)
             .map_err(|e| CliError::usage(e.to_string()))?;
-    state.set_schedules(schedules);
+    state.set_schedules(schedules.clone());
+    server::schedule_runner::start(&schedules, &state);
     state.start_hibernation();
     Ok((listener, state, limits))
 }

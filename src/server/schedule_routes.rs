@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::busy::IfBusy;
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::schedules::{NewSchedule, Schedules};
 use super::state::ServerState;
@@ -34,6 +35,16 @@ pub struct ScheduleBody {
     /// `reject` (default), `enqueue`, `interrupt` or `steer`.
     #[serde(default)]
     if_busy: Option<String>,
+}
+
+/// `if_busy` as a schedule stores it (absent: `reject`); an unknown value is 400.
+fn if_busy_name(value: Option<&str>) -> Result<&'static str, ApiError> {
+    Ok(match IfBusy::parse(value)? {
+        IfBusy::Reject => "reject",
+        IfBusy::Enqueue => "enqueue",
+        IfBusy::Interrupt => "interrupt",
+        IfBusy::Steer => "steer",
+    })
 }
 
 fn schedules(state: &ServerState) -> Result<&Arc<Schedules>, ApiError> {
@@ -58,10 +69,10 @@ pub async fn create(
         cron: body.cron,
         text: body.text,
         timezone: body.timezone,
-        if_busy: body.if_busy,
+        if_busy: if_busy_name(body.if_busy.as_deref())?,
     };
     let entry = state.get(&id).await?;
-    let view = schedules.add(&entry, new)?;
+    let view = schedules.add(&entry.handle, new)?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -94,7 +105,7 @@ pub async fn delete(
         ));
     }
     let entry = state.get(&id).await?;
-    schedules.remove(&entry, &schedule_id)?;
+    schedules.remove(&entry.handle, &schedule_id)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -108,7 +119,7 @@ pub async fn session_deleted(state: &ServerState, id: &str) {
         return;
     }
     match state.get(id).await {
-        Ok(entry) => schedules.remove_session(id, Some(&entry)),
+        Ok(entry) => schedules.remove_session(id, Some(&entry.handle)),
         Err(e) => {
             tracing::warn!(session = %id, "the removal of its schedules is not recorded in its trace: {}", e.message);
             schedules.remove_session(id, None);

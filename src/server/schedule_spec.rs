@@ -16,8 +16,6 @@ use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
-use super::busy::IfBusy;
-
 /// The Gregorian calendar repeats every 400 years (146,097 days, a whole number of weeks), so
 /// a date is evaluated in the same place of the cycle 2000-2399: a short schedule minute
 /// reaches wall times thousands of years ahead, beyond what the cron parser searches (and
@@ -118,16 +116,6 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
-}
-
-/// `if_busy` as a schedule stores it (absent: `reject`); an unknown value is 400.
-pub fn if_busy_name(value: Option<&str>) -> Result<&'static str, super::error::ApiError> {
-    Ok(match IfBusy::parse(value)? {
-        IfBusy::Reject => "reject",
-        IfBusy::Enqueue => "enqueue",
-        IfBusy::Interrupt => "interrupt",
-        IfBusy::Steer => "steer",
-    })
 }
 
 #[cfg(test)]

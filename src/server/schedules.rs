@@ -1,32 +1,28 @@
 //! The schedules of `rookery serve`: each session's tasks that run on a cron pattern, kept in
-//! memory and in the home's index (`schedule_index.rs`), and the one ticker that runs the due
-//! ones.
+//! memory and in the home's index (`schedule_index.rs`), each with its next minute on the
+//! schedule clock (`schedule_spec.rs`).
 //!
-//! At every schedule minute (`schedule_spec.rs`) the ticker finds the schedules with a
-//! matching minute after the one they last ran in, and starts each one's task in its session
-//! (a hibernated or recorded session is woken, as a request would) under its `if_busy`
-//! (`busy.rs`). A schedule runs once however many of its minutes went by unseen (the server
-//! was down, the machine too slow): the first tick after a start is the catch-up. Every run is
-//! recorded in the session's trace (`schedule_fired`, with what it did) and in the index.
+//! A schedule is due when a minute its pattern matches, after the one it last ran in, has come;
+//! [`Schedules::take_due`] hands the due ones out marked as run now, so a schedule runs once
+//! however many of its minutes went by unseen (the server was down, the machine too slow).
+//! At most [`MAX_PER_SESSION`] schedules per session and [`MAX_TOTAL`] per server; additions
+//! and removals are recorded in the session's trace through its handle.
 //!
-//! At most [`MAX_PER_SESSION`] schedules per session and [`MAX_TOTAL`] per server. A schedule
-//! whose session no longer exists is dropped when it comes due. It never runs a turn itself
-//! and never writes a trace (the session records what it is asked to).
+//! The table only: the ticker that starts the due tasks is `schedule_runner.rs`. It must not
+//! import the server's state (which holds it), and never writes a trace itself.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::busy::{self, IfBusy, Started};
 use super::error::ApiError;
 use super::schedule_index::{self, IndexError, Stored};
 use super::schedule_spec::{Spec, minute_of, now_ms};
-use super::state::{ServerState, SessionEntry};
-use crate::message::schedule::{ScheduleFired, ScheduleRecord};
+use crate::actors::session::SessionHandle;
+use crate::message::schedule::ScheduleRecord;
 
 /// Schedules one session may have.
 pub const MAX_PER_SESSION: usize = 32;
@@ -73,8 +69,8 @@ pub struct NewSchedule {
     pub text: String,
     /// The IANA time zone (`UTC` when absent).
     pub timezone: Option<String>,
-    /// `reject` (default), `enqueue`, `interrupt` or `steer`.
-    pub if_busy: Option<String>,
+    /// `reject`, `enqueue`, `interrupt` or `steer` (checked by the caller).
+    pub if_busy: &'static str,
 }
 
 /// Every session's schedules and the clock they run on.
@@ -159,14 +155,13 @@ impl Schedules {
 
     /// Adds a schedule to `entry`'s session (recorded in its trace): the new schedule's view.
     /// 400 `invalid_cron` / `unknown_timezone` / `invalid_request`, 429 `too_many_schedules`.
-    pub fn add(&self, entry: &SessionEntry, new: NewSchedule) -> Result<Value, ApiError> {
+    pub fn add(&self, entry: &SessionHandle, new: NewSchedule) -> Result<Value, ApiError> {
         if new.text.trim().is_empty() {
             return Err(ApiError::bad_request(
                 "invalid_request",
                 "text must not be empty",
             ));
         }
-        let if_busy = super::schedule_spec::if_busy_name(new.if_busy.as_deref())?;
         let timezone = new.timezone.unwrap_or_else(|| "UTC".to_string());
         let spec = Spec::parse(new.cron.trim(), &timezone)
             .map_err(|e| ApiError::bad_request(e.code(), e.to_string()))?;
@@ -177,7 +172,7 @@ impl Schedules {
             cron: new.cron.trim().to_string(),
             text: new.text,
             timezone,
-            if_busy: if_busy.to_string(),
+            if_busy: new.if_busy.to_string(),
             created_minute: minute,
             last_minute: minute,
         };
@@ -199,7 +194,6 @@ impl Schedules {
                 return Err(too_many(entry.id(), own >= MAX_PER_SESSION));
             }
             entry
-                .handle
                 .record_schedule(added)
                 .map_err(|_| ApiError::session_closed(entry.id()))?;
             map.entry(entry.id().to_string()).or_default().push(live);
@@ -227,7 +221,7 @@ impl Schedules {
 
     /// Removes schedule `schedule_id` of `entry`'s session (recorded with `reason`); 404
     /// `unknown_schedule` when it has none of that id.
-    pub fn remove(&self, entry: &SessionEntry, schedule_id: &str) -> Result<(), ApiError> {
+    pub fn remove(&self, entry: &SessionHandle, schedule_id: &str) -> Result<(), ApiError> {
         let removed = {
             let mut map = self.sessions.lock().map_err(|_| poisoned())?;
             let list = map.get_mut(entry.id());
@@ -262,28 +256,31 @@ impl Schedules {
 
     /// Removes every schedule of session `id` (it is being deleted), recorded in its trace
     /// when its `entry` is at hand.
-    pub fn remove_session(&self, id: &str, entry: Option<&SessionEntry>) {
+    pub fn remove_session(&self, id: &str, entry: Option<&SessionHandle>) {
         for s in self.drop_session(id) {
             if let Some(entry) = entry {
                 record_removed(entry, &s.schedule_id, "session_deleted");
             }
         }
-        self.save_or_warn();
     }
 
-    /// Forgets session `id`'s schedules (nothing recorded); what they were.
-    fn drop_session(&self, id: &str) -> Vec<Stored> {
-        self.sessions
+    /// Forgets session `id`'s schedules (nothing recorded; the index is written); what they
+    /// were.
+    pub fn drop_session(&self, id: &str) -> Vec<Stored> {
+        let dropped = self
+            .sessions
             .lock()
             .ok()
             .and_then(|mut m| m.remove(id))
-            .map(|l| l.into_iter().map(|s| s.stored).collect())
-            .unwrap_or_default()
+            .map(|l| l.into_iter().map(|s| s.stored).collect::<Vec<_>>())
+            .unwrap_or_default();
+        self.save_or_warn();
+        dropped
     }
 
     /// The schedules due at `now` (a matching minute after their last run, up to `now`),
     /// marked as run in `now`; the index is written when any is.
-    fn take_due(&self, now: u64) -> Vec<Stored> {
+    pub fn take_due(&self, now: u64) -> Vec<Stored> {
         let mut due = Vec::new();
         if let Ok(mut map) = self.sessions.lock() {
             for live in map.values_mut().flatten() {
@@ -298,34 +295,6 @@ impl Schedules {
             self.save_or_warn();
         }
         due
-    }
-
-    /// Starts the ticker: at once (the catch-up of runs missed while the server was down),
-    /// then at the start of every schedule minute, until the server shuts down.
-    pub fn start(self: &Arc<Self>, state: &Arc<ServerState>) {
-        let me = self.clone();
-        let state = Arc::downgrade(state);
-        tokio::spawn(async move { me.tick_forever(state).await });
-    }
-
-    async fn tick_forever(self: Arc<Self>, state: Weak<ServerState>) {
-        loop {
-            let now_ms = now_ms();
-            let now = minute_of(now_ms, self.minute_ms);
-            {
-                let Some(state) = state.upgrade() else { return };
-                if state.is_shutting_down() {
-                    return;
-                }
-                for s in self.take_due(now) {
-                    tokio::spawn(run(state.clone(), self.clone(), s, now));
-                }
-            }
-            // Just past the start of the next minute.
-            let next_ms = (now + 1).saturating_mul(self.minute_ms);
-            let wait = next_ms.saturating_sub(now_ms) + 1;
-            tokio::time::sleep(Duration::from_millis(wait)).await;
-        }
     }
 }
 
@@ -344,66 +313,12 @@ fn too_many(id: &str, per_session: bool) -> ApiError {
     ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_schedules", message)
 }
 
-fn record_removed(entry: &SessionEntry, schedule_id: &str, reason: &str) {
+fn record_removed(entry: &SessionHandle, schedule_id: &str, reason: &str) {
     let record = ScheduleRecord::Removed(crate::message::schedule::ScheduleRemoved {
         schedule_id: schedule_id.to_string(),
         reason: reason.to_string(),
     });
-    if let Err(e) = entry.handle.record_schedule(record) {
+    if let Err(e) = entry.record_schedule(record) {
         tracing::debug!(session = %entry.id(), "cannot record a schedule's removal: {e}");
-    }
-}
-
-/// Runs one due schedule in minute `minute`: wakes its session, starts the task under its
-/// `if_busy` and records what happened.
-async fn run(state: Arc<ServerState>, schedules: Arc<Schedules>, s: Stored, minute: u64) {
-    let policy = IfBusy::parse(Some(&s.if_busy)).unwrap_or(IfBusy::Reject);
-    let mut tries = 0;
-    let (entry, result) = loop {
-        let entry = match state.get(&s.session_id).await {
-            Ok(entry) => entry,
-            Err(e) if e.code == "unknown_session" => {
-                tracing::warn!(session = %s.session_id, "its schedules are dropped: the session no longer exists");
-                schedules.drop_session(&s.session_id);
-                schedules.save_or_warn();
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(session = %s.session_id, "schedule {} cannot run: {}", s.schedule_id, e.message);
-                return;
-            }
-        };
-        // Under the gate, as a request's work: no hibernation closes the session meanwhile.
-        let gate = entry.gate.read().await;
-        if entry.hibernating.load(std::sync::atomic::Ordering::SeqCst) && tries < 2 {
-            drop(gate);
-            tries += 1;
-            continue;
-        }
-        let result = busy::start(&state, &entry, &s.text, policy).await;
-        drop(gate);
-        break (entry, result);
-    };
-    let (outcome, error) = match result {
-        Ok(Started::Now) => {
-            state.metrics.task_started();
-            ("started", None)
-        }
-        Ok(Started::Queued(_)) => ("queued", None),
-        Ok(Started::Steered) => ("steered", None),
-        Err(e) if e.code == "session_busy" => ("skipped_busy", None),
-        Err(e) => ("failed", Some(e.message)),
-    };
-    if let Some(error) = &error {
-        tracing::warn!(session = %s.session_id, "schedule {} failed: {error}", s.schedule_id);
-    }
-    let record = ScheduleRecord::Fired(ScheduleFired {
-        schedule_id: s.schedule_id.clone(),
-        minute,
-        outcome: outcome.to_string(),
-        error,
-    });
-    if let Err(e) = entry.handle.record_schedule(record) {
-        tracing::debug!(session = %s.session_id, "cannot record a schedule's run: {e}");
     }
 }

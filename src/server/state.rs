@@ -224,11 +224,9 @@ impl ServerState {
         self.webhooks.get()
     }
 
-    /// Runs `schedules` (their ticker starts now).
-    pub fn set_schedules(self: &Arc<Self>, schedules: Arc<super::schedules::Schedules>) {
-        if self.schedules.set(schedules.clone()).is_ok() {
-            schedules.start(self);
-        }
+    /// The sessions' schedules (`schedule_runner::start` runs them).
+    pub fn set_schedules(&self, schedules: Arc<super::schedules::Schedules>) {
+        let _ = self.schedules.set(schedules);
     }
 
     /// The server's schedules, if it runs them.
