@@ -337,10 +337,22 @@ async fn runs_missed_while_down_run_once_at_start_even_from_a_rebuilt_index() {
     const MS: u64 = 1000;
     let server = start(sandbox(&script(20)), "1000", &[]);
     let id = server.create(Some("allow-all")).await;
-    let (cron, first) = two_slots(MS, 8);
+    let (cron, first) = two_slots(MS, 12);
     let (s, v) = add(&server, &id, json!({"cron": cron, "text": "catch up"})).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
+    let trace = server.trace(&id);
     let dir = stop(server);
+    let before: Vec<_> = rookery::trace::reader::read_trace(&trace)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap()["payload"].clone())
+        .collect();
+    assert_eq!(of_type(&before, "schedule_added").len(), 1);
+    assert!(
+        of_type(&before, "schedule_fired").is_empty(),
+        "the machine took more than 12 s to stop the server: {before:?}"
+    );
     let home = dir.path().join("home");
     assert!(home.join("schedules.json").is_file());
 
