@@ -376,6 +376,10 @@ pub struct ServeArgs {
     /// milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
     pub stream_token_ttl_ms: u64,
+    /// The length of a schedule minute in milliseconds (schedules' cron patterns count these
+    /// minutes from the Unix epoch; shorter than 60000 only for tests).
+    #[arg(long, value_name = "MS", default_value_t = crate::server::schedules::DEFAULT_MINUTE_MS, value_parser = clap::value_parser!(u64).range(50..), hide = true)]
+    pub schedule_minute_ms: u64,
     /// `--webhook`, `--webhook-secret-env`, `--webhook-allow` and their delivery policy (boxed:
     /// `ServeArgs` is the largest `Command`).
     #[command(flatten)]

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 mod envelope;
 mod grant;
+pub mod schedule;
 pub use envelope::{OmniMessage, Payload, now_timestamp};
 pub use grant::Grant;
 
@@ -648,6 +649,12 @@ pub enum EventPayload {
         /// How many messages of the context went with them.
         messages: u64,
     },
+    /// A schedule was added to the session (`rookery serve`; Rookery's own).
+    ScheduleAdded(schedule::ScheduleAdded),
+    /// A schedule was removed (Rookery's own).
+    ScheduleRemoved(schedule::ScheduleRemoved),
+    /// A due schedule ran, or tried to (Rookery's own).
+    ScheduleFired(schedule::ScheduleFired),
     /// `rookery serve` queued a task behind the running one (`if_busy: enqueue`; Rookery's
     /// own; streamed, never recorded).
     TaskQueued {

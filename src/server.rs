@@ -11,7 +11,9 @@
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
 //! `stream_token.rs` (tokens for `EventSource`), `console.rs` (the web console's files), `webhooks.rs` and
-//! `webhook_delivery.rs` (signed event POSTs, queued and retried), `listener.rs` (the accept loop,
+//! `webhook_delivery.rs` (signed event POSTs, queued and retried), `schedules.rs`,
+//! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
+//! a cron pattern), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
@@ -45,6 +47,11 @@ pub mod principal;
 pub mod reopen;
 pub mod rollback;
 pub mod routes;
+pub mod schedule_index;
+pub mod schedule_routes;
+pub mod schedule_runner;
+pub mod schedule_spec;
+pub mod schedules;
 pub mod session_config;
 pub mod session_list;
 pub mod sse;

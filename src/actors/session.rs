@@ -467,6 +467,9 @@ async fn handle_msg(
                 OmniMessage::event(EventPayload::ApiAction { action, by, mode }),
                 true,
             ),
+            SessionMsg::Request(SessionRequest::Schedule(record)) => {
+                state.emit(OmniMessage::event(record.into_event()), true)
+            }
             SessionMsg::Request(SessionRequest::Compact(reply)) => {
                 let _ = reply.send(compaction::request(&myself, state));
             }

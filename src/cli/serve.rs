@@ -8,7 +8,8 @@
 //! file, a bad webhook flag or a missing webhook secret (`webhook_args.rs`), a missing token
 //! variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
-//! bound, a home where no trace can be written. The HTTP API itself is `crate::server`.
+//! bound, a home where no trace (or no schedule index) can be written. The HTTP API itself is
+//! `crate::server`.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -314,6 +315,11 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             .map_err(|e| CliError::usage(format!("cannot start the webhook client: {e}")))?;
         state.set_webhooks(w);
     }
+    let schedules =
+        server::schedules::Schedules::open(state.cfg.home.clone(), args.schedule_minute_ms)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+    state.set_schedules(schedules.clone());
+    server::schedule_runner::start(&schedules, &state);
     state.start_hibernation();
     Ok((listener, state, limits))
 }

@@ -74,6 +74,14 @@ pub fn router(state: Arc<ServerState>) -> Router {
             "/v1/sessions/{id}/rollback",
             post(super::rollback::rollback),
         )
+        .route(
+            "/v1/sessions/{id}/schedules",
+            post(super::schedule_routes::create).get(super::schedule_routes::list),
+        )
+        .route(
+            "/v1/sessions/{id}/schedules/{schedule_id}",
+            axum::routing::delete(super::schedule_routes::delete),
+        )
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -291,6 +299,7 @@ async fn delete_session(
     if let Some(entry) = state.list().into_iter().find(|e| e.id() == id) {
         audit(&state, &entry, &who.name, "delete", None);
     }
+    super::schedule_routes::session_deleted(&state, &id).await;
     state.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

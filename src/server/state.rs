@@ -181,6 +181,8 @@ pub struct ServerState {
     quota_locks: quotas::QuotaLocks,
     /// `--webhook` / `--webhook-allow` (`webhooks.rs`), set once at start.
     webhooks: std::sync::OnceLock<Arc<super::webhooks::Webhooks>>,
+    /// The sessions' schedules (`schedules.rs`), set once at start.
+    schedules: std::sync::OnceLock<Arc<super::schedules::Schedules>>,
     me: Weak<ServerState>,
 }
 
@@ -207,6 +209,7 @@ impl ServerState {
             resume_lock: tokio::sync::Mutex::new(()),
             shutting_down: AtomicBool::new(false),
             webhooks: std::sync::OnceLock::new(),
+            schedules: std::sync::OnceLock::new(),
             me: me.clone(),
         })
     }
@@ -219,6 +222,16 @@ impl ServerState {
     /// The server's webhooks, if it has any.
     pub fn webhooks(&self) -> Option<&Arc<super::webhooks::Webhooks>> {
         self.webhooks.get()
+    }
+
+    /// The sessions' schedules (`schedule_runner::start` runs them).
+    pub fn set_schedules(&self, schedules: Arc<super::schedules::Schedules>) {
+        let _ = self.schedules.set(schedules);
+    }
+
+    /// The server's schedules, if it runs them.
+    pub fn schedules(&self) -> Option<&Arc<super::schedules::Schedules>> {
+        self.schedules.get()
     }
 
     /// True once shutdown began (new requests get 503).

@@ -91,6 +91,7 @@ mod serve_messages;
 mod serve_principals;
 mod serve_reopen;
 mod serve_rollback;
+mod serve_schedules;
 mod serve_security;
 mod serve_steer;
 mod serve_task_status;

@@ -128,6 +128,13 @@ fn routes(id: &str) -> Vec<(&'static str, String, Option<Value>)> {
             Some(json!({"tasks": 1})),
         ),
         ("DELETE", format!("/v1/sessions/{id}/queue/q-1"), None),
+        (
+            "POST",
+            format!("/v1/sessions/{id}/schedules"),
+            Some(json!({"cron": "* * * * *", "text": "hi"})),
+        ),
+        ("GET", format!("/v1/sessions/{id}/schedules"), None),
+        ("DELETE", format!("/v1/sessions/{id}/schedules/sch-1"), None),
         ("DELETE", format!("/v1/sessions/{id}"), None),
     ]
 }

@@ -195,6 +195,15 @@ impl SessionHandle {
         })
     }
 
+    /// Records in the trace (and the session's stream) that one of its schedules was added,
+    /// removed or ran (`rookery serve`'s schedules; the server keeps what they mean).
+    pub fn record_schedule(
+        &self,
+        record: crate::message::schedule::ScheduleRecord,
+    ) -> Result<(), RookeryError> {
+        self.actor.cast(SessionRequest::Schedule(record))
+    }
+
     /// Aborts the running task (no-op when idle).
     pub fn abort(&self) -> Result<(), RookeryError> {
         self.actor.cast(SessionRequest::Abort)

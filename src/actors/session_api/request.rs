@@ -38,6 +38,8 @@ pub enum SessionRequest {
         /// The mode an `approval_mode` request set.
         mode: Option<String>,
     },
+    /// Records a schedule's addition, removal or run (`rookery serve`'s schedules).
+    Schedule(crate::message::schedule::ScheduleRecord),
     /// Compacts the context now (idle) or before the next request (a task runs).
     Compact(RpcReplyPort<Result<CompactStart, RookeryError>>),
     /// Drops the last N completed tasks from the context (refused while a task runs).
