@@ -71,6 +71,8 @@ pub mod redact;
 pub mod sandbox;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "postgres")]
+pub mod store;
 pub mod tools;
 pub mod trace;
 
