@@ -174,9 +174,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
         .as_ref()
         .map_or_else(StatusLine::disabled, |v| v.status().clone());
     let resolved = resolve_with_status(&args.session, status)?;
-    let host = Host::start(resolved.home.clone())
-        .await
-        .map_err(CliError::Start)?;
+    let host = args.session.store.host(resolved.home.clone()).await?;
     let result = run_in_host(&host, resolved.options, &args, schema, interrupts, view).await;
     host.shutdown().await;
     result
