@@ -153,7 +153,7 @@ pub async fn list_stored(store: &PgStore, json: bool) -> Result<ExitCode, CliErr
             "{}  {}  {}  {}  {}  {}",
             s.id,
             s.status,
-            super::sessions::local_time(Some(&s.last_activity)),
+            local_time(&s.last_activity),
             s.tool_profile,
             s.model,
             s.owner_node.as_deref().unwrap_or("-")
@@ -173,5 +173,16 @@ pub async fn stored_workspace(store: &PgStore, id: &str) -> Result<String, CliEr
             "--resume {id}: no session {id} in the store (a stored session is named by its whole id)"
         ))),
         Err(e) => Err(CliError::Start(e.into())),
+    }
+}
+
+/// A stored UTC time as local `YYYY-MM-DD HH:MM:SS` (as `sessions list` shows file traces).
+fn local_time(ts: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(ts) {
+        Ok(t) => t
+            .with_timezone(&chrono::Local)
+            .format("%Y-%m-%d %H:%M:%S")
+            .to_string(),
+        Err(_) => ts.to_string(),
     }
 }
