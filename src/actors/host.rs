@@ -310,6 +310,8 @@ pub struct Host {
     actor: ActorRef<HostMsg>,
     home: PathBuf,
     trace_stats: Arc<TraceStats>,
+    #[cfg(feature = "postgres")]
+    store: Option<crate::store::PgStore>,
 }
 
 impl Host {
@@ -347,12 +349,22 @@ impl Host {
             tracing::debug!("cannot prepare the traces of {}: {e}", home.display());
         }
         let trace_stats = args.trace_stats.clone();
+        #[cfg(feature = "postgres")]
+        let store = args.store.clone();
         let (actor, _) = Actor::spawn(None, HostActor, args).await?;
         Ok(Host {
             actor,
             home,
             trace_stats,
+            #[cfg(feature = "postgres")]
+            store,
         })
+    }
+
+    /// The `postgres` trace store the host's sessions live in, if it uses one.
+    #[cfg(feature = "postgres")]
+    pub fn store(&self) -> Option<&crate::store::PgStore> {
+        self.store.as_ref()
     }
 
     /// The Rookery home the host's traces go under.

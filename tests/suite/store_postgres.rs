@@ -62,9 +62,17 @@ fn a_run_in_the_store_exports_what_the_files_backend_writes_and_is_listed() {
     let file_trace = std::fs::read(sb.trace()).unwrap();
     std::fs::remove_file(sb.ws().join("a.txt")).unwrap();
 
-    let out = sb.run(&["--store", &url, "--script", s(&script), "go"]);
+    let out = sb.run(&["--store", &url, "--json", "--script", s(&script), "go"]);
     out.expect_code(0);
-    assert!(out.stdout.contains("done"), "{}", out.stdout);
+    assert!(out.stdout.contains(r#""text":"done""#), "{}", out.stdout);
+    // `--json` prints the prompt as the store recorded it.
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.contains(r#""role":"user","text":"go""#)),
+        "{}",
+        out.stdout
+    );
     let id = stored_id(&out);
     assert_eq!(
         sb.trace_files().len(),
@@ -437,4 +445,62 @@ fn a_store_that_cannot_be_reached_is_a_clear_start_error() {
     let bad = sb.run(&["--store", "mysql://x", "--script", s(&script), "go"]);
     bad.expect_code(2);
     assert!(bad.stderr.contains("unknown trace store"), "{}", bad.stderr);
+}
+
+#[test]
+fn appends_wait_out_a_database_restart_and_nothing_is_lost() {
+    let mut pg = TestPostgres::start();
+    let url = pg.url();
+    let sb = Sandbox::new();
+    let rt = runtime();
+    let store = rt
+        .block_on(PgStore::connect(
+            &url,
+            options("a", Duration::from_secs(60)),
+        ))
+        .unwrap();
+    let host = rt
+        .block_on(Host::start_with_store(sb.home(), store.clone()))
+        .unwrap();
+    let model = crate::common::scripted(json!({"turns": [{"text": "one"}, {"text": "two"}]}));
+    let session = rt
+        .block_on(host.create_session(crate::common::options(&sb.ws(), model)))
+        .unwrap();
+    rt.block_on(session.run_task("first")).unwrap();
+    rt.block_on(session.flush_trace()).unwrap();
+
+    // The database goes away while the second task writes its records.
+    pg.stop();
+    rt.block_on(session.run_task("second")).unwrap();
+    let flushed = {
+        let session = session.clone();
+        rt.spawn(async move { session.flush_trace().await })
+    };
+    pg.launch();
+    rt.block_on(flushed).unwrap().unwrap();
+    assert_eq!(session.trace_failure(), None);
+    let id = session.id().to_string();
+    rt.block_on(async {
+        session.close().await.unwrap();
+        host.shutdown().await;
+    });
+
+    let mut out = Vec::new();
+    rt.block_on(rookery::store::export::export(&store, &id, &mut out))
+        .unwrap();
+    let texts: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter_map(|r| r["payload"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(texts, ["first", "one", "second", "two"]);
+    let seqs = pg.query(&format!(
+        "SELECT count(*) = max(seq) + 1 FROM trace_records WHERE session_id = '{id}'"
+    ));
+    assert_eq!(
+        seqs,
+        vec![vec![Some("t".to_string())]],
+        "a gap in the seq numbers"
+    );
 }

@@ -289,7 +289,10 @@ struct FakeRemote {
 
 impl crate::trace::sink::RemoteTrace for FakeRemote {
     fn append(&self, records: Vec<Vec<u8>>, part: u32) {
-        self.asked.lock().unwrap().push(Asked::Append(records, part));
+        self.asked
+            .lock()
+            .unwrap()
+            .push(Asked::Append(records, part));
     }
     fn barrier(&self, done: RpcReplyPort<()>) {
         self.asked.lock().unwrap().push(Asked::Barrier);
