@@ -98,6 +98,9 @@ pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
     };
     if let Some(store) = store.connect().await? {
         return match &args.command {
+            SessionsCommand::List(list) if list.owner.is_some() => Err(CliError::usage(
+                "sessions list --owner: not yet with a postgres store",
+            )),
             SessionsCommand::List(list) => super::store::list_stored(&store, list.json).await,
             _ => Err(CliError::usage(
                 "sessions show|rm|fork: not yet with a postgres store; \
