@@ -102,9 +102,12 @@ pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
                 "sessions list --owner: not yet with a postgres store",
             )),
             SessionsCommand::List(list) => super::store::list_stored(&store, list.json).await,
+            SessionsCommand::Show(show) if show.json => {
+                super::store::export_stored(&store, &show.id).await
+            }
             _ => Err(CliError::usage(
-                "sessions show|rm|fork: not yet with a postgres store; \
-                 use `rookery store export ID` to read a stored trace",
+                "sessions show (without --json)|rm|fork: not yet with a postgres store; \
+                 use `rookery sessions show --json ID` to read a stored trace",
             )),
         };
     }

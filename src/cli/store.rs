@@ -78,17 +78,7 @@ pub async fn store(args: StoreArgs) -> Result<ExitCode, CliError> {
             }
         }
         StoreCommand::Export { id } => {
-            let store = connect(&url).await?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
-            match crate::store::export::export(&store, &id, &mut out).await {
-                Ok(_) => {}
-                Err(StoreError::UnknownSession(id)) => {
-                    return Err(CliError::usage(format!(
-                        "store export {id}: no session {id} in the store"
-                    )));
-                }
-                Err(e) => return Err(failed(e)),
-            }
+            export_stored(&connect(&url).await?, &id).await?;
         }
         StoreCommand::Import { home } => {
             let store = connect(&url).await?;
@@ -105,6 +95,19 @@ pub async fn store(args: StoreArgs) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes stored session `id`'s trace to stdout as JSONL (`store export`, `sessions show
+/// --json`).
+pub async fn export_stored(store: &PgStore, id: &str) -> Result<ExitCode, CliError> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+    match crate::store::export::export(store, id, &mut out).await {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(StoreError::UnknownSession(id)) => Err(CliError::usage(format!(
+            "{id}: no session {id} in the store (a stored session is named by its whole id)"
+        ))),
+        Err(e) => Err(failed(e)),
+    }
 }
 
 async fn connect(url: &str) -> Result<PgStore, CliError> {

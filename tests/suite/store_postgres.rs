@@ -180,6 +180,11 @@ fn an_import_is_byte_identical_and_a_second_changes_nothing() {
         "not byte-identical"
     );
 
+    // `sessions show --json` on the store is the same trace.
+    let show = rookery(&sb, &["sessions", "show", "--json", "--store", &url, &id]);
+    show.expect_code(0);
+    assert_eq!(show.stdout, export.stdout);
+
     let unknown = rookery(&sb, &["store", "export", "--store", &url, "session-nope"]);
     unknown.expect_code(2);
     assert!(
