@@ -52,6 +52,8 @@ pub mod sessions;
 #[cfg(target_os = "linux")]
 pub mod startup;
 pub mod status_line;
+pub mod store;
+pub mod store_args;
 pub mod terminal_text;
 pub mod webhook_args;
 
@@ -123,6 +125,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// List, show and delete recorded sessions (ids may be abbreviated).
     Sessions(sessions::SessionsArgs),
+    /// The postgres trace store: migrate its schema, export a trace, import a files home.
+    Store(store::StoreArgs),
     /// Inspect the config a session would get (`config show`).
     Config(config_show::ConfigArgs),
     /// Print a shell completion script (e.g. `source <(rookery completions bash)`).
@@ -145,6 +149,9 @@ pub struct SessionArgs {
     /// Which model to use (`--script`, `--provider`, `--model`, …).
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Where the session lives (`--store`, `--lease-ttl`).
+    #[command(flatten)]
+    pub store: store_args::StoreArgs,
     /// An agent config (YAML): system_prompt, max_turns, retry, tools.builtin, model. Read in
     /// place of the project's .rookery/config.yaml, above the user config (docs/configuration.md).
     #[arg(long, value_name = "FILE")]
@@ -556,7 +563,8 @@ pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Chat(args) => chat::chat(args).await,
         Command::Serve(args) => serve::serve(*args).await,
         Command::Bench(args) => bench::bench(args).await,
-        Command::Sessions(args) => sessions::sessions(args),
+        Command::Sessions(args) => sessions::sessions(args).await,
+        Command::Store(args) => store::store(args).await,
         Command::Config(args) => config_show::config(&args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man => completions::man(),

@@ -57,6 +57,10 @@ pub enum RookeryError {
     /// A trace file operation failed.
     #[error("trace error: {0}")]
     Trace(#[from] std::io::Error),
+    /// The `postgres` trace store failed (unreachable, a lease held elsewhere, …).
+    #[cfg(feature = "postgres")]
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// A session's trace that cannot be resumed (`trace error: <reason>`).
     #[error(transparent)]
     Resume(#[from] crate::trace::resume::ResumeFileError),

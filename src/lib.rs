@@ -81,6 +81,8 @@ pub mod sandbox;
 #[cfg(feature = "server")]
 #[doc(hidden)]
 pub mod server;
+#[cfg(feature = "postgres")]
+pub mod store;
 pub mod tools;
 pub mod trace;
 

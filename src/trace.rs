@@ -20,5 +20,7 @@ pub mod private; // the modes of the trace tree: 0700 directories, 0600 files
 pub mod reader;
 pub mod resume;
 pub mod rotation; // the switch to `_002`, `_003`, … after a compaction
+pub mod sink; // the trace store interface: a file, or a remote store's stream
+pub mod store_choice; // `--store files|postgres://…` and `$ROOKERY_STORE`
 pub mod summary;
 pub mod writer; // the per-file steps and the one-file TraceActor

@@ -14,9 +14,10 @@ use ractor::{
 };
 
 use super::session::{SessionHandle, SessionOptions, Subscribers};
-use super::spawn::{MetaWrite, SessionEnv, open_locked, report_crash, spawn_session, stop_trace};
+use super::spawn::{
+    MetaWrite, OpenedTrace, SessionEnv, open_locked, report_crash, spawn_session, stop_trace,
+};
 use crate::error::RookeryError;
-use crate::trace::file::TraceFile;
 use crate::trace::hub::{POOL_SIZE, TraceHandle, TraceWriters};
 use crate::trace::paths;
 use crate::trace::resume::resume_from_file_off_runtime;
@@ -94,12 +95,73 @@ impl HostActor {
         if !paths::is_valid_session_id(&id) {
             return Err(RookeryError::UnknownSession(id));
         }
+        #[cfg(feature = "postgres")]
+        if let Some(store) = state.env.store.clone() {
+            return Self::resume_stored(myself, state, &store, id, options).await;
+        }
         let path = paths::locate_trace(&state.env.home, &id)
             .ok_or_else(|| RookeryError::UnknownSession(id.clone()))?;
         // The owner lock first: a trace another process appends to is neither read nor opened.
         let file = open_locked(&id, &path)?;
         // Read on the blocking pool: a large trace must not hold an async worker.
         let resumed = resume_from_file_off_runtime(path).await?;
+        Self::apply_resumed(&mut options, resumed)?;
+        Self::register(
+            myself,
+            state,
+            id,
+            options,
+            Some(OpenedTrace::File(file)),
+            MetaWrite::AtOnce,
+        )
+        .await
+    }
+
+    /// Resumes a session of the store: its lease first (so no other node appends while its
+    /// records are read), then its trace.
+    #[cfg(feature = "postgres")]
+    async fn resume_stored(
+        myself: &ActorRef<HostMsg>,
+        state: &mut HostState,
+        store: &crate::store::PgStore,
+        id: String,
+        mut options: SessionOptions,
+    ) -> Result<SessionHandle, RookeryError> {
+        use crate::store::StoreError;
+        let taken = match crate::store::lease::take_existing(store, &id).await {
+            Err(StoreError::UnknownSession(_)) => return Err(RookeryError::UnknownSession(id)),
+            taken => taken?,
+        };
+        let resumed = async {
+            let trace = crate::store::listing::read_trace(store, &id).await?;
+            let resumed = crate::trace::resume::resume_from_bytes(&trace.earlier, &trace.latest)
+                .map_err(crate::trace::resume::ResumeFileError::Records)?;
+            Self::apply_resumed(&mut options, resumed)
+        }
+        .await;
+        if let Err(e) = resumed {
+            // Given back at once: the next try need not wait for the lease to run out.
+            if let Err(e) = crate::store::lease::release(store, &taken.lease).await {
+                tracing::warn!("[store] cannot give up the lease of {id}: {e}");
+            }
+            return Err(e);
+        }
+        Self::register(
+            myself,
+            state,
+            id,
+            options,
+            Some(OpenedTrace::Store(taken)),
+            MetaWrite::AtOnce,
+        )
+        .await
+    }
+
+    /// Sets up `options` for a session rebuilt from its trace.
+    fn apply_resumed(
+        options: &mut SessionOptions,
+        resumed: crate::trace::resume::ResumeState,
+    ) -> Result<(), RookeryError> {
         // A session never comes back looser than it was: the recorded sandbox, or a stricter
         // one asked for.
         options.config.sandbox = crate::sandbox::SandboxPolicy::within(
@@ -110,7 +172,7 @@ impl HostActor {
         options.owner = resumed.meta.owner.clone();
         super::session::restore_mode(options.approver.as_ref(), &resumed);
         options.resume = Some(Arc::new(resumed));
-        Self::register(myself, state, id, options, Some(file), MetaWrite::AtOnce).await
+        Ok(())
     }
 
     async fn register(
@@ -118,7 +180,7 @@ impl HostActor {
         state: &mut HostState,
         id: String,
         options: SessionOptions,
-        file: Option<TraceFile>,
+        file: Option<OpenedTrace>,
         meta_write: MetaWrite,
     ) -> Result<SessionHandle, RookeryError> {
         let spawned = spawn_session(
@@ -147,13 +209,16 @@ impl HostActor {
 impl Actor for HostActor {
     type Msg = HostMsg;
     type State = HostState;
-    type Arguments = (PathBuf, Arc<TraceStats>);
+    type Arguments = HostArgs;
 
     async fn pre_start(
         &self,
         myself: ActorRef<Self::Msg>,
-        (home, trace_stats): (PathBuf, Arc<TraceStats>),
+        args: HostArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let HostArgs {
+            home, trace_stats, ..
+        } = args;
         // The writers are the host's children too: they outlive a crashed session.
         let traces =
             TraceWriters::start(Some(myself.get_cell()), POOL_SIZE, trace_stats.clone()).await?;
@@ -162,6 +227,8 @@ impl Actor for HostActor {
                 home,
                 trace_stats,
                 traces,
+                #[cfg(feature = "postgres")]
+                store: args.store,
             },
             sessions: HashMap::new(),
             by_actor: HashMap::new(),
@@ -226,30 +293,78 @@ impl Actor for HostActor {
     }
 }
 
+/// What a host starts with.
+pub struct HostArgs {
+    /// The Rookery home.
+    pub home: PathBuf,
+    /// The counters of its trace writers.
+    pub trace_stats: Arc<TraceStats>,
+    /// The `postgres` trace store its sessions live in, instead of files under `home`.
+    #[cfg(feature = "postgres")]
+    pub store: Option<crate::store::PgStore>,
+}
+
 /// The public handle on a host: creates and finds sessions.
 #[derive(Clone)]
 pub struct Host {
     actor: ActorRef<HostMsg>,
     home: PathBuf,
     trace_stats: Arc<TraceStats>,
+    #[cfg(feature = "postgres")]
+    store: Option<crate::store::PgStore>,
 }
 
 impl Host {
     /// Starts a host writing traces under `home` (`<home>/traces/…`).
     pub async fn start(home: impl Into<PathBuf>) -> Result<Host, RookeryError> {
-        let home = home.into();
+        Self::start_on(HostArgs {
+            home: home.into(),
+            trace_stats: Arc::default(),
+            #[cfg(feature = "postgres")]
+            store: None,
+        })
+        .await
+    }
+
+    /// Starts a host whose sessions live in `store` (their traces, listing and leases; see
+    /// `docs/guide/store.md`); `home` still holds what is not a trace (sandbox temp dirs).
+    #[cfg(feature = "postgres")]
+    pub async fn start_with_store(
+        home: impl Into<PathBuf>,
+        store: crate::store::PgStore,
+    ) -> Result<Host, RookeryError> {
+        Self::start_on(HostArgs {
+            home: home.into(),
+            trace_stats: Arc::default(),
+            store: Some(store),
+        })
+        .await
+    }
+
+    async fn start_on(args: HostArgs) -> Result<Host, RookeryError> {
+        let home = args.home.clone();
         // Traces are private (0700 directories, 0600 files); a failure here is reported by the
         // first trace that cannot be opened.
         if let Err(e) = crate::trace::private::prepare(&home) {
             tracing::debug!("cannot prepare the traces of {}: {e}", home.display());
         }
-        let trace_stats = Arc::new(TraceStats::default());
-        let (actor, _) = Actor::spawn(None, HostActor, (home.clone(), trace_stats.clone())).await?;
+        let trace_stats = args.trace_stats.clone();
+        #[cfg(feature = "postgres")]
+        let store = args.store.clone();
+        let (actor, _) = Actor::spawn(None, HostActor, args).await?;
         Ok(Host {
             actor,
             home,
             trace_stats,
+            #[cfg(feature = "postgres")]
+            store,
         })
+    }
+
+    /// The `postgres` trace store the host's sessions live in, if it uses one.
+    #[cfg(feature = "postgres")]
+    pub fn store(&self) -> Option<&crate::store::PgStore> {
+        self.store.as_ref()
     }
 
     /// The Rookery home the host's traces go under.

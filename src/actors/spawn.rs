@@ -20,6 +20,7 @@ use crate::trace::file::TraceFile;
 use crate::trace::health::TraceHealth;
 use crate::trace::hub::TraceWriters;
 use crate::trace::paths;
+use crate::trace::sink::Sink;
 use crate::trace::writer::TraceStats;
 
 /// What every session of a host shares: where traces go, the writers that own them and the
@@ -32,6 +33,18 @@ pub struct SessionEnv {
     pub trace_stats: Arc<TraceStats>,
     /// The host's pool of trace writers.
     pub traces: TraceWriters,
+    /// The `postgres` trace store, when the host uses it instead of the files under `home`.
+    #[cfg(feature = "postgres")]
+    pub store: Option<crate::store::PgStore>,
+}
+
+/// A resumed session's trace, opened (and owned) before its records were read.
+pub(crate) enum OpenedTrace {
+    /// A trace file, opened and locked.
+    File(TraceFile),
+    /// A session in the store whose lease was just taken.
+    #[cfg(feature = "postgres")]
+    Store(crate::store::lease::Taken),
 }
 
 pub use super::session_api::MetaWrite;
@@ -61,7 +74,7 @@ pub(crate) async fn spawn_session(
     env: &SessionEnv,
     id: String,
     mut options: SessionOptions,
-    file: Option<TraceFile>,
+    file: Option<OpenedTrace>,
     meta_write: MetaWrite,
 ) -> Result<SpawnedSession, RookeryError> {
     options.workspace = crate::tools::canonical::canonical_workspace(&options.workspace)
@@ -87,10 +100,30 @@ pub(crate) async fn spawn_session(
             super::session::session_meta(&id, &options),
         ),
     };
-    let meta_message = Arc::new(OmniMessage::session_meta(meta));
+    let health = Arc::new(TraceHealth::default());
+    #[cfg(feature = "postgres")]
+    if let Some(store) = &env.store {
+        let taken = match file {
+            Some(OpenedTrace::Store(taken)) => taken,
+            _ => crate::store::lease::take_new(store, &session_row(&id, &meta)).await?,
+        };
+        let trace = crate::store::append::PgTrace::start(store.clone(), taken, health.clone());
+        let lease = trace.lease().clone();
+        let sink = Sink::remote(crate::store::append::boxed(trace));
+        let spawned =
+            spawn_with(supervisor, env, id, options, sink, health, meta, meta_write).await?;
+        stop_when_lost(lease, &spawned.handle);
+        return Ok(spawned);
+    }
     // Opened here, not in the actor: a failure is then a plain error naming the place.
     let file = match file {
-        Some(f) => f,
+        Some(OpenedTrace::File(f)) => f,
+        #[cfg(feature = "postgres")]
+        Some(OpenedTrace::Store(_)) => {
+            return Err(RookeryError::Trace(std::io::Error::other(
+                "a session of the store resumed by a host without a store",
+            )));
+        }
         None => if options.resume.is_some() {
             open_locked(&id, &trace_path)
         } else {
@@ -111,12 +144,38 @@ pub(crate) async fn spawn_session(
             other => other,
         })?,
     };
-    let health = Arc::new(TraceHealth::default());
     health.set_current(trace_path);
+    spawn_with(
+        supervisor,
+        env,
+        id,
+        options,
+        Sink::File(file),
+        health,
+        meta,
+        meta_write,
+    )
+    .await
+}
+
+/// Spawns the session actor on an opened trace sink.
+#[allow(clippy::too_many_arguments)]
+async fn spawn_with(
+    supervisor: ActorCell,
+    env: &SessionEnv,
+    id: String,
+    options: SessionOptions,
+    sink: Sink,
+    health: Arc<TraceHealth>,
+    meta: crate::message::SessionMeta,
+    meta_write: MetaWrite,
+) -> Result<SpawnedSession, RookeryError> {
+    let meta_message = Arc::new(OmniMessage::session_meta(meta));
+    health.set_current(sink.place());
     let redactor = super::session::session_redactor(&options);
     let trace = env
         .traces
-        .open(file, redactor, health.clone())
+        .open(sink, redactor, health.clone())
         .map_err(|e| RookeryError::Trace(std::io::Error::other(e)))?;
     let subscribers: Subscribers = Arc::new(Mutex::new(Vec::new()));
     let sandbox = (options.config.sandbox.mode, options.config.sandbox.network);
@@ -156,6 +215,37 @@ pub(crate) async fn spawn_session(
         trace,
         subscribers,
     })
+}
+
+/// What a new session's row in the store shows (from its `session_meta`).
+#[cfg(feature = "postgres")]
+fn session_row(id: &str, meta: &crate::message::SessionMeta) -> crate::store::lease::SessionRow {
+    let tool_profile = serde_json::to_value(meta)
+        .ok()
+        .and_then(|v| v.get("tool_profile")?.as_str().map(str::to_string))
+        .unwrap_or_default();
+    crate::store::lease::SessionRow {
+        id: id.to_string(),
+        parent: None,
+        workspace: meta.workspace.clone(),
+        tool_profile,
+        model: format!("{}/{}", meta.provider, meta.model_id),
+        approval_mode: meta.approval_mode.clone().unwrap_or_default(),
+    }
+}
+
+/// Stops the session at once when its lease is lost (another node took it, or it could not be
+/// renewed): its commands die with it and it never runs another tool.
+#[cfg(feature = "postgres")]
+fn stop_when_lost(lease: Arc<crate::store::lease::Lease>, handle: &super::session::SessionHandle) {
+    let actor = handle.actor.clone();
+    tokio::spawn(async move {
+        lease.ended().await;
+        if let Some(reason) = lease.lost_reason() {
+            tracing::warn!("[store] stopping session {}: {reason}", lease.session_id);
+            actor.stop(Some(reason));
+        }
+    });
 }
 
 /// The function a session's subagent supervisor starts its children with: a session spawned

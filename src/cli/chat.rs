@@ -117,7 +117,13 @@ pub async fn chat(args: ChatArgs) -> Result<ExitCode, CliError> {
     let home = paths::rookery_home(session_args.home.as_deref());
     let mut resume_id = args.resume.clone();
     let mut overrides = Vec::new();
-    if let Some(query) = &args.resume {
+    let store = session_args.store.connect().await?;
+    if let (Some(store), Some(id)) = (&store, &args.resume) {
+        // A stored session is named by its whole id; its workspace comes from its row.
+        if session_args.workspace.is_none() {
+            session_args.workspace = Some(super::store::stored_workspace(store, id).await?.into());
+        }
+    } else if let Some(query) = &args.resume {
         let id = match Catalog::scan(&home).and_then(|c| c.resolve(query).map(|s| s.id.clone())) {
             Ok(id) => id,
             Err(CatalogError::UnknownSession { .. }) => {
@@ -151,9 +157,11 @@ pub async fn chat(args: ChatArgs) -> Result<ExitCode, CliError> {
         // Without --approve, a resumed session keeps the mode its trace recorded.
         None => PolicyApprover::inherited(ApprovalMode::AllowAll, asker),
     });
-    let host = Host::start(resolved.home.clone())
-        .await
-        .map_err(CliError::Start)?;
+    let host = match store {
+        Some(store) => Host::start_with_store(resolved.home.clone(), store).await,
+        None => Host::start(resolved.home.clone()).await,
+    }
+    .map_err(CliError::Start)?;
     let opened = match &resume_id {
         Some(id) => host.resume_session(id, resolved.options).await,
         None => host.create_session(resolved.options).await,

@@ -174,9 +174,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
         .as_ref()
         .map_or_else(StatusLine::disabled, |v| v.status().clone());
     let resolved = resolve_with_status(&args.session, status)?;
-    let host = Host::start(resolved.home.clone())
-        .await
-        .map_err(CliError::Start)?;
+    let host = args.session.store.host(resolved.home.clone()).await?;
     let result = run_in_host(&host, resolved.options, &args, schema, interrupts, view).await;
     host.shutdown().await;
     result
@@ -185,10 +183,19 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, CliError> {
 /// The user's prompt as the session's trace recorded it (the last root user text without a
 /// sender so far).
 async fn recorded_prompt(
+    host: &Host,
     session: &crate::actors::session::SessionHandle,
 ) -> Option<crate::message::OmniMessage> {
     session.flush_trace().await.ok()?;
-    let read = crate::trace::reader::read_trace(&session.trace_path()).ok()?;
+    let read = match host.store() {
+        Some(store) => {
+            let trace = crate::store::listing::read_trace(store, session.id())
+                .await
+                .ok()?;
+            crate::trace::reader::parse_trace_bytes(&trace.latest)
+        }
+        None => crate::trace::reader::read_trace(&session.trace_path()).ok()?,
+    };
     read.records.into_iter().rev().find(|r| {
         !r.has_origin()
             && matches!(
@@ -313,7 +320,7 @@ async fn run_in_host(
         let Some(msg) = msg else { break };
         if prompt_pending {
             prompt_pending = false;
-            if let Some(prompt) = recorded_prompt(&session).await {
+            if let Some(prompt) = recorded_prompt(host, &session).await {
                 let _ = writeln!(stdout, "{}", prompt.to_json());
             }
         }

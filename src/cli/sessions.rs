@@ -28,6 +28,10 @@ pub struct SessionsArgs {
     /// Where traces are (default: $ROOKERY_HOME, else ~/.rookery).
     #[arg(long, value_name = "DIR", global = true)]
     pub home: Option<PathBuf>,
+    /// The trace store: `files` (default) or a postgres URL (default: $ROOKERY_STORE); a
+    /// postgres store supports `list` for now.
+    #[arg(long, value_name = "URL", global = true)]
+    pub store: Option<String>,
     /// What to do with the recorded sessions.
     #[command(subcommand)]
     pub command: SessionsCommand,
@@ -87,7 +91,26 @@ pub struct RmArgs {
 const PROMPT_WIDTH: usize = 60;
 
 /// `rookery sessions`: lists, shows or deletes recorded sessions.
-pub fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
+pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
+    let store = super::store_args::StoreArgs {
+        store: args.store.clone(),
+        lease_ttl: None,
+    };
+    if let Some(store) = store.connect().await? {
+        return match &args.command {
+            SessionsCommand::List(list) if list.owner.is_some() => Err(CliError::usage(
+                "sessions list --owner: not yet with a postgres store",
+            )),
+            SessionsCommand::List(list) => super::store::list_stored(&store, list.json).await,
+            SessionsCommand::Show(show) if show.json => {
+                super::store::export_stored(&store, &show.id).await
+            }
+            _ => Err(CliError::usage(
+                "sessions show (without --json)|rm|fork: not yet with a postgres store; \
+                 use `rookery sessions show --json ID` to read a stored trace",
+            )),
+        };
+    }
     let home = paths::rookery_home(args.home.as_deref());
     let catalog = Catalog::scan(&home)?;
     match args.command {

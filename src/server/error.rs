@@ -198,6 +198,18 @@ impl From<RookeryError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "no_such_task", e.to_string())
             }
             RookeryError::Fork(_) => ApiError::internal(e.to_string()),
+            #[cfg(feature = "postgres")]
+            RookeryError::Store(store) => match store {
+                crate::store::StoreError::Leased { .. } => {
+                    ApiError::new(StatusCode::CONFLICT, "session_locked", e.to_string())
+                }
+                s if s.is_transient() => ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    e.to_string(),
+                ),
+                _ => ApiError::internal(e.to_string()),
+            },
             RookeryError::Trace(_)
             | RookeryError::Resume(_)
             | RookeryError::TraceOpen(_)

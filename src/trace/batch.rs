@@ -30,6 +30,17 @@ impl Batch {
         batch
     }
 
+    /// A batch of whole records, one a buffer.
+    pub fn from_parts(parts: Vec<Vec<u8>>) -> Batch {
+        let bytes = parts.iter().map(Vec::len).sum();
+        let records = parts.len() as u64;
+        Batch {
+            parts,
+            bytes,
+            records,
+        }
+    }
+
     /// Adds one buffer of `records` whole records after the others.
     pub fn push(&mut self, part: Vec<u8>, records: u64) {
         self.bytes += part.len();
@@ -66,6 +77,11 @@ impl Batch {
     /// The buffers, in order.
     pub fn parts(&self) -> &[Vec<u8>] {
         &self.parts
+    }
+
+    /// The buffers, in order, taken out of the batch.
+    pub fn into_parts(self) -> Vec<Vec<u8>> {
+        self.parts
     }
 }
 

@@ -22,9 +22,9 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 
 use super::batch::Batch;
-use super::file::TraceFile;
 use super::health::TraceHealth;
 use super::rotation::Rotation;
+use super::sink::Sink;
 use super::writer::{Step, TraceMsg, TraceState, TraceStats, record_line};
 use crate::redact::Redactor;
 
@@ -51,7 +51,7 @@ pub enum WriterMsg {
 
 /// What a writer needs to take over a file.
 pub struct OpenFile {
-    file: TraceFile,
+    file: Sink,
     /// Shared with the handle; holds the redactor of `Append` records.
     queue: Arc<Queue>,
     health: Arc<TraceHealth>,
@@ -273,11 +273,11 @@ impl TraceWriters {
         })
     }
 
-    /// Hands an opened file to its writer; every record sent through the returned handle goes
-    /// after the takeover.
+    /// Hands an opened file (or a remote store's stream, see [`Sink`]) to its writer; every
+    /// record sent through the returned handle goes after the takeover.
     pub fn open(
         &self,
-        file: TraceFile,
+        file: impl Into<Sink>,
         redactor: Option<Arc<Redactor>>,
         health: Arc<TraceHealth>,
     ) -> Result<TraceHandle, WriterGone> {
@@ -288,7 +288,7 @@ impl TraceWriters {
             pending: Default::default(),
         });
         let open = OpenFile {
-            file,
+            file: file.into(),
             queue: queue.clone(),
             health,
         };

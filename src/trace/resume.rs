@@ -154,22 +154,44 @@ fn earlier_counters(path: &Path) -> (u64, u64) {
         let Ok(read) = read_trace(&earlier) else {
             continue;
         };
-        for record in read.records.iter().filter(|r| !r.has_origin()) {
-            match &record.payload {
-                Payload::Event(EventPayload::RequestBegin {}) => replay.requests += 1,
-                Payload::Model(ModelPayload::ToolCall { tool_call_id, .. }) => {
-                    if let Some(n) = call_index(tool_call_id) {
-                        replay.max_call = Some(replay.max_call.map_or(n, |m| m.max(n)));
-                    }
-                }
-                _ => {}
-            }
-        }
+        count_earlier(&mut replay, &read.records);
     }
     (
         replay.requests,
         replay.max_call.map_or(0, |n| n.saturating_add(1)),
     )
+}
+
+/// Adds the requests and calls of an earlier part's `records` to `replay`'s counters.
+fn count_earlier(replay: &mut Replay, records: &[OmniMessage]) {
+    for record in records.iter().filter(|r| !r.has_origin()) {
+        match &record.payload {
+            Payload::Event(EventPayload::RequestBegin {}) => replay.requests += 1,
+            Payload::Model(ModelPayload::ToolCall { tool_call_id, .. }) => {
+                if let Some(n) = call_index(tool_call_id) {
+                    replay.max_call = Some(replay.max_call.map_or(n, |m| m.max(n)));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// [`resume_from_file`] for a trace held elsewhere (a store): `latest` the JSONL bytes of its
+/// latest part (the context), `earlier` those of every part before (only their counters
+/// count, as for a rotated file trace).
+pub fn resume_from_bytes(earlier: &[u8], latest: &[u8]) -> Result<ResumeState, ResumeError> {
+    let read = crate::trace::reader::parse_trace_bytes(latest);
+    let mut state = resume_from_records(&read.records)?;
+    let mut replay = Replay::default();
+    count_earlier(
+        &mut replay,
+        &crate::trace::reader::parse_trace_bytes(earlier).records,
+    );
+    state.requests += replay.requests;
+    let next_call = replay.max_call.map_or(0, |n| n.saturating_add(1));
+    state.next_call_index = state.next_call_index.max(next_call);
+    Ok(state)
 }
 
 /// [`resume_from_file`] on the blocking pool: reading and replaying a large trace never

@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::batch::Batch;
 use super::file::TraceFile;
+use super::sink::Sink;
 use super::writer::TraceState;
 
 /// A pending rotation: the serialized records (newline included) the new file starts with.
@@ -42,10 +44,30 @@ impl TraceState {
     /// Switches to the next file and writes its header. Runs inside the actor, before the
     /// record that follows the rotation.
     pub(super) fn rotate(&mut self, rotation: Rotation) {
-        let Some(next) = next_file(self.file.path()) else {
+        let current = match &mut self.file {
+            Sink::File(file) => file,
+            Sink::Remote { trace, part } => {
+                // A store numbers the parts itself: the header opens the next one.
+                *part += 1;
+                let header = Batch::from_parts(rotation.header);
+                if !header.is_empty() {
+                    use std::sync::atomic::Ordering;
+                    self.stats
+                        .bytes_written
+                        .fetch_add(header.bytes() as u64, Ordering::Relaxed);
+                    self.stats
+                        .records
+                        .fetch_add(header.records(), Ordering::Relaxed);
+                    trace.append(header.into_parts(), *part);
+                }
+                tracing::debug!("[trace] {} goes on in part {part}", trace.place().display());
+                return;
+            }
+        };
+        let Some(next) = next_file(current.path()) else {
             tracing::error!(
                 "[trace] rotate failed: {} is not a numbered trace file",
-                self.file.path().display()
+                current.path().display()
             );
             return;
         };
@@ -64,12 +86,13 @@ impl TraceState {
         };
         // Named at once: the new file exists from here on, before the old one's sync.
         self.health.set_current(next.clone());
-        if let Err(e) = self.file.sync() {
-            self.failed(&e);
-        }
-        let old = std::mem::replace(&mut self.file, file);
+        let synced = current.sync();
+        let old = std::mem::replace(current, file);
         old.unlock();
         drop(old);
+        if let Err(e) = synced {
+            self.failed(&e);
+        }
         tracing::debug!("[trace] rotated to {}", next.display());
         for line in rotation.header {
             self.write_header_line(line);
@@ -78,7 +101,10 @@ impl TraceState {
 
     fn write_header_line(&mut self, line: Vec<u8>) {
         let len = line.len() as u64;
-        match self.file.append_records(&[line]) {
+        let Sink::File(file) = &mut self.file else {
+            return;
+        };
+        match file.append_records(&[line]) {
             Ok(()) => {
                 use std::sync::atomic::Ordering;
                 self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);

@@ -19,6 +19,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use super::batch::Batch;
 use super::file::TraceFile;
 use super::health::{TraceHealth, failure_text};
+use super::sink::Sink;
 use crate::message::{ModelPayload, OmniMessage};
 use crate::redact::Redactor;
 
@@ -120,10 +121,10 @@ impl TraceActorState {
     }
 }
 
-/// One trace file as its writer holds it: the open handle, the records gathered for it, its
-/// pending rotation, its health and counters.
+/// One trace as its writer holds it: its sink (an open file or a remote store's stream), the
+/// records gathered for it, its pending rotation, its health and counters.
 pub struct TraceState {
-    pub(super) file: TraceFile,
+    pub(super) file: Sink,
     pub(super) stats: Arc<TraceStats>,
     redactor: Option<Arc<Redactor>>,
     pub(super) health: Arc<TraceHealth>,
@@ -137,7 +138,7 @@ pub struct TraceState {
 impl TraceState {
     /// The state of a freshly opened file: nothing gathered, no rotation pending.
     pub(super) fn new(
-        file: TraceFile,
+        file: Sink,
         stats: Arc<TraceStats>,
         redactor: Option<Arc<Redactor>>,
         health: Arc<TraceHealth>,
@@ -194,7 +195,17 @@ impl TraceState {
         let batch = std::mem::take(&mut self.batch);
         let (records, len) = (batch.records(), batch.bytes() as u64);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
-        match self.file.append_records(batch.parts()) {
+        let file = match &mut self.file {
+            Sink::File(file) => file,
+            Sink::Remote { trace, part } => {
+                // The store writes the batch with one statement and reports its failure.
+                self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);
+                self.stats.records.fetch_add(records, Ordering::Relaxed);
+                trace.append(batch.into_parts(), *part);
+                return;
+            }
+        };
+        match file.append_records(batch.parts()) {
             Ok(()) => {
                 self.stats.bytes_written.fetch_add(len, Ordering::Relaxed);
                 self.stats.records.fetch_add(records, Ordering::Relaxed);
@@ -209,13 +220,15 @@ impl TraceState {
     }
 
     pub(super) fn sync(&mut self) {
-        if let Err(e) = self.file.sync() {
+        if let Sink::File(file) = &mut self.file
+            && let Err(e) = file.sync()
+        {
             self.failed(&e);
         }
     }
 
     pub(super) fn failed(&self, e: &std::io::Error) {
-        let text = failure_text(e, self.file.path());
+        let text = failure_text(e, &self.file.place());
         // The first failure is the session's; later ones only repeat it.
         if self.health.fail(text.clone()) {
             tracing::error!("[trace] {text}");
@@ -236,7 +249,12 @@ impl Actor for TraceActor {
         args: TraceArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(TraceActorState {
-            file: TraceState::new(args.file, args.stats, args.redactor, args.health),
+            file: TraceState::new(
+                Sink::File(args.file),
+                args.stats,
+                args.redactor,
+                args.health,
+            ),
             commit_queued: false,
         })
     }
@@ -291,22 +309,39 @@ impl TraceState {
             TraceMsg::Flush(reply) => {
                 self.commit();
                 self.sync();
-                let _ = reply.send(());
+                self.reply_when_stored(reply);
             }
             TraceMsg::Written(reply) => {
                 self.commit();
-                let _ = reply.send(());
+                self.reply_when_stored(reply);
             }
             TraceMsg::Rotate(rotation) => self.rotation = Some(rotation),
             TraceMsg::Shutdown(reply) => {
                 self.commit();
                 self.sync();
-                self.file.unlock();
-                let _ = reply.send(());
+                match &self.file {
+                    Sink::File(file) => {
+                        file.unlock();
+                        let _ = reply.send(());
+                    }
+                    // The store answers once it has written everything and given up the lease.
+                    Sink::Remote { trace, .. } => trace.close(reply),
+                }
                 return Step::Closed;
             }
         }
         Step::Done
+    }
+
+    /// Answers an ack now for a file (its records are written), or once a remote store has
+    /// stored every record sent before.
+    fn reply_when_stored(&self, reply: RpcReplyPort<()>) {
+        match &self.file {
+            Sink::File(_) => {
+                let _ = reply.send(());
+            }
+            Sink::Remote { trace, .. } => trace.barrier(reply),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod openai_mock;
 pub mod own_process;
 pub mod paired;
+pub mod postgres;
 pub mod pty;
 pub mod replay;
 pub mod serve;

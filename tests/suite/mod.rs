@@ -102,6 +102,7 @@ mod session_loop;
 mod session_owner;
 mod sessions;
 mod steering;
+mod store_postgres;
 mod subagents;
 mod trace_path_rotation;
 mod trace_private;

@@ -2,6 +2,7 @@ use std::path::Path;
 
 use super::*;
 use crate::message::build;
+use crate::trace::file::TraceFile;
 use crate::trace::health::TraceHealth;
 use crate::trace::lock::{LockError, lock_exclusive};
 use crate::trace::reader::read_trace;
@@ -270,4 +271,79 @@ async fn records_made_while_held_are_one_write() {
     h.shutdown().await.unwrap();
     other.shutdown().await.unwrap();
     traces.stop();
+}
+
+/// What a remote store was asked, in order.
+#[derive(Debug, PartialEq, Eq)]
+enum Asked {
+    Append(Vec<Vec<u8>>, u32),
+    Barrier,
+    Close,
+}
+
+/// A remote store that records its calls and answers acks at once.
+struct FakeRemote {
+    asked: Arc<std::sync::Mutex<Vec<Asked>>>,
+    place: std::path::PathBuf,
+}
+
+impl crate::trace::sink::RemoteTrace for FakeRemote {
+    fn append(&self, records: Vec<Vec<u8>>, part: u32) {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(Asked::Append(records, part));
+    }
+    fn barrier(&self, done: RpcReplyPort<()>) {
+        self.asked.lock().unwrap().push(Asked::Barrier);
+        let _ = done.send(());
+    }
+    fn close(&self, done: RpcReplyPort<()>) {
+        self.asked.lock().unwrap().push(Asked::Close);
+        let _ = done.send(());
+    }
+    fn part(&self) -> u32 {
+        3
+    }
+    fn place(&self) -> &Path {
+        &self.place
+    }
+}
+
+/// A remote sink keeps group commit (a burst is one append, one statement), the acks wait for
+/// the store, and a rotation opens the next part with its header.
+#[tokio::test(flavor = "current_thread")]
+async fn a_remote_sink_gets_one_append_per_batch_and_parts_by_rotation() {
+    let (traces, stats) = pool(1).await;
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let remote = FakeRemote {
+        asked: asked.clone(),
+        place: "postgres:/s".into(),
+    };
+    let sink = crate::trace::sink::Sink::remote(Box::new(remote));
+    let handle = traces.open(sink, None, Arc::default()).unwrap();
+    for i in 0..1000 {
+        handle.cast(TraceMsg::AppendLine(line("a", i))).unwrap();
+    }
+    ractor::call!(handle, TraceMsg::Written).unwrap();
+    handle
+        .cast(TraceMsg::Rotate(Rotation {
+            header: vec![line("meta", 0)],
+        }))
+        .unwrap();
+    handle.cast(TraceMsg::AppendLine(line("b", 0))).unwrap();
+    handle.shutdown().await.unwrap();
+    let asked = std::mem::take(&mut *asked.lock().unwrap());
+    let burst: Vec<Vec<u8>> = (0..1000).map(|i| line("a", i)).collect();
+    assert_eq!(
+        asked,
+        vec![
+            Asked::Append(burst, 3),
+            Asked::Barrier,
+            Asked::Append(vec![line("meta", 0)], 4),
+            Asked::Append(vec![line("b", 0)], 4),
+            Asked::Close,
+        ]
+    );
+    assert_eq!(stats.records.load(Ordering::Relaxed), 1002);
 }
