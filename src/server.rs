@@ -9,7 +9,7 @@
 //! (the principals of `--auth FILE`), `token_hash.rs`, `jwt.rs` (JWT bearer tokens), `ownership.rs` (a user's sessions
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
-//! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`),
+//! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`), `trace_download.rs`,
 //! `stream_token.rs` (tokens for `EventSource`), `console.rs` (the web console's files), `webhooks.rs` and
 //! `webhook_delivery.rs` (signed event POSTs, queued and retried), `schedules.rs`,
 //! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
@@ -63,6 +63,7 @@ pub mod task_queue;
 pub mod task_schema;
 pub mod token;
 pub mod token_hash;
+pub mod trace_download;
 pub mod webhook_delivery;
 pub mod webhooks;
 pub mod workspace;

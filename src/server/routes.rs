@@ -52,6 +52,10 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/messages", get(super::messages::messages))
         .route(
+            "/v1/sessions/{id}/trace",
+            get(super::trace_download::download),
+        )
+        .route(
             "/v1/sessions/{id}/stream_token",
             post(super::stream_token_route::issue),
         )

@@ -515,3 +515,55 @@ async fn a_deny_reason_reaches_the_model() {
     );
     assert!(server.ws().join("a.txt").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_route_downloads_the_whole_trace_as_recorded() {
+    let server = Server::start(&json!({
+        "turns": [
+            {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "missing.txt"}}]},
+            {"text": "first answer"},
+            {"text": "second answer"}
+        ]
+    }));
+    let id = server.create(Some("allow-all")).await;
+    let after = server.task(&id, "first prompt").await;
+    server.events_until_task_end(&id, after).await;
+    let after = server.task(&id, "second prompt").await;
+    server.events_until_task_end(&id, after).await;
+
+    let resp = server
+        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/trace"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let headers = resp.headers().clone();
+    assert_eq!(headers["content-type"], "application/x-ndjson");
+    assert_eq!(
+        headers["content-disposition"],
+        format!("attachment; filename=\"{id}.jsonl\"").as_str()
+    );
+    let body = resp.bytes().await.unwrap();
+    // Byte for byte the file the session writes (flushed before the download).
+    let on_disk = std::fs::read(server.trace(&id)).unwrap();
+    assert_eq!(body.as_ref(), on_disk.as_slice());
+    let records: Vec<Value> = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("one JSON record a line"))
+        .collect();
+    assert_eq!(records[0]["payload"]["type"], "session_meta");
+    // Events are in it, not only the conversation: both tasks' ends.
+    let ends = records
+        .iter()
+        .filter(|r| r["payload"]["type"] == "task_end")
+        .count();
+    assert_eq!(ends, 2, "{records:#?}");
+
+    // An unknown session is the usual 404, with the usual JSON error.
+    let (s, v) = server
+        .call("GET", "/v1/sessions/no-such-session/trace", None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(v["error"]["code"], "unknown_session", "{v}");
+}

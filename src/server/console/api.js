@@ -51,6 +51,28 @@ export async function call(method, path, body) {
   return data;
 }
 
+// The body of `GET path` as a Blob (a download), with the same errors as `call`.
+export async function fetchBlob(path) {
+  let resp;
+  try {
+    resp = await fetch(path, { headers: { authorization: 'Bearer ' + (token() || '') }, cache: 'no-store' });
+  } catch (e) {
+    throw new ApiError(0, 'unreachable', 'The server cannot be reached (' + e.message + ').');
+  }
+  if (!resp.ok) {
+    let err = {};
+    try {
+      err = (await resp.json()).error || {};
+    } catch {
+      err = {};
+    }
+    if (resp.status === 401) window.dispatchEvent(new CustomEvent('rookery:unauthorized'));
+    throw new ApiError(resp.status, err.code || 'http_' + resp.status,
+      (err.message || 'HTTP ' + resp.status) + (err.code ? ' (' + err.code + ')' : ''));
+  }
+  return resp.blob();
+}
+
 // Every page of a paged list route (`key` is the list's field), at most `maxPages` pages.
 export async function allPages(path, key, maxPages) {
   const out = [];

@@ -2,7 +2,7 @@
 // approvals with Allow / Deny (by approval_id), the live transcript, a box to start a task or
 // steer the running one, and Abort, Compact now, Download trace.
 
-import { allPages, call, enc } from './api.js';
+import { allPages, call, enc, fetchBlob } from './api.js';
 import { el, MODES, when } from './dom.js';
 import { openStream } from './stream.js';
 import { Transcript } from './transcript.js';
@@ -52,18 +52,17 @@ export function showSession(root, id) {
     if (await act(what, () => call('POST', base + path, { text: t }))) text.value = '';
   }
 
+  // The whole trace as the server recorded it (every record, events included), as a file.
   async function download() {
     await act('Download', async () => {
-      const messages = await allPages(base + '/messages', 'messages', MAX_PAGES);
-      const blob = new Blob(messages.map((m) => JSON.stringify(m) + '\n'),
-        { type: 'application/x-ndjson' });
+      const blob = await fetchBlob(base + '/trace');
       const url = URL.createObjectURL(blob);
       const a = el('a', { href: url, download: id + '.jsonl' });
       document.body.append(a);
       a.click();
       a.remove();
       setTimeout(() => URL.revokeObjectURL(url), 10000);
-      return { status: `${messages.length} messages` };
+      return { status: `${blob.size} bytes` };
     });
   }
 
