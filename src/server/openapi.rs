@@ -1,0 +1,181 @@
+//! The OpenAPI 3.1 document of the HTTP API, assembled from the handlers' `#[utoipa::path]`
+//! annotations and the request and answer types (`openapi_shapes.rs`), with the error answers
+//! filled in by `openapi_errors.rs`: served at `GET /v1/openapi.json` and printed by
+//! `rookery serve --print-openapi`.
+//!
+//! This file only assembles and serves the document; what a route takes and answers is said
+//! next to its handler. `tests/suite/openapi.rs` checks that every route of the router is in it
+//! and that real answers match it.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{OpenApi as Document, Server};
+use utoipa::{Modify, OpenApi};
+
+use super::error::ApiError;
+use super::openapi_errors::{UnknownErrorCode, error_responses};
+use super::openapi_shapes::{ErrorBody, StreamEvent};
+
+/// The name of the bearer scheme in the document.
+pub const BEARER: &str = "bearer";
+
+/// Adds the bearer token scheme (the token of `--token-env`, the generated token file, a
+/// principal's token of `--auth`, or a JWT) under [`BEARER`].
+struct BearerScheme;
+
+impl Modify for BearerScheme {
+    fn modify(&self, doc: &mut Document) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The server's token (`--token-env`, or the generated `serve.token` under \
+                         the home), a principal's token of `--auth`, or a JWT it accepts. \
+                         `GET …/events` also takes `?stream_token=` from \
+                         `POST …/stream_token`.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Rookery",
+        description = "The HTTP API of `rookery serve`: sessions of LLM agents, their tasks, \
+                       event streams (SSE), approvals and grants. Every error answers \
+                       `{\"error\":{\"code\",\"message\"}}`; see `docs/guide/serve.md`.",
+        license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
+    ),
+    paths(
+        super::routes::healthz,
+        super::routes::metrics,
+        serve,
+        super::routes::create_session,
+        super::session_list::list,
+        super::routes::get_session,
+        super::routes::delete_session,
+        super::routes::resume,
+        super::fork::fork,
+        super::rollback::rollback,
+        super::compact::compact,
+        super::routes::start_task,
+        super::routes::cancel_queued,
+        super::routes::steer,
+        super::routes::abort,
+        super::routes::events,
+        super::messages::messages,
+        super::stream_token_route::issue,
+        super::routes::list_approvals,
+        super::routes::decide_approval,
+        super::routes::set_approval_mode,
+        super::grants::list,
+        super::grants::revoke,
+    ),
+    components(schemas(ErrorBody, StreamEvent)),
+    modifiers(&BearerScheme),
+    security(("bearer" = [])),
+    tags(
+        (name = "sessions", description = "Create, list, read, close, resume, fork and roll back sessions."),
+        (name = "tasks", description = "Start, queue, steer, abort and compact the work of a session."),
+        (name = "events", description = "A session's event stream and its conversation."),
+        (name = "approvals", description = "Tool calls waiting for an answer, the approval mode and grants."),
+        (name = "server", description = "Health, metrics and this document."),
+    )
+)]
+struct ApiDoc;
+
+/// The document: the derive's paths and types, with every 4xx/5xx answer in the error shape
+/// with an example per code; an annotation naming an unknown code is an error.
+pub fn document() -> Result<Document, UnknownErrorCode> {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    doc.servers = Some(vec![Server::new("/")]);
+    error_responses(&mut doc)?;
+    Ok(doc)
+}
+
+/// The document as pretty JSON (what `--print-openapi` prints).
+pub fn document_json() -> Result<String, UnknownErrorCode> {
+    let doc = document()?;
+    // The document holds only strings, numbers and maps: serializing it cannot fail.
+    Ok(serde_json::to_string_pretty(&doc).unwrap_or_default())
+}
+
+/// `GET /v1/openapi.json`.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    tag = "server",
+    responses(
+        (status = 200, description = "This document.", content_type = "application/json", body = Object),
+        (status = 500, description = "internal"),
+    )
+)]
+pub async fn serve() -> Response {
+    match document() {
+        Ok(doc) => (StatusCode::OK, Json(doc)).into_response(),
+        Err(e) => {
+            ApiError::internal(format!("the OpenAPI document cannot be built: {e}")).into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_code_is_known() {
+        let doc = document().unwrap();
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["openapi"], "3.1.0");
+        let op = &json["paths"]["/v1/sessions/{id}"]["get"];
+        let not_found = &op["responses"]["404"]["content"]["application/json"];
+        assert_eq!(
+            not_found["examples"]["unknown_session"]["value"]["error"]["code"],
+            "unknown_session"
+        );
+        assert_eq!(
+            not_found["schema"]["$ref"],
+            "#/components/schemas/ErrorBody"
+        );
+        assert!(op["responses"]["401"].is_object(), "{op}");
+    }
+
+    #[test]
+    fn a_misnamed_code_is_refused() {
+        let mut doc = ApiDoc::openapi();
+        let item = doc.paths.paths.get_mut("/healthz").unwrap();
+        let get = item.get.as_mut().unwrap();
+        get.responses.responses.insert(
+            "404".into(),
+            utoipa::openapi::RefOr::T(utoipa::openapi::Response::new("no_such_code")),
+        );
+        let e = error_responses(&mut doc).unwrap_err();
+        assert_eq!(
+            (e.code.as_str(), e.status.as_str()),
+            ("no_such_code", "404")
+        );
+        get_mismatch();
+    }
+
+    fn get_mismatch() {
+        let mut doc = ApiDoc::openapi();
+        let item = doc.paths.paths.get_mut("/healthz").unwrap();
+        let get = item.get.as_mut().unwrap();
+        get.responses.responses.insert(
+            "400".into(),
+            utoipa::openapi::RefOr::T(utoipa::openapi::Response::new("unknown_session")),
+        );
+        let e = error_responses(&mut doc).unwrap_err();
+        assert_eq!(e.why, "which the server answers with another status");
+    }
+}
