@@ -10,6 +10,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi as Document, Server};
 use utoipa::{Modify, OpenApi};
@@ -98,8 +99,30 @@ pub fn document() -> Result<Document, UnknownErrorCode> {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc.servers = Some(vec![Server::new("/")]);
+    require_workspace_on_create(&mut doc);
     error_responses(&mut doc)?;
     Ok(doc)
+}
+
+/// `POST /v1/sessions` takes the body of a resume with its `workspace` required.
+fn require_workspace_on_create(doc: &mut Document) {
+    let create = doc
+        .paths
+        .paths
+        .get_mut("/v1/sessions")
+        .and_then(|item| item.post.as_mut())
+        .and_then(|op| op.request_body.as_mut());
+    for content in create
+        .into_iter()
+        .flat_map(|body| body.content.values_mut())
+    {
+        if let Some(schema) = content.schema.take() {
+            let required = ObjectBuilder::new()
+                .property("workspace", ObjectBuilder::new().schema_type(Type::String))
+                .required("workspace");
+            content.schema = Some(AllOfBuilder::new().item(schema).item(required).into());
+        }
+    }
 }
 
 /// The document as pretty JSON (what `--print-openapi` prints).
@@ -148,6 +171,11 @@ mod tests {
             "#/components/schemas/ErrorBody"
         );
         assert!(op["responses"]["401"].is_object(), "{op}");
+        let create = &json["paths"]["/v1/sessions"]["post"]["requestBody"]["content"];
+        assert_eq!(
+            create["application/json"]["schema"]["allOf"][1]["required"],
+            serde_json::json!(["workspace"])
+        );
     }
 
     #[test]

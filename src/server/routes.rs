@@ -215,7 +215,7 @@ impl OpenBody {
 }
 
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions",
-    request_body = OpenBody,
+    request_body(content = OpenBody, description = "The new session; `workspace` is required here."),
     responses(
         (status = 201, description = "The session was created and is served.", body = super::openapi_shapes::Created),
         (status = 400, description = "invalid_workspace, invalid_config, invalid_tools_profile, invalid_sandbox, invalid_webhook"),
@@ -350,18 +350,24 @@ async fn resume(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TaskBody {
+    /// The steer's text (not blank).
+    #[schema(pattern = "\\S")]
     text: String,
     /// A JSON Schema the final answer must meet (tasks only).
     #[serde(default)]
+    #[schema(ignore)]
     output_schema: Option<Value>,
     /// How often an invalid answer is sent back (default 2; tasks only).
     #[serde(default)]
+    #[schema(ignore)]
     max_output_retries: Option<u32>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartBody {
+    /// The task's text (not blank).
+    #[schema(pattern = "\\S")]
     text: String,
     /// `reject` (default), `enqueue`, `interrupt` or `steer` (`busy.rs`).
     #[serde(default)]
