@@ -52,7 +52,9 @@ impl Modify for BearerScheme {
         title = "Rookery",
         description = "The HTTP API of `rookery serve`: sessions of LLM agents, their tasks, \
                        event streams (SSE), approvals and grants. Every error answers \
-                       `{\"error\":{\"code\",\"message\"}}`; see `docs/guide/serve.md`.",
+                       `{\"error\":{\"code\",\"message\"}}`; a path the API does not have answers \
+                       404 `not_found`, a method a path does not take 405 \
+                       `method_not_allowed`. See `docs/guide/serve.md` and `docs/guide/openapi.md`.",
         license(name = "MIT OR Apache-2.0", identifier = "MIT OR Apache-2.0")
     ),
     paths(

@@ -244,6 +244,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     ),
     code(
         503,
+        "too_many_connections",
+        "the server has 10000 connections open (--max-connections); retry later",
+    ),
+    code(
+        503,
         "too_many_stream_tokens",
         "4096 stream tokens are live; try again once some expire",
     ),
@@ -259,7 +264,9 @@ pub fn error_code(name: &str) -> Option<&'static ErrorCode> {
     ERROR_CODES.iter().find(|c| c.code == name)
 }
 
-/// Codes every authenticated route can answer, by status.
+/// Codes every route can answer (the listener's, before any routing).
+const EVERY_ROUTE: &[&str] = &["too_many_connections"];
+/// Codes every authenticated route can answer.
 const AUTHENTICATED: &[&str] = &["unauthorized", "forbidden_host", "forbidden_origin"];
 /// Codes every route of one session (`/v1/sessions/{id}/…`) can answer: a malformed or
 /// unknown id, and what waking a hibernated session can fail with.
@@ -361,7 +368,8 @@ fn codes_of(
     } else {
         &[][..]
     };
-    for name in shared.iter().chain(body).chain(session) {
+    let every = EVERY_ROUTE.iter().chain(shared).chain(body).chain(session);
+    for name in every {
         if let Some(c) = error_code(name) {
             add(&c.status.to_string(), name)?;
         }

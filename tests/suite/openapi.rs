@@ -575,3 +575,72 @@ async fn real_answers_match_the_document() {
         );
     }
 }
+
+/// The `.rs` files under `dir`, recursively.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_error_code_of_the_server_has_an_example_in_the_document() {
+    let dir = sandbox(&tool_then_text());
+    let out = command(dir.path(), &["serve", "--print-openapi"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut documented = BTreeSet::new();
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            for response in op["responses"].as_object().unwrap().values() {
+                let examples = &response["content"]["application/json"]["examples"];
+                for (code, example) in examples.as_object().into_iter().flatten() {
+                    assert_eq!(example["value"]["error"]["code"], code.as_str());
+                    documented.insert(code.clone());
+                }
+            }
+        }
+    }
+    // The fallbacks' codes belong to no operation: the document's description names them.
+    let description = doc["info"]["description"].as_str().unwrap();
+    for code in ["not_found", "method_not_allowed"] {
+        assert!(description.contains(code), "{description}");
+        documented.insert(code.to_string());
+    }
+    let made = regex::Regex::new(
+        r#"(?:ApiError::new|Self::new)\(\s*StatusCode::\w+,\s*"([a-z_]+)"|bad_request\(\s*"([a-z_]+)"|\\"code\\":\\"([a-z_]+)\\""#,
+    )
+    .unwrap();
+    let mut files = Vec::new();
+    rust_files(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server"),
+        &mut files,
+    );
+    let mut answered = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Unit tests build errors of their own.
+        let text = text.split("#[cfg(test)]").next().unwrap();
+        for c in made.captures_iter(text) {
+            let code = c.iter().skip(1).flatten().next().unwrap().as_str();
+            answered.insert(code.to_string());
+        }
+    }
+    assert!(
+        answered.len() >= 40,
+        "the scan found too few codes: {answered:?}"
+    );
+    let missing: Vec<_> = answered.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "error codes the server answers without an example in the document (add them to \
+         ERROR_CODES in src/server/openapi_errors.rs and name them on their routes): {missing:?}"
+    );
+}
