@@ -1,7 +1,8 @@
 //! The error answers of the OpenAPI document: every `code` the server can answer, with its
-//! status and an example message ([`ERROR_CODES`]), and the pass ([`ErrorResponses`]) that
+//! status and an example message ([`ERROR_CODES`]), and the pass ([`error_responses`]) that
 //! turns the codes a route's annotation names into `{"error":{"code","message"}}` responses with
-//! one example per code, adding the answers every route shares (auth, the guard, JSON bodies).
+//! one example per code, adding the answers every route shares (the listener, auth, the guard,
+//! JSON bodies, a session's lookup).
 //!
 //! A route's annotation names its own codes in the description of each 4xx/5xx response
 //! (`"unknown_session, session_closed"`); this file owns the wording shown for them. It only
