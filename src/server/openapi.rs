@@ -180,32 +180,30 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_misnamed_code_is_refused() {
+    /// The document with `description` as the answer `status` of `GET /healthz`.
+    fn naming(status: &str, description: &str) -> Document {
         let mut doc = ApiDoc::openapi();
         let item = doc.paths.paths.get_mut("/healthz").unwrap();
-        let get = item.get.as_mut().unwrap();
-        get.responses.responses.insert(
-            "404".into(),
-            utoipa::openapi::RefOr::T(utoipa::openapi::Response::new("no_such_code")),
+        item.get.as_mut().unwrap().responses.responses.insert(
+            status.into(),
+            utoipa::openapi::RefOr::T(utoipa::openapi::Response::new(description)),
         );
-        let e = error_responses(&mut doc).unwrap_err();
+        doc
+    }
+
+    #[test]
+    fn an_unknown_code_is_refused() {
+        let e = error_responses(&mut naming("404", "no_such_code")).unwrap_err();
         assert_eq!(
             (e.code.as_str(), e.status.as_str()),
             ("no_such_code", "404")
         );
-        get_mismatch();
+        assert_eq!(e.why, "which is not in ERROR_CODES");
     }
 
-    fn get_mismatch() {
-        let mut doc = ApiDoc::openapi();
-        let item = doc.paths.paths.get_mut("/healthz").unwrap();
-        let get = item.get.as_mut().unwrap();
-        get.responses.responses.insert(
-            "400".into(),
-            utoipa::openapi::RefOr::T(utoipa::openapi::Response::new("unknown_session")),
-        );
-        let e = error_responses(&mut doc).unwrap_err();
+    #[test]
+    fn a_code_under_another_status_is_refused() {
+        let e = error_responses(&mut naming("400", "unknown_session")).unwrap_err();
         assert_eq!(e.why, "which the server answers with another status");
     }
 }
