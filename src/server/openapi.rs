@@ -10,6 +10,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
 use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi as Document, Server};
@@ -95,15 +96,60 @@ impl Modify for BearerScheme {
 )]
 struct ApiDoc;
 
+/// Why the document cannot be had (a fault of the code, never of a request).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenApiError {
+    /// An annotation names an error code wrongly.
+    #[error(transparent)]
+    Code(#[from] UnknownErrorCode),
+    /// The document does not serialize.
+    #[error("the document does not serialize: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
 /// The document: the derive's paths and types, with every 4xx/5xx answer in the error shape
-/// with an example per code; an annotation naming an unknown code is an error.
-pub fn document() -> Result<Document, UnknownErrorCode> {
+/// with an example per code, and links from a created session to its operations.
+pub fn document() -> Result<Value, OpenApiError> {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc.servers = Some(vec![Server::new("/")]);
     require_workspace_on_create(&mut doc);
     error_responses(&mut doc)?;
-    Ok(doc)
+    let mut json = serde_json::to_value(&doc)?;
+    link_created_sessions(&mut json);
+    Ok(json)
+}
+
+/// Links from the `session_id` a create or a fork answers to every operation on one session
+/// (`{id}` and no other path parameter), so a client, or a fuzzer, can follow them. Written
+/// into the JSON: utoipa 5's `Link` serializes its fields in snake case (`operation_id`).
+fn link_created_sessions(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut links = serde_json::Map::new();
+    for (path, item) in paths.iter() {
+        if !path.starts_with("/v1/sessions/{id}") || path.matches('{').count() != 1 {
+            continue;
+        }
+        let ops = item.as_object().into_iter().flat_map(|item| item.values());
+        for id in ops.filter_map(|op| op["operationId"].as_str()) {
+            let link =
+                json!({"operationId": id, "parameters": {"id": "$response.body#/session_id"}});
+            links.insert(id.to_string(), link);
+        }
+    }
+    for path in ["/v1/sessions", "/v1/sessions/{id}/fork"] {
+        let created = paths
+            .get_mut(path)
+            .and_then(|item| item.get_mut("post"))
+            .and_then(|op| op.get_mut("responses"))
+            .and_then(|responses| responses.get_mut("201"))
+            .and_then(Value::as_object_mut);
+        if let Some(created) = created {
+            created.insert("links".to_string(), Value::Object(links.clone()));
+        }
+    }
 }
 
 /// `POST /v1/sessions` takes the body of a resume with its `workspace` required.
@@ -128,10 +174,8 @@ fn require_workspace_on_create(doc: &mut Document) {
 }
 
 /// The document as pretty JSON (what `--print-openapi` prints).
-pub fn document_json() -> Result<String, UnknownErrorCode> {
-    let doc = document()?;
-    // The document holds only strings, numbers and maps: serializing it cannot fail.
-    Ok(serde_json::to_string_pretty(&doc).unwrap_or_default())
+pub fn document_json() -> Result<String, OpenApiError> {
+    Ok(serde_json::to_string_pretty(&document()?)?)
 }
 
 /// `GET /v1/openapi.json`.
@@ -139,6 +183,7 @@ pub fn document_json() -> Result<String, UnknownErrorCode> {
     get,
     path = "/v1/openapi.json",
     tag = "server",
+    operation_id = "openapi_document",
     responses(
         (status = 200, description = "This document.", content_type = "application/json", body = Object),
         (status = 500, description = "internal"),
@@ -160,7 +205,7 @@ mod tests {
     #[test]
     fn every_named_code_is_known() {
         let doc = document().unwrap();
-        let json = serde_json::to_value(&doc).unwrap();
+        let json = doc;
         assert_eq!(json["openapi"], "3.1.0");
         let op = &json["paths"]["/v1/sessions/{id}"]["get"];
         let not_found = &op["responses"]["404"]["content"]["application/json"];
@@ -178,6 +223,25 @@ mod tests {
             create["application/json"]["schema"]["allOf"][1]["required"],
             serde_json::json!(["workspace"])
         );
+    }
+
+    #[test]
+    fn operation_ids_are_unique_and_creates_link_to_their_session() {
+        let json = document().unwrap();
+        let mut ids = std::collections::BTreeSet::new();
+        for item in json["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                let id = op["operationId"].as_str().unwrap();
+                assert!(ids.insert(id.to_string()), "operationId {id} twice");
+            }
+        }
+        let links = &json["paths"]["/v1/sessions"]["post"]["responses"]["201"]["links"];
+        assert_eq!(
+            links["get_session"]["parameters"]["id"],
+            "$response.body#/session_id"
+        );
+        assert!(links["start_task"].is_object(), "{links}");
+        assert!(links.get("cancel_queued").is_none(), "{links}");
     }
 
     /// The document with `description` as the answer `status` of `GET /healthz`.

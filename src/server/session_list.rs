@@ -22,7 +22,7 @@ use super::state::listing::{Listed, StoredView};
 const KIND: &str = "l1";
 
 /// The handler.
-#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions", operation_id = "list_sessions",
     params(("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Items of the page (default 100)."), ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page.")),
     responses(
         (status = 200, description = "A page of the caller's sessions (an admin's: every one), by id.", body = super::openapi_shapes::SessionPage),
