@@ -391,6 +391,10 @@ pub struct ServeArgs {
     /// `ServeArgs` is the largest `Command`).
     #[command(flatten)]
     pub webhooks: Box<webhook_args::WebhookArgs>,
+    /// Print the API's OpenAPI 3.1 document (what `GET /v1/openapi.json` answers) and exit,
+    /// starting no server.
+    #[arg(long)]
+    pub print_openapi: bool,
 }
 
 /// The flags of `rookery bench`.

@@ -15,7 +15,7 @@
 //! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
 //! a cron pattern), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
-//! bodies). The server drives sessions only through the library API; it
+//! bodies), `openapi.rs` with `openapi_shapes.rs` and `openapi_errors.rs` (the OpenAPI document). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
 //! [`Host`]: crate::Host
@@ -41,6 +41,9 @@ pub mod listener;
 pub mod messages;
 pub mod metrics;
 pub mod metrics_principal;
+pub mod openapi;
+pub mod openapi_errors;
+pub mod openapi_shapes;
 pub mod ownership;
 pub mod paging;
 pub mod principal;

@@ -324,8 +324,29 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     Ok((listener, state, limits))
 }
 
+/// `rookery serve --print-openapi`: the document on stdout, no server, no home touched.
+fn print_openapi() -> Result<ExitCode, CliError> {
+    let json = server::openapi::document_json().map_err(|e| {
+        CliError::Failed(RookeryError::InvalidInput(format!(
+            "the OpenAPI document cannot be built: {e}"
+        )))
+    })?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{json}")
+        .and_then(|()| out.flush())
+        .map_err(|source| CliError::Io {
+            what: "cannot print the OpenAPI document".to_string(),
+            source,
+            code: 1,
+        })?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `rookery serve`: serves sessions over HTTP + SSE until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
+    if args.print_openapi {
+        return print_openapi();
+    }
     // Installed first, so a signal during start-up still means a clean stop.
     let (mut int, mut term) = match (
         signal(SignalKind::interrupt()),

@@ -19,6 +19,11 @@ use super::state::ServerState;
 use crate::actors::session::CompactStart;
 
 /// `POST /v1/sessions/{id}/compact` (see the module doc for the answers).
+#[utoipa::path(post, path = "/v1/sessions/{id}/compact", tag = "tasks", params(("id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 202, description = "The session compacts now or before its next request.", body = super::openapi_shapes::Compacting),
+        (status = 409, description = "nothing_to_compact, compacting, session_failed"),
+    ))]
 pub async fn compact(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,

@@ -22,21 +22,33 @@ use crate::approval::ApprovalMode;
 use crate::trace::fork::ForkOverrides;
 
 /// The body of a fork request (every field optional).
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkBody {
     /// The task whose end the fork starts from.
     #[serde(default)]
+    #[schema(minimum = 1)]
     at_task: Option<u64>,
     /// The fork's workspace (default: the origin's).
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     workspace: Option<PathBuf>,
     /// The fork's approval mode (default: the origin's).
     #[serde(default)]
+    #[schema(value_type = Option<super::openapi_shapes::ApprovalModeName>)]
     approval_mode: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/fork` (see the module doc for the answers).
+#[utoipa::path(post, path = "/v1/sessions/{id}/fork", tag = "sessions", params(("id" = String, Path, description = "The session's id.")),
+    request_body(content = Option<ForkBody>, description = "Optional: where to fork and what to change."),
+    responses(
+        (status = 201, description = "The fork is served.", body = super::openapi_shapes::Created),
+        (status = 400, description = "invalid_request, invalid_workspace"),
+        (status = 403, description = "workspace_not_allowed"),
+        (status = 409, description = "no_such_task, session_failed"),
+        (status = 429, description = "quota_exceeded"),
+    ))]
 pub async fn fork(
     State(state): State<Arc<ServerState>>,
     Caller(who): Caller,

@@ -16,6 +16,8 @@ use super::error::{ApiError, ApiPath};
 use super::state::ServerState;
 
 /// `GET /v1/sessions/{id}/grants`.
+#[utoipa::path(get, path = "/v1/sessions/{id}/grants", tag = "approvals", operation_id = "list_grants", params(("id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The session's grants.", body = super::openapi_shapes::GrantList)))]
 pub async fn list(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,
@@ -32,6 +34,12 @@ pub async fn list(
 }
 
 /// `DELETE /v1/sessions/{id}/grants/{grant_id}`.
+#[utoipa::path(delete, path = "/v1/sessions/{id}/grants/{grant_id}", tag = "approvals", operation_id = "revoke_grant",
+    params(("id" = String, Path, description = "The session's id."), ("grant_id" = String, Path, description = "The grant's id.")),
+    responses(
+        (status = 204, description = "The grant is gone."),
+        (status = 404, description = "unknown_grant"),
+    ))]
 pub async fn revoke(
     State(state): State<Arc<ServerState>>,
     ApiPath((id, grant_id)): ApiPath<(String, String)>,

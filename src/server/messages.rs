@@ -69,6 +69,13 @@ fn invalid_cursor(why: &str) -> ApiError {
 }
 
 /// The handler.
+#[utoipa::path(get, path = "/v1/sessions/{id}/messages", tag = "events",
+    params(("id" = String, Path, description = "The session's id."), ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Items of the page (default 100)."), ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page.")),
+    responses(
+        (status = 200, description = "A page of the conversation, oldest first.", body = super::openapi_shapes::MessagePage),
+        (status = 400, description = "invalid_request, invalid_cursor"),
+        (status = 500, description = "unreadable_trace"),
+    ))]
 pub async fn messages(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,

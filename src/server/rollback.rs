@@ -19,14 +19,22 @@ use super::error::{ApiError, ApiJson, ApiPath};
 use super::state::ServerState;
 
 /// The body of a rollback request.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RollbackBody {
     /// How many of the last completed tasks to drop.
+    #[schema(minimum = 1)]
     tasks: u64,
 }
 
 /// `POST /v1/sessions/{id}/rollback` (see the module doc for the answers).
+#[utoipa::path(post, path = "/v1/sessions/{id}/rollback", tag = "sessions", params(("id" = String, Path, description = "The session's id.")),
+    request_body = RollbackBody,
+    responses(
+        (status = 200, description = "The tasks were dropped from the context (files stay as they are).", body = super::openapi_shapes::RolledBack),
+        (status = 400, description = "invalid_request"),
+        (status = 409, description = "session_busy, compacting, session_failed"),
+    ))]
 pub async fn rollback(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,

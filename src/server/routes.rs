@@ -87,6 +87,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
             axum::routing::delete(super::schedule_routes::delete),
         )
         .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(super::openapi::serve))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             super::ownership::require_owner,
@@ -119,6 +120,8 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "server", security(()),
+    responses((status = 200, description = "The server is up.", body = super::openapi_shapes::Health)))]
 async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
@@ -157,22 +160,26 @@ pub(super) async fn view(entry: &SessionEntry) -> Value {
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct OpenBody {
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     workspace: Option<PathBuf>,
     #[serde(default)]
+    #[schema(value_type = Option<super::openapi_shapes::ApprovalModeName>)]
     approval_mode: Option<String>,
     /// An inline config object or the name of one in `--config-dir`.
     #[serde(default)]
     config: Option<Value>,
     /// `penguin` | `openvaala`: overrides the config's `tools.profile`.
     #[serde(default)]
+    #[schema(pattern = "^(penguin|openvaala)$")]
     tools_profile: Option<String>,
     /// `{"mode": "off|read-only|workspace-write", "network": "off|on"}`: never looser than the
     /// server's `--sandbox`.
     #[serde(default)]
+    #[schema(value_type = Option<super::openapi_shapes::SandboxRequest>)]
     sandbox: Option<Value>,
     /// This session's own webhook URL (an origin of `--webhook-allow`; `webhooks.rs`).
     #[serde(default)]
@@ -221,6 +228,17 @@ impl OpenBody {
     }
 }
 
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions",
+    request_body(content = OpenBody, description = "The new session; `workspace` is required here."),
+    responses(
+        (status = 201, description = "The session was created and is served.", body = super::openapi_shapes::Created),
+        (status = 400, description = "invalid_workspace, invalid_config, invalid_tools_profile, invalid_sandbox, invalid_webhook"),
+        (status = 403, description = "sandbox_not_allowed, workspace_not_allowed, webhook_not_allowed"),
+        (status = 422, description = "no_model, sandbox_unavailable"),
+        (status = 429, description = "quota_exceeded"),
+        (status = 500, description = "internal"),
+        (status = 503, description = "session_start_failed, too_many_sessions, too_many_webhooks, shutting_down"),
+    ))]
 async fn create_session(
     State(state): AppState,
     Caller(who): Caller,
@@ -234,6 +252,8 @@ async fn create_session(
     Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The session.", body = super::openapi_shapes::SessionView)))]
 async fn get_session(
     State(state): AppState,
     ApiPath(id): ApiPath<String>,
@@ -295,6 +315,8 @@ where
     Some(call(entry.clone()).await)
 }
 
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "The session's id.")),
+    responses((status = 204, description = "The session was closed (its trace stays; `resume` reopens it).")))]
 async fn delete_session(
     State(state): AppState,
     Caller(who): Caller,
@@ -308,6 +330,16 @@ async fn delete_session(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/v1/sessions/{id}/resume", tag = "sessions", params(("id" = String, Path, description = "The session's id.")),
+    request_body(content = Option<OpenBody>, description = "Optional: what to change on reopening."),
+    responses(
+        (status = 200, description = "The session is served.", body = super::openapi_shapes::Resumed),
+        (status = 400, description = "invalid_workspace, invalid_config, invalid_tools_profile, invalid_sandbox, invalid_webhook"),
+        (status = 403, description = "sandbox_not_allowed, workspace_not_allowed, webhook_not_allowed"),
+        (status = 404, description = "session_ended"),
+        (status = 429, description = "quota_exceeded"),
+        (status = 503, description = "too_many_webhooks"),
+    ))]
 async fn resume(
     State(state): AppState,
     Caller(who): Caller,
@@ -330,24 +362,31 @@ async fn resume(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TaskBody {
+    /// The steer's text (not blank).
+    #[schema(pattern = "\\S")]
     text: String,
     /// A JSON Schema the final answer must meet (tasks only).
     #[serde(default)]
+    #[schema(ignore)]
     output_schema: Option<Value>,
     /// How often an invalid answer is sent back (default 2; tasks only).
     #[serde(default)]
+    #[schema(ignore)]
     max_output_retries: Option<u32>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct StartBody {
+    /// The task's text (not blank).
+    #[schema(pattern = "\\S")]
     text: String,
     /// `reject` (default), `enqueue`, `interrupt` or `steer` (`busy.rs`).
     #[serde(default)]
+    #[schema(pattern = "^(reject|enqueue|interrupt|steer)$")]
     if_busy: Option<String>,
     /// The JSON Schema the task's final answer must meet (`task_schema.rs`).
     #[serde(default)]
@@ -357,6 +396,16 @@ struct StartBody {
     max_output_retries: Option<u32>,
 }
 
+#[utoipa::path(post, path = "/v1/sessions/{id}/tasks", tag = "tasks", params(("id" = String, Path, description = "The session's id.")),
+    request_body = StartBody,
+    responses(
+        (status = 202, description = "The task started, was queued or steered; its events follow `events_after`.", body = super::openapi_shapes::TaskAccepted),
+        (status = 400, description = "invalid_request, invalid_output_schema"),
+        (status = 404, description = "session_ended"),
+        (status = 409, description = "session_busy, compacting, session_failed"),
+        (status = 422, description = "prompt_blocked"),
+        (status = 429, description = "quota_exceeded, queue_full"),
+    ))]
 async fn start_task(
     State(state): AppState,
     Caller(who): Caller,
@@ -420,6 +469,12 @@ async fn start_task(
 }
 
 /// `DELETE /v1/sessions/{id}/queue/{entry_id}`: 204, 404 `unknown_queue_entry`.
+#[utoipa::path(delete, path = "/v1/sessions/{id}/queue/{entry_id}", tag = "tasks",
+    params(("id" = String, Path, description = "The session's id."), ("entry_id" = String, Path, description = "The queued task's id.")),
+    responses(
+        (status = 204, description = "The queued task was dropped."),
+        (status = 404, description = "unknown_queue_entry"),
+    ))]
 async fn cancel_queued(
     State(state): AppState,
     ApiPath((id, entry_id)): ApiPath<(String, String)>,
@@ -430,6 +485,16 @@ async fn cancel_queued(
 }
 
 /// `POST /v1/sessions/{id}/steer {text}`: 202 with `{"steer": "queued"|"started"}`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/steer", tag = "tasks", params(("id" = String, Path, description = "The session's id.")),
+    request_body = TaskBody,
+    responses(
+        (status = 202, description = "The steer reaches the running task at its next turn, or started a task.", body = super::openapi_shapes::Steered),
+        (status = 400, description = "invalid_request"),
+        (status = 404, description = "session_ended"),
+        (status = 409, description = "session_busy, compacting, session_failed"),
+        (status = 422, description = "prompt_blocked"),
+        (status = 429, description = "quota_exceeded"),
+    ))]
 async fn steer(
     State(state): AppState,
     Caller(who): Caller,
@@ -483,6 +548,16 @@ fn last_event_id(headers: &HeaderMap, query: Option<&str>) -> ApiResult<Option<u
     }
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
+    params(("id" = String, Path, description = "The session's id."),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Go on after this event (a reconnect)."),
+        ("last_event_id" = Option<u64>, Query, description = "The same, for clients that cannot set headers (the header wins)."),
+        ("stream_token" = Option<String>, Query, description = "A token of `POST …/stream_token`, instead of the bearer token."),
+    ),
+    responses(
+        (status = 200, description = "The session's events as Server-Sent Events, endless: each `id: <n>`, `event: <name>`, `data: <record>` (see the `StreamEvent` schema), with keep-alive comments.", content_type = "text/event-stream", body = super::openapi_shapes::StreamEvent),
+        (status = 400, description = "invalid_request"),
+    ))]
 async fn events(
     State(state): AppState,
     ApiPath(id): ApiPath<String>,
@@ -509,6 +584,8 @@ async fn events(
     Ok(sse_response(sub, earlier).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/approvals", tag = "approvals", params(("id" = String, Path, description = "The session's id.")),
+    responses((status = 200, description = "The tool calls waiting for an answer.", body = super::openapi_shapes::ApprovalList)))]
 async fn list_approvals(
     State(state): AppState,
     ApiPath(id): ApiPath<String>,
@@ -534,9 +611,10 @@ fn approval_view(p: &PendingApproval) -> Value {
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
+    #[schema(pattern = "^(allow|deny|allow_for_session)$")]
     decision: String,
     /// Why (only with `deny`): the model is told it in the denied call's output.
     #[serde(default)]
@@ -570,6 +648,15 @@ fn deny_reason(decision: Decision, reason: Option<String>) -> ApiResult<Option<S
     Ok(Some(reason))
 }
 
+#[utoipa::path(post, path = "/v1/sessions/{id}/approvals/{approval_id}", tag = "approvals",
+    params(("id" = String, Path, description = "The session's id."), ("approval_id" = String, Path, description = "The approval's id (or its tool call's id, when only one approval has it).")),
+    request_body = DecisionBody,
+    responses(
+        (status = 204, description = "The call was answered."),
+        (status = 400, description = "invalid_request"),
+        (status = 404, description = "unknown_approval"),
+        (status = 409, description = "ambiguous_approval"),
+    ))]
 async fn decide_approval(
     State(state): AppState,
     Caller(who): Caller,
@@ -625,12 +712,19 @@ async fn decide_approval(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ModeBody {
+    #[schema(value_type = super::openapi_shapes::ApprovalModeName)]
     mode: String,
 }
 
+#[utoipa::path(put, path = "/v1/sessions/{id}/approval_mode", tag = "approvals", params(("id" = String, Path, description = "The session's id.")),
+    request_body = ModeBody,
+    responses(
+        (status = 204, description = "The mode is set (for the calls that follow)."),
+        (status = 400, description = "invalid_request"),
+    ))]
 async fn set_approval_mode(
     State(state): AppState,
     Caller(who): Caller,
@@ -650,6 +744,12 @@ async fn set_approval_mode(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/v1/sessions/{id}/abort", tag = "tasks", params(("id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 202, description = "The running task (if any) is being aborted; its `task_end` follows in the stream.", body = super::openapi_shapes::Aborting),
+        (status = 404, description = "session_ended"),
+        (status = 409, description = "session_failed"),
+    ))]
 async fn abort(
     State(state): AppState,
     Caller(who): Caller,
@@ -676,6 +776,8 @@ fn audit(state: &ServerState, entry: &SessionEntry, by: &str, action: &str, mode
     }
 }
 
+#[utoipa::path(get, path = "/metrics", tag = "server",
+    responses((status = 200, description = "Prometheus text exposition (version 0.0.4).", content_type = "text/plain", body = String)))]
 async fn metrics(State(state): AppState) -> Response {
     let list = state.list();
     let statuses = futures::future::join_all(list.iter().map(|e| e.handle.status())).await;

@@ -24,6 +24,12 @@ use super::state::listing::{Listed, StoredView};
 const KIND: &str = "l1";
 
 /// The handler.
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions", operation_id = "list_sessions",
+    params(("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "Items of the page (default 100)."), ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page.")),
+    responses(
+        (status = 200, description = "A page of the caller's sessions (an admin's: every one), by id.", body = super::openapi_shapes::SessionPage),
+        (status = 400, description = "invalid_request, invalid_cursor"),
+    ))]
 pub async fn list(
     State(state): State<Arc<ServerState>>,
     Caller(who): Caller,

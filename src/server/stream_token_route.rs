@@ -18,6 +18,11 @@ use super::stream_token::MAX_TOKENS;
 /// `POST /v1/sessions/{id}/stream_token`: `{"stream_token", "expires_in"}` (seconds) for a
 /// session the server serves, has hibernated or finds on disk (none is woken). The token acts
 /// as the caller (the ownership check has already let the caller at this session).
+#[utoipa::path(post, path = "/v1/sessions/{id}/stream_token", tag = "events", operation_id = "issue_stream_token", params(("id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 200, description = "A token for this session's event stream.", body = super::openapi_shapes::StreamToken),
+        (status = 503, description = "too_many_stream_tokens, shutting_down"),
+    ))]
 pub async fn issue(
     State(state): State<Arc<ServerState>>,
     Caller(who): Caller,

@@ -51,6 +51,7 @@ mod mcp_rust_server;
 mod mcp_stdio_limits;
 mod message_golden;
 mod openai_provider;
+mod openapi;
 mod openvaala_bytes;
 mod openvaala_interrupt;
 mod openvaala_serve;
