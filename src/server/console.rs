@@ -99,11 +99,22 @@ pub fn routes() -> Router<Arc<ServerState>> {
         .route("/console/{file}", get(file))
 }
 
-async fn index() -> Response {
+/// `GET /`: the console's page.
+#[utoipa::path(get, path = "/", tag = "console", security(()),
+    responses((status = 200, description = "The web console's page.", content_type = "text/html", body = String)))]
+pub async fn index() -> Response {
     asset("index.html")
 }
 
-async fn file(Path(name): Path<String>) -> Response {
+/// `GET /console/{file}`: one of the console's files.
+#[utoipa::path(get, path = "/console/{file}", tag = "console", security(()),
+    params(("file" = String, Path, description = "A file of the console (`app.js`, `style.css`, …).")),
+    responses(
+        (status = 200, description = "The file.", content(
+            (String = "text/javascript"), (String = "text/css"), (String = "text/html"))),
+        (status = 404, description = "not_found"),
+    ))]
+pub async fn file(Path(name): Path<String>) -> Response {
     asset(&name)
 }
 

@@ -82,6 +82,12 @@ impl Modify for BearerScheme {
         super::routes::set_approval_mode,
         super::grants::list,
         super::grants::revoke,
+        super::schedule_routes::create,
+        super::schedule_routes::list,
+        super::schedule_routes::delete,
+        super::trace_download::download,
+        super::console::index,
+        super::console::file,
     ),
     components(schemas(ErrorBody, StreamEvent)),
     modifiers(&BearerScheme),
@@ -91,7 +97,9 @@ impl Modify for BearerScheme {
         (name = "tasks", description = "Start, queue, steer, abort and compact the work of a session."),
         (name = "events", description = "A session's event stream and its conversation."),
         (name = "approvals", description = "Tool calls waiting for an answer, the approval mode and grants."),
+        (name = "schedules", description = "A session's tasks on a cron pattern."),
         (name = "server", description = "Health, metrics and this document."),
+        (name = "console", description = "The web console's files (no token: the page signs in)."),
     )
 )]
 struct ApiDoc;

@@ -226,6 +226,32 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "queue_full",
         "session session-2026-12-06-05-10-04-3f8a1c2d already has 16 queued tasks; wait for one to start or cancel one (DELETE …/queue/{entry_id})",
     ),
+    code(
+        400,
+        "invalid_cron",
+        "invalid cron pattern `61 * * * *`: the minute field must be 0-59",
+    ),
+    code(
+        400,
+        "unknown_timezone",
+        "unknown time zone `Mars/Olympus`: use an IANA name such as `Europe/Paris`",
+    ),
+    code(404, "schedules_off", "this server runs no schedules"),
+    code(
+        404,
+        "unknown_schedule",
+        "session session-2026-12-06-05-10-04-3f8a1c2d has no schedule sch-0f3a",
+    ),
+    code(
+        429,
+        "too_many_schedules",
+        "session session-2026-12-06-05-10-04-3f8a1c2d already has 32 schedules; delete one first",
+    ),
+    code(
+        503,
+        "store_unavailable",
+        "the trace store cannot be reached: connection refused; try again",
+    ),
     code(500, "internal", "an internal error (see the server log)"),
     code(
         500,
@@ -281,6 +307,7 @@ const OF_A_SESSION: &[&str] = &[
     "internal",
     "session_start_failed",
     "too_many_sessions",
+    "store_unavailable",
 ];
 /// Codes every route with a JSON request body can answer besides its own.
 const WITH_BODY: &[&str] = &[

@@ -365,3 +365,39 @@ pub enum NetworkName {
     #[schema(rename = "on")]
     On,
 }
+
+/// A schedule of a session: its task on a cron pattern (`POST` and `GET …/schedules`). Minutes
+/// are the schedule clock's: counted from the Unix epoch, each `minute_ms` long.
+#[derive(ToSchema)]
+pub struct Schedule {
+    /// `sch-…`.
+    pub schedule_id: String,
+    /// The 5-field cron pattern.
+    pub cron: String,
+    /// The text of each run's task.
+    pub text: String,
+    /// The IANA time zone the pattern is read in.
+    pub timezone: String,
+    /// What a run does when the session is busy.
+    #[schema(pattern = "^(reject|enqueue|interrupt|steer)$")]
+    pub if_busy: String,
+    /// The minute it was added in.
+    pub created_minute: u64,
+    /// The minute it last ran in (its creation minute before its first run).
+    pub last_minute: u64,
+    /// The next minute it runs in; `null` when the pattern matches no later minute.
+    pub next_minute: Option<u64>,
+    /// `next_minute` in milliseconds since the epoch on the schedule clock.
+    pub next_at_ms: Option<u64>,
+}
+
+/// `GET /v1/sessions/{id}/schedules`.
+#[derive(ToSchema)]
+pub struct ScheduleList {
+    /// The session's schedules.
+    pub schedules: Vec<Schedule>,
+    /// The length of a schedule minute (`serve --schedule-minute-ms`).
+    pub minute_ms: u64,
+    /// The schedule clock's current minute.
+    pub now_minute: u64,
+}

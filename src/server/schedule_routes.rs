@@ -22,7 +22,7 @@ use super::schedules::{NewSchedule, Schedules};
 use super::state::ServerState;
 
 /// The body of `POST …/schedules`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleBody {
     /// A 5-field cron pattern.
@@ -34,6 +34,7 @@ pub struct ScheduleBody {
     timezone: Option<String>,
     /// `reject` (default), `enqueue`, `interrupt` or `steer`.
     #[serde(default)]
+    #[schema(pattern = "^(reject|enqueue|interrupt|steer)$")]
     if_busy: Option<String>,
 }
 
@@ -58,6 +59,14 @@ fn schedules(state: &ServerState) -> Result<&Arc<Schedules>, ApiError> {
 }
 
 /// `POST /v1/sessions/{id}/schedules`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/schedules", tag = "schedules", params(("id" = String, Path, description = "The session's id.")),
+    request_body(content = ScheduleBody, description = "The pattern, the task's text, its time zone and busy policy."),
+    responses(
+        (status = 201, description = "The schedule, with its next run.", body = super::openapi_shapes::Schedule),
+        (status = 400, description = "invalid_request, invalid_cron, unknown_timezone"),
+        (status = 404, description = "schedules_off"),
+        (status = 429, description = "too_many_schedules"),
+    ))]
 pub async fn create(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,
@@ -77,6 +86,11 @@ pub async fn create(
 }
 
 /// `GET /v1/sessions/{id}/schedules` (a hibernated session is not woken).
+#[utoipa::path(get, path = "/v1/sessions/{id}/schedules", tag = "schedules", params(("id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 200, description = "The session's schedules and the schedule clock.", body = super::openapi_shapes::ScheduleList),
+        (status = 404, description = "schedules_off"),
+    ))]
 pub async fn list(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,
@@ -91,6 +105,12 @@ pub async fn list(
 }
 
 /// `DELETE /v1/sessions/{id}/schedules/{schedule_id}`.
+#[utoipa::path(delete, path = "/v1/sessions/{id}/schedules/{schedule_id}", tag = "schedules",
+    params(("id" = String, Path, description = "The session's id."), ("schedule_id" = String, Path, description = "The schedule's id (`sch-…`).")),
+    responses(
+        (status = 204, description = "Removed; its removal is recorded in the session's trace."),
+        (status = 404, description = "schedules_off, unknown_schedule"),
+    ))]
 pub async fn delete(
     State(state): State<Arc<ServerState>>,
     ApiPath((id, schedule_id)): ApiPath<(String, String)>,

@@ -73,6 +73,10 @@ async fn next_chunk(mut at: Reading) -> Option<(std::io::Result<Bytes>, Reading)
 }
 
 /// The handler.
+#[utoipa::path(get, path = "/v1/sessions/{id}/trace", tag = "events", params(("id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 200, description = "The whole JSONL trace, every record of all its files in order (`docs/protocol.md`).", content_type = "application/x-ndjson", body = String),
+    ))]
 pub async fn download(
     State(state): State<Arc<ServerState>>,
     ApiPath(id): ApiPath<String>,
