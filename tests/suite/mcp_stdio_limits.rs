@@ -218,9 +218,6 @@ async fn a_result_over_the_line_limit_fails_the_call_at_once() {
         run.wait_for(120, "the approval of call_0", |v| {
             kind(v) == "approval_decision" && payload(v)["tool_call_id"] == "call_0"
         });
-        // The peak before the storm: what the binary, the runtime and the connection cost,
-        // which grows with the build (its dependencies), not with the storm.
-        let before = peak_rss_kib(run.child.id());
         let started = Instant::now();
         let huge = run.output("call_0");
         let took = started.elapsed();
