@@ -17,6 +17,9 @@
 //! - `images`: decoding and scaling images for `read_file`, `read_image` and `describe_image`
 //!   (image). Without it an image is refused with a text saying this build has no image support.
 //! - `bench`: the standard workloads of `rookery bench` (`bench`). Brings `server`.
+//! - `otel`: OpenTelemetry export over OTLP (`telemetry`; opentelemetry, opentelemetry_sdk,
+//!   opentelemetry-otlp). Without it the spans are no-ops and `--otel` is refused with a text
+//!   saying this build has no OpenTelemetry support.
 //!
 //! The core (host, sessions, tools, approvals, hooks, traces, the providers) is in every build.
 //! A session on an OpenAI-compatible endpoint with no feature at all (in `Cargo.toml`:
@@ -71,6 +74,7 @@ pub mod redact;
 pub mod sandbox;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod telemetry;
 pub mod tools;
 pub mod trace;
 
