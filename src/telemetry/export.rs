@@ -42,6 +42,8 @@ pub(super) fn tracer() -> Option<&'static SdkTracer> {
 struct Queue {
     tx: Mutex<Option<mpsc::Sender<SpanData>>>,
     dropped: Arc<AtomicU64>,
+    /// Spans queued or being exported (lost if the process ends first).
+    pending: Arc<AtomicU64>,
 }
 
 /// The SDK side of the queue: `on_end` never waits.
@@ -58,7 +60,9 @@ impl opentelemetry_sdk::trace::SpanProcessor for QueueProcessor {
             Ok(tx) => tx.as_ref().is_some_and(|tx| tx.try_send(span).is_ok()),
             Err(_) => false,
         };
-        if !sent {
+        if sent {
+            self.queue.pending.fetch_add(1, Ordering::Relaxed);
+        } else {
             self.queue.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -128,8 +132,14 @@ impl Pipeline {
         let queue = Arc::new(Queue {
             tx: Mutex::new(Some(tx)),
             dropped: Arc::new(AtomicU64::new(0)),
+            pending: Arc::new(AtomicU64::new(0)),
         });
-        let worker = tokio::spawn(drain(exporter, rx, queue.dropped.clone()));
+        let worker = tokio::spawn(drain(
+            exporter,
+            rx,
+            queue.dropped.clone(),
+            queue.pending.clone(),
+        ));
         let provider = SdkTracerProvider::builder()
             .with_resource(resource.clone())
             .with_span_processor(QueueProcessor {
@@ -169,6 +179,9 @@ impl Pipeline {
             .is_err()
         {
             worker.abort();
+            // What was still queued or in flight is lost.
+            let lost = queue.pending.swap(0, Ordering::Relaxed);
+            queue.dropped.fetch_add(lost, Ordering::Relaxed);
             tracing::warn!("OpenTelemetry: the collector did not take the last spans in time");
         }
         if let Some(metrics) = metrics {
@@ -190,6 +203,7 @@ async fn drain(
     exporter: opentelemetry_otlp::SpanExporter,
     mut rx: mpsc::Receiver<SpanData>,
     dropped: Arc<AtomicU64>,
+    pending: Arc<AtomicU64>,
 ) {
     let mut warned = false;
     while let Some(first) = rx.recv().await {
@@ -209,6 +223,10 @@ async fn drain(
             Ok(Err(e)) => Some(e.to_string()),
             Err(_) => Some(format!("no answer within {} s", EXPORT_TIMEOUT.as_secs())),
         };
+        // Saturating: a shutdown that gave up may have zeroed it meanwhile.
+        let _ = pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| {
+            Some(p.saturating_sub(n))
+        });
         if let Some(why) = failure {
             dropped.fetch_add(n, Ordering::Relaxed);
             if !warned {
