@@ -1,4 +1,4 @@
-//! A loopback OTLP receiver (HTTP/protobuf) for the telemetry tests: it decodes what the
+//! A loopback OTLP receiver (HTTP/protobuf or gRPC) for the telemetry tests: it decodes what the
 //! `rookery` binary exports with the official protobuf definitions (`opentelemetry-proto`)
 //! and keeps the spans and metric names. It can also refuse (503) or hang (never answer), to
 //! show that a bad collector never slows a session.
@@ -196,5 +196,68 @@ impl Receiver {
 
     pub fn metric_names(&self) -> Vec<String> {
         self.received.metrics.lock().unwrap().clone()
+    }
+}
+
+struct Grpc(Arc<Received>);
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        *self.0.requests.lock().unwrap() += 1;
+        self.0.take_traces(&request.into_inner().encode_to_vec());
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsService
+    for Grpc
+{
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        *self.0.requests.lock().unwrap() += 1;
+        self.0.take_metrics(&request.into_inner().encode_to_vec());
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+impl Receiver {
+    /// A gRPC receiver (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`) on a free loopback port.
+    pub async fn start_grpc() -> Receiver {
+        use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsServiceServer;
+        use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+        let received = Arc::new(Received::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let incoming = tonic::transport::server::TcpIncoming::from(listener);
+        let (traces, metrics) = (Grpc(received.clone()), Grpc(received.clone()));
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(traces))
+                .add_service(MetricsServiceServer::new(metrics))
+                .serve_with_incoming(incoming)
+                .await
+                .unwrap();
+        });
+        Receiver {
+            endpoint: format!("http://{addr}"),
+            received,
+        }
     }
 }

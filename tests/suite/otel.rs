@@ -407,3 +407,119 @@ async fn no_secret_reaches_a_log_line() {
         assert!(!line.contains(secret), "a log line has the secret: {line}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_export_carries_the_same_spans() {
+    let otlp = Receiver::start_grpc().await;
+    let sb = Sandbox::new();
+    let script = sb.script(&json!({"turns": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "missing.txt"}}]},
+        {"text": "done"}
+    ]}));
+    let mut cmd = sb.run_command(&["--script", s(&script), "--otel", "go"]);
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc");
+    let (out, _) = run(with_endpoint(cmd, &otlp.endpoint)).await;
+    assert_eq!(out.code, Some(0), "stderr:\n{}", out.stderr);
+    assert!(!out.stderr.contains("dropped"), "{}", out.stderr);
+    let spans = otlp.spans();
+    let task = named(&spans, "invoke_agent rookery");
+    assert_eq!(task.len(), 1, "{spans:#?}");
+    let read = named(&spans, "execute_tool read_file");
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].parent, task[0].span_id);
+    assert!(read[0].error);
+    assert_eq!(named(&spans, "chat scripted").len(), 2);
+    assert!(
+        otlp.metric_names()
+            .iter()
+            .any(|m| m == "gen_ai.client.operation.duration")
+    );
+}
+
+/// Polls the receiver until `want` holds for its spans (an export arrives within ~200 ms of a
+/// span's end; the bound is generous for a loaded machine).
+async fn spans_until(otlp: &Receiver, want: impl Fn(&[Span]) -> bool) -> Vec<Span> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let spans = otlp.spans();
+        if want(&spans) {
+            return spans;
+        }
+        assert!(Instant::now() < deadline, "spans never came: {spans:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_joins_a_clients_traceparent_and_logs_json_lines() {
+    use crate::common::serve::{Server, sandbox};
+    let otlp = Receiver::start(Behaviour::Accept).await;
+    let dir = sandbox(&json!({"turns": [{"text": "one"}, {"text": "two"}]}));
+    let server = Server::start_env(
+        dir,
+        None,
+        &["--otel", "--log-format", "json"],
+        None,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_METRICS_EXPORTER", "none"),
+            ("RUST_LOG", "debug"),
+        ],
+    );
+    let id = server.create(None).await;
+    let (trace_id, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let r = server
+        .req(reqwest::Method::POST, &format!("/v1/sessions/{id}/tasks"))
+        .header("traceparent", format!("00-{trace_id}-{parent}-01"))
+        .json(&json!({"text": "first"}));
+    let (status, v) = server.send(r).await;
+    assert_eq!(status.as_u16(), 202, "{v}");
+    server
+        .events_until_task_end(&id, v["events_after"].as_u64().unwrap())
+        .await;
+    let spans = spans_until(&otlp, |s| !named(s, "invoke_agent").is_empty()).await;
+    let task = named(&spans, "invoke_agent rookery")[0];
+    assert_eq!(
+        (task.trace_id.as_str(), task.parent.as_str()),
+        (trace_id, parent)
+    );
+    assert_eq!(task.attrs["gen_ai.conversation.id"], id);
+    // A task without the header is a trace of its own; a bad header is ignored.
+    let r = server
+        .req(reqwest::Method::POST, &format!("/v1/sessions/{id}/tasks"))
+        .header("traceparent", "00-zz-00f067aa0ba902b7-01")
+        .json(&json!({"text": "second"}));
+    let (status, v) = server.send(r).await;
+    assert_eq!(status.as_u16(), 202, "{v}");
+    server
+        .events_until_task_end(&id, v["events_after"].as_u64().unwrap())
+        .await;
+    let spans = spans_until(&otlp, |s| named(s, "invoke_agent").len() == 2).await;
+    let second = named(&spans, "invoke_agent")
+        .into_iter()
+        .find(|s| s.span_id != task.span_id)
+        .unwrap();
+    assert_eq!(second.parent, "");
+    assert_ne!(second.trace_id, trace_id);
+    // `--log-format json`: every log line is one JSON object, none has the token.
+    let token = server.token.clone().unwrap();
+    let stderr = server.stderr();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut logged = 0;
+    for line in lines {
+        assert!(!line.contains(&token), "the token on stderr: {line}");
+        // serve's own notices (`token: <file>`) are not log lines.
+        if !line.starts_with('{') {
+            for level in ["TRACE", "DEBUG", " INFO", " WARN", "ERROR"] {
+                assert!(!line.contains(level), "a text log line: {line}");
+            }
+            continue;
+        }
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
+        logged += 1;
+    }
+    assert!(logged > 0, "RUST_LOG=debug logs something:\n{stderr}");
+}
