@@ -188,6 +188,7 @@ async fn a_scripted_session_exports_its_genai_span_tree() {
     assert_eq!(read.attrs["gen_ai.tool.name"], "read_file");
     assert_eq!(read.attrs["rookery.tool.stop_reason"], "failed");
     assert!(read.error, "a failed tool call is an ERROR: {read:#?}");
+    assert!(!read.status_message.is_empty(), "the ERROR says why: {read:#?}");
     assert!(!sub.error && !exec.error);
     assert_eq!(exec.attrs["rookery.tool.stop_reason"], "completed");
     let approvals = named(&spans, "rookery.approval");

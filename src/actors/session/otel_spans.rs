@@ -289,26 +289,24 @@ impl Open {
 
     fn on_event(&mut self, e: &EventPayload) {
         match e {
-            EventPayload::RequestBegin {} => {
-                if self.chat.is_none() {
-                    let span = OtelSpan::start(
-                        format!("chat {}", self.model),
-                        SpanKind::Client,
-                        Some(&self.task),
-                    );
-                    span.set_str("gen_ai.operation.name", "chat");
-                    span.set_str("gen_ai.provider.name", self.provider.clone());
-                    span.set_str("gen_ai.request.model", self.model.clone());
-                    span.set_str("gen_ai.conversation.id", self.session_id.clone());
-                    self.chat = Some(ChatSpan {
-                        span,
-                        started: Instant::now(),
-                        first_chunk: false,
-                        tool_calls: false,
-                        input_tokens: 0,
-                        output_tokens: 0,
-                    });
-                }
+            EventPayload::RequestBegin {} if self.chat.is_none() => {
+                let span = OtelSpan::start(
+                    format!("chat {}", self.model),
+                    SpanKind::Client,
+                    Some(&self.task),
+                );
+                span.set_str("gen_ai.operation.name", "chat");
+                span.set_str("gen_ai.provider.name", self.provider.clone());
+                span.set_str("gen_ai.request.model", self.model.clone());
+                span.set_str("gen_ai.conversation.id", self.session_id.clone());
+                self.chat = Some(ChatSpan {
+                    span,
+                    started: Instant::now(),
+                    first_chunk: false,
+                    tool_calls: false,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                });
             }
             EventPayload::TokenUsage { request, .. } => {
                 if let Some(chat) = self.chat.as_mut() {
