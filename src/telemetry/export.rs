@@ -172,22 +172,26 @@ impl Pipeline {
             mut worker,
             metrics,
         } = self;
-        let started = tokio::time::Instant::now();
         let _ = provider.shutdown();
-        if tokio::time::timeout(SHUTDOWN_WAIT, &mut worker)
-            .await
-            .is_err()
-        {
-            worker.abort();
-            // What was still queued or in flight is lost.
-            let lost = queue.pending.swap(0, Ordering::Relaxed);
-            queue.dropped.fetch_add(lost, Ordering::Relaxed);
-            tracing::warn!("OpenTelemetry: the collector did not take the last spans in time");
-        }
-        if let Some(metrics) = metrics {
-            let left = SHUTDOWN_WAIT.saturating_sub(started.elapsed());
-            metrics.shutdown(left).await;
-        }
+        // Spans and metrics go out side by side, both within the one wait.
+        let spans = async {
+            if tokio::time::timeout(SHUTDOWN_WAIT, &mut worker)
+                .await
+                .is_err()
+            {
+                worker.abort();
+                // What was still queued or in flight is lost.
+                let lost = queue.pending.swap(0, Ordering::Relaxed);
+                queue.dropped.fetch_add(lost, Ordering::Relaxed);
+                tracing::warn!("OpenTelemetry: the collector did not take the last spans in time");
+            }
+        };
+        let metrics = async {
+            if let Some(metrics) = metrics {
+                metrics.shutdown(SHUTDOWN_WAIT).await;
+            }
+        };
+        tokio::join!(spans, metrics);
         let dropped = queue.dropped.load(Ordering::Relaxed);
         if dropped > 0 {
             tracing::warn!(

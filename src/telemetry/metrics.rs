@@ -197,7 +197,8 @@ impl MetricsPipeline {
             .unwrap_or(60_000);
         let reader = PeriodicReader::builder(exporter, opentelemetry_sdk::runtime::Tokio)
             .with_interval(std::time::Duration::from_millis(interval))
-            .with_timeout(std::time::Duration::from_secs(5))
+            // Also bounds the last push at exit (on a blocking thread the runtime waits for).
+            .with_timeout(std::time::Duration::from_secs(1))
             .build();
         let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
             .with_resource(resource)

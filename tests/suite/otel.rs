@@ -188,7 +188,10 @@ async fn a_scripted_session_exports_its_genai_span_tree() {
     assert_eq!(read.attrs["gen_ai.tool.name"], "read_file");
     assert_eq!(read.attrs["rookery.tool.stop_reason"], "failed");
     assert!(read.error, "a failed tool call is an ERROR: {read:#?}");
-    assert!(!read.status_message.is_empty(), "the ERROR says why: {read:#?}");
+    assert!(
+        !read.status_message.is_empty(),
+        "the ERROR says why: {read:#?}"
+    );
     assert!(!sub.error && !exec.error);
     assert_eq!(exec.attrs["rookery.tool.stop_reason"], "completed");
     let approvals = named(&spans, "rookery.approval");
@@ -344,9 +347,10 @@ async fn a_collector_that_refuses_or_hangs_never_slows_the_session() {
         let (out, took) = run(with_endpoint(sb.run_command(&with), endpoint)).await;
         assert_eq!(out.code, Some(0), "{what}: stderr:\n{}", out.stderr);
         assert!(out.stdout.contains("done"), "{what}: {}", out.stdout);
-        // The task is not held up, and the process waits at most 2 s for the collector.
+        // The task is not held up, and the process waits at most 2 s for the collector (plus
+        // half a second of a loaded machine's noise).
         assert!(
-            took < base + Duration::from_secs(2) + Duration::from_millis(1500),
+            took < base + Duration::from_millis(2500),
             "{what}: {took:?} against {base:?} without --otel"
         );
         assert!(
