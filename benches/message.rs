@@ -243,6 +243,7 @@ fn exec_true(c: &mut Criterion) {
                         workspace: dir.path().to_path_buf(),
                         path_ticket: None,
                         scope: Default::default(),
+                        otel: Default::default(),
                     },
                     CancellationToken::new(),
                     Arc::new(|_| {}),

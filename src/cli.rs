@@ -43,6 +43,7 @@ pub mod config_show;
 pub mod error;
 pub mod live;
 pub mod model_args;
+pub mod otel_args;
 pub mod output_schema_file;
 pub mod render;
 pub mod reopen;
@@ -186,6 +187,12 @@ pub struct SessionArgs {
     pub sandbox: SandboxArgs,
 }
 
+/// The formats of `serve --log-format`.
+pub const LOG_FORMATS: &[(&str, &str)] = &[
+    ("text", "one human-readable line an event"),
+    ("json", "one JSON object an event, with its fields and span"),
+];
+
 /// The sandbox modes of `--sandbox`.
 pub const SANDBOX_MODES: &[(&str, &str)] = &[
     ("off", "no confinement: commands run with your rights"),
@@ -261,6 +268,9 @@ pub struct RunArgs {
     /// The task for the agent (`-`: read it from stdin).
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
+    /// OpenTelemetry export.
+    #[command(flatten)]
+    pub otel: otel_args::OtelArgs,
 }
 
 /// The flags of `rookery chat`.
@@ -275,6 +285,9 @@ pub struct ChatArgs {
     /// On a terminal, do not show the model's thinking as it streams.
     #[arg(long)]
     pub hide_thinking: bool,
+    /// OpenTelemetry export.
+    #[command(flatten)]
+    pub otel: otel_args::OtelArgs,
 }
 
 /// The flags of `rookery serve`.
@@ -395,6 +408,13 @@ pub struct ServeArgs {
     /// starting no server.
     #[arg(long)]
     pub print_openapi: bool,
+    /// OpenTelemetry export.
+    #[command(flatten)]
+    pub otel: otel_args::OtelArgs,
+    /// The format of log lines on stderr: text (default) or json (one object a line).
+    #[arg(long, value_name = "FORMAT", default_value = "text",
+          value_parser = choices(LOG_FORMATS))]
+    pub log_format: String,
 }
 
 /// The flags of `rookery bench`.
@@ -515,6 +535,9 @@ pub struct BenchArgs {
     /// `compare A.json B.json`: the ratio B/A of every figure of two `--json` results.
     #[command(subcommand)]
     pub action: Option<BenchAction>,
+    /// OpenTelemetry export.
+    #[command(flatten)]
+    pub otel: otel_args::OtelArgs,
 }
 
 /// What `rookery bench` does besides running a workload.
@@ -560,8 +583,32 @@ impl BenchModelArgs {
     }
 }
 
-/// Runs the parsed command: the process exit code, or the error `main` prints.
+impl Cli {
+    /// Whether log lines are JSON objects (`serve --log-format json`).
+    pub fn json_logs(&self) -> bool {
+        matches!(&self.command, Command::Serve(a) if a.log_format == "json")
+    }
+}
+
+/// Runs the parsed command: the process exit code, or the error `main` prints. OpenTelemetry
+/// export runs around it when `--otel` asks for it.
 pub async fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
+    let telemetry = match &cli.command {
+        Command::Run(a) => a.otel.start()?,
+        Command::Chat(a) => a.otel.start()?,
+        Command::Serve(a) => a.otel.start()?,
+        Command::Bench(a) => a.otel.start()?,
+        _ => None,
+    };
+    let result = run_command(cli).await;
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown().await;
+    }
+    result
+}
+
+/// Runs the parsed command.
+async fn run_command(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,

@@ -18,6 +18,9 @@
 //!   (image). Without it an image is refused with a text saying this build has no image support.
 //! - `bench`: the standard workloads of `rookery bench` (`bench`) and its `--report` page
 //!   (plotters). Brings `server`.
+//! - `otel`: OpenTelemetry export over OTLP (`telemetry`; opentelemetry, opentelemetry_sdk,
+//!   opentelemetry-otlp). Without it the spans are no-ops and `--otel` is refused with a text
+//!   saying this build has no OpenTelemetry support.
 //!
 //! The core (host, sessions, tools, approvals, hooks, traces, the providers) is in every build.
 //! A session on an OpenAI-compatible endpoint with no feature at all (in `Cargo.toml`:
@@ -83,6 +86,7 @@ pub mod sandbox;
 pub mod server;
 #[cfg(feature = "postgres")]
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 pub mod trace;
 

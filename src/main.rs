@@ -1,4 +1,5 @@
-//! The `rookery` binary: parses arguments, sets up logging on stderr (`RUST_LOG` respected) and
+//! The `rookery` binary: parses arguments, sets up logging on stderr (`RUST_LOG` respected; JSON
+//! lines with `serve --log-format json`) and
 //! hands over to `rookery::cli`. Its one exit point is `main`: `run` returns the exit code or a
 //! `CliError`, which is printed here, once, as `rookery: <reason>` (usage errors exit 2). It also
 //! chooses the process's allocator (mimalloc, tuned by `tune_allocator`), which the library never
@@ -53,16 +54,20 @@ fn run(startup: Vec<impl std::fmt::Display>) -> Result<ExitCode, CliError> {
         }
         Err(e) => return Err(CliError::parse(e, std::env::args_os())),
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
         )
         .with_writer(rookery::redact::LogWriter)
-        .with_ansi(std::io::stderr().is_terminal())
         // A closed stderr must not turn a log line into a panic (and the panic hook's own log
         // line into an abort).
-        .log_internal_errors(false)
-        .init();
+        .log_internal_errors(false);
+    // `serve --log-format json`: one JSON object a line, for a log shipper.
+    if cli.json_logs() {
+        logs.json().with_current_span(true).init();
+    } else {
+        logs.with_ansi(std::io::stderr().is_terminal()).init();
+    }
     for problem in startup {
         tracing::warn!("{problem}");
     }

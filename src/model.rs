@@ -164,6 +164,10 @@ pub trait ModelSession: Send + 'static {
     /// constraint). A provider with a response format passes it on (OpenAI-compatible:
     /// `response_format`); the others ignore it, the session checks the answer either way.
     fn set_output_schema(&mut self, _schema: Option<&Value>) {}
+
+    /// The W3C `traceparent` of the next request (`None`: none): an HTTP provider sends it as
+    /// that header, so the request joins the session's OpenTelemetry trace.
+    fn set_traceparent(&mut self, _traceparent: Option<&str>) {}
 }
 
 /// Pushes one streamed segment: `start` and `stop` partials with empty content around one

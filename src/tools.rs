@@ -153,6 +153,9 @@ pub struct ToolEnv {
     pub path_ticket: Option<PathTicket>,
     /// What the session's calls share (e.g. the instructions files already brought).
     pub scope: session_scope::SessionScope,
+    /// The call's `execute_tool` span (empty with OpenTelemetry export off): a command gets
+    /// its `TRACEPARENT`, a subagent's task becomes its child.
+    pub otel: crate::telemetry::OtelSpan,
 }
 
 impl ToolEnv {
@@ -162,6 +165,7 @@ impl ToolEnv {
             workspace,
             path_ticket: None,
             scope: session_scope::SessionScope::default(),
+            otel: Default::default(),
         }
     }
 }

@@ -106,6 +106,9 @@ pub struct StartRequest {
     pub style: CommandStyle,
     /// Run outside the session's sandbox (a `require_escalated` call the gate approved).
     pub escalated: bool,
+    /// The W3C `traceparent` of the call that starts it, set as `TRACEPARENT` in its
+    /// environment (OpenTelemetry export on), so an instrumented command continues the trace.
+    pub traceparent: Option<String>,
 }
 
 /// How a command is registered, by the tool surface that starts it.
@@ -444,6 +447,9 @@ impl CommandSupervisorState {
         let mut env = self.options.env.clone();
         if let Some(s) = sandbox {
             env.push(("TMPDIR".into(), s.layout().tmpdir.display().to_string()));
+        }
+        if let Some(tp) = &req.traceparent {
+            env.push((crate::telemetry::traceparent::ENV.into(), tp.clone()));
         }
         let spec = SpawnSpec {
             cmd: req.cmd.clone(),

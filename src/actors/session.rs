@@ -22,6 +22,7 @@ mod machine;
 mod mcp_sync;
 mod mode;
 pub mod model_switch;
+mod otel_spans;
 mod output;
 mod output_schema;
 mod partials;
@@ -233,6 +234,8 @@ pub(crate) struct SessionState {
     pub(crate) prompt_pending: bool,
     /// The output schema of the task being started (`output_schema.rs`).
     pub(crate) next_output_schema: Option<crate::actors::session_api::OutputSchema>,
+    /// The session's OpenTelemetry spans (empty with export off; `otel_spans.rs`).
+    pub(crate) otel: otel_spans::SessionSpans,
 }
 
 impl Actor for SessionActor {
@@ -316,6 +319,17 @@ impl Actor for SessionActor {
                 .as_ref()
                 .map(|s| Arc::new(s.layout().clone())),
         );
+        let otel = {
+            let info = options.model.info();
+            let agent = options.source.as_deref().unwrap_or("rookery");
+            otel_spans::SessionSpans::new(
+                &id,
+                agent,
+                &info.provider,
+                &info.model_id,
+                options.otel_parent.clone(),
+            )
+        };
         let mut state = SessionState {
             id,
             options,
@@ -370,6 +384,7 @@ impl Actor for SessionActor {
             model_switch,
             prompt_pending: false,
             next_output_schema: None,
+            otel,
         };
         state._mode_watch = mode::start(&myself, &mut state).map(|t| t.drop_guard());
         hook_outcomes::on_session_start(&mut state).await;
@@ -462,6 +477,9 @@ async fn handle_msg(
             }
             SessionMsg::Request(SessionRequest::Abort) => {
                 turn::abort(&myself, state, "aborted by user")
+            }
+            SessionMsg::Request(SessionRequest::JoinTrace(tp)) => {
+                state.otel.join_trace(&tp, state.task.is_some())
             }
             SessionMsg::Request(SessionRequest::ApiAction { action, by, mode }) => state.emit(
                 OmniMessage::event(EventPayload::ApiAction { action, by, mode }),

@@ -165,6 +165,7 @@ impl SubagentSupervisor {
         options.source = Some("subagent".to_string());
         options.first_prompt = Some(prompt.clone());
         options.depth = 1;
+        options.otel_parent = req.otel_parent.clone();
         options.approver = Arc::new(approver.clone());
         let spawned = (state.args.start)(myself.get_cell(), session_id.clone(), options)
             .await

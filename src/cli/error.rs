@@ -45,6 +45,9 @@ pub enum CliError {
     /// The session's trace lost a record (exit 1): `trace write failed: <reason> (<path>)`.
     #[error("{0}")]
     TraceFailed(String),
+    /// OpenTelemetry export could not start (exit 2).
+    #[error("{0}")]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
     /// An I/O failure of the CLI itself, with what it was doing (exit 2 before start, 1 after).
     #[error("{what}: {source}")]
     Io {

@@ -176,6 +176,7 @@ impl Model for AnthropicModel {
             inner: self.inner.clone(),
             ids: Arc::default(),
             contact: FirstContact::default(),
+            traceparent: None,
         })
     }
 }
@@ -186,6 +187,8 @@ struct AnthropicSession {
     ids: Arc<Mutex<HashSet<String>>>,
     /// Whether the server has answered this session yet (before: fail fast).
     contact: FirstContact,
+    /// The next request's `traceparent` header (OpenTelemetry export on).
+    traceparent: Option<HeaderValue>,
 }
 
 impl ModelSession for AnthropicSession {
@@ -201,7 +204,12 @@ impl ModelSession for AnthropicSession {
                 inner.endpoint.max_response_bytes,
             )),
             self.contact.clone(),
+            self.traceparent.take(),
         )
+    }
+
+    fn set_traceparent(&mut self, traceparent: Option<&str>) {
+        self.traceparent = traceparent.and_then(|t| HeaderValue::from_str(t).ok());
     }
 
     fn known_call_ids(&mut self, ids: &[&str]) {

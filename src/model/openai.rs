@@ -198,6 +198,7 @@ impl OpenAiModel {
             Bytes::from(body),
             Arc::new(Mutex::new(CallIds::default())),
             first_contact::FirstContact::default(),
+            None,
         )
     }
 }
@@ -219,6 +220,7 @@ impl Model for OpenAiModel {
             log: self.inner.log.as_ref().map(BodyLog::open),
             contact: first_contact::FirstContact::default(),
             format: response_format::ResponseFormat::default(),
+            traceparent: None,
         })
     }
 }
@@ -234,6 +236,8 @@ struct OpenAiSession {
     contact: first_contact::FirstContact,
     /// The task's output schema as `response_format` (`response_format.rs`).
     format: response_format::ResponseFormat,
+    /// The next request's `traceparent` header (OpenTelemetry export on).
+    traceparent: Option<HeaderValue>,
 }
 
 impl ModelSession for OpenAiSession {
@@ -254,7 +258,12 @@ impl ModelSession for OpenAiSession {
             body,
             self.ids.clone(),
             self.contact.clone(),
+            self.traceparent.take(),
         )
+    }
+
+    fn set_traceparent(&mut self, traceparent: Option<&str>) {
+        self.traceparent = traceparent.and_then(|t| HeaderValue::from_str(t).ok());
     }
 
     fn set_output_schema(&mut self, schema: Option<&Value>) {

@@ -410,9 +410,11 @@ async fn start_task(
     State(state): AppState,
     Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<StartBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
+    join_trace(&state, &id, &headers).await;
     let policy = super::busy::IfBusy::parse(body.if_busy.as_deref())?;
     if body.text.trim().is_empty() {
         // The session is looked up first: an unknown or closed one is a 404 whatever the text.
@@ -468,6 +470,23 @@ async fn start_task(
     ))
 }
 
+/// A `traceparent` header (OpenTelemetry export on): the session's next task (or the running
+/// one's steer) joins the caller's trace. An unknown session is left to the route's own check.
+async fn join_trace(state: &ServerState, id: &str, headers: &axum::http::HeaderMap) {
+    if !crate::telemetry::enabled() {
+        return;
+    }
+    let Some(value) = headers
+        .get(crate::telemetry::traceparent::HEADER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return;
+    };
+    if let Ok(entry) = state.get(id).await {
+        let _ = entry.handle.join_trace(value);
+    }
+}
+
 /// `DELETE /v1/sessions/{id}/queue/{entry_id}`: 204, 404 `unknown_queue_entry`.
 #[utoipa::path(delete, path = "/v1/sessions/{id}/queue/{entry_id}", tag = "tasks",
     params(("id" = String, Path, description = "The session's id."), ("entry_id" = String, Path, description = "The queued task's id.")),
@@ -499,9 +518,11 @@ async fn steer(
     State(state): AppState,
     Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
+    join_trace(&state, &id, &headers).await;
     super::task_schema::refuse_on_steer(&body.output_schema, body.max_output_retries)?;
     let text = body.text.as_str();
     let steered = on_session(&state, &id, |entry| async move {

@@ -145,6 +145,7 @@ pub async fn call_full(
         workspace,
         path_ticket: None,
         scope: Default::default(),
+        otel: Default::default(),
     };
     let info = ToolCallInfo {
         tool_call_id: "call_1".into(),

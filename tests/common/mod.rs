@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod mcp;
 pub mod openai_mock;
+pub mod otlp;
 pub mod own_process;
 pub mod paired;
 pub mod postgres;

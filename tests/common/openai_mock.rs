@@ -38,6 +38,8 @@ pub struct MockState {
     problems: Mutex<Vec<String>>,
     /// `Some(v)`: every request must carry `Authorization: v`; `None`: none may.
     expect_auth: Mutex<Option<String>>,
+    /// The `traceparent` header of each request, in arrival order.
+    pub traceparents: Mutex<Vec<Option<String>>>,
 }
 
 pub struct Mock {
@@ -123,6 +125,11 @@ async fn completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    state.traceparents.lock().unwrap().push(
+        headers
+            .get("traceparent")
+            .map(|v| v.to_str().unwrap_or("<non-ascii>").to_string()),
+    );
     let mut problems = Vec::new();
     let auth = headers
         .get("authorization")

@@ -56,6 +56,7 @@ mod openvaala_bytes;
 mod openvaala_interrupt;
 mod openvaala_serve;
 mod openvaala_tools;
+mod otel;
 mod output_schema;
 mod pairing;
 mod permission_rules;

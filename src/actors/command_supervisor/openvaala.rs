@@ -110,6 +110,7 @@ async fn bash(
         background: false,
         style: CommandStyle::Detached { timeout: a.timeout },
         escalated,
+        traceparent: ctx.env.otel.traceparent().map(|t| t.to_string()),
     };
     let lease = match commands.start(req).await {
         Ok(started) => started.lease,

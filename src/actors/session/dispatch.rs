@@ -38,6 +38,7 @@ pub(super) fn ask_approval(
     name: String,
     arguments: String,
 ) -> Option<gate::Verdict> {
+    state.otel.approval_begin(&tool_call_id);
     let request = ApprovalRequest {
         permission: state.options.config.tools.permission(&name),
         tool_call_id,
@@ -112,6 +113,7 @@ pub(super) fn spawn_tool(
     };
     let records_me = myself.clone();
     let path_ticket = Some(state.path_locks.ticket());
+    let otel = state.otel.tool_span(&info.tool_call_id);
     let scope = state.tool_scope.clone();
     let me = myself.clone();
     let partial_me = myself.clone();
@@ -135,6 +137,7 @@ pub(super) fn spawn_tool(
             workspace,
             path_ticket,
             scope,
+            otel,
         };
         let started = std::time::Instant::now();
         let run = close_out::execute(info, tool, env, cancel.clone(), admitted.emit.clone());

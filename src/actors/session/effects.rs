@@ -237,6 +237,9 @@ fn start_stream(
     state
         .model
         .set_output_schema(schema.map(crate::actors::session_api::OutputSchema::schema));
+    if let Some(tp) = state.otel.request_span().traceparent() {
+        state.model.set_traceparent(Some(&tp.to_string()));
+    }
     let stream = state.model.stream(request);
     let me = myself.clone();
     let handle = tokio::spawn(async move {

@@ -25,6 +25,7 @@ impl SessionState {
             for m in out {
                 // Its other fields (a tool's name, images) are scrubbed whole.
                 let m = secrets::scrub(r, m, false).0;
+                self.otel.observe(&m);
                 broadcast(&self.subscribers, &Arc::new(m));
             }
             return;
@@ -45,6 +46,7 @@ impl SessionState {
                 msg
             }
         };
+        self.otel.observe(&msg);
         broadcast(&self.subscribers, &Arc::new(msg));
     }
 

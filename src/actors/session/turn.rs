@@ -27,6 +27,10 @@ pub(crate) fn start_task(
         return;
     };
     apply(state, Effect::OpenTask);
+    match &state.redactor {
+        Some(r) => state.otel.task_begin(&r.redact(&text)),
+        None => state.otel.task_begin(&text),
+    }
     let mut input = take(state, Queue::CarryOver);
     // Steers left by an aborted task come before the new prompt, as the trace has them.
     input.extend(super::steer::take(state));

@@ -209,6 +209,18 @@ impl SessionHandle {
         self.actor.cast(SessionRequest::Abort)
     }
 
+    /// What this caller sends next belongs to the trace of `traceparent` (W3C; an invalid
+    /// value is ignored, as the spec says): the next task's span joins it, a running task
+    /// records it on a `rookery.steer` event. A no-op with OpenTelemetry export off.
+    pub fn join_trace(&self, traceparent: &str) -> Result<(), RookeryError> {
+        match crate::telemetry::TraceParent::parse(traceparent) {
+            Some(tp) if crate::telemetry::enabled() => {
+                self.actor.cast(SessionRequest::JoinTrace(tp))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Compacts the session's context: at once when idle (`Started`; `wait_idle` waits for
     /// it), before the running task's next request otherwise (`Scheduled`). An empty context
     /// is [`RookeryError::NothingToCompact`].

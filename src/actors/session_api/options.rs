@@ -55,6 +55,9 @@ pub struct SessionOptions {
     /// A task's prompt goes to the subscribers too, not only to the trace (`rookery serve`
     /// streams it; a subagent's is always streamed to its parent).
     pub(crate) stream_prompt: bool,
+    /// The OpenTelemetry span the session's tasks are children of (a subagent's: the tool
+    /// call that started it); empty for a root session or with export off.
+    pub(crate) otel_parent: crate::telemetry::OtelSpan,
 }
 
 impl SessionOptions {
@@ -78,6 +81,7 @@ impl SessionOptions {
             sandbox: None,
             resume_sandbox: Default::default(),
             stream_prompt: false,
+            otel_parent: Default::default(),
         }
     }
 }

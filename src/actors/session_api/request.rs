@@ -29,6 +29,9 @@ pub enum SessionRequest {
     StartStructured(String, OutputSchema, RpcReplyPort<Result<(), RookeryError>>),
     /// Aborts the running task, if any.
     Abort,
+    /// A client's trace context (`traceparent`) for what it sends next: the next task's span
+    /// joins that trace; a running task gets a `rookery.steer` event naming it.
+    JoinTrace(crate::telemetry::TraceParent),
     /// Records that an API request acted on the session (`api_action`).
     ApiAction {
         /// `task_start`, `steer`, `abort`, `approval_mode` or `delete`.

@@ -31,6 +31,8 @@ pub struct ChildRequest {
     /// Set by `spawn_agent`: the child is an agent (`agent-<8 hex>`, a report per round,
     /// `send_message` and `wait_agent` of its own).
     pub spawn: Option<AgentSpawn>,
+    /// The span of the tool call that starts the child: its tasks' spans become its children.
+    pub otel_parent: crate::telemetry::OtelSpan,
 }
 
 /// What `spawn_agent` adds to a spawn.

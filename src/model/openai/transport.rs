@@ -148,6 +148,8 @@ struct Driver {
     deadline: Option<Instant>,
     /// Whether the session's server has answered yet (before: fail fast, `first_contact.rs`).
     contact: FirstContact,
+    /// The W3C `traceparent` header of the request (OpenTelemetry export on).
+    traceparent: Option<HeaderValue>,
 }
 
 /// Streams one request; the stream always ends with exactly one `End`.
@@ -156,19 +158,21 @@ pub(super) fn stream(
     body: Bytes,
     ids: Arc<Mutex<CallIds>>,
     contact: FirstContact,
+    traceparent: Option<HeaderValue>,
 ) -> BoxStream<'static, ModelEvent> {
     let parser = ChunkParser::new(ids).with_limit(endpoint.max_response_bytes);
-    stream_with(endpoint, body, Box::new(parser), contact)
+    stream_with(endpoint, body, Box::new(parser), contact, traceparent)
 }
 
 /// Streams one request whose events `parser` reads; always ends with exactly one `End`.
 /// `contact` is the session's: until its server has answered once, failures that no retry
-/// mends are final.
+/// mends are final. `traceparent` goes out as that header.
 pub(crate) fn stream_with(
     endpoint: Arc<Endpoint>,
     body: impl Into<Bytes>,
     parser: Box<dyn StreamParser>,
     contact: FirstContact,
+    traceparent: Option<HeaderValue>,
 ) -> BoxStream<'static, ModelEvent> {
     let body = body.into();
     let deadline = endpoint.request_timeout.map(|t| Instant::now() + t);
@@ -179,6 +183,7 @@ pub(crate) fn stream_with(
         queue: VecDeque::new(),
         deadline,
         contact,
+        traceparent,
     };
     stream::unfold(Some(driver), |driver| async move {
         let mut driver = driver?;
@@ -367,6 +372,9 @@ impl Driver {
         .body(body);
         if let Some(key) = &endpoint.key {
             request = request.header(key.name.clone(), key.header.clone());
+        }
+        if let Some(tp) = &self.traceparent {
+            request = request.header(crate::telemetry::traceparent::HEADER, tp.clone());
         }
         let (wait, by_deadline) = self.budget();
         let response = match tokio::time::timeout(wait, request.send()).await {

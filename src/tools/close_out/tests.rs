@@ -85,6 +85,7 @@ async fn run_with(
         workspace,
         path_ticket: None,
         scope: Default::default(),
+        otel: Default::default(),
     };
     let complete = execute(c, t, env, cancel, emit).await;
     let parts: Vec<Part> = seen
@@ -526,6 +527,7 @@ async fn the_close_out_refuses_before_the_tool_runs() {
             workspace: base.join("ws"),
             path_ticket: None,
             scope: crate::tools::session_scope::SessionScope::with_sandbox(sandbox),
+            otel: Default::default(),
         };
         let call = ToolCallInfo {
             tool_call_id: "call_0".into(),

@@ -120,6 +120,7 @@ pub(super) async fn run(
         background,
         style: CommandStyle::Windowed,
         escalated,
+        traceparent: ctx.env.otel.traceparent().map(|t| t.to_string()),
     };
     let started = match commands.start(req).await {
         Ok(s) => s,

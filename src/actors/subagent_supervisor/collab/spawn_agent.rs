@@ -127,6 +127,7 @@ impl SpawnAgent {
                 spawn: Some(AgentSpawn {
                     task_name: task_name.clone(),
                 }),
+                otel_parent: ctx.env.otel.clone(),
                 ..ChildRequest::default()
             };
             let child = match subagents.admit(&message, request).await {

@@ -42,10 +42,11 @@ impl RunSubagentTool {
             };
             let background = args::flag(&args, "run_in_background");
             let window = yield_ms(&args, 300_000, ctx.definition.timeout_ms);
-            let request = match super::model_choice::run_subagent_request(&args) {
+            let mut request = match super::model_choice::run_subagent_request(&args) {
                 Ok(r) => r,
                 Err(e) => return fail(e.to_string()),
             };
+            request.otel_parent = ctx.env.otel.clone();
             let child = match subagents.admit(&prompt, request).await {
                 Ok(c) => c,
                 Err(e) => return fail(super::model_choice::run_subagent_refusal(&e)),
