@@ -552,7 +552,7 @@ async fn the_trace_route_downloads_the_whole_trace_as_recorded() {
         .filter(|l| !l.is_empty())
         .map(|l| serde_json::from_slice(l).expect("one JSON record a line"))
         .collect();
-    assert_eq!(records[0]["payload"]["type"], "session_meta");
+    assert_eq!(records[0]["type"], "session_meta");
     // Events are in it, not only the conversation: both tasks' ends.
     let ends = records
         .iter()
