@@ -6,6 +6,7 @@
 //! router), `console/dom.js` (elements built from text, never from markup), `console/api.js`
 //! (every API request, with the bearer token kept in `sessionStorage`), `console/list.js` (the
 //! sessions list), `console/session.js` (a session's page and its controls),
+//! `console/session_more.js` (fork, roll back, the queued tasks and the schedules),
 //! `console/stream.js` (the event stream and its reconnects), `console/transcript.js`
 //! (messages rendered as text, never as markup, each once, in timestamp order),
 //! `console/style.css`. See `docs/guide/console.md`.
@@ -79,6 +80,11 @@ const ASSETS: &[Asset] = &[
         name: "session.js",
         content_type: JS,
         body: include_str!("console/session.js"),
+    },
+    Asset {
+        name: "session_more.js",
+        content_type: JS,
+        body: include_str!("console/session_more.js"),
     },
     Asset {
         name: "stream.js",

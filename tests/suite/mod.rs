@@ -39,6 +39,7 @@ mod commands_tree;
 mod compaction;
 mod config_discovery;
 mod console_browser;
+mod console_session_more;
 mod file_size_limit;
 mod file_tools;
 mod fs_races;

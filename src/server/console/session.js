@@ -1,9 +1,11 @@
 // A session's page: its status, owner, workspace and approval mode (polled), the pending
 // approvals with Allow / Deny (by approval_id), the live transcript, a box to start a task or
-// steer the running one, and Abort, Compact now, Download trace.
+// steer the running one, and Abort, Compact now, Download trace; fork, roll back, the queue and
+// the schedules are in `session_more.js`.
 
 import { allPages, call, enc, fetchBlob } from './api.js';
 import { el, MODES, when } from './dom.js';
+import { sessionMore } from './session_more.js';
 import { openStream } from './stream.js';
 import { Transcript } from './transcript.js';
 
@@ -42,6 +44,8 @@ export function showSession(root, id) {
       return false;
     }
   }
+  const more = sessionMore(id, act);
+
 
   async function send(path, what) {
     const t = text.value;
@@ -78,7 +82,7 @@ export function showSession(root, id) {
       el('button', { type: 'button', onclick: () => act('Abort', () => call('POST', base + '/abort')) }, 'Abort'),
       el('button', { type: 'button', onclick: () => act('Compact', () => call('POST', base + '/compact')) }, 'Compact now'),
       el('button', { type: 'button', onclick: download }, 'Download trace')),
-    error, info, approvalBox, transcriptEl,
+    more.panel, error, info, approvalBox, transcriptEl,
     el('form', { class: 'composer', onsubmit: (ev) => { ev.preventDefault(); send('/tasks', 'Start task'); } },
       text,
       el('div', { class: 'buttons' },
@@ -116,6 +120,7 @@ export function showSession(root, id) {
         'last activity ' + when(s.last_activity)].filter(Boolean).join(' · ');
       if (document.activeElement !== mode) mode.value = s.approval_mode;
       renderApprovals(a.approvals || []);
+      more.update(s);
     } catch (e) {
       badge.textContent = e.status === 0 ? 'unreachable' : 'error';
       badge.className = 'badge failed';
