@@ -14,7 +14,7 @@
 //! `webhook_delivery.rs` (signed event POSTs, queued and retried), `schedules.rs`,
 //! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
 //! a cron pattern), `listener.rs` (the accept loop,
-//! connection cap and header/idle timeouts), `metrics.rs` and `metrics_principal.rs`, `error.rs` (error shape, JSON
+//! connection cap and header/idle timeouts), `metrics.rs`, `metrics_collect.rs` (the figures, also for OTLP) and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies), `openapi.rs` with `openapi_shapes.rs` and `openapi_errors.rs` (the OpenAPI document). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
@@ -40,6 +40,7 @@ pub mod last_task;
 pub mod listener;
 pub mod messages;
 pub mod metrics;
+pub mod metrics_collect;
 pub mod metrics_principal;
 pub mod openapi;
 pub mod openapi_errors;

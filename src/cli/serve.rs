@@ -320,6 +320,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             .map_err(|e| CliError::usage(e.to_string()))?;
     state.set_schedules(schedules.clone());
     server::schedule_runner::start(&schedules, &state);
+    server::metrics_collect::start_otel_gauges(&state);
     state.start_hibernation();
     Ok((listener, state, limits))
 }

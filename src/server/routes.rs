@@ -23,7 +23,6 @@ use serde_json::{Value, json};
 use super::approver::{Decided, PendingApproval};
 use super::credentials::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, MAX_BODY_BYTES, OptionalJson};
-use super::metrics::Gauges;
 use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
 use super::{auth, guard, session_config};
@@ -800,40 +799,7 @@ fn audit(state: &ServerState, entry: &SessionEntry, by: &str, action: &str, mode
 #[utoipa::path(get, path = "/metrics", tag = "server",
     responses((status = 200, description = "Prometheus text exposition (version 0.0.4).", content_type = "text/plain", body = String)))]
 async fn metrics(State(state): AppState) -> Response {
-    let list = state.list();
-    let statuses = futures::future::join_all(list.iter().map(|e| e.handle.status())).await;
-    let mut g = Gauges {
-        trace_bytes: state.host.trace_bytes(),
-        ..Gauges::default()
-    };
-    let mut by_principal = std::collections::BTreeMap::new();
-    for (e, s) in list.iter().zip(&statuses) {
-        let owner = e.handle.meta().owner.as_deref();
-        let label = super::metrics_principal::owner_label(state.cfg.principals(), owner);
-        let g: &mut super::metrics_principal::PrincipalGauge =
-            by_principal.entry(label).or_default();
-        g.resident += 1;
-        g.running += u64::from(matches!(s, Ok(SessionStatus::Running)));
-    }
-    for s in statuses {
-        match s {
-            Ok(SessionStatus::Idle) => g.sessions_idle += 1,
-            Ok(SessionStatus::Running) => g.sessions_running += 1,
-            Ok(SessionStatus::Failed) => g.sessions_failed += 1,
-            Err(_) => {}
-        }
-    }
-    let counts = futures::future::join_all(list.iter().map(|e| e.handle.live_counts())).await;
-    for (commands, subagents) in counts.into_iter().flatten() {
-        g.live_commands += commands as u64;
-        g.live_subagents += subagents as u64;
-    }
-    for e in &list {
-        g.approvals_pending += e.approvals.pending_count() as u64;
-        g.sse_clients += e.log.clients() as u64;
-    }
-    // A hibernated session keeps its log, and its clients, until it is woken.
-    g.sse_clients += state.hibernated_clients() as u64;
+    let (g, by_principal) = super::metrics_collect::collect(&state).await;
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         state.metrics.render(&g)

@@ -1,7 +1,10 @@
 //! The metrics of OpenTelemetry export: the GenAI client metrics
-//! (`gen_ai.client.operation.duration`, `gen_ai.client.token.usage`) and the session figures
+//! (`gen_ai.client.operation.duration`, `gen_ai.client.token.usage`), the session figures
 //! `/metrics` also has (`rookery.tasks.started`, `rookery.tasks.finished`,
-//! `rookery.tool.calls`, `rookery.approval.decisions`), pushed over OTLP every
+//! `rookery.tool.calls`, `rookery.approval.decisions`) and its server-wide gauges
+//! (`rookery.sessions` by status, `rookery.commands.live`, `rookery.subagents.live`,
+//! `rookery.approvals.pending`, `rookery.sse.clients`, `rookery.trace.bytes_written`; set by
+//! the server as plain numbers with [`set_server_gauges`]), pushed over OTLP every
 //! `OTEL_METRIC_EXPORT_INTERVAL` ms (default 60 s) and when the process ends.
 //!
 //! Each `record_*` function is a no-op (one atomic load) while export is off. It takes plain
@@ -24,6 +27,92 @@ mod instruments {
     }
 
     pub(super) static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
+
+    /// The server-wide gauges as the server last set them (`None` before, and outside serve).
+    pub(super) fn server_gauges() -> Option<super::ServerGauges> {
+        super::SERVER_GAUGES.lock().ok().and_then(|g| *g)
+    }
+
+    /// The observable instruments of the server-wide gauges; the SDK calls their callbacks at
+    /// each export. Kept so that they live as long as the provider.
+    pub(super) struct ServerInstruments {
+        _sessions: opentelemetry::metrics::ObservableGauge<u64>,
+        _gauges: Vec<opentelemetry::metrics::ObservableGauge<u64>>,
+        _trace_bytes: opentelemetry::metrics::ObservableCounter<u64>,
+    }
+
+    /// One gauge of the server's, read from its field by `read`.
+    fn gauge(
+        meter: &opentelemetry::metrics::Meter,
+        name: &'static str,
+        description: &'static str,
+        read: fn(&super::ServerGauges) -> u64,
+    ) -> opentelemetry::metrics::ObservableGauge<u64> {
+        meter
+            .u64_observable_gauge(name)
+            .with_description(description)
+            .with_callback(move |o| {
+                if let Some(g) = server_gauges() {
+                    o.observe(read(&g), &[]);
+                }
+            })
+            .build()
+    }
+
+    pub(super) fn make_server(meter: &opentelemetry::metrics::Meter) -> ServerInstruments {
+        use opentelemetry::KeyValue;
+        ServerInstruments {
+            _sessions: meter
+                .u64_observable_gauge("rookery.sessions")
+                .with_description("Resident sessions, by status (idle, running, failed)")
+                .with_callback(|o| {
+                    if let Some(g) = server_gauges() {
+                        o.observe(g.sessions_idle, &[KeyValue::new("status", "idle")]);
+                        o.observe(g.sessions_running, &[KeyValue::new("status", "running")]);
+                        o.observe(g.sessions_failed, &[KeyValue::new("status", "failed")]);
+                    }
+                })
+                .build(),
+            _gauges: vec![
+                gauge(
+                    meter,
+                    "rookery.commands.live",
+                    "Registered background commands, over all sessions",
+                    |g| g.live_commands,
+                ),
+                gauge(
+                    meter,
+                    "rookery.subagents.live",
+                    "Registered subagents, over all sessions",
+                    |g| g.live_subagents,
+                ),
+                gauge(
+                    meter,
+                    "rookery.approvals.pending",
+                    "Approval questions waiting for an answer",
+                    |g| g.approvals_pending,
+                ),
+                gauge(
+                    meter,
+                    "rookery.sse.clients",
+                    "Event-stream clients connected",
+                    |g| g.sse_clients,
+                ),
+            ],
+            _trace_bytes: meter
+                .u64_observable_counter("rookery.trace.bytes_written")
+                .with_unit("By")
+                .with_description("Bytes written to traces since the start")
+                .with_callback(|o| {
+                    if let Some(g) = server_gauges() {
+                        o.observe(g.trace_bytes, &[]);
+                    }
+                })
+                .build(),
+        }
+    }
+
+    pub(super) static SERVER_INSTRUMENTS: OnceLock<ServerInstruments> = OnceLock::new();
 
     pub(super) fn make(meter: &opentelemetry::metrics::Meter) -> Instruments {
         Instruments {
@@ -67,6 +156,53 @@ mod instruments {
 
 #[cfg(feature = "otel")]
 use opentelemetry::KeyValue;
+
+/// The server-wide figures of `/metrics`, as plain numbers (the server computes them; this
+/// area never reads a session).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerGauges {
+    /// Sessions open and waiting for a task.
+    pub sessions_idle: u64,
+    /// Sessions running a task.
+    pub sessions_running: u64,
+    /// Sessions whose trace could not be written.
+    pub sessions_failed: u64,
+    /// Approval questions waiting for an answer.
+    pub approvals_pending: u64,
+    /// Bytes written to traces since the start.
+    pub trace_bytes: u64,
+    /// Event-stream clients connected.
+    pub sse_clients: u64,
+    /// Registered background commands, over all sessions.
+    pub live_commands: u64,
+    /// Registered subagents, over all sessions.
+    pub live_subagents: u64,
+}
+
+/// The gauges the next export reads.
+static SERVER_GAUGES: std::sync::Mutex<Option<ServerGauges>> = std::sync::Mutex::new(None);
+
+/// True while metrics are exported (the server then keeps [`set_server_gauges`] current).
+pub fn metrics_on() -> bool {
+    #[cfg(feature = "otel")]
+    {
+        instruments::INSTRUMENTS.get().is_some()
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        false
+    }
+}
+
+/// Sets the server-wide figures the next export reads. A no-op while export is off.
+pub fn set_server_gauges(gauges: ServerGauges) {
+    if !metrics_on() {
+        return;
+    }
+    if let Ok(mut g) = SERVER_GAUGES.lock() {
+        *g = Some(gauges);
+    }
+}
 
 /// One finished model request (`chat`): its duration and token counts.
 pub fn record_chat(
@@ -206,6 +342,7 @@ impl MetricsPipeline {
             .build();
         let meter = provider.meter("rookery");
         let _ = instruments::INSTRUMENTS.set(instruments::make(&meter));
+        let _ = instruments::SERVER_INSTRUMENTS.set(instruments::make_server(&meter));
         Ok(Some(MetricsPipeline { provider }))
     }
 

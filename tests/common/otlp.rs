@@ -48,6 +48,8 @@ pub struct Span {
 pub struct Received {
     pub spans: Mutex<Vec<Span>>,
     pub metrics: Mutex<Vec<String>>,
+    /// The integer gauge points: (metric name, its attributes as `k=v` joined by `,`, value).
+    pub gauge_points: Mutex<Vec<(String, String, i64)>>,
     pub requests: Mutex<usize>,
 }
 
@@ -116,10 +118,35 @@ impl Received {
 
     fn take_metrics(&self, body: &[u8]) {
         let req = ExportMetricsServiceRequest::decode(body).expect("an OTLP metrics request");
+        use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+        use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as Number;
         let mut out = self.metrics.lock().unwrap();
+        let mut points = self.gauge_points.lock().unwrap();
         for rm in req.resource_metrics {
             for sm in rm.scope_metrics {
                 out.extend(sm.metrics.iter().map(|m| m.name.clone()));
+                for m in &sm.metrics {
+                    let Some(Data::Gauge(g)) = &m.data else {
+                        continue;
+                    };
+                    for p in &g.data_points {
+                        let Some(Number::AsInt(v)) = p.value else {
+                            continue;
+                        };
+                        let attrs: Vec<String> = p
+                            .attributes
+                            .iter()
+                            .map(|kv| {
+                                let v = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                                    Some(AnyValue::StringValue(s)) => s.clone(),
+                                    other => format!("{other:?}"),
+                                };
+                                format!("{}={v}", kv.key)
+                            })
+                            .collect();
+                        points.push((m.name.clone(), attrs.join(","), v));
+                    }
+                }
             }
         }
     }
@@ -196,6 +223,10 @@ impl Receiver {
 
     pub fn metric_names(&self) -> Vec<String> {
         self.received.metrics.lock().unwrap().clone()
+    }
+
+    pub fn gauge_points(&self) -> Vec<(String, String, i64)> {
+        self.received.gauge_points.lock().unwrap().clone()
     }
 }
 

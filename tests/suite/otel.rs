@@ -528,3 +528,57 @@ async fn serve_joins_a_clients_traceparent_and_logs_json_lines() {
     }
     assert!(logged > 0, "RUST_LOG=debug logs something:\n{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_pushes_the_server_gauges_of_metrics_over_otlp() {
+    use crate::common::serve::{Server, sandbox};
+    let otlp = Receiver::start(Behaviour::Accept).await;
+    let dir = sandbox(&json!({"turns": [{"text": "one"}]}));
+    let server = Server::start_env(
+        dir,
+        None,
+        &["--otel"],
+        None,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
+        ],
+    );
+    let id = server.create(None).await;
+    let after = server.task(&id, "first").await;
+    server.events_until_task_end(&id, after).await;
+    // The same figures as /metrics: one idle session, its trace bytes, no command running.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let points = otlp.gauge_points();
+        let idle = points
+            .iter()
+            .rev()
+            .find(|(name, attrs, _)| name == "rookery.sessions" && attrs == "status=idle");
+        if idle.is_some_and(|(_, _, v)| *v == 1) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no rookery.sessions status=idle 1 in {points:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let names = otlp.metric_names();
+    for name in [
+        "rookery.sessions",
+        "rookery.commands.live",
+        "rookery.subagents.live",
+        "rookery.approvals.pending",
+        "rookery.sse.clients",
+        "rookery.trace.bytes_written",
+    ] {
+        assert!(names.iter().any(|m| m == name), "no {name} in {names:?}");
+    }
+    let metrics = server.metrics_text().await;
+    assert!(
+        metrics.contains("rookery_sessions{status=\"idle\"} 1"),
+        "{metrics}"
+    );
+}
