@@ -58,7 +58,7 @@ pub async fn collect(state: &ServerState) -> (Gauges, BTreeMap<String, Principal
 }
 
 /// With metric export on, keeps the exporter's copy of the gauges current: at once, then every
-/// [`OTEL_GAUGE_PERIOD`], for as long as the runtime runs. Does nothing with export off.
+/// 5 seconds, for as long as the runtime runs. Does nothing with export off.
 pub fn start_otel_gauges(state: &Arc<ServerState>) {
     if !metrics_on() {
         return;
