@@ -48,10 +48,13 @@ pub struct Line {
     pub points: Vec<(f64, f64)>,
 }
 
+/// What a chart's drawing failed with: `plotters`' own error, whatever its backend.
+type DrawFailure = Box<dyn std::error::Error>;
+
 /// Runs `draw` on a fresh SVG canvas and returns the SVG text.
 fn svg(
     title: &str,
-    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>,
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), DrawFailure>,
 ) -> Result<String, ChartError> {
     let fail = |message: String| ChartError {
         chart: title.to_string(),
@@ -61,7 +64,7 @@ fn svg(
     {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
-        draw(&root).map_err(fail)?;
+        draw(&root).map_err(|e| fail(e.to_string()))?;
         root.present().map_err(|e| fail(e.to_string()))?;
     }
     Ok(out)
@@ -93,29 +96,24 @@ pub fn lines(
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(|e| e.to_string())?;
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
-            .draw()
-            .map_err(|e| e.to_string())?;
+            .draw()?;
         for (i, line) in lines.iter().enumerate() {
             let c = colour(i);
             chart
                 .draw_series(LineSeries::new(
                     line.points.iter().copied(),
                     c.stroke_width(2),
-                ))
-                .map_err(|e| e.to_string())?
+                ))?
                 .label(line.name.as_str())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                 });
-            chart
-                .draw_series(line.points.iter().map(|&p| Circle::new(p, 3, c.filled())))
-                .map_err(|e| e.to_string())?;
+            chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
         }
         if lines.len() > 1 {
             chart
@@ -123,8 +121,7 @@ pub fn lines(
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
                 .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(|e| e.to_string())?;
+                .draw()?;
         }
         Ok(())
     })
@@ -147,8 +144,7 @@ pub fn histogram(
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((0..last).into_segmented(), 0..y_max)
-            .map_err(|e| e.to_string())?;
+            .build_cartesian_2d((0..last).into_segmented(), 0..y_max)?;
         let label = |v: &SegmentValue<usize>| match v {
             SegmentValue::CenterOf(k) => bars.get(*k).map(|b| b.0.clone()).unwrap_or_default(),
             _ => String::new(),
@@ -160,16 +156,13 @@ pub fn histogram(
             .x_label_formatter(&label)
             .x_desc(x_desc)
             .y_desc("tool calls")
-            .draw()
-            .map_err(|e| e.to_string())?;
-        chart
-            .draw_series(
-                Histogram::vertical(&chart)
-                    .style(colour(i).filled())
-                    .margin(3)
-                    .data(bars.iter().enumerate().map(|(k, b)| (k, b.1))),
-            )
-            .map_err(|e| e.to_string())?;
+            .draw()?;
+        chart.draw_series(
+            Histogram::vertical(&chart)
+                .style(colour(i).filled())
+                .margin(3)
+                .data(bars.iter().enumerate().map(|(k, b)| (k, b.1))),
+        )?;
         Ok(())
     })
 }
