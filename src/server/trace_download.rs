@@ -14,8 +14,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use futures::StreamExt;
 use tokio::io::AsyncReadExt;
+use tokio_util::io::ReaderStream;
 
 use super::error::{ApiError, ApiPath};
 use super::state::ServerState;
@@ -23,53 +24,13 @@ use super::state::ServerState;
 /// The size of one chunk of the body.
 const CHUNK: usize = 64 * 1024;
 
-/// Where the download stands: the files left, and the one being read with its bytes left.
-struct Reading {
-    files: std::vec::IntoIter<PathBuf>,
-    open: Option<(tokio::fs::File, u64)>,
-}
-
-/// The next chunk of the files, `None` at the end; an unreadable file ends the body with an
-/// error (the client sees a cut download, and the server logs why).
-async fn next_chunk(mut at: Reading) -> Option<(std::io::Result<Bytes>, Reading)> {
-    loop {
-        if let Some((file, left)) = at.open.as_mut() {
-            if *left > 0 {
-                let want = CHUNK.min(usize::try_from(*left).unwrap_or(CHUNK));
-                let mut buf = vec![0u8; want];
-                match file.read(&mut buf).await {
-                    Ok(0) => at.open = None,
-                    Ok(n) => {
-                        buf.truncate(n);
-                        *left -= n as u64;
-                        return Some((Ok(Bytes::from(buf)), at));
-                    }
-                    Err(e) => {
-                        at.open = None;
-                        at.files = Vec::new().into_iter();
-                        return Some((Err(e), at));
-                    }
-                }
-                continue;
-            }
-            at.open = None;
-        }
-        let path = at.files.next()?;
-        let opened = async {
-            let file = tokio::fs::File::open(&path).await?;
-            let len = file.metadata().await?.len();
-            Ok::<_, std::io::Error>((file, len))
-        }
-        .await;
-        match opened {
-            Ok(open) => at.open = Some(open),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), "cannot read a trace file for a download: {e}");
-                at.files = Vec::new().into_iter();
-                return Some((Err(e), at));
-            }
-        }
-    }
+/// `path` opened and cut at the length it has now.
+async fn open_at_its_length(path: PathBuf) -> std::io::Result<tokio::io::Take<tokio::fs::File>> {
+    let file = tokio::fs::File::open(&path).await.inspect_err(|e| {
+        tracing::warn!(path = %path.display(), "cannot read a trace file for a download: {e}");
+    })?;
+    let len = file.metadata().await?.len();
+    Ok(file.take(len))
 }
 
 /// The handler.
@@ -90,11 +51,15 @@ pub async fn download(
     {
         tracing::warn!(session = %id, "cannot flush the trace before a download: {e}");
     }
-    let reading = Reading {
-        files: files.into_iter(),
-        open: None,
-    };
-    let body = Body::from_stream(futures::stream::unfold(reading, next_chunk));
+    // File after file, each in chunks; an unreadable file ends the body with its error (the
+    // client sees a cut download, the server logs why).
+    let chunks = futures::stream::iter(files)
+        .then(open_at_its_length)
+        .flat_map(|opened| match opened {
+            Ok(file) => ReaderStream::with_capacity(file, CHUNK).left_stream(),
+            Err(e) => futures::stream::once(async { Err(e) }).right_stream(),
+        });
+    let body = Body::from_stream(chunks);
     Ok((
         [
             (header::CONTENT_TYPE, "application/x-ndjson".to_string()),
