@@ -3,7 +3,6 @@
 //! port with a fixed `--token-env` token (to restart it on the same port), and waits on
 //! conditions in the page. A missing Chromium fails the test, saying how to install it.
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -134,45 +133,7 @@ pub async fn browser() -> (Driver, Client) {
 
 /// `rookery serve` on `listen` with the test token from `--token-env`.
 pub fn serve_on(dir: TempDir, listen: &str) -> Server {
-    let p = dir.path();
-    let home = p.join("home");
-    let script = p.join("script.json");
-    let args = [
-        "serve",
-        "--listen",
-        listen,
-        "--home",
-        home.to_str().unwrap(),
-        "--script",
-        script.to_str().unwrap(),
-        "--token-env",
-        "TEST_ROOKERY_TOKEN",
-        "--sandbox",
-        "off",
-    ];
-    let stderr = std::fs::File::create(p.join("stderr.txt")).unwrap();
-    let mut child = super::serve::command(p, &args)
-        .env("TEST_ROOKERY_TOKEN", TOKEN)
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("spawn rookery serve");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("first stdout line");
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    Server {
-        child,
-        _stdout: stdout,
-        base,
-        client: reqwest::Client::new(),
-        dir,
-        token: Some(TOKEN.to_string()),
-    }
+    Server::start_env(dir, Some(TOKEN), &["--listen", listen], None, &[])
 }
 
 /// Stops `server` with SIGTERM (its traces flushed) and hands back its directory.

@@ -79,7 +79,8 @@ impl Server {
         Self::start_env(dir, token, extra, nofile, &[])
     }
 
-    /// Like `start_limited`, with the variables `env` set for the server.
+    /// Like `start_limited`, with the variables `env` set for the server. `--listen ADDR` in
+    /// `extra` replaces the default free port.
     pub fn start_env(
         dir: TempDir,
         token: Option<&str>,
@@ -92,13 +93,15 @@ impl Server {
         let script = p.join("script.json");
         let mut args = vec![
             "serve",
-            "--listen",
-            "127.0.0.1:0",
             "--home",
             home.to_str().unwrap(),
             "--script",
             script.to_str().unwrap(),
         ];
+        // A free port unless `extra` names the address (a restart on the same port).
+        if !extra.contains(&"--listen") {
+            args.extend(["--listen", "127.0.0.1:0"]);
+        }
         if token.is_some() {
             args.extend(["--token-env", "TEST_ROOKERY_TOKEN"]);
         }
