@@ -378,3 +378,23 @@ pub fn tool_then_text() -> Value {
         {"text": "done"}
     ]})
 }
+
+/// The texts of the context a resume of the trace at `path` rebuilds, in order.
+pub fn context_texts(path: &Path) -> Vec<String> {
+    rookery::trace::resume::resume_from_file(path)
+        .unwrap()
+        .history
+        .iter()
+        .filter_map(|m| match m {
+            rookery::message::ModelPayload::Text { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs task `text` in session `id` to its end, its trace settled.
+pub async fn run_settled(server: &Server, id: &str, text: &str) {
+    let after = server.task(id, text).await;
+    server.events_until_task_end(id, after).await;
+    settled_trace(&server.trace(id)).await;
+}

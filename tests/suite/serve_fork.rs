@@ -7,8 +7,7 @@ use crate::common::serve as harness;
 
 use harness::*;
 use reqwest::StatusCode;
-use rookery::message::{ModelPayload, Payload};
-use rookery::trace::resume::resume_from_file;
+use rookery::message::Payload;
 use serde_json::{Value, json};
 
 fn script() -> Value {
@@ -19,29 +18,15 @@ fn script() -> Value {
 
 /// The texts of a session's resumed context, in order.
 fn context(server: &Server, id: &str) -> Vec<String> {
-    resume_from_file(server.trace(id))
-        .unwrap()
-        .history
-        .iter()
-        .filter_map(|m| match m {
-            ModelPayload::Text { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-async fn run(server: &Server, id: &str, text: &str) {
-    let after = server.task(id, text).await;
-    server.events_until_task_end(id, after).await;
-    settled_trace(&server.trace(id)).await;
+    context_texts(&server.trace(id))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fork_at_a_task_then_both_sides_continue_independently() {
     let server = Server::start(&script());
     let id = server.create(Some("allow-all")).await;
-    run(&server, &id, "first").await;
-    run(&server, &id, "second").await;
+    run_settled(&server, &id, "first").await;
+    run_settled(&server, &id, "second").await;
     let origin_before = std::fs::read(server.trace(&id)).unwrap();
 
     let path = format!("/v1/sessions/{id}/fork");
@@ -82,8 +67,8 @@ async fn fork_at_a_task_then_both_sides_continue_independently() {
     assert_eq!(ends_before, 0, "seq is the first task's end");
 
     // Both sides continue on their own.
-    run(&server, &fork, "fork side").await;
-    run(&server, &id, "origin side").await;
+    run_settled(&server, &fork, "fork side").await;
+    run_settled(&server, &id, "origin side").await;
     assert_eq!(
         context(&server, &fork),
         ["first", "one", "fork side", "two"],
@@ -203,7 +188,7 @@ async fn forking_a_running_session_forks_its_last_completed_task() {
         {"text": "fork answer"}
     ]}));
     let id = server.create(Some("allow-all")).await;
-    run(&server, &id, "first").await;
+    run_settled(&server, &id, "first").await;
     let after = server.task(&id, "block").await;
     assert_eq!(server.status_of(&id).await, "running");
     let path = format!("/v1/sessions/{id}/fork");

@@ -10,27 +10,7 @@ use std::process::Stdio;
 
 use harness::*;
 use reqwest::StatusCode;
-use rookery::message::ModelPayload;
-use rookery::trace::resume::resume_from_file;
 use serde_json::{Value, json};
-
-fn texts(path: &std::path::Path) -> Vec<String> {
-    resume_from_file(path)
-        .unwrap()
-        .history
-        .iter()
-        .filter_map(|m| match m {
-            ModelPayload::Text { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-async fn run(server: &Server, id: &str, text: &str) {
-    let after = server.task(id, text).await;
-    server.events_until_task_end(id, after).await;
-    settled_trace(&server.trace(id)).await;
-}
 
 fn script() -> Value {
     json!({"turns": [
@@ -47,7 +27,7 @@ async fn rollback_drops_tasks_and_a_restart_resumes_without_them() {
     let server = Server::start(&script());
     let id = server.create(Some("allow-all")).await;
     for t in ["first", "second", "third"] {
-        run(&server, &id, t).await;
+        run_settled(&server, &id, t).await;
     }
     let path = format!("/v1/sessions/{id}/rollback");
     for bad in [json!({"tasks": 0}), json!({"tasks": 4}), json!({"n": 1})] {
@@ -74,7 +54,7 @@ async fn rollback_drops_tasks_and_a_restart_resumes_without_them() {
     };
     assert_eq!(record["payload"]["tasks"], 2, "{record}");
     assert_eq!(record["payload"]["messages"], 4, "{record}");
-    assert_eq!(texts(&trace), ["first", "one"]);
+    assert_eq!(context_texts(&trace), ["first", "one"]);
 
     // Refused while a task runs (the task was accepted before `task` returned, and waits for
     // `go`).
@@ -89,8 +69,8 @@ async fn rollback_drops_tasks_and_a_restart_resumes_without_them() {
     // A restarted server rebuilds the context without the dropped tasks.
     let dir = server.kill9();
     let server = Server::start_in(dir, None);
-    run(&server, &id, "again").await;
-    let got = texts(&server.trace(&id));
+    run_settled(&server, &id, "again").await;
+    let got = context_texts(&server.trace(&id));
     assert_eq!(got.first().map(String::as_str), Some("first"), "{got:?}");
     assert!(
         !got.iter()
@@ -143,5 +123,5 @@ fn slash_rollback_in_chat_drops_the_last_task() {
         "{stderr}"
     );
     let files = crate::common::cli::trace_files(&home);
-    assert_eq!(texts(&files[0]), ["first", "one", "third", "three"]);
+    assert_eq!(context_texts(&files[0]), ["first", "one", "third", "three"]);
 }
