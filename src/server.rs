@@ -21,6 +21,7 @@
 //! [`Host`]: crate::Host
 
 pub mod access_log;
+pub mod approval_routes;
 pub mod approver;
 pub mod auth;
 pub mod auth_file;

@@ -1,4 +1,5 @@
-//! The HTTP routes of `rookery serve`: sessions, tasks, events (SSE), approvals, approval mode,
+//! The HTTP routes of `rookery serve`: sessions, tasks, events (SSE), approvals and approval mode
+//! (their handlers in `approval_routes.rs`),
 //! abort, resume, `/healthz` and `/metrics`.
 //!
 //! Handlers translate HTTP to the server state and the session API and back; they hold no state
@@ -20,16 +21,16 @@ use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::approver::{Decided, PendingApproval};
+use super::approval_routes::{
+    audit, decide_approval, list_approvals, parse_mode, set_approval_mode,
+};
 use super::credentials::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, MAX_BODY_BYTES, OptionalJson};
 use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
 use super::{auth, guard, session_config};
 use crate::actors::session::SessionStatus;
-use crate::approval::{Answer, ApprovalMode, UnknownApprovalMode};
 use crate::error::RookeryError;
-use crate::message::Decision;
 
 type AppState = State<Arc<ServerState>>;
 type ApiResult<T> = Result<T, ApiError>;
@@ -123,11 +124,6 @@ async fn method_not_allowed() -> ApiError {
     responses((status = 200, description = "The server is up.", body = super::openapi_shapes::Health)))]
 async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
-}
-
-fn parse_mode(s: &str) -> ApiResult<ApprovalMode> {
-    s.parse()
-        .map_err(|e: UnknownApprovalMode| ApiError::bad_request("invalid_request", e.to_string()))
 }
 
 /// The JSON view of a served session.
@@ -604,166 +600,6 @@ async fn events(
     Ok(sse_response(sub, earlier).into_response())
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{id}/approvals", tag = "approvals", params(("id" = String, Path, description = "The session's id.")),
-    responses((status = 200, description = "The tool calls waiting for an answer.", body = super::openapi_shapes::ApprovalList)))]
-async fn list_approvals(
-    State(state): AppState,
-    ApiPath(id): ApiPath<String>,
-) -> ApiResult<Json<Value>> {
-    let entry = state.get(&id).await?;
-    let approvals: Vec<Value> = entry
-        .approvals
-        .pending()
-        .iter()
-        .map(approval_view)
-        .collect();
-    Ok(Json(json!({ "approvals": approvals })))
-}
-
-/// The JSON view of a pending approval.
-fn approval_view(p: &PendingApproval) -> Value {
-    json!({
-        "approval_id": p.approval_id,
-        "tool_call_id": p.request.tool_call_id,
-        "name": p.request.name,
-        "arguments": p.request.arguments,
-        "origin": p.request.origin,
-    })
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct DecisionBody {
-    #[schema(pattern = "^(allow|deny|allow_for_session)$")]
-    decision: String,
-    /// Why (only with `deny`): the model is told it in the denied call's output.
-    #[serde(default)]
-    reason: Option<String>,
-}
-
-/// Characters a denial's `reason` may have, at most (a longer one is refused with 400).
-pub const MAX_DENY_REASON_CHARS: usize = 2000;
-
-/// A decision's `reason`: trimmed, empty as none, only with `deny`, bounded.
-fn deny_reason(decision: Decision, reason: Option<String>) -> ApiResult<Option<String>> {
-    let Some(reason) = reason
-        .map(|r| r.trim().to_string())
-        .filter(|r| !r.is_empty())
-    else {
-        return Ok(None);
-    };
-    if decision != Decision::Deny {
-        return Err(ApiError::bad_request(
-            "invalid_request",
-            "reason is only taken with decision \"deny\"",
-        ));
-    }
-    let chars = reason.chars().count();
-    if chars > MAX_DENY_REASON_CHARS {
-        return Err(ApiError::bad_request(
-            "invalid_request",
-            format!("reason has {chars} characters; at most {MAX_DENY_REASON_CHARS} are taken"),
-        ));
-    }
-    Ok(Some(reason))
-}
-
-#[utoipa::path(post, path = "/v1/sessions/{id}/approvals/{approval_id}", tag = "approvals",
-    params(("id" = String, Path, description = "The session's id."), ("approval_id" = String, Path, description = "The approval's id (or its tool call's id, when only one approval has it).")),
-    request_body = DecisionBody,
-    responses(
-        (status = 204, description = "The call was answered."),
-        (status = 400, description = "invalid_request"),
-        (status = 404, description = "unknown_approval"),
-        (status = 409, description = "ambiguous_approval"),
-    ))]
-async fn decide_approval(
-    State(state): AppState,
-    Caller(who): Caller,
-    ApiPath((id, key)): ApiPath<(String, String)>,
-    ApiJson(body): ApiJson<DecisionBody>,
-) -> ApiResult<StatusCode> {
-    let decision = match body.decision.as_str() {
-        "allow" => Decision::Allow,
-        "deny" => Decision::Deny,
-        "allow_for_session" => Decision::AllowForSession,
-        other => {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                format!("unknown decision \"{other}\" (use allow, allow_for_session or deny)"),
-            ));
-        }
-    };
-    let answer = Answer {
-        decision,
-        reason: deny_reason(decision, body.reason)?,
-    };
-    let mut entry = state.get(&id).await?;
-    let by = Some(who.name.as_str());
-    let mut decided = entry.approvals.answer_by(&key, answer.clone(), by);
-    if matches!(decided, Decided::NotFound) && !state.is_current(&entry) {
-        // Closed or hibernated since the lookup (either denied its approvals).
-        entry = state.get(&id).await?;
-        decided = entry.approvals.answer_by(&key, answer, by);
-    }
-    match decided {
-        Decided::Answered => Ok(StatusCode::NO_CONTENT),
-        Decided::NotFound => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_approval",
-            format!("no pending approval for tool call {key} in session {id}"),
-        )),
-        Decided::Ambiguous(list) => {
-            let ids: Vec<&str> = list.iter().map(|p| p.approval_id.as_str()).collect();
-            Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "ambiguous_approval",
-                format!(
-                    "{} pending approvals have tool call id {key} ({}); decide one by its approval_id",
-                    list.len(),
-                    ids.join(", ")
-                ),
-            )
-            .with_detail(
-                "approvals",
-                Value::Array(list.iter().map(approval_view).collect()),
-            ))
-        }
-    }
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct ModeBody {
-    #[schema(value_type = super::openapi_shapes::ApprovalModeName)]
-    mode: String,
-}
-
-#[utoipa::path(put, path = "/v1/sessions/{id}/approval_mode", tag = "approvals", params(("id" = String, Path, description = "The session's id.")),
-    request_body = ModeBody,
-    responses(
-        (status = 204, description = "The mode is set (for the calls that follow)."),
-        (status = 400, description = "invalid_request"),
-    ))]
-async fn set_approval_mode(
-    State(state): AppState,
-    Caller(who): Caller,
-    ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<ModeBody>,
-) -> ApiResult<StatusCode> {
-    let mode = parse_mode(&body.mode)?;
-    let entry = state.get(&id).await?;
-    audit(
-        &state,
-        &entry,
-        &who.name,
-        "approval_mode",
-        Some(mode.as_str()),
-    );
-    entry.policy.set_mode(mode);
-    Ok(StatusCode::NO_CONTENT)
-}
-
 #[utoipa::path(post, path = "/v1/sessions/{id}/abort", tag = "tasks", params(("id" = String, Path, description = "The session's id.")),
     responses(
         (status = 202, description = "The running task (if any) is being aborted; its `task_end` follows in the stream.", body = super::openapi_shapes::Aborting),
@@ -782,18 +618,6 @@ async fn abort(
         StatusCode::ACCEPTED,
         Json(json!({"session_id": entry.id()})),
     ))
-}
-
-/// Records in the session's trace that principal `by` did `action` through the API, on a
-/// server with `--auth` (without it every request is the one admin: the trace stays as it was).
-/// A session that stopped meanwhile records nothing: the request acted on no session.
-fn audit(state: &ServerState, entry: &SessionEntry, by: &str, action: &str, mode: Option<&str>) {
-    if state.cfg.principals().is_none() {
-        return;
-    }
-    if let Err(e) = entry.handle.record_action(action, by, mode) {
-        tracing::debug!(session = %entry.id(), "cannot record {action}: {e}");
-    }
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "server",
