@@ -214,6 +214,7 @@ mod tests {
     fn end(status: StopReason) -> OmniMessage {
         OmniMessage::event(EventPayload::TaskEnd {
             status,
+            reason: None,
             output: None,
         })
     }
