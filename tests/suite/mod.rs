@@ -105,6 +105,7 @@ mod session_loop;
 mod session_owner;
 mod sessions;
 mod steering;
+mod store_failover;
 mod store_postgres;
 mod subagents;
 mod trace_path_rotation;
