@@ -11,6 +11,7 @@ mod bench_compare;
 mod bench_hibernation;
 mod bench_http_floor;
 mod bench_report;
+mod bench_store;
 mod chat_compact;
 mod chat_resume;
 mod claude_code_hooks;
