@@ -72,6 +72,10 @@ pub struct ServerConfig {
     pub sandbox: crate::sandbox::SandboxPolicy,
     /// How long a stream token is accepted (`--stream-token-ttl-ms`; `stream_token.rs`).
     pub stream_token_ttl: std::time::Duration,
+    /// The `postgres` store the sessions live in (`--store`), the host's; `None`: the files
+    /// under `home`.
+    #[cfg(feature = "postgres")]
+    pub store: Option<crate::store::PgStore>,
 }
 
 impl ServerConfig {
@@ -81,6 +85,12 @@ impl ServerConfig {
             super::credentials::Authenticator::Token(t) => Some(t),
             _ => None,
         }
+    }
+
+    /// The `postgres` store the sessions live in, if the server uses one.
+    #[cfg(feature = "postgres")]
+    pub fn store(&self) -> Option<&crate::store::PgStore> {
+        self.store.as_ref()
     }
 
     /// The principals of `--auth FILE`, if the server has them.
