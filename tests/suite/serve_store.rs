@@ -455,3 +455,96 @@ async fn a_wake_whose_workspace_is_missing_here_is_409_naming_the_node() {
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_ends_the_streams_with_session_moved_and_rm_waits_for_it() {
+    let pg = start_postgres();
+    let script = json!({"turns": [{"text": "one"}]});
+    // Renewed every second: the move is noticed at once.
+    let server = serve(&pg, &script, &["--lease-ttl", "3"]);
+    let id = server.create(None).await;
+    let after = server.task(&id, "first").await;
+    server.events_until_task_end(&id, after).await;
+    let resp = server
+        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut stream = resp.bytes_stream().eventsource();
+
+    // Another node takes the lease (as a takeover after an expiry would).
+    query(
+        &pg,
+        &format!(
+            "UPDATE sessions SET epoch = epoch + 1, owner_node = 'node-elsewhere', \
+             lease_expiry = now() + interval '300 seconds' WHERE id = '{id}'"
+        ),
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let moved = loop {
+        let ev = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .expect("session_moved in time")
+            .expect("the stream open until session_moved")
+            .expect("valid SSE");
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        if payload_type(&v) == "session_moved" {
+            break (ev, v);
+        }
+    };
+    assert_eq!(moved.0.event, "session_moved");
+    assert_eq!(moved.1["payload"]["node"], "node-elsewhere", "{}", moved.1);
+    let end = tokio::time::timeout_at(deadline, stream.next())
+        .await
+        .expect("the stream ends after session_moved");
+    assert!(end.is_none(), "more after session_moved: {end:?}");
+    // This node no longer serves it: the lease is the other node's.
+    let (s, v) = server
+        .call("GET", &format!("/v1/sessions/{id}"), None)
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "session_locked", "{v}");
+
+    // `sessions rm` on the store is refused while the lease runs, done once it has expired.
+    let url = pg.url();
+    let rm = |yes: bool| {
+        let mut args = vec!["sessions", "rm", "--store", url.as_str(), id.as_str()];
+        if yes {
+            args.push("--yes");
+        }
+        tokio::task::block_in_place(|| command(server.dir.path(), &args).output().unwrap())
+    };
+    let refused = rm(true);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("in use by node node-elsewhere"), "{stderr}");
+    query(
+        &pg,
+        &format!(
+            "UPDATE sessions SET lease_expiry = now() - interval '1 second' WHERE id = '{id}'"
+        ),
+    );
+    let unasked = rm(false);
+    assert_eq!(unasked.status.code(), Some(2), "no terminal to ask on");
+    let done = rm(true);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(
+        value(
+            &pg,
+            &format!("SELECT count(*) FROM trace_records WHERE session_id = '{id}'")
+        ),
+        Some("0".into())
+    );
+    assert_eq!(
+        value(
+            &pg,
+            &format!("SELECT count(*) FROM sessions WHERE id = '{id}'")
+        ),
+        Some("0".into())
+    );
+}
