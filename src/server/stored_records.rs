@@ -60,9 +60,7 @@ pub fn pages(
                     Err(e) => return Some((Err(e), Next::Done)),
                 },
             };
-            let Some(&(last, _)) = page.last() else {
-                return None;
-            };
+            let &(last, _) = page.last()?;
             let then = if page.len() as i64 == RECORD_PAGE {
                 Next::After(last)
             } else {
