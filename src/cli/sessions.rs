@@ -106,8 +106,9 @@ pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
                 super::store::export_stored(&store, &show.id).await
             }
             SessionsCommand::Rm(rm) => super::store::rm_stored(&store, &rm.id, rm.yes).await,
+            SessionsCommand::Fork(f) => super::store::fork_stored(&store, &f.id, f.at_task).await,
             _ => Err(CliError::usage(
-                "sessions show (without --json)|fork: not yet with a postgres store; \
+                "sessions show (without --json): not yet with a postgres store; \
                  use `rookery sessions show --json ID` to read a stored trace",
             )),
         };

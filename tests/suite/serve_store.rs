@@ -168,6 +168,66 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["trace_path"], format!("postgres:/{a}"));
 
+    // A fork through the API is a new stored session, served here.
+    let (s, v) = server
+        .call(
+            "POST",
+            &format!("/v1/sessions/{a}/fork"),
+            Some(json!({"at_task": 1})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let forked = v["session_id"].as_str().unwrap().to_string();
+    let fork_trace = stored_trace(&pg, &forked);
+    let opening = fork_trace.lines().next().unwrap();
+    assert!(
+        opening.contains(&format!(
+            "\"forked_from\":{{\"session_id\":\"{a}\",\"task\":1"
+        )),
+        "{opening}"
+    );
+    assert_eq!(stored_task_ends(&pg, &forked), 1, "{fork_trace}");
+    wait_lease(&pg, &forked, "the fork served here", |o, e| {
+        o == Some(node.as_str()) && e == 2
+    })
+    .await;
+    // And through the command line, at its last completed task: stored, held by nobody.
+    let url = pg.url();
+    let out = tokio::task::block_in_place(|| {
+        command(
+            server.dir.path(),
+            &["sessions", "fork", "--store", &url, &a],
+        )
+        .output()
+        .unwrap()
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli_fork = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(stored_task_ends(&pg, &cli_fork), 2);
+    let (owner, epoch) = wait_lease(&pg, &cli_fork, "stored", |_, _| true).await;
+    assert_eq!((owner, epoch), (None, 1));
+    let out = tokio::task::block_in_place(|| {
+        command(
+            server.dir.path(),
+            &["sessions", "fork", "--store", &url, "--at-task", "9", &a],
+        )
+        .output()
+        .unwrap()
+    });
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no task 9"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in [&forked, &cli_fork] {
+        query(&pg, &format!("DELETE FROM sessions WHERE id = '{id}'"));
+    }
+
     // Paging by id over the store.
     let (s, v) = server.call("GET", "/v1/sessions?limit=1", None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
@@ -191,21 +251,23 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     // A files home imported into the store is listed and woken through serve.
     let other = tempfile::tempdir().unwrap();
     let run_home = other.path().join("home");
-    let out = command(
-        server.dir.path(),
-        &[
-            "run",
-            "--home",
-            run_home.to_str().unwrap(),
-            "--script",
-            server.dir.path().join("script.json").to_str().unwrap(),
-            "--workspace",
-            server.ws().to_str().unwrap(),
-            "imported",
-        ],
-    )
-    .output()
-    .unwrap();
+    let out = tokio::task::block_in_place(|| {
+        command(
+            server.dir.path(),
+            &[
+                "run",
+                "--home",
+                run_home.to_str().unwrap(),
+                "--script",
+                server.dir.path().join("script.json").to_str().unwrap(),
+                "--workspace",
+                server.ws().to_str().unwrap(),
+                "imported",
+            ],
+        )
+        .output()
+        .unwrap()
+    });
     assert!(
         out.status.success(),
         "{}",
