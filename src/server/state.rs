@@ -273,6 +273,23 @@ impl ServerState {
         Ok(())
     }
 
+    /// With a store, when session `id`'s last record was stored (its row's `last_activity`);
+    /// `None` without a store, for an unknown id, or when the store cannot say.
+    pub async fn stored_last_activity(&self, id: &str) -> Option<String> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = &self.cfg.store {
+            return match crate::store::records::last_activity(store, id).await {
+                Ok(at) => at,
+                Err(e) => {
+                    tracing::debug!(session = %id, "cannot read last_activity: {e}");
+                    None
+                }
+            };
+        }
+        let _ = id;
+        None
+    }
+
     /// Whether the store (`None`: the files under the home) has session `id`.
     pub(super) async fn in_store(&self, id: &str) -> Result<Option<bool>, ApiError> {
         #[cfg(feature = "postgres")]

@@ -108,6 +108,17 @@ fn stored_task_ends(pg: &TestPostgres, id: &str) -> usize {
         .count()
 }
 
+/// Waits until the stored trace of `id` has `n` root `task_end` records (its writer commits
+/// after the stream has the event).
+async fn wait_task_ends(pg: &TestPostgres, id: &str, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    while stored_task_ends(pg, id) < n {
+        assert!(Instant::now() < deadline, "task {n} of {id} never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(stored_task_ends(pg, id), n);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     let pg = start_postgres();
@@ -125,7 +136,7 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     let (owner, epoch) = wait_lease(&pg, &a, "held", |o, _| o.is_some()).await;
     assert_eq!(epoch, 1);
     let node = owner.unwrap();
-    assert!(stored_task_ends(&pg, &a) == 1, "{}", stored_trace(&pg, &a));
+    wait_task_ends(&pg, &a, 1).await;
     // Nothing was written under the home's traces.
     let traces = server.dir.path().join("home/traces");
     let files = walk(&traces);
@@ -143,6 +154,10 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     );
     let list = listed(&server).await;
     assert!(list.contains(&(a.clone(), "hibernated".into())), "{list:?}");
+    let (_, v) = server.call("GET", "/v1/sessions", None).await;
+    for e in v["sessions"].as_array().unwrap() {
+        assert!(e["last_activity"].is_string(), "{e}");
+    }
     assert!(list.contains(&(b.clone(), "idle".into())), "{list:?}");
 
     // The download is the stored trace, byte for byte.
@@ -163,10 +178,18 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     );
     let (owner, epoch) = wait_lease(&pg, &a, "taken back", |o, _| o.is_some()).await;
     assert_eq!((owner.as_deref(), epoch), (Some(node.as_str()), 2));
-    assert_eq!(stored_task_ends(&pg, &a), 2);
+    wait_task_ends(&pg, &a, 2).await;
     let (s, v) = server.call("GET", &format!("/v1/sessions/{a}"), None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["trace_path"], format!("postgres:/{a}"));
+    let stored_at = value(
+        &pg,
+        &format!(
+            "SELECT to_char(last_activity AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM sessions WHERE id = '{a}'"
+        ),
+    );
+    assert_eq!(v["last_activity"].as_str(), stored_at.as_deref(), "{v}");
 
     // A fork through the API is a new stored session, served here.
     let (s, v) = server
@@ -406,11 +429,7 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
     let id = server.create(None).await;
     let after = server.task(&id, "first").await;
     server.events_until_task_end(&id, after).await;
-    let deadline = Instant::now() + WAIT;
-    while stored_task_ends(&pg, &id) < 1 {
-        assert!(Instant::now() < deadline, "the first task never stored");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_task_ends(&pg, &id, 1).await;
 
     tokio::task::block_in_place(|| pg.stop());
     let unavailable = |(s, v): (StatusCode, Value), what: &str| {
@@ -454,11 +473,7 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
         events.iter().any(|(_, v)| v["payload"]["text"] == "two"),
         "{events:?}"
     );
-    let deadline = Instant::now() + WAIT;
-    while stored_task_ends(&pg, &id) < 2 {
-        assert!(Instant::now() < deadline, "the second task never stored");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_task_ends(&pg, &id, 2).await;
     let stored = stored_trace(&pg, &id);
     assert!(
         stored.contains("\"first\"") && stored.contains("\"second\""),
