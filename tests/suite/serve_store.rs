@@ -424,9 +424,21 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
     let server = serve(
         &pg,
         &script,
-        &["--lease-ttl", "120", "--sse-ring-bytes", "512"],
+        &[
+            "--lease-ttl",
+            "120",
+            "--sse-ring-bytes",
+            "512",
+            "--idle-hibernate",
+            "0",
+            "--max-resident",
+            "1",
+        ],
     );
+    // Hibernated (its lease given up) by the next create: waking it needs the store.
+    let sleeper = server.create(None).await;
     let id = server.create(None).await;
+    wait_lease(&pg, &sleeper, "released", |o, _| o.is_none()).await;
     let after = server.task(&id, "first").await;
     server.events_until_task_end(&id, after).await;
     wait_task_ends(&pg, &id, 1).await;
@@ -464,6 +476,12 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
     let status = resp.status();
     let body: Value = resp.json().await.unwrap();
     unavailable((status, body), "replay");
+    unavailable(
+        server
+            .call("GET", &format!("/v1/sessions/{sleeper}"), None)
+            .await,
+        "wake",
+    );
 
     tokio::task::block_in_place(|| pg.launch());
     // Everything goes on: the session takes its next task, a create and the list work.
@@ -484,9 +502,17 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
         &format!("SELECT count(*), max(seq) + 1 FROM trace_records WHERE session_id = '{id}'"),
     );
     assert_eq!(seqs[0][0], seqs[0][1], "no gap in seq: {seqs:?}");
+    // The hibernated session wakes, under its next epoch.
+    let (s, v) = server
+        .call("GET", &format!("/v1/sessions/{sleeper}"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    wait_lease(&pg, &sleeper, "woken", |o, e| o.is_some() && e == 2).await;
     let other = server.create(None).await;
     let list = listed(&server).await;
-    assert!(list.iter().any(|(i, _)| *i == id) && list.iter().any(|(i, _)| *i == other));
+    for want in [&id, &sleeper, &other] {
+        assert!(list.iter().any(|(i, _)| i == want), "{want}: {list:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
