@@ -29,7 +29,7 @@ pub struct SessionsArgs {
     #[arg(long, value_name = "DIR", global = true)]
     pub home: Option<PathBuf>,
     /// The trace store: `files` (default) or a postgres URL (default: $ROOKERY_STORE); a
-    /// postgres store supports `list` for now.
+    /// postgres store supports `list`, `show --json`, `rm` and `fork` for now.
     #[arg(long, value_name = "URL", global = true)]
     pub store: Option<String>,
     /// What to do with the recorded sessions.
