@@ -415,6 +415,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FORMAT", default_value = "text",
           value_parser = choices(LOG_FORMATS))]
     pub log_format: String,
+    /// Where the served sessions live (`--store`, `--lease-ttl`; default: the files under the
+    /// home).
+    #[command(flatten)]
+    pub store: store_args::StoreArgs,
 }
 
 /// The flags of `rookery bench`.

@@ -14,10 +14,13 @@
 pub mod append; // one session's fenced append stream (group commit: one INSERT per batch)
 pub mod error;
 pub mod export; // a session's trace written back as JSONL
+pub mod fork; // a stored session's fork, stored
 pub mod import; // a files home's traces loaded into the store (idempotent)
 pub mod lease; // taking, renewing and giving up a session's lease
 pub mod listing; // sessions listed by an indexed query, and a trace read for resume
 pub mod migrate; // the versioned schema, applied under an advisory lock
+pub mod records; // what the server reads of sessions it does not hold, a page at a time
+pub mod removal; // `sessions rm`: a session and its subagents deleted
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -221,6 +221,8 @@ pub async fn run(spec: &HibernationSpec) -> Result<HibernationOutcome, Hibernati
             },
             sandbox: Default::default(),
             stream_token_ttl: crate::server::stream_token::DEFAULT_TTL,
+            #[cfg(feature = "postgres")]
+            store: None,
         },
     );
     state.start_hibernation();

@@ -282,7 +282,13 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
         })?;
         eprintln!("token: {}", path.display());
     }
-    let host = Host::start(home.clone()).await.map_err(CliError::Start)?;
+    // The store is connected (and migrated) before the host starts on it; `None`: the files.
+    let store = args.store.connect().await?;
+    let host = match store.clone() {
+        Some(store) => Host::start_with_store(home.clone(), store).await,
+        None => Host::start(home.clone()).await,
+    }
+    .map_err(CliError::Start)?;
     let state = ServerState::new(
         host,
         ServerConfig {
@@ -308,6 +314,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
                 max_resident: args.max_resident.max(1),
             },
             sandbox,
+            store,
         },
     );
     if let Some(cfg) = webhooks {

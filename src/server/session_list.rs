@@ -3,7 +3,8 @@
 //! and recorded ones (after a restart: every user session under the home) from what the server
 //! kept or their trace's `session_meta` records, with status `hibernated`.
 //!
-//! Each has its `last_activity`: when its trace was last written.
+//! Each has its `last_activity`: when its trace was last written (with `--store`, when its last
+//! record was stored).
 //!
 //! A user sees its own sessions only, an admin every one, each with its `owner`. Listing never
 //! wakes or resumes a session.
@@ -29,6 +30,7 @@ const KIND: &str = "l1";
     responses(
         (status = 200, description = "A page of the caller's sessions (an admin's: every one), by id.", body = super::openapi_shapes::SessionPage),
         (status = 400, description = "invalid_request, invalid_cursor"),
+        (status = 503, description = "store_unavailable"),
     ))]
 pub async fn list(
     State(state): State<Arc<ServerState>>,
@@ -41,9 +43,12 @@ pub async fn list(
         .as_deref()
         .map(|c| decode(KIND, c))
         .transpose()?;
-    let listed = state.list_page(after.as_deref(), page.limit, &|owner| who.may_access(owner));
+    let listed = state
+        .list_sessions(after.as_deref(), page.limit, &|owner| who.may_access(owner))
+        .await?;
+    let stored_activity = &listed.stored_activity;
     let views = futures::future::join_all(listed.sessions.iter().map(|l| async move {
-        match l {
+        let mut view = match l {
             Listed::Live(e) => super::routes::view(e).await,
             Listed::Hibernated(h) => json!({
                 "session_id": h.id,
@@ -63,7 +68,12 @@ pub async fn list(
                 "queue": [],
             }),
             Listed::Stored(s) => stored(s),
+        };
+        // With a store: when the session's last record was stored (no file to read).
+        if let Some(at) = stored_activity.get(super::state::listing::listed_id(l)) {
+            view["last_activity"] = Value::String(at.clone());
         }
+        view
     }))
     .await;
     let next_cursor = listed.next_after.map(|id| encode(KIND, &id));
@@ -85,7 +95,7 @@ pub fn last_activity(trace: &std::path::Path) -> Value {
     }
 }
 
-/// A session only on disk, from its `session_meta`: woken like a hibernated one by the next
+/// A session only on disk (or in the store), from its `session_meta`: woken like a hibernated one by the next
 /// request that needs it.
 fn stored(s: &StoredView) -> Value {
     let sandbox = s.meta.launch.sandbox.clone().unwrap_or_default();
@@ -101,7 +111,10 @@ fn stored(s: &StoredView) -> Value {
         // Nothing streamed by this server run: a woken session numbers its events from 1.
         "last_event_id": 0,
         "trace_path": s.trace_path.display().to_string(),
-        "last_activity": last_activity(&s.trace_path),
+        "last_activity": match &s.last_activity {
+            Some(at) => Value::String(at.clone()),
+            None => last_activity(&s.trace_path),
+        },
         "error": Value::Null,
         "last_task": Value::Null,
         "queue": [],

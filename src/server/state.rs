@@ -6,7 +6,7 @@
 //! messages. It never runs a turn and never writes a trace: the library does both.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -37,7 +37,11 @@ pub use hibernate::{HibernatedView, HibernationConfig};
 pub use owners::Recorded;
 pub use quotas::quota_exceeded;
 pub use trace_meta::read_trace_meta;
-use trace_meta::{first_meta_record, recorded_creation};
+mod backend;
+#[cfg(feature = "postgres")]
+mod stored;
+#[cfg(feature = "postgres")]
+pub(in crate::server) use stored::store_error;
 
 /// What the command line gives the server.
 pub struct ServerConfig {
@@ -72,6 +76,10 @@ pub struct ServerConfig {
     pub sandbox: crate::sandbox::SandboxPolicy,
     /// How long a stream token is accepted (`--stream-token-ttl-ms`; `stream_token.rs`).
     pub stream_token_ttl: std::time::Duration,
+    /// The `postgres` store the sessions live in (`--store`), the host's; `None`: the files
+    /// under `home`.
+    #[cfg(feature = "postgres")]
+    pub store: Option<crate::store::PgStore>,
 }
 
 impl ServerConfig {
@@ -81,6 +89,12 @@ impl ServerConfig {
             super::credentials::Authenticator::Token(t) => Some(t),
             _ => None,
         }
+    }
+
+    /// The `postgres` store the sessions live in, if the server uses one.
+    #[cfg(feature = "postgres")]
+    pub fn store(&self) -> Option<&crate::store::PgStore> {
+        self.store.as_ref()
     }
 
     /// The principals of `--auth FILE`, if the server has them.
@@ -427,6 +441,12 @@ impl ServerState {
             if hibernating.load(Ordering::SeqCst) {
                 return;
             }
+            #[cfg(feature = "postgres")]
+            if let Some(state) = me.upgrade()
+                && let Some(moved) = state.moved_event(&id).await
+            {
+                log.push(&moved);
+            }
             log.close();
             tracing::debug!(session = %id, "session stream ended");
             if let Some(state) = me.upgrade() {
@@ -496,17 +516,12 @@ impl ServerState {
             Some(c) => (Some(c.log), c.trace, Some(c.created_at)),
             None => (None, None, None),
         };
-        let known = known.filter(|p| p.is_file());
-        let Some(trace) = known.or_else(|| paths::locate_trace(&self.cfg.home, id)) else {
-            return Err(ApiError::unknown_session(id));
+        let opening = match self.opening_of(id, known).await? {
+            Some(o) => o,
+            None => return Err(ApiError::unknown_session(id)),
         };
-        let first_record = first_meta_record(&trace);
-        let created_at =
-            created_at.unwrap_or_else(|| recorded_creation(id, &trace, first_record.as_ref()));
-        let first_meta = first_record.and_then(|m| match m.payload {
-            crate::message::Payload::SessionMeta(m) => Some(*m),
-            _ => None,
-        });
+        let created_at = created_at.unwrap_or_else(|| opening.created_at.clone());
+        let first_meta = opening.first.clone();
         let workspace = match open.workspace.clone() {
             Some(w) => w,
             None => match &first_meta {
@@ -517,12 +532,13 @@ impl ServerState {
                         "unreadable_trace",
                         format!(
                             "cannot resume {id}: {} has no session_meta",
-                            trace.display()
+                            opening.place.display()
                         ),
                     ));
                 }
             },
         };
+        self.check_workspace_here(id, &workspace)?;
         let mut open = open;
         if open.owner.is_none() {
             open.owner = first_meta.as_ref().and_then(|m| m.owner.clone());
@@ -532,8 +548,8 @@ impl ServerState {
             open.tools_profile =
                 first_meta.and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
         }
-        let base = self.reopen_base(id, &trace, &open)?;
-        self.check_resumed_sandbox(&trace, &open)?;
+        let base = self.reopen_base(id, opening.last.as_ref(), &open)?;
+        self.check_resumed_sandbox(opening.last.as_ref(), &open)?;
         let (options, policy, approvals) = self.options(workspace, &open, base)?;
         let slot = self.slot()?;
         let handle = self
@@ -541,7 +557,7 @@ impl ServerState {
             .resume_session(id, options)
             .await
             .map_err(ApiError::session_start)?;
-        tracing::info!(session = %id, "resumed from {}", trace.display());
+        tracing::info!(session = %id, "resumed from {}", opening.place.display());
         self.register(handle, policy, approvals, slot, log, created_at)
             .await
     }
@@ -550,13 +566,17 @@ impl ServerState {
     /// was started with a model (the recorded details are then overridden, and the override is
     /// recorded when it changes them), else the ones the trace records. Fields of the request
     /// (`config`) override either and are recorded too.
-    fn reopen_base(&self, id: &str, trace: &Path, open: &OpenOptions) -> Result<Base, ApiError> {
-        let meta = super::reopen::last_meta(trace);
+    fn reopen_base(
+        &self,
+        id: &str,
+        meta: Option<&crate::message::SessionMeta>,
+        open: &OpenOptions,
+    ) -> Result<Base, ApiError> {
         let mut overrides = Vec::new();
         let mut base = match &self.cfg.model {
             Some(model) => {
                 let info = model.info();
-                let same = meta.as_ref().is_some_and(|m| {
+                let same = meta.is_some_and(|m| {
                     m.provider == info.provider
                         && m.model_id == info.model_id
                         && m.launch.script == self.cfg.launch.script
@@ -574,7 +594,6 @@ impl ServerState {
             }
             None => {
                 let recorded = meta
-                    .as_ref()
                     .map(super::reopen::recorded)
                     .transpose()
                     .map_err(|e| {
@@ -644,7 +663,10 @@ impl ServerState {
             return Ok(());
         }
         let known = self.closed.lock().is_ok_and(|c| c.contains(id))
-            || paths::locate_trace(&self.cfg.home, id).is_some();
+            || match self.in_store(id).await? {
+                Some(stored) => stored,
+                None => paths::locate_trace(&self.cfg.home, id).is_some(),
+            };
         if known {
             Ok(())
         } else {

@@ -141,6 +141,7 @@ async fn router_paths() -> BTreeSet<String> {
             },
             sandbox: Default::default(),
             stream_token_ttl: Duration::from_secs(60),
+            store: None,
         },
     );
     let text = format!("{:?}", rookery::server::router(state.clone()));
