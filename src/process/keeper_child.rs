@@ -505,10 +505,10 @@ extern "C" fn exec_main(arg: *mut libc::c_void) -> libc::c_int {
     if let Err(e) = ok(libc::SYS_setsid, [0; 6]) {
         return fail(a, step::SETSID, e);
     }
-    if a.tty {
-        if let Err(e) = ok(libc::SYS_ioctl, [0, libc::TIOCSCTTY as usize, 0, 0, 0, 0]) {
-            return fail(a, step::CTTY, e);
-        }
+    if a.tty
+        && let Err(e) = ok(libc::SYS_ioctl, [0, libc::TIOCSCTTY as usize, 0, 0, 0, 0])
+    {
+        return fail(a, step::CTTY, e);
     }
     if let Err(e) = ok(libc::SYS_chdir, [a.cwd as usize, 0, 0, 0, 0, 0]) {
         return fail(a, step::CHDIR, e);

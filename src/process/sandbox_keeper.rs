@@ -1,12 +1,12 @@
-//! Linux: the keeper of a sandboxed session, the one process that holds the session's user + PID
-//! + mount namespaces. Rookery clones it once per session (its own copy of our memory, so it may
-//! be the parent of processes in those namespaces); it maps its ids, mounts the namespace's
-//! `/proc`, hides the `deny_read` paths, installs the session's seccomp filters on itself, reports
-//! that it is ready, and then starts each command of the session on request: a vfork-style clone
-//! (stdio, the command's own session and process group, the terminal, the working directory,
-//! `Confinement::restrict_command`, `execve`), so a command costs no namespace, mount or filter
-//! compilation of its own. It reaps the commands (and whatever they leave: it is the namespace's
-//! init) and reports each command's wait status.
+//! Linux: the keeper of a sandboxed session, the one process that holds the session's user, PID
+//! and mount namespaces. Rookery clones it once per session (its own copy of our memory, so it
+//! may be the parent of processes in those namespaces); it maps its ids, mounts the namespace's
+//! `/proc`, hides the `deny_read` paths, installs the session's seccomp filters on itself,
+//! reports that it is ready, and then starts each command of the session on request: a
+//! vfork-style clone (stdio, the command's own session and process group, the terminal, the
+//! working directory, `Confinement::restrict_command`, `execve`), so a command costs no
+//! namespace, mount or filter compilation of its own. It reaps the commands (and whatever they
+//! leave: it is the namespace's init) and reports each command's wait status.
 //!
 //! The protocol, on unix seqpacket sockets: a request on the control socket is a 24-byte header
 //! (terminal flag, argument and variable counts, the size of the strings) with five descriptors

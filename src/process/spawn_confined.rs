@@ -202,14 +202,14 @@ impl Drop for AwaitingStart {
         };
         // SAFETY: shutdown of a socket we own.
         unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RD) };
-        if let Ok(Some((STARTED, _, pid))) = keeper::try_recv_record(fd.as_raw_fd()) {
-            if pid > 0 {
-                // SAFETY: kills of the command's group and leader, reported started a moment
-                // ago (a pid reused between that report and now is out of reach in practice).
-                unsafe {
-                    libc::kill(-pid, libc::SIGKILL);
-                    libc::kill(pid, libc::SIGKILL);
-                }
+        if let Ok(Some((STARTED, _, pid))) = keeper::try_recv_record(fd.as_raw_fd())
+            && pid > 0
+        {
+            // SAFETY: kills of the command's group and leader, reported started a moment
+            // ago (a pid reused between that report and now is out of reach in practice).
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
             }
         }
     }
