@@ -17,6 +17,8 @@ pub mod guard;
 #[cfg(target_os = "linux")]
 mod keeper_child;
 #[cfg(target_os = "linux")]
+mod keeper_protocol;
+#[cfg(target_os = "linux")]
 pub mod reaper;
 pub mod ring;
 #[cfg(target_os = "linux")]

@@ -9,8 +9,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use super::sandbox_keeper::{END, EXITED, HEADER, REQUEST_FDS, STARTED};
-use super::spawn_confined::step;
+use super::keeper_protocol::{END, EXITED, HEADER, REQUEST_FDS, STARTED, step};
 use crate::sandbox::{ChildFailure, Confinement};
 
 /// Commands one keeper runs at once (more are refused, never queued unwatched).

@@ -27,22 +27,11 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 
 use super::keeper_child::{KeeperArgs, keeper_main};
-use super::spawn_confined::{ConfinedError, step};
+use super::keeper_protocol::{ConfinedError, HEADER, REQUEST_FDS, STARTED, read_record, step};
 use crate::sandbox::{ChildFailure, Confinement};
 
 /// Stack of the keeper and of each command before its exec (in the keeper's memory).
 const STACK: usize = 64 * 1024;
-/// Descriptors of a request: stdin, stdout, stderr, the report socket, the strings.
-pub(super) const REQUEST_FDS: usize = 5;
-/// Bytes of a request's header.
-pub(super) const HEADER: usize = 24;
-/// A record's code: ready (the keeper) or started (a command; the value is 0).
-pub(super) const STARTED: u32 = 0;
-/// A record's code: the command exited; the value is its wait status.
-pub(super) const EXITED: u32 = u32::MAX;
-/// A slot of the strings' table that ends a list (argv, envp).
-pub(super) const END: u64 = u64::MAX;
-
 /// A running keeper, as rookery holds it: its pid (our child) and our end of the control socket.
 /// Dropped (with the session's confinement), it closes the socket, which ends the keeper and
 /// every process of its namespaces; a helper thread reaps it.
@@ -265,78 +254,6 @@ fn send_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Awaits one 8-byte record on `sock` (non-blocking): `None` at its end.
-pub(super) async fn read_record(sock: &OwnedFd) -> io::Result<Option<(u32, i32)>> {
-    let r = read_record_creds(sock).await;
-    r.map(|o| o.map(|(c, v, _)| (c, v)))
-}
-
-/// [`read_record`], with the pid of the credentials attached to the record (0: none; they
-/// come with `SO_PASSCRED` set on `sock`).
-pub(super) async fn read_record_creds(
-    sock: &OwnedFd,
-) -> io::Result<Option<(u32, i32, libc::pid_t)>> {
-    let raw = sock.as_raw_fd();
-    // SAFETY: `sock` stays open while `afd` (dropped at the end of this function) is registered.
-    let afd = unsafe { AsyncFd::register(raw) }?;
-    loop {
-        let mut ready = afd.readable().await?;
-        match try_recv_record(raw) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready.clear_ready(),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            other => return other,
-        }
-    }
-}
-
-/// One non-blocking `recvmsg` of a record: `None` at the end of the socket.
-pub(super) fn try_recv_record(sock: RawFd) -> io::Result<Option<(u32, i32, libc::pid_t)>> {
-    let mut rec = [0u8; 8];
-    let mut cmsg = [0u64; 8];
-    let mut iov = libc::iovec {
-        iov_base: rec.as_mut_ptr().cast(),
-        iov_len: rec.len(),
-    };
-    // SAFETY: a zeroed msghdr is valid; the buffers outlive the call; the control messages are
-    // read within `msg_controllen` through the CMSG macros.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cmsg.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&cmsg) as _;
-        let n = libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if n == 0 {
-            return Ok(None);
-        }
-        if n as usize != rec.len() {
-            return Err(io::Error::from_raw_os_error(libc::EPROTO));
-        }
-        let mut pid = 0;
-        let mut h = libc::CMSG_FIRSTHDR(&msg);
-        while !h.is_null() {
-            if (*h).cmsg_level == libc::SOL_SOCKET && (*h).cmsg_type == libc::SCM_CREDENTIALS {
-                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(h).cast::<libc::ucred>());
-                pid = cred.pid;
-            } else if (*h).cmsg_level == libc::SOL_SOCKET && (*h).cmsg_type == libc::SCM_RIGHTS {
-                // Nobody sends us descriptors; close any so none leaks.
-                let n = ((*h).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / 4;
-                let data = libc::CMSG_DATA(h).cast::<RawFd>();
-                for i in 0..n {
-                    libc::close(std::ptr::read_unaligned(data.add(i)));
-                }
-            }
-            h = libc::CMSG_NXTHDR(&msg, h);
-        }
-        let code = u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]);
-        let value = i32::from_ne_bytes([rec[4], rec[5], rec[6], rec[7]]);
-        Ok(Some((code, value, pid)))
-    }
 }
 
 #[cfg(test)]

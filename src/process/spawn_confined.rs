@@ -6,7 +6,7 @@
 //! thread runs other tasks meanwhile): either the start, with the command's pid (translated by
 //! the kernel into ours, so rookery signals the command's group directly), or the step that
 //! failed, so the spawn fails with what went wrong and nothing runs unconfined. The same socket
-//! later carries the command's wait status ([`wait_status`]).
+//! later carries the command's wait status (`wait_status`).
 //!
 //! A keeper that is gone (killed, or its namespaces broken) fails the command closed with a
 //! clear error and is forgotten; the session's next command starts a fresh one. The unsandboxed
@@ -15,68 +15,12 @@
 use std::ffi::CString;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
 use std::sync::Arc;
 
-use super::sandbox_keeper::{self as keeper, END, EXITED, HEADER, STARTED};
+pub use super::keeper_protocol::ConfinedError;
+use super::keeper_protocol::{END, HEADER, STARTED, step};
+use super::sandbox_keeper as keeper;
 use crate::sandbox::Confinement;
-
-/// Steps of the process side (the sandbox's own are below 100, see `sandbox::step`).
-pub(super) mod step {
-    pub(crate) const DUP2: u32 = 101;
-    pub(crate) const SETSID: u32 = 102;
-    pub(crate) const CTTY: u32 = 103;
-    pub(crate) const CHDIR: u32 = 105;
-    pub(crate) const EXEC: u32 = 106;
-    pub(crate) const CLONE: u32 = 107;
-    pub(crate) const SIGNALFD: u32 = 109;
-    pub(crate) const KEEPER_START: u32 = 110;
-    pub(crate) const KEEPER_GONE: u32 = 111;
-    pub(crate) const KEEPER_FULL: u32 = 112;
-    pub(crate) const REQUEST: u32 = 113;
-}
-
-/// A failed sandboxed start: which step, the OS error, and whether the step was the
-/// sandbox's (namespaces, Landlock, seccomp, capabilities, the keeper) or an ordinary one
-/// (exec, chdir).
-#[derive(Debug)]
-pub struct ConfinedError {
-    /// What the step did, as the error text names it.
-    pub step: &'static str,
-    /// The OS error it failed with.
-    pub source: io::Error,
-    /// Whether the step was the sandbox's own (not exec or chdir).
-    pub sandbox: bool,
-}
-
-impl ConfinedError {
-    pub(super) fn new(code: u32, errno: i32) -> Self {
-        let (step, sandbox) = match code {
-            step::DUP2 => ("place stdio", false),
-            step::SETSID => ("start a new session", false),
-            step::CTTY => ("take the terminal", false),
-            step::CHDIR => ("enter the working directory", false),
-            step::EXEC => ("execute bash", false),
-            step::CLONE => ("start the command inside the namespaces", true),
-            step::SIGNALFD => ("receive the keeper's child signals", true),
-            step::KEEPER_START => ("start the session's sandbox keeper", true),
-            step::KEEPER_GONE => (
-                "reach the session's sandbox keeper (it is gone; the command did not run, \
-                 the next one starts a new keeper)",
-                true,
-            ),
-            step::KEEPER_FULL => ("start a command: the session runs too many at once", true),
-            step::REQUEST => ("read the command's request in the sandbox keeper", true),
-            other => (crate::sandbox::step::name(other), true),
-        };
-        ConfinedError {
-            step,
-            source: io::Error::from_raw_os_error(errno),
-            sandbox,
-        }
-    }
-}
 
 /// The program, argv, envp and working directory of a start.
 type Strings = (CString, Vec<CString>, Vec<CString>, CString);
@@ -123,7 +67,7 @@ fn strings_memfd(strings: &Strings) -> io::Result<(OwnedFd, usize)> {
 
 /// Starts `program` confined by `conf` through the session's keeper (see the module text);
 /// returns the command's pid (in our namespace: the leader of the group rookery signals) and
-/// the report socket its status comes through ([`wait_status`]). Must run inside a tokio
+/// the report socket its status comes through (`wait_status`). Must run inside a tokio
 /// runtime.
 pub async fn spawn(
     strings: Strings,
@@ -171,7 +115,7 @@ pub async fn spawn(
     drop((theirs, memfd));
     let mut awaiting = AwaitingStart(Some(ours));
     let record = match &awaiting.0 {
-        Some(ours) => keeper::read_record_creds(ours).await,
+        Some(ours) => super::keeper_protocol::read_record_creds(ours).await,
         None => Err(io::Error::from_raw_os_error(libc::EBADF)),
     };
     match record {
@@ -202,7 +146,7 @@ impl Drop for AwaitingStart {
         };
         // SAFETY: shutdown of a socket we own.
         unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RD) };
-        if let Ok(Some((STARTED, _, pid))) = keeper::try_recv_record(fd.as_raw_fd())
+        if let Ok(Some((STARTED, _, pid))) = super::keeper_protocol::try_recv_record(fd.as_raw_fd())
             && pid > 0
         {
             // SAFETY: kills of the command's group and leader, reported started a moment
@@ -213,14 +157,4 @@ impl Drop for AwaitingStart {
             }
         }
     }
-}
-
-/// Awaits a started command's wait status on its report socket. The end of the socket without
-/// one means the keeper is gone, and its namespaces with everything in them: the command was
-/// killed (SIGKILL).
-pub(super) async fn wait_status(report: OwnedFd) -> io::Result<ExitStatus> {
-    Ok(match keeper::read_record(&report).await? {
-        Some((EXITED, status)) => ExitStatus::from_raw(status),
-        _ => ExitStatus::from_raw(libc::SIGKILL),
-    })
 }

@@ -243,7 +243,7 @@ impl ChildProc {
             return Ok(s);
         }
         if let Some(report) = self.report.take() {
-            let status = super::spawn_confined::wait_status(report).await?;
+            let status = super::keeper_protocol::wait_status(report).await?;
             self.status = Some(status);
             return Ok(status);
         }
