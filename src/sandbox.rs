@@ -23,7 +23,7 @@ mod seccomp_filter;
 mod session;
 pub mod sys;
 
-pub use confinement::{ChildFailure, Confinement, step};
+pub use confinement::{ChildFailure, Confinement, KeeperSlot, step};
 pub use error::SandboxError;
 pub use layout::{PathDenied, SandboxLayout, real_path};
 pub use policy::{NetworkAccess, SandboxMode, SandboxPolicy, SandboxRequest};

@@ -69,6 +69,23 @@ pub(crate) fn children_usage() -> Usage {
     rusage(libc::RUSAGE_CHILDREN)
 }
 
+/// CPU seconds of process `pid` and of the children it reaped (`utime + stime + cutime +
+/// cstime` of `/proc/<pid>/stat`, in clock ticks); `None` when it cannot be read.
+pub(crate) fn proc_cpu_with_children(pid: libc::pid_t) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name (in parentheses, maybe with spaces): fields 3.. of proc(5).
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime, stime, cutime, cstime are fields 14-17, i.e. 11-14 after the name.
+    let mut ticks = 0u64;
+    for f in fields.get(11..15)? {
+        ticks += f.parse::<u64>().ok()?;
+    }
+    // SAFETY: `sysconf` has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
 /// The resident set size right now, in kB (`None` where `/proc` is missing).
 pub(crate) fn current_rss_kb() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/statm").ok()?;

@@ -2,7 +2,8 @@
 //! spawn path, in one run: interleaved rounds of the same N workers × K commands (`bash -lc
 //! true`, each spawned through `process::spawn_process` and waited for) sandboxed and not,
 //! and the spawn floor (`bash -lc true` through tokio's `Command`). Each figure is wall time
-//! and CPU (this process and its reaped children) per command.
+//! and CPU per command: this process, its reaped children, and the session's sandbox keeper
+//! with the commands it reaped (they are its children, not ours: `/proc/<keeper>/stat`).
 //!
 //! It measures spawns directly, not sessions: the session's sandbox setting is wired
 //! elsewhere. It renders nothing (`cli/bench_sandbox.rs` does).
@@ -109,13 +110,13 @@ pub(crate) async fn run(
     let mut out = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let total = workers * per_worker;
-        let floor = timed(total, async {
+        let floor = timed(conf, total, async {
             measure::spawn_floor(total, workers, &paths.shell_home, &paths.workspace).await?;
             Ok(())
         })
         .await?;
-        let plain = timed(total, spawns(paths, None, workers, per_worker)).await?;
-        let sandboxed = timed(total, spawns(paths, Some(conf), workers, per_worker)).await?;
+        let plain = timed(conf, total, spawns(paths, None, workers, per_worker)).await?;
+        let sandboxed = timed(conf, total, spawns(paths, Some(conf), workers, per_worker)).await?;
         out.push(Round {
             floor,
             plain,
@@ -125,17 +126,28 @@ pub(crate) async fn run(
     Ok(out)
 }
 
+/// CPU seconds of the session's keeper and of the commands it reaped (0 without a keeper).
+async fn keeper_cpu(conf: &Arc<Confinement>) -> f64 {
+    match crate::process::keeper_pid(conf).await {
+        Some(pid) => measure::proc_cpu_with_children(pid).unwrap_or(0.0),
+        None => 0.0,
+    }
+}
+
 async fn timed(
+    conf: &Arc<Confinement>,
     commands: usize,
     f: impl std::future::Future<Output = Result<(), SandboxBenchError>>,
 ) -> Result<Phase, SandboxBenchError> {
-    let cpu = || measure::self_usage().cpu_s() + measure::children_usage().cpu_s();
-    let before = cpu();
+    let ours = || measure::self_usage().cpu_s() + measure::children_usage().cpu_s();
+    let before = ours() + keeper_cpu(conf).await;
     let start = Instant::now();
     f.await?;
+    let wall = start.elapsed();
+    let after = ours() + keeper_cpu(conf).await;
     Ok(Phase {
-        wall: start.elapsed(),
-        cpu_s: (cpu() - before).max(0.0),
+        wall,
+        cpu_s: (after - before).max(0.0),
         commands,
     })
 }

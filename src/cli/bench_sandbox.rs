@@ -85,6 +85,17 @@ pub(super) async fn bench(args: &BenchArgs, mode: SandboxMode) -> Result<ExitCod
     let (floor_ms, floor_cpu) = phase(&rounds, |r| r.floor);
     let (plain_ms, plain_cpu) = phase(&rounds, |r| r.plain);
     let (sbx_ms, sbx_cpu) = phase(&rounds, |r| r.sandboxed);
+    let per_round: Vec<serde_json::Value> = rounds
+        .iter()
+        .map(|r| {
+            let ms = |p: Phase| r3(p.wall.as_secs_f64() * 1000.0);
+            json!({
+                "ratio_wall_sandboxed_to_floor": ratio(ms(r.sandboxed), ms(r.floor)),
+                "ratio_cpu_per_command_sandboxed_to_plain":
+                    ratio(r.sandboxed.cpu_per_command_us(), r.plain.cpu_per_command_us()),
+            })
+        })
+        .collect();
     let v = json!({
         "workload": "exec",
         "sandbox": mode.as_str(),
@@ -102,6 +113,7 @@ pub(super) async fn bench(args: &BenchArgs, mode: SandboxMode) -> Result<ExitCod
         "ratio_wall_sandboxed_to_plain": ratio(sbx_ms, plain_ms),
         "ratio_cpu_per_command_sandboxed_to_plain": ratio(sbx_cpu, plain_cpu),
         "ratio_cpu_per_command_sandboxed_to_floor": ratio(sbx_cpu, floor_cpu),
+        "per_round": per_round,
     });
     if args.json {
         outln!("{v}");
@@ -136,6 +148,18 @@ pub(super) async fn bench(args: &BenchArgs, mode: SandboxMode) -> Result<ExitCod
         g("ratio_wall_sandboxed_to_floor"),
         g("ratio_wall_sandboxed_to_plain"),
         g("ratio_cpu_per_command_sandboxed_to_plain")
+    );
+    let each = |key: &str| {
+        per_round
+            .iter()
+            .map(|r| r.get(key).cloned().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    outln!(
+        "per round            wall to floor {}; cpu per command to unsandboxed {}",
+        each("ratio_wall_sandboxed_to_floor"),
+        each("ratio_cpu_per_command_sandboxed_to_plain")
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -307,8 +307,8 @@ type Strings = (
     std::ffi::CString,
 );
 
-/// Starts the prepared bash: unconfined (`spawn_raw.rs`) or, with a sandbox, as the command of
-/// its namespace's init (`spawn_confined.rs`). Returns the pid of the group's leader.
+/// Starts the prepared bash: unconfined (`spawn_raw.rs`) or, with a sandbox, through the
+/// session's keeper (`spawn_confined.rs`). Returns the pid of the group's leader.
 #[cfg(target_os = "linux")]
 async fn start(
     strings: Strings,
@@ -323,7 +323,7 @@ async fn start(
         return Ok((pid, ChildProc::new(pid)));
     };
     match super::spawn_confined::spawn(strings, stdio, tty, conf.clone()).await {
-        Ok((pid, report, stack)) => Ok((pid, ChildProc::confined(pid, report, stack))),
+        Ok((pid, report)) => Ok((pid, ChildProc::confined(pid, report))),
         Err(e) if e.sandbox => {
             tracing::warn!(step = e.step, error = %e.source, "sandboxed spawn refused");
             Err(SpawnError::Sandbox {

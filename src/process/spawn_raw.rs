@@ -202,25 +202,15 @@ pub fn spawn_with(
     Ok(pid)
 }
 
-/// A spawned child, waited for through a pidfd (or a blocking thread without pidfd support).
+/// A spawned child, waited for through a pidfd (or a blocking thread without pidfd support),
+/// or a sandboxed command, a child of its session's keeper, whose status comes through its
+/// report socket (see `spawn_confined.rs`).
 #[derive(Debug)]
 pub struct ChildProc {
     pid: libc::pid_t,
     status: Option<ExitStatus>,
-    /// A sandboxed command: the pid is its namespace's init, which writes the command's own
-    /// wait status here before it exits (see `spawn_confined.rs`).
+    /// A sandboxed command's report socket.
     report: Option<OwnedFd>,
-    /// The stack that init runs on, in our memory: freed once it is reaped, never before.
-    init_stack: Option<super::spawn_confined::InitStack>,
-}
-
-impl Drop for ChildProc {
-    fn drop(&mut self) {
-        // An init never reaped may still run on its stack: leak it rather than free it.
-        if let Some(stack) = self.init_stack.take() {
-            std::mem::forget(stack);
-        }
-    }
 }
 
 impl ChildProc {
@@ -230,21 +220,15 @@ impl ChildProc {
             pid,
             status: None,
             report: None,
-            init_stack: None,
         }
     }
 
-    /// The init of a sandboxed command, whose status comes through `report`.
-    pub(crate) fn confined(
-        pid: libc::pid_t,
-        report: OwnedFd,
-        init_stack: super::spawn_confined::InitStack,
-    ) -> Self {
+    /// A sandboxed command (not our child), whose status comes through `report`.
+    pub(crate) fn confined(pid: libc::pid_t, report: OwnedFd) -> Self {
         ChildProc {
             pid,
             status: None,
             report: Some(report),
-            init_stack: Some(init_stack),
         }
     }
 
@@ -257,6 +241,11 @@ impl ChildProc {
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         if let Some(s) = self.status {
             return Ok(s);
+        }
+        if let Some(report) = self.report.take() {
+            let status = super::keeper_protocol::wait_status(report).await?;
+            self.status = Some(status);
+            return Ok(status);
         }
         let pid = self.pid;
         // SAFETY: pidfd_open has no memory arguments; a valid result is a descriptor we own.
@@ -274,12 +263,6 @@ impl ChildProc {
                 .await
                 .map_err(io::Error::other)??
         };
-        // Reaped: the init no longer runs on its stack.
-        drop(self.init_stack.take());
-        let status = match self.report.take() {
-            Some(fd) => super::spawn_confined::command_status(&fd).unwrap_or(status),
-            None => status,
-        };
         self.status = Some(status);
         Ok(status)
     }
@@ -288,7 +271,7 @@ impl ChildProc {
 /// `waitpid` for `pid`, retried on EINTR. Without `exited`, first waits for the exit without
 /// reaping (`WNOWAIT`), so the reap itself and the removal from the owned set happen together
 /// under the set's lock (no new child can be given the pid in between).
-fn reap(pid: libc::pid_t, exited: bool) -> io::Result<ExitStatus> {
+pub(super) fn reap(pid: libc::pid_t, exited: bool) -> io::Result<ExitStatus> {
     if !exited {
         loop {
             // SAFETY: a zeroed siginfo is a valid out value; waits for our own child.

@@ -1,14 +1,20 @@
 //! The kernel confinement of one session, built once from its layout by [`Confinement::prepare`]
 //! (the Landlock ruleset descriptor, the compiled seccomp programs, the namespace strings) and
-//! applied by the process layer to each of the session's processes between clone and exec:
-//! [`Confinement::enter_namespaces`] in the first process of the session's fresh user + PID +
-//! mount namespaces, [`Confinement::restrict`] in the process about to exec.
+//! applied by the process layer between clone and exec: [`Confinement::enter_namespaces`],
+//! [`Confinement::drop_inheritable_caps`] and [`Confinement::install_filters`] once per session
+//! in the keeper of the session's user + PID +
+//! mount namespaces, [`Confinement::restrict_command`] in each command about to exec (the
+//! commands inherit the keeper's namespaces and seccomp filters), [`Confinement::apply_in_child`]
+//! (all of it) in an MCP stdio server. It also holds the process layer's keeper
+//! ([`KeeperSlot`]), so the keeper ends with the session's confinement.
 //!
 //! The child-side methods make raw system calls only (no allocation, no lock, no logging): they
 //! run in a child of a multi-threaded process. This file spawns nothing.
 
+use std::any::Any;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 use seccompiler::BpfProgram;
 
@@ -100,6 +106,24 @@ struct SockFprog {
     filter: *const seccompiler::sock_filter,
 }
 
+/// Where the process layer keeps the session's keeper (the process that holds its namespaces),
+/// as an opaque value: dropped with the confinement, which ends the keeper.
+#[derive(Default)]
+pub struct KeeperSlot(tokio::sync::Mutex<Option<Arc<dyn Any + Send + Sync>>>);
+
+impl KeeperSlot {
+    /// Locks the slot (held while a keeper is looked up or started).
+    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, Option<Arc<dyn Any + Send + Sync>>> {
+        self.0.lock().await
+    }
+}
+
+impl std::fmt::Debug for KeeperSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeeperSlot")
+    }
+}
+
 /// A session's prepared confinement.
 #[derive(Debug)]
 pub struct Confinement {
@@ -109,6 +133,7 @@ pub struct Confinement {
     filters: Vec<BpfProgram>,
     /// The highest capability number of the kernel (the bounding set is dropped up to it).
     last_cap: libc::c_ulong,
+    keeper: KeeperSlot,
 }
 
 impl Confinement {
@@ -143,6 +168,7 @@ impl Confinement {
             ruleset,
             filters,
             last_cap,
+            keeper: KeeperSlot::default(),
         })
     }
 
@@ -151,23 +177,73 @@ impl Confinement {
         &self.layout
     }
 
-    /// The namespaces the first process of each command is cloned into.
+    /// The namespaces the session's keeper is cloned into (its own memory: a process that
+    /// shares another's cannot later be the parent of processes in them cheaply, and the keeper
+    /// outlives the spawning call).
     pub fn clone_flags(&self) -> libc::c_int {
-        libc::CLONE_VM | libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS
+        libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS
     }
 
-    /// Child side, in the first process of the namespaces of [`Self::clone_flags`]: the id
-    /// maps, a fresh `/proc`, the `deny_read` masks. Raw system calls only.
+    /// The descriptor the child side reads (the Landlock ruleset): a keeper that closes
+    /// everything else must keep it open.
+    pub fn ruleset_fd(&self) -> RawFd {
+        self.ruleset.as_raw_fd()
+    }
+
+    /// Where the process layer keeps this session's keeper.
+    pub fn keeper_slot(&self) -> &KeeperSlot {
+        &self.keeper
+    }
+
+    /// Child side, in the first process of the namespaces of [`Self::clone_flags`] (the
+    /// keeper): the id maps, a fresh `/proc`, the `deny_read` masks. Raw system calls only.
     pub fn enter_namespaces(&self) -> Result<(), ChildFailure> {
         self.ns.enter(true)
     }
 
-    /// Child side, in the process about to exec (after the namespaces are set up): drops the
-    /// capability bounding set and the ambient set, applies the Landlock ruleset, sets
-    /// `no_new_privs`, drops every capability, installs the seccomp filters. Raw system calls
-    /// only (see `sys.rs`); afterwards nothing of it can be undone by the process or its
+    /// Child side, the whole confinement of a process about to exec:
+    /// [`Self::drop_inheritable_caps`], [`Self::restrict_command`], [`Self::install_filters`].
+    /// Raw system calls only; afterwards nothing of it can be undone by the process or its
     /// descendants.
     pub fn restrict(&self) -> Result<(), ChildFailure> {
+        self.drop_inheritable_caps()?;
+        self.restrict_command()?;
+        self.install_filters()
+    }
+
+    /// Child side, in the keeper once its namespaces are set up: installs the seccomp filters,
+    /// which every command it starts inherits (installing them costs a compilation of the
+    /// programs in the kernel each time, so it is done once per session). The keeper keeps its
+    /// capabilities in its own user namespace (a command without any cannot inspect it).
+    pub fn install_filters(&self) -> Result<(), ChildFailure> {
+        for f in &self.filters {
+            let prog = SockFprog {
+                len: f.len() as libc::c_ushort,
+                filter: f.as_ptr(),
+            };
+            sys::check(sys::call(
+                libc::SYS_seccomp,
+                [
+                    libc::SECCOMP_SET_MODE_FILTER as usize,
+                    0,
+                    &prog as *const SockFprog as usize,
+                    0,
+                    0,
+                    0,
+                ],
+            ))
+            .map_err(|errno| ChildFailure {
+                step: step::SECCOMP,
+                errno,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Child side, once in the keeper: empties the capability bounding set and the ambient set,
+    /// which every process it starts inherits (the keeper's own capabilities stay: a command
+    /// without any cannot inspect it). Raw system calls only.
+    pub fn drop_inheritable_caps(&self) -> Result<(), ChildFailure> {
         let at = |step: u32| move |errno: i32| ChildFailure { step, errno };
         let prctl = |op: libc::c_int, arg: usize| {
             sys::check(sys::call(libc::SYS_prctl, [op as usize, arg, 0, 0, 0, 0]))
@@ -190,9 +266,20 @@ impl Confinement {
             ],
         );
         match sys::check(clear) {
-            Ok(_) | Err(libc::EINVAL) => {}
-            Err(errno) => return Err(at(step::CAP_AMBIENT)(errno)),
+            Ok(_) | Err(libc::EINVAL) => Ok(()),
+            Err(errno) => Err(at(step::CAP_AMBIENT)(errno)),
         }
+    }
+
+    /// Child side, in the command about to exec, in a process whose bounding and ambient sets
+    /// are already empty ([`Self::drop_inheritable_caps`]): applies the Landlock ruleset, sets
+    /// `no_new_privs`, drops every capability. The seccomp filters are not installed here
+    /// ([`Self::install_filters`]). Raw system calls only (see `sys.rs`).
+    pub fn restrict_command(&self) -> Result<(), ChildFailure> {
+        let at = |step: u32| move |errno: i32| ChildFailure { step, errno };
+        let prctl = |op: libc::c_int, arg: usize| {
+            sys::check(sys::call(libc::SYS_prctl, [op as usize, arg, 0, 0, 0, 0]))
+        };
         sys::check(sys::call(
             libc::SYS_landlock_restrict_self,
             [self.ruleset.as_raw_fd() as usize, 0, 0, 0, 0, 0],
@@ -220,24 +307,6 @@ impl Confinement {
             ],
         ))
         .map_err(at(step::CAP_SET))?;
-        for f in &self.filters {
-            let prog = SockFprog {
-                len: f.len() as libc::c_ushort,
-                filter: f.as_ptr(),
-            };
-            sys::check(sys::call(
-                libc::SYS_seccomp,
-                [
-                    libc::SECCOMP_SET_MODE_FILTER as usize,
-                    0,
-                    &prog as *const SockFprog as usize,
-                    0,
-                    0,
-                    0,
-                ],
-            ))
-            .map_err(at(step::SECCOMP))?;
-        }
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 //!
 //! Everything here runs between clone and exec: raw system calls on strings prepared by
 //! [`NsSetup::new`], no allocation, no locks. It creates no namespace itself (the process layer
-//! clones into them, or `Confinement::apply_in_child` unshares).
+//! clones the session's keeper into them, or `Confinement::apply_in_child` unshares).
 
 use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;

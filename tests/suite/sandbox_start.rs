@@ -117,6 +117,15 @@ async fn a_sandboxed_start_yields_and_many_run_at_once_on_one_thread() {
 async fn a_cancelled_sandboxed_start_leaves_nothing_running() {
     let dir = tempfile::tempdir().unwrap();
     let (conf, ws, home) = confine(&dir.path().canonicalize().unwrap());
+    // The session's first command starts its keeper; the start of the next one is a request
+    // sent at the first poll.
+    let (out, ok) = finish(
+        spawn_process(&spec("echo warm", &ws, &home, &conf))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((out.as_str(), ok), ("warm\n", true));
     // A sleep no other process has: a fraction of a day unique to this run.
     let marker = format!("86399.{}", std::process::id());
     let s = spec(&format!("exec sleep {marker}"), &ws, &home, &conf);
