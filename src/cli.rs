@@ -38,6 +38,7 @@ mod bench_rounds;
 mod bench_sandbox;
 pub mod bench_trace;
 pub mod chat;
+pub mod cluster_args;
 pub mod completions;
 pub mod config_show;
 pub mod error;
@@ -320,6 +321,10 @@ pub struct ServeArgs {
     #[arg(long = "sandbox-network", value_name = "ON|OFF",
           value_parser = choices(SANDBOX_NETWORK).try_map(|s| s.parse::<crate::sandbox::NetworkAccess>()))]
     pub sandbox_network: Option<crate::sandbox::NetworkAccess>,
+    /// A node of a cluster on the postgres store (`--node-id`, `--advertise`,
+    /// `--cluster-token-env`).
+    #[command(flatten)]
+    pub cluster: cluster_args::ClusterArgs,
     /// The bearer token every route but /healthz needs, read from this environment variable
     /// (default: a random token generated at start and written to `<home>/serve.token`).
     #[arg(long, value_name = "VAR", conflicts_with_all = ["no_auth", "auth"])]
