@@ -459,3 +459,65 @@ async fn frozen_owner(pg: &TestPostgres) {
     );
     assert_eq!(calls, vec![vec![Some("1".to_string())]]);
 }
+
+#[test]
+fn a_session_whose_lease_moves_has_its_command_killed() {
+    use rookery::store::{PgStore, StoreOptions};
+    let pg = TestPostgres::start();
+    let url = pg.url();
+    let sb = crate::common::cli::Sandbox::new();
+    let ws = sb.ws();
+    runtime().block_on(async move {
+        let options = StoreOptions {
+            node: "a".to_string(),
+            lease_ttl: Duration::from_secs(2),
+        };
+        let store = PgStore::connect(&url, options).await.unwrap();
+        let host = rookery::Host::start_with_store(sb.home(), store.clone())
+            .await
+            .unwrap();
+        let model = crate::common::scripted(json!({"turns": [
+            {"tool_calls": [{"name": "exec_command", "arguments": {
+                "description": "wait", "cmd": "echo $$ > cmd.pid; exec sleep 120"}}]},
+            {"text": "never"}
+        ]}));
+        let session = host
+            .create_session(crate::common::options(&ws, model))
+            .await
+            .unwrap();
+        session.start_task("first").await.unwrap();
+        let deadline = Instant::now() + WAIT;
+        let pid: i32 = loop {
+            if let Some(pid) = std::fs::read_to_string(ws.join("cmd.pid"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "the command never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // Another node takes the session (its epoch moves on).
+        store
+            .client()
+            .await
+            .unwrap()
+            .execute(
+                "UPDATE sessions SET epoch = epoch + 1, owner_node = 'b' WHERE id = $1",
+                &[&session.id()],
+            )
+            .await
+            .unwrap();
+        let deadline = Instant::now() + WAIT;
+        while !gone(pid) || session.session_ref().get_status() == ractor::ActorStatus::Running {
+            assert!(
+                Instant::now() < deadline,
+                "command {pid} gone: {}; session {:?}",
+                gone(pid),
+                session.session_ref().get_status()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        host.shutdown().await;
+    });
+}
