@@ -8,8 +8,8 @@
 //! file, a bad webhook flag or a missing webhook secret (`webhook_args.rs`), a missing token
 //! variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
-//! bound, a home where no trace (or no schedule index) can be written. The HTTP API itself is
-//! `crate::server`.
+//! bound, a home where no trace (or no schedule index) can be written, a postgres store without
+//! the cluster flags (`cluster_args.rs`). The HTTP API itself is `crate::server`.
 
 use std::io::Write;
 use std::net::SocketAddr;
