@@ -18,6 +18,7 @@ pub mod import; // a files home's traces loaded into the store (idempotent)
 pub mod lease; // taking, renewing and giving up a session's lease
 pub mod listing; // sessions listed by an indexed query, and a trace read for resume
 pub mod migrate; // the versioned schema, applied under an advisory lock
+pub mod nodes; // the cluster's nodes: registration, heartbeats, who holds a session
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
