@@ -31,6 +31,7 @@ macro_rules! outln {
 pub mod approve_prompt;
 pub mod auth;
 pub mod bench;
+mod bench_forwarding;
 mod bench_hibernation;
 mod bench_meta;
 mod bench_report;
@@ -481,6 +482,15 @@ pub struct BenchArgs {
         "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends",
     ])]
     pub hibernation: Option<usize>,
+    /// Run two cluster nodes in this process on the postgres store of $ROOKERY_STORE and send
+    /// a session's GET N times to its owner and N times through the other node, interleaved;
+    /// print the p95 a forward adds (no workload runs).
+    #[arg(long, value_name = "N", conflicts_with_all = [
+        "workload", "sessions", "turns", "model_latency_ms", "provider", "base_url", "model",
+        "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends", "hibernation",
+        "report", "sandbox",
+    ])]
+    pub forwarding: Option<usize>,
     /// With --hibernation: the `--max-resident` cap.
     #[arg(
         long,

@@ -45,6 +45,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     if args.serve_mock {
         return serve_mock(&args).await;
     }
+    if let Some(n) = args.forwarding {
+        return super::bench_forwarding::bench(&args, n).await;
+    }
     if let Some(n) = args.hibernation {
         return super::bench_hibernation::bench(&args, n).await;
     }
