@@ -562,6 +562,13 @@ pub enum EventPayload {
     SessionHibernated {},
     /// `rookery serve` resumed the hibernated session (Rookery's own; streamed, never recorded).
     SessionResumed {},
+    /// `rookery serve --store`: the session's lease moved to another node, which serves it now;
+    /// this node stopped its copy and the stream ends after this event (Rookery's own;
+    /// streamed, never recorded). A client reconnects to any node with `Last-Event-ID`.
+    SessionMoved {
+        /// The node holding the session's lease now.
+        node: String,
+    },
     /// An approval answered `allow_for_session` added a grant (Rookery's own).
     ApprovalGrant {
         /// `grant-N`, unique within the session.

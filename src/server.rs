@@ -68,6 +68,8 @@ pub mod session_list;
 pub mod sse;
 pub mod sse_trace;
 pub mod state;
+#[cfg(feature = "postgres")]
+pub mod stored_records;
 pub mod stream_token;
 pub mod stream_token_route;
 pub mod task_queue;

@@ -19,6 +19,8 @@ pub mod lease; // taking, renewing and giving up a session's lease
 pub mod listing; // sessions listed by an indexed query, and a trace read for resume
 pub mod migrate; // the versioned schema, applied under an advisory lock
 pub mod nodes; // the cluster's nodes: registration, heartbeats, who holds a session
+pub mod records; // what the server reads of sessions it does not hold, a page at a time
+pub mod removal; // `sessions rm`: a session and its subagents deleted
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -105,8 +105,9 @@ pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
             SessionsCommand::Show(show) if show.json => {
                 super::store::export_stored(&store, &show.id).await
             }
+            SessionsCommand::Rm(rm) => super::store::rm_stored(&store, &rm.id, rm.yes).await,
             _ => Err(CliError::usage(
-                "sessions show (without --json)|rm|fork: not yet with a postgres store; \
+                "sessions show (without --json)|fork: not yet with a postgres store; \
                  use `rookery sessions show --json ID` to read a stored trace",
             )),
         };

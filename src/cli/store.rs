@@ -110,6 +110,54 @@ pub async fn export_stored(store: &PgStore, id: &str) -> Result<ExitCode, CliErr
     }
 }
 
+/// `rookery sessions rm ID --store URL`: deletes a stored session and its subagents (asked
+/// first on a terminal; `--yes` otherwise), refused while a node holds its lease.
+pub async fn rm_stored(store: &PgStore, id: &str, yes: bool) -> Result<ExitCode, CliError> {
+    use std::io::{BufRead, IsTerminal};
+    if !crate::store::records::exists(store, id)
+        .await
+        .map_err(failed)?
+    {
+        return Err(CliError::usage(format!(
+            "{id}: no session {id} in the store (a stored session is named by its whole id)"
+        )));
+    }
+    if !yes {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return Err(CliError::usage(format!(
+                "not deleting {id} without confirmation and there is no terminal to ask on; \
+                 run `rookery sessions rm {id} --yes`"
+            )));
+        }
+        eprint!("Delete session {id} and its subagents from the store? [y/N] ");
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        if stdin.lock().read_line(&mut answer).is_err()
+            || !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+        {
+            eprintln!("nothing deleted");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    match crate::store::removal::remove(store, id).await {
+        Ok(r) => {
+            let _ = writeln!(
+                std::io::stdout().lock(),
+                "deleted session {id} from the store ({} sessions, {} records)",
+                r.sessions,
+                r.records
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(StoreError::UnknownSession(id)) => Err(CliError::usage(format!(
+            "{id}: no session {id} in the store"
+        ))),
+        Err(e @ StoreError::Leased { .. }) => Err(CliError::usage(e.to_string())),
+        Err(e) => Err(failed(e)),
+    }
+}
+
 async fn connect(url: &str) -> Result<PgStore, CliError> {
     PgStore::connect(url, StoreOptions::default())
         .await

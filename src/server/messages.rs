@@ -75,6 +75,7 @@ fn invalid_cursor(why: &str) -> ApiError {
         (status = 200, description = "A page of the conversation, oldest first.", body = super::openapi_shapes::MessagePage),
         (status = 400, description = "invalid_request, invalid_cursor"),
         (status = 500, description = "unreadable_trace"),
+        (status = 501, description = "not_with_store"),
     ))]
 pub async fn messages(
     State(state): State<Arc<ServerState>>,
@@ -87,6 +88,15 @@ pub async fn messages(
             .ok_or_else(|| invalid_cursor("not a position of this session"))?,
         None => Position::start(),
     };
+    #[cfg(feature = "postgres")]
+    if state.cfg.store.is_some() {
+        state.check_known(&id).await?;
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_with_store",
+            "the conversation pages of /messages are read from trace files; with --store read GET /v1/sessions/{id}/trace or the event stream",
+        ));
+    }
     let files = state.trace_files_of(&id)?;
     if let Some(entry) = state.resident(&id)
         && let Err(e) = entry.handle.flush_trace().await

@@ -248,6 +248,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
     ),
     code(404, "schedules_off", "this server runs no schedules"),
     code(
+        409,
+        "workspace_missing",
+        "cannot wake session-2026-12-06-05-10-04-3f8a1c2d on node node-b: its workspace /srv/ws does not exist on this node (every node needs the same workspace paths, e.g. shared storage)",
+    ),
+    code(
         404,
         "unknown_schedule",
         "session session-2026-12-06-05-10-04-3f8a1c2d has no schedule sch-0f3a",
@@ -282,6 +287,11 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         503,
         "session_elsewhere",
         "session session-2026-12-06-05-10-04-3f8a1c2d moved to node c while this request was forwarded; send it again",
+    ),
+    code(
+        501,
+        "not_with_store",
+        "the conversation pages of /messages are read from trace files; with --store read GET /v1/sessions/{id}/trace or the event stream",
     ),
     code(503, "shutting_down", "the server is shutting down"),
     code(
@@ -331,6 +341,7 @@ const OF_A_SESSION: &[&str] = &[
     "cluster_unauthorized",
     "node_unreachable",
     "session_elsewhere",
+    "workspace_missing",
 ];
 /// Codes every route with a JSON request body can answer besides its own.
 const WITH_BODY: &[&str] = &[

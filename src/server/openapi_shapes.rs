@@ -306,7 +306,9 @@ pub struct StreamEvent {
     /// The event's number (1, 2, 3, …): what `Last-Event-ID` takes to go on after it.
     pub id: u64,
     /// The payload's type (`text`, `tool_call`, `tool_output`, `request_begin`, `task_end`, …),
-    /// or the envelope's when the payload has none (`session_meta`).
+    /// or the envelope's when the payload has none (`session_meta`). With `--store`, a stream
+    /// whose session moved to another node ends with `session_moved` (payload
+    /// `{"type":"session_moved","node":"<holder>"}`).
     pub event: String,
     /// The record, as one line of JSON.
     pub data: TraceRecord,

@@ -40,13 +40,9 @@ pub async fn require_owner(
     if principal.is_admin() && principal.workspace_roots.is_empty() {
         return next.run(req).await;
     }
-    let recorded = {
-        let state = state.clone();
-        let id = id.clone();
-        tokio::task::spawn_blocking(move || state.recorded(&id))
-            .await
-            .ok()
-            .flatten()
+    let recorded = match state.recorded_anywhere(&id).await {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
     };
     let Some(recorded) = recorded else {
         if principal.is_admin() {

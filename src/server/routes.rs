@@ -241,7 +241,7 @@ impl OpenBody {
         (status = 422, description = "no_model, sandbox_unavailable"),
         (status = 429, description = "quota_exceeded"),
         (status = 500, description = "internal"),
-        (status = 503, description = "session_start_failed, too_many_sessions, too_many_webhooks, shutting_down"),
+        (status = 503, description = "session_start_failed, too_many_sessions, too_many_webhooks, shutting_down, store_unavailable"),
     ))]
 async fn create_session(
     State(state): AppState,
@@ -249,6 +249,7 @@ async fn create_session(
     ApiJson(body): ApiJson<OpenBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let webhook = super::webhooks::requested(state.webhooks(), body.webhook.as_deref())?;
+    state.store_ready().await?;
     let entry = state
         .create_as(&who, body.into_options(&state).await?)
         .await?;
@@ -418,6 +419,8 @@ async fn start_task(
     ApiJson(body): ApiJson<StartBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
+    // With a store: 503 `store_unavailable` while it is down, before the task is handed over.
+    state.store_ready().await?;
     join_trace(&state, &id, &headers).await;
     let policy = super::busy::IfBusy::parse(body.if_busy.as_deref())?;
     if body.text.trim().is_empty() {
@@ -526,6 +529,8 @@ async fn steer(
     ApiJson(body): ApiJson<TaskBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     state.check_open()?;
+    // With a store: 503 `store_unavailable` while it is down, before the task is handed over.
+    state.store_ready().await?;
     join_trace(&state, &id, &headers).await;
     super::task_schema::refuse_on_steer(&body.output_schema, body.max_output_retries)?;
     let text = body.text.as_str();
@@ -603,10 +608,26 @@ async fn events(
         if let Err(e) = entry.handle.flush_trace().await {
             tracing::warn!(session = %id, "cannot flush the trace for an SSE replay: {e}");
         }
-        let files = super::sse_trace::trace_files(&entry.handle.trace_path());
-        Some(super::sse_trace::read_back(files, sub.from_trace.clone()))
+        read_back(&state, &entry, sub.from_trace.clone()).await?
     };
     Ok(sse_response(sub, earlier).into_response())
+}
+
+/// The messages of `wanted` read back from the session's trace: its files, or the store
+/// (503 `store_unavailable` while it is down).
+async fn read_back(
+    state: &ServerState,
+    entry: &SessionEntry,
+    wanted: Vec<super::sse::Gone>,
+) -> ApiResult<Option<tokio::sync::mpsc::Receiver<Arc<super::sse::Record>>>> {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = state.cfg.store.clone() {
+        let rx = super::stored_records::read_back(store, entry.id().to_string(), wanted).await?;
+        return Ok(Some(rx));
+    }
+    let _ = state;
+    let files = super::sse_trace::trace_files(&entry.handle.trace_path());
+    Ok(Some(super::sse_trace::read_back(files, wanted)))
 }
 
 #[utoipa::path(post, path = "/v1/sessions/{id}/abort", tag = "tasks", params(("id" = String, Path, description = "The session's id.")),

@@ -96,7 +96,7 @@ pub async fn list(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let schedules = schedules(&state)?;
-    state.check_known(&id)?;
+    state.check_known(&id).await?;
     Ok(Json(json!({
         "schedules": schedules.list(&id),
         "minute_ms": schedules.minute_ms(),
@@ -116,7 +116,7 @@ pub async fn delete(
     ApiPath((id, schedule_id)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let schedules = schedules(&state)?;
-    state.check_known(&id)?;
+    state.check_known(&id).await?;
     if !schedules.has_any(&id) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -29,6 +29,7 @@ const KIND: &str = "l1";
     responses(
         (status = 200, description = "A page of the caller's sessions (an admin's: every one), by id.", body = super::openapi_shapes::SessionPage),
         (status = 400, description = "invalid_request, invalid_cursor"),
+        (status = 503, description = "store_unavailable"),
     ))]
 pub async fn list(
     State(state): State<Arc<ServerState>>,
@@ -41,7 +42,9 @@ pub async fn list(
         .as_deref()
         .map(|c| decode(KIND, c))
         .transpose()?;
-    let listed = state.list_page(after.as_deref(), page.limit, &|owner| who.may_access(owner));
+    let listed = state
+        .list_sessions(after.as_deref(), page.limit, &|owner| who.may_access(owner))
+        .await?;
     let views = futures::future::join_all(listed.sessions.iter().map(|l| async move {
         match l {
             Listed::Live(e) => super::routes::view(e).await,
@@ -85,7 +88,7 @@ pub fn last_activity(trace: &std::path::Path) -> Value {
     }
 }
 
-/// A session only on disk, from its `session_meta`: woken like a hibernated one by the next
+/// A session only on disk (or in the store), from its `session_meta`: woken like a hibernated one by the next
 /// request that needs it.
 fn stored(s: &StoredView) -> Value {
     let sandbox = s.meta.launch.sandbox.clone().unwrap_or_default();
@@ -101,7 +104,10 @@ fn stored(s: &StoredView) -> Value {
         // Nothing streamed by this server run: a woken session numbers its events from 1.
         "last_event_id": 0,
         "trace_path": s.trace_path.display().to_string(),
-        "last_activity": last_activity(&s.trace_path),
+        "last_activity": match &s.last_activity {
+            Some(at) => Value::String(at.clone()),
+            None => last_activity(&s.trace_path),
+        },
         "error": Value::Null,
         "last_task": Value::Null,
         "queue": [],

@@ -37,7 +37,10 @@ pub use hibernate::{HibernatedView, HibernationConfig};
 pub use owners::Recorded;
 pub use quotas::quota_exceeded;
 pub use trace_meta::read_trace_meta;
-use trace_meta::{first_meta_record, recorded_creation};
+#[cfg(feature = "postgres")]
+mod stored;
+#[cfg(feature = "postgres")]
+pub(in crate::server) use stored::store_error;
 
 /// What the command line gives the server.
 pub struct ServerConfig {
@@ -276,6 +279,31 @@ impl ServerState {
         }
     }
 
+    /// 503 `store_unavailable` unless the server's store answers (a round trip); `Ok` without
+    /// a store. Asked before work that needs the database (a task, a create).
+    pub async fn store_ready(&self) -> Result<(), ApiError> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = &self.cfg.store {
+            return crate::store::records::ping(store)
+                .await
+                .map_err(stored::store_error);
+        }
+        Ok(())
+    }
+
+    /// Whether the store (`None`: the files under the home) has session `id`.
+    pub(super) async fn in_store(&self, id: &str) -> Result<Option<bool>, ApiError> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = &self.cfg.store {
+            return crate::store::records::exists(store, id)
+                .await
+                .map(Some)
+                .map_err(stored::store_error);
+        }
+        let _ = id;
+        Ok(None)
+    }
+
     /// Session options from a request: the server's model, the request's or the server's
     /// config, and a `PolicyApprover` over a fresh API approver.
     fn options(
@@ -459,6 +487,12 @@ impl ServerState {
             if hibernating.load(Ordering::SeqCst) {
                 return;
             }
+            #[cfg(feature = "postgres")]
+            if let Some(state) = me.upgrade()
+                && let Some(moved) = state.moved_event(&id).await
+            {
+                log.push(&moved);
+            }
             log.close();
             tracing::debug!(session = %id, "session stream ended");
             if let Some(state) = me.upgrade() {
@@ -528,17 +562,12 @@ impl ServerState {
             Some(c) => (Some(c.log), c.trace, Some(c.created_at)),
             None => (None, None, None),
         };
-        let known = known.filter(|p| p.is_file());
-        let Some(trace) = known.or_else(|| paths::locate_trace(&self.cfg.home, id)) else {
-            return Err(ApiError::unknown_session(id));
+        let opening = match self.opening_of(id, known).await? {
+            Some(o) => o,
+            None => return Err(ApiError::unknown_session(id)),
         };
-        let first_record = first_meta_record(&trace);
-        let created_at =
-            created_at.unwrap_or_else(|| recorded_creation(id, &trace, first_record.as_ref()));
-        let first_meta = first_record.and_then(|m| match m.payload {
-            crate::message::Payload::SessionMeta(m) => Some(*m),
-            _ => None,
-        });
+        let created_at = created_at.unwrap_or_else(|| opening.created_at.clone());
+        let first_meta = opening.first.clone();
         let workspace = match open.workspace.clone() {
             Some(w) => w,
             None => match &first_meta {
@@ -549,12 +578,13 @@ impl ServerState {
                         "unreadable_trace",
                         format!(
                             "cannot resume {id}: {} has no session_meta",
-                            trace.display()
+                            opening.place.display()
                         ),
                     ));
                 }
             },
         };
+        self.check_workspace_here(id, &workspace)?;
         let mut open = open;
         if open.owner.is_none() {
             open.owner = first_meta.as_ref().and_then(|m| m.owner.clone());
@@ -564,8 +594,8 @@ impl ServerState {
             open.tools_profile =
                 first_meta.and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
         }
-        let base = self.reopen_base(id, &trace, &open)?;
-        self.check_resumed_sandbox(&trace, &open)?;
+        let base = self.reopen_base(id, opening.last.as_ref(), &open)?;
+        self.check_resumed_sandbox(opening.last.as_ref(), &open)?;
         let (options, policy, approvals) = self.options(workspace, &open, base)?;
         let slot = self.slot()?;
         let handle = self
@@ -573,22 +603,49 @@ impl ServerState {
             .resume_session(id, options)
             .await
             .map_err(ApiError::session_start)?;
-        tracing::info!(session = %id, "resumed from {}", trace.display());
+        tracing::info!(session = %id, "resumed from {}", opening.place.display());
         self.register(handle, policy, approvals, slot, log, created_at)
             .await
+    }
+
+    /// With a store, 409 `workspace_missing` naming this node when the workspace a stored
+    /// session records is not a directory here (before its lease is taken: another node may
+    /// have it). Without one a missing workspace is the resume's 400 `invalid_workspace`.
+    fn check_workspace_here(&self, id: &str, workspace: &Path) -> Result<(), ApiError> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = &self.cfg.store
+            && !workspace.is_dir()
+        {
+            let node = store.options().node.clone();
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "workspace_missing",
+                format!(
+                    "cannot wake {id} on node {node}: its workspace {} does not exist on this node (every node needs the same workspace paths, e.g. shared storage)",
+                    workspace.display()
+                ),
+            )
+            .with_detail("node", serde_json::Value::String(node)));
+        }
+        let _ = (id, workspace);
+        Ok(())
     }
 
     /// The model, config and launch a recorded session reopens with: the server's own when it
     /// was started with a model (the recorded details are then overridden, and the override is
     /// recorded when it changes them), else the ones the trace records. Fields of the request
     /// (`config`) override either and are recorded too.
-    fn reopen_base(&self, id: &str, trace: &Path, open: &OpenOptions) -> Result<Base, ApiError> {
-        let meta = super::reopen::last_meta(trace);
+    fn reopen_base(
+        &self,
+        id: &str,
+        meta: Option<&crate::message::SessionMeta>,
+        open: &OpenOptions,
+    ) -> Result<Base, ApiError> {
         let mut overrides = Vec::new();
         let mut base = match &self.cfg.model {
             Some(model) => {
                 let info = model.info();
-                let same = meta.as_ref().is_some_and(|m| {
+                let same = meta.is_some_and(|m| {
                     m.provider == info.provider
                         && m.model_id == info.model_id
                         && m.launch.script == self.cfg.launch.script
@@ -606,7 +663,6 @@ impl ServerState {
             }
             None => {
                 let recorded = meta
-                    .as_ref()
                     .map(super::reopen::recorded)
                     .transpose()
                     .map_err(|e| {
@@ -676,7 +732,10 @@ impl ServerState {
             return Ok(());
         }
         let known = self.closed.lock().is_ok_and(|c| c.contains(id))
-            || paths::locate_trace(&self.cfg.home, id).is_some();
+            || match self.in_store(id).await? {
+                Some(stored) => stored,
+                None => paths::locate_trace(&self.cfg.home, id).is_some(),
+            };
         if known {
             Ok(())
         } else {

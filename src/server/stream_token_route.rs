@@ -29,7 +29,7 @@ pub async fn issue(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     state.check_open()?;
-    state.check_known(&id)?;
+    state.check_known(&id).await?;
     let Some(token) = state.stream_tokens.issue(&id, who) else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

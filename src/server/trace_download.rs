@@ -3,7 +3,8 @@
 //! 64 KiB chunks, never held whole in memory.
 //!
 //! Like `/messages` it never wakes a hibernated session nor resumes a recorded one: it flushes
-//! a resident session's trace, then only reads files. Each file is read up to the length it
+//! a resident session's trace, then only reads files (with `serve --store`, the stored records
+//! a page at a time: `stored_records.rs`). Each file is read up to the length it
 //! had when the download reached it, so a record being appended meanwhile is left for the next
 //! download rather than cut. Who may read it is the ownership middleware's business.
 
@@ -45,6 +46,10 @@ pub async fn download(
     if !crate::trace::paths::is_valid_session_id(&id) {
         return Err(ApiError::unknown_session(&id));
     }
+    #[cfg(feature = "postgres")]
+    if let Some(store) = state.cfg.store.clone() {
+        return download_stored(&state, store, id).await;
+    }
     let files = state.trace_files_of(&id)?;
     if let Some(entry) = state.resident(&id)
         && let Err(e) = entry.handle.flush_trace().await
@@ -59,17 +64,50 @@ pub async fn download(
             Ok(file) => ReaderStream::with_capacity(file, CHUNK).left_stream(),
             Err(e) => futures::stream::once(async { Err(e) }).right_stream(),
         });
-    let body = Body::from_stream(chunks);
-    Ok((
+    Ok(attachment(&id, Body::from_stream(chunks)))
+}
+
+/// The download's answer: `body` as `<id>.jsonl` (`id` checked: letters, digits, `_`, `-`).
+fn attachment(id: &str, body: Body) -> Response {
+    (
         [
             (header::CONTENT_TYPE, "application/x-ndjson".to_string()),
             (
                 header::CONTENT_DISPOSITION,
-                // Checked above: letters, digits, `_` and `-` only.
                 format!("attachment; filename=\"{id}.jsonl\""),
             ),
         ],
         body,
     )
-        .into_response())
+        .into_response()
+}
+
+/// The download of a stored session: its records in `seq` order, a page per chunk, each line
+/// as stored (the first page read before the answer: 503 `store_unavailable` while the store
+/// is down; a later failure cuts the body and is logged).
+#[cfg(feature = "postgres")]
+async fn download_stored(
+    state: &ServerState,
+    store: crate::store::PgStore,
+    id: String,
+) -> Result<Response, ApiError> {
+    use super::stored_records::{first_page, pages};
+    state.check_known(&id).await?;
+    if let Some(entry) = state.resident(&id)
+        && let Err(e) = entry.handle.flush_trace().await
+    {
+        tracing::warn!(session = %id, "cannot flush the trace before a download: {e}");
+    }
+    let first = first_page(&store, &id, -1).await?;
+    let logged = id.clone();
+    let chunks = pages(store, id.clone(), first).map(move |page| match page {
+        Ok(page) => Ok(axum::body::Bytes::from(
+            page.into_iter().flat_map(|(_, r)| r).collect::<Vec<u8>>(),
+        )),
+        Err(e) => {
+            tracing::warn!(session = %logged, "cannot read the store for a download: {e}");
+            Err(std::io::Error::other(e))
+        }
+    });
+    Ok(attachment(&id, Body::from_stream(chunks)))
 }

@@ -98,6 +98,7 @@ mod serve_rollback;
 mod serve_schedules;
 mod serve_security;
 mod serve_steer;
+mod serve_store;
 mod serve_task_status;
 mod serve_webhooks;
 mod session_budget;

@@ -18,7 +18,8 @@ const NAMES = ['message', 'session_meta', 'text', 'image_url', 'inline_data', 't
   'tool_list_ready', 'mcp_connect_begin', 'mcp_connect_end', 'goal_finished', 'command_evicted',
   'task_end', 'api_action', 'approval_mode_changed', 'approval_grant', 'approval_grant_revoked',
   'forked_history', 'model_switched', 'hook_rewrite', 'hook_decision', 'hook_error', 'rollback',
-  'session_hibernated', 'session_resumed', 'task_queued', 'task_dequeued', 'messages_dropped'];
+  'session_hibernated', 'session_resumed', 'session_moved', 'task_queued', 'task_dequeued',
+  'messages_dropped'];
 
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 5000;

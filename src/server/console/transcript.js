@@ -166,6 +166,8 @@ export function render(msg) {
       return note('hibernation', 'Session hibernated');
     case 'session_resumed':
       return note('hibernation', 'Session resumed');
+    case 'session_moved':
+      return note('hibernation', 'Session moved to node ' + String(p.node ?? ''));
     case 'task_queued':
       return note('queue', 'Queued: ' + String(p.text ?? ''));
     case 'task_dequeued':

@@ -67,6 +67,26 @@ pub(super) struct Hibernated {
     pub log: Parked,
 }
 
+impl Hibernated {
+    /// The entry of session `id` as `GET /v1/sessions` lists it.
+    fn view(&self, home: &Path, id: &str) -> HibernatedView {
+        HibernatedView {
+            id: id.to_string(),
+            workspace: self.workspace.to_path_buf(),
+            approval_mode: self.approval_mode,
+            sandbox: self.sandbox,
+            last_event_id: self.log.last_seq(),
+            created_at: self.created_at.to_string(),
+            trace_path: match &self.trace {
+                Some(t) => t.to_path_buf(),
+                None => paths::trace_path(home, id)
+                    .with_file_name(paths::trace_file_name(id, self.file_index)),
+            },
+            owner: self.owner.as_deref().map(str::to_string),
+        }
+    }
+}
+
 /// What a woken session takes back from its hibernation.
 pub(in crate::server) struct Carried {
     pub log: Arc<EventLog>,
@@ -364,27 +384,19 @@ impl ServerState {
         let mut v: Vec<_> = self
             .hibernated
             .lock()
-            .map(|m| {
-                m.iter()
-                    .map(|(id, h)| HibernatedView {
-                        id: id.clone(),
-                        workspace: h.workspace.to_path_buf(),
-                        approval_mode: h.approval_mode,
-                        sandbox: h.sandbox,
-                        last_event_id: h.log.last_seq(),
-                        created_at: h.created_at.to_string(),
-                        trace_path: match &h.trace {
-                            Some(t) => t.to_path_buf(),
-                            None => paths::trace_path(home, id)
-                                .with_file_name(paths::trace_file_name(id, h.file_index)),
-                        },
-                        owner: h.owner.as_deref().map(str::to_string),
-                    })
-                    .collect()
-            })
+            .map(|m| m.iter().map(|(id, h)| h.view(home, id)).collect())
             .unwrap_or_default();
         v.sort_by(|a, b| a.id.cmp(&b.id));
         v
+    }
+
+    /// Hibernated session `id`, if it is one.
+    pub fn hibernated_list_one(&self, id: &str) -> Option<HibernatedView> {
+        let home = &self.cfg.home;
+        self.hibernated
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).map(|h| h.view(home, id)))
     }
 
     /// SSE clients connected to hibernated sessions (their event logs wait for the wake).

@@ -24,8 +24,10 @@ pub struct StoredView {
     pub meta: SessionMeta,
     /// When it was created (ISO-8601 UTC).
     pub created_at: String,
-    /// Its latest trace file.
+    /// Its latest trace file (`postgres:/<id>` in the store).
     pub trace_path: PathBuf,
+    /// When its last record was stored (the store's; `None`: the file's modification time).
+    pub last_activity: Option<String>,
 }
 
 /// One session of a listing page.
@@ -52,11 +54,15 @@ impl ServerState {
         self.in_memory(id)
     }
 
-    /// 404 unless `id` is served, hibernated or recorded under the home (none is woken).
-    pub fn check_known(&self, id: &str) -> Result<(), ApiError> {
+    /// 404 unless `id` is served, hibernated or recorded under the home or in the store (none
+    /// is woken).
+    pub async fn check_known(&self, id: &str) -> Result<(), ApiError> {
         if self.in_memory(id).is_some()
             || self.hibernated.lock().is_ok_and(|m| m.contains_key(id))
-            || paths::locate_trace(&self.cfg.home, id).is_some()
+            || match self.in_store(id).await? {
+                Some(stored) => stored,
+                None => paths::locate_trace(&self.cfg.home, id).is_some(),
+            }
         {
             Ok(())
         } else {
@@ -80,6 +86,21 @@ impl ServerState {
             Some(latest) => Ok(crate::trace::page::files_from_latest(&latest)),
             None => Err(ApiError::unknown_session(id)),
         }
+    }
+
+    /// [`Self::list_page`] from the store when the server has one (its sessions by id, an
+    /// indexed query a page at a time; 503 `store_unavailable` while it is down).
+    pub async fn list_sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        visible: &(dyn Fn(Option<&str>) -> bool + Sync),
+    ) -> Result<ListPage, ApiError> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = self.cfg.store.clone() {
+            return self.list_page_stored(&store, after, limit, visible).await;
+        }
+        Ok(self.list_page(after, limit, visible))
     }
 
     /// At most `limit` sessions with ids after `after`, by id, among those whose owner
@@ -171,5 +192,6 @@ fn stored_view(id: &str, files: &[PathBuf]) -> Option<StoredView> {
         meta: *meta,
         created_at,
         trace_path: latest.clone(),
+        last_activity: None,
     })
 }

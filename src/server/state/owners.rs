@@ -2,9 +2,10 @@
 //! hibernated, or recorded on disk), and how many sessions a principal has.
 //!
 //! It reads the directory and, for a session not served, the `session_meta` opening its latest
-//! trace file; it never opens, wakes or resumes a session.
+//! trace file (or its stored trace, with a store); it never opens, wakes or resumes a session.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::ServerState;
 use crate::trace::paths;
@@ -22,6 +23,41 @@ impl ServerState {
     /// The owner and workspace of session `id`, from the served session, the hibernated
     /// entry or the trace on disk; `None` when no such session is known.
     pub fn recorded(&self, id: &str) -> Option<Recorded> {
+        if let Some(r) = self.recorded_here(id) {
+            return Some(r);
+        }
+        let trace = paths::locate_trace(&self.cfg.home, id)?;
+        let meta = super::read_trace_meta(&trace)?;
+        Some(Recorded {
+            owner: meta.owner,
+            workspace: PathBuf::from(meta.workspace),
+        })
+    }
+
+    /// [`Self::recorded`], read from the store when the server has one (a session this server
+    /// does not hold: the `session_meta` opening its stored trace), else off the async
+    /// workers; 503 `store_unavailable` while the store is down.
+    pub async fn recorded_anywhere(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> Result<Option<Recorded>, super::ApiError> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = self.cfg.store.clone() {
+            if let Some(r) = self.recorded_here(id) {
+                return Ok(Some(r));
+            }
+            return self.recorded_in_store(&store, id).await;
+        }
+        let state = self.clone();
+        let id = id.to_string();
+        Ok(tokio::task::spawn_blocking(move || state.recorded(&id))
+            .await
+            .ok()
+            .flatten())
+    }
+
+    /// The owner and workspace of session `id` when it is served or hibernated here.
+    fn recorded_here(&self, id: &str) -> Option<Recorded> {
         if let Some(e) = self.in_memory(id) {
             let meta = e.handle.meta();
             return Some(Recorded {
@@ -29,20 +65,11 @@ impl ServerState {
                 workspace: PathBuf::from(&meta.workspace),
             });
         }
-        let hibernated = self.hibernated.lock().ok().and_then(|m| {
+        self.hibernated.lock().ok().and_then(|m| {
             m.get(id).map(|h| Recorded {
                 owner: h.owner.as_deref().map(str::to_string),
                 workspace: h.workspace.to_path_buf(),
             })
-        });
-        if hibernated.is_some() {
-            return hibernated;
-        }
-        let trace = paths::locate_trace(&self.cfg.home, id)?;
-        let meta = super::read_trace_meta(&trace)?;
-        Some(Recorded {
-            owner: meta.owner,
-            workspace: PathBuf::from(meta.workspace),
         })
     }
 

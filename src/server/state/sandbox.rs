@@ -3,8 +3,6 @@
 //!
 //! It decides and answers 403 `sandbox_not_allowed`; it sets nothing up (the spawn does).
 
-use std::path::Path;
-
 use super::{OpenOptions, ServerState};
 use crate::sandbox::SandboxPolicy;
 use crate::server::error::ApiError;
@@ -27,14 +25,14 @@ impl ServerState {
     /// 403 `sandbox_not_allowed` otherwise.
     pub(super) fn check_resumed_sandbox(
         &self,
-        trace: &Path,
+        recorded: Option<&crate::message::SessionMeta>,
         open: &OpenOptions,
     ) -> Result<(), ApiError> {
         if self.cfg.sandbox.is_off() {
-            // Nothing is looser than `off`: no need to read the trace again.
+            // Nothing is looser than `off`.
             return Ok(());
         }
-        let recorded = crate::server::reopen::last_meta(trace)
+        let recorded = recorded
             .map(|m| m.launch.sandbox_policy())
             .unwrap_or_default();
         SandboxPolicy::within(open.sandbox.apply(&recorded), &self.cfg.sandbox)

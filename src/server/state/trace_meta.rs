@@ -1,13 +1,70 @@
-//! What the server reads of a recorded session's trace files: the `session_meta` opening a
-//! file, and from it when the session was first created (`created_at`, kept across resumes).
+//! What the server reads of a recorded session's trace before it opens it: the `session_meta`
+//! opening a file, from it when the session was first created (`created_at`, kept across
+//! resumes), and the last root `session_meta` (what a reopen goes on with); from the files
+//! under the home, or from the store (`stored.rs`) when the server has one.
 //!
-//! It only reads the first line of a file; it never writes a trace nor starts a session.
+//! It only reads; it never writes a trace nor starts a session.
 
 use std::io::BufRead;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use super::{ApiError, ServerState};
 
 use crate::message::{OmniMessage, SessionMeta, now_timestamp};
 use crate::trace::paths;
+
+/// What a resume reads of a recorded session first.
+pub(super) struct Opening {
+    /// Where its trace is (its latest file, or `postgres:/<id>`), for messages.
+    pub place: PathBuf,
+    /// The `session_meta` opening its trace (or its latest file).
+    pub first: Option<SessionMeta>,
+    /// When it was created.
+    pub created_at: String,
+    /// Its last root `session_meta` (a reopen appends one with the values then in use).
+    pub last: Option<SessionMeta>,
+}
+
+impl ServerState {
+    /// What a resume of `id` reads first: from the store, or from the trace files (`known`, the
+    /// file a hibernated session was written to last, else the one found under the home);
+    /// `None` when no trace of `id` is known.
+    pub(super) async fn opening_of(
+        &self,
+        id: &str,
+        known: Option<PathBuf>,
+    ) -> Result<Option<Opening>, ApiError> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = self.cfg.store.clone() {
+            return super::stored::opening(&store, id).await;
+        }
+        let known = known.filter(|p| p.is_file());
+        let Some(trace) = known.or_else(|| paths::locate_trace(&self.cfg.home, id)) else {
+            return Ok(None);
+        };
+        let id = id.to_string();
+        tokio::task::spawn_blocking(move || Some(file_opening(&id, trace)))
+            .await
+            .map_err(|e| ApiError::internal(format!("the trace reader failed: {e}")))
+    }
+}
+
+/// [`Opening`] of the trace whose latest file is `trace`.
+fn file_opening(id: &str, trace: PathBuf) -> Opening {
+    let first_record = first_meta_record(&trace);
+    let created_at = recorded_creation(id, &trace, first_record.as_ref());
+    let first = first_record.and_then(|m| match m.payload {
+        crate::message::Payload::SessionMeta(m) => Some(*m),
+        _ => None,
+    });
+    let last = crate::server::reopen::last_meta(&trace);
+    Opening {
+        place: trace,
+        first,
+        created_at,
+        last,
+    }
+}
 
 /// The first record of a trace when it is a `session_meta`.
 pub fn read_trace_meta(path: &Path) -> Option<SessionMeta> {

@@ -1,0 +1,550 @@
+//! `rookery serve --store` on a real Postgres the tests start (`tests/common/postgres.rs`),
+//! through the built binary over HTTP on 127.0.0.1: sessions created, listed, run, shown and
+//! downloaded from the store; hibernation gives the lease up and the next request takes it
+//! back; an imported files home is listed and woken; the database going away answers 503
+//! `store_unavailable` and nothing is lost once it is back; an SSE replay past a tiny ring reads
+//! the store; a wake whose workspace is missing on this node is 409 `workspace_missing`.
+
+use crate::common::postgres::TestPostgres;
+use crate::common::serve as harness;
+
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use harness::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A throw-away Postgres (its harness runs its own runtime: off this test's).
+fn start_postgres() -> TestPostgres {
+    tokio::task::block_in_place(TestPostgres::start)
+}
+
+/// `sql`'s rows as text (the harness's own runtime, off this test's).
+fn query(pg: &TestPostgres, sql: &str) -> Vec<Vec<Option<String>>> {
+    tokio::task::block_in_place(|| pg.query(sql))
+}
+
+/// One value of `sql`'s first row.
+fn value(pg: &TestPostgres, sql: &str) -> Option<String> {
+    query(pg, sql)
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next())
+        .flatten()
+}
+
+/// The session's `owner_node` and `epoch` once `done` accepts them (polled until [`WAIT`]).
+async fn wait_lease(
+    pg: &TestPostgres,
+    id: &str,
+    what: &str,
+    done: impl Fn(Option<&str>, i64) -> bool,
+) -> (Option<String>, i64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let row = query(
+            pg,
+            &format!("SELECT owner_node, epoch FROM sessions WHERE id = '{id}'"),
+        );
+        let owner = row[0][0].clone();
+        let epoch: i64 = row[0][1].as_deref().unwrap().parse().unwrap();
+        if done(owner.as_deref(), epoch) {
+            return (owner, epoch);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: owner {owner:?}, epoch {epoch}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A server on the store with `extra` flags.
+fn serve(pg: &TestPostgres, script: &Value, extra: &[&str]) -> Server {
+    let url = pg.url();
+    let mut flags = vec!["--store", url.as_str()];
+    flags.extend_from_slice(extra);
+    Server::start_with(sandbox(script), None, &flags)
+}
+
+/// The ids of `GET /v1/sessions` with their statuses.
+async fn listed(server: &Server) -> Vec<(String, String)> {
+    let (s, v) = server.call("GET", "/v1/sessions", None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["session_id"].as_str().unwrap().to_string(),
+                e["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The stored trace of `id`: its records' bytes in `seq` order.
+fn stored_trace(pg: &TestPostgres, id: &str) -> String {
+    query(
+        pg,
+        &format!(
+            "SELECT convert_from(record, 'UTF8') FROM trace_records \
+             WHERE session_id = '{id}' ORDER BY seq"
+        ),
+    )
+    .into_iter()
+    .map(|r| r[0].clone().unwrap())
+    .collect()
+}
+
+/// Whether the stored trace of `id` has `n` root `task_end` records.
+fn stored_task_ends(pg: &TestPostgres, id: &str) -> usize {
+    stored_trace(pg, id)
+        .lines()
+        .filter(|l| l.contains("\"type\":\"task_end\"") && !l.contains("\"origin\""))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
+    let pg = start_postgres();
+    let script = json!({"turns": [{"text": "one"}, {"text": "two"}, {"text": "three"}]});
+    let server = serve(
+        &pg,
+        &script,
+        &["--idle-hibernate", "0", "--max-resident", "1"],
+    );
+
+    let a = server.create(None).await;
+    let after = server.task(&a, "first").await;
+    let events = server.events_until_task_end(&a, after).await;
+    assert!(events.iter().any(|(_, v)| v["payload"]["text"] == "one"));
+    let (owner, epoch) = wait_lease(&pg, &a, "held", |o, _| o.is_some()).await;
+    assert_eq!(epoch, 1);
+    let node = owner.unwrap();
+    assert!(stored_task_ends(&pg, &a) == 1, "{}", stored_trace(&pg, &a));
+    // Nothing was written under the home's traces.
+    let traces = server.dir.path().join("home/traces");
+    let files = walk(&traces);
+    assert!(files.is_empty(), "trace files written: {files:?}");
+
+    // A second session over --max-resident 1 hibernates the first: its lease is given up.
+    let b = server.create(None).await;
+    wait_lease(&pg, &a, "released at hibernation", |o, _| o.is_none()).await;
+    assert_eq!(
+        value(
+            &pg,
+            &format!("SELECT status FROM sessions WHERE id = '{a}'")
+        ),
+        Some("idle".into())
+    );
+    let list = listed(&server).await;
+    assert!(list.contains(&(a.clone(), "hibernated".into())), "{list:?}");
+    assert!(list.contains(&(b.clone(), "idle".into())), "{list:?}");
+
+    // The download is the stored trace, byte for byte.
+    let resp = server
+        .req(reqwest::Method::GET, &format!("/v1/sessions/{a}/trace"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.text().await.unwrap(), stored_trace(&pg, &a));
+
+    // The next task wakes it from the store under a new epoch, on this node.
+    let after = server.task(&a, "second").await;
+    let events = server.events_until_task_end(&a, after).await;
+    assert!(
+        events.iter().any(|(_, v)| v["payload"]["text"] == "two"),
+        "{events:?}"
+    );
+    let (owner, epoch) = wait_lease(&pg, &a, "taken back", |o, _| o.is_some()).await;
+    assert_eq!((owner.as_deref(), epoch), (Some(node.as_str()), 2));
+    assert_eq!(stored_task_ends(&pg, &a), 2);
+    let (s, v) = server.call("GET", &format!("/v1/sessions/{a}"), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["trace_path"], format!("postgres:/{a}"));
+
+    // Paging by id over the store.
+    let (s, v) = server.call("GET", "/v1/sessions?limit=1", None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let first = v["sessions"][0]["session_id"].as_str().unwrap().to_string();
+    let cursor = v["next_cursor"].as_str().expect("a next page").to_string();
+    let (_, v) = server
+        .call(
+            "GET",
+            &format!("/v1/sessions?limit=1&cursor={cursor}"),
+            None,
+        )
+        .await;
+    let second = v["sessions"][0]["session_id"].as_str().unwrap().to_string();
+    let mut ids = vec![first, second];
+    ids.sort();
+    let mut want = vec![a.clone(), b.clone()];
+    want.sort();
+    assert_eq!(ids, want);
+    assert_eq!(v["next_cursor"], Value::Null);
+
+    // A files home imported into the store is listed and woken through serve.
+    let other = tempfile::tempdir().unwrap();
+    let run_home = other.path().join("home");
+    let out = command(
+        server.dir.path(),
+        &[
+            "run",
+            "--home",
+            run_home.to_str().unwrap(),
+            "--script",
+            server.dir.path().join("script.json").to_str().unwrap(),
+            "--workspace",
+            server.ws().to_str().unwrap(),
+            "imported",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let url = pg.url();
+    let out = command(
+        server.dir.path(),
+        &[
+            "store",
+            "import",
+            "--store",
+            &url,
+            run_home.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let imported = value(
+        &pg,
+        &format!("SELECT id FROM sessions WHERE id NOT IN ('{a}', '{b}')"),
+    )
+    .expect("the imported session");
+    let list = listed(&server).await;
+    assert!(
+        list.contains(&(imported.clone(), "hibernated".into())),
+        "{list:?}"
+    );
+    let (s, v) = server
+        .call("GET", &format!("/v1/sessions/{imported}"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    wait_lease(&pg, &imported, "the import woken here", |o, e| {
+        o == Some(node.as_str()) && e == 1
+    })
+    .await;
+}
+
+/// Every file under `dir` (none when it is missing).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Events `(id, message)` after `after` up to and including id `until`.
+async fn events_through(server: &Server, id: &str, after: u64, until: u64) -> Vec<(u64, Value)> {
+    let resp = server
+        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
+        .header("Last-Event-ID", after.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut stream = resp.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .expect("the replay in time")
+            .expect("stream open")
+            .expect("valid SSE");
+        let seq: u64 = ev.id.parse().unwrap();
+        out.push((seq, serde_json::from_str(&ev.data).unwrap()));
+        if seq >= until {
+            return out;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_past_a_tiny_ring_reads_the_store_with_no_gap_or_duplicate() {
+    let pg = start_postgres();
+    let a = "A".repeat(3000);
+    let b = "B".repeat(3000);
+    let script = json!({"turns": [{"text": a}, {"text": b}]});
+    let server = serve(&pg, &script, &["--sse-ring-bytes", "4096"]);
+    let id = server.create(None).await;
+    let mut live = Vec::new();
+    for text in ["one", "two"] {
+        let after = server.task(&id, text).await;
+        live.extend(server.events_until_task_end(&id, after).await);
+    }
+    let last = live.last().unwrap().0;
+    let replay = events_through(&server, &id, 0, last).await;
+    let ids: Vec<u64> = replay.iter().map(|(s, _)| *s).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "in order, once: {ids:?}"
+    );
+    assert_eq!(ids[0], 1, "the session_meta, from the store");
+    let replayed: std::collections::HashMap<u64, &Value> =
+        replay.iter().map(|(s, v)| (*s, v)).collect();
+    let stored = stored_trace(&pg, &id);
+    let mut old_text = false;
+    for (seq, v) in &live {
+        match replayed.get(seq) {
+            Some(r) => assert_eq!(*r, v, "event {seq}"),
+            None => assert!(
+                payload_type(v).starts_with("partial_"),
+                "event {seq} is missing from the replay: {v}"
+            ),
+        }
+        if v["payload"]["type"] == "text" && v["payload"]["text"] == a.as_str() {
+            assert!(replayed.contains_key(seq), "the first answer, under its id");
+            assert!(stored.contains(&a));
+            old_text = true;
+        }
+    }
+    assert!(old_text, "the first answer was streamed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
+    let mut pg = start_postgres();
+    let script = json!({"turns": [{"text": "one"}, {"text": "two"}, {"text": "three"}]});
+    // A lease long enough to outlive the database's restart on a loaded machine.
+    let server = serve(
+        &pg,
+        &script,
+        &["--lease-ttl", "120", "--sse-ring-bytes", "512"],
+    );
+    let id = server.create(None).await;
+    let after = server.task(&id, "first").await;
+    server.events_until_task_end(&id, after).await;
+    let deadline = Instant::now() + WAIT;
+    while stored_task_ends(&pg, &id) < 1 {
+        assert!(Instant::now() < deadline, "the first task never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    tokio::task::block_in_place(|| pg.stop());
+    let unavailable = |(s, v): (StatusCode, Value), what: &str| {
+        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{what}: {v}");
+        assert_eq!(v["error"]["code"], "store_unavailable", "{what}: {v}");
+    };
+    let ws = server.ws();
+    unavailable(
+        server
+            .call("POST", "/v1/sessions", Some(json!({"workspace": ws})))
+            .await,
+        "create",
+    );
+    unavailable(server.call("GET", "/v1/sessions", None).await, "list");
+    unavailable(
+        server
+            .call(
+                "POST",
+                &format!("/v1/sessions/{id}/tasks"),
+                Some(json!({"text": "second"})),
+            )
+            .await,
+        "task",
+    );
+    // A replay from the start needs the store (the ring keeps 512 bytes).
+    let resp = server
+        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
+        .header("Last-Event-ID", "0")
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap();
+    unavailable((status, body), "replay");
+
+    tokio::task::block_in_place(|| pg.launch());
+    // Everything goes on: the session takes its next task, a create and the list work.
+    let after = server.task(&id, "second").await;
+    let events = server.events_until_task_end(&id, after).await;
+    assert!(
+        events.iter().any(|(_, v)| v["payload"]["text"] == "two"),
+        "{events:?}"
+    );
+    let deadline = Instant::now() + WAIT;
+    while stored_task_ends(&pg, &id) < 2 {
+        assert!(Instant::now() < deadline, "the second task never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stored = stored_trace(&pg, &id);
+    assert!(
+        stored.contains("\"first\"") && stored.contains("\"second\""),
+        "{stored}"
+    );
+    let seqs = query(
+        &pg,
+        &format!("SELECT count(*), max(seq) + 1 FROM trace_records WHERE session_id = '{id}'"),
+    );
+    assert_eq!(seqs[0][0], seqs[0][1], "no gap in seq: {seqs:?}");
+    let other = server.create(None).await;
+    let list = listed(&server).await;
+    assert!(list.iter().any(|(i, _)| *i == id) && list.iter().any(|(i, _)| *i == other));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_whose_workspace_is_missing_here_is_409_naming_the_node() {
+    let pg = start_postgres();
+    let script = json!({"turns": [{"text": "one"}]});
+    let server = serve(
+        &pg,
+        &script,
+        &["--idle-hibernate", "0", "--max-resident", "1"],
+    );
+    let gone = server.ws().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let (s, v) = server
+        .call("POST", "/v1/sessions", Some(json!({"workspace": gone})))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let id = v["session_id"].as_str().unwrap().to_string();
+    let (owner, _) = wait_lease(&pg, &id, "held", |o, _| o.is_some()).await;
+    let node = owner.unwrap();
+    // Hibernated by the next create, then its workspace disappears.
+    server.create(None).await;
+    wait_lease(&pg, &id, "released", |o, _| o.is_none()).await;
+    std::fs::remove_dir(&gone).unwrap();
+
+    let (s, v) = server
+        .call("GET", &format!("/v1/sessions/{id}"), None)
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "workspace_missing", "{v}");
+    assert_eq!(v["error"]["node"], node.as_str(), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains(&node),
+        "{v}"
+    );
+    // No lease was taken for it.
+    let (owner, epoch) = wait_lease(&pg, &id, "untouched", |_, _| true).await;
+    assert_eq!((owner, epoch), (None, 1));
+
+    // A create in a missing workspace is a 400.
+    let (s, v) = server
+        .call("POST", "/v1/sessions", Some(json!({"workspace": gone})))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_ends_the_streams_with_session_moved_and_rm_waits_for_it() {
+    let pg = start_postgres();
+    let script = json!({"turns": [{"text": "one"}]});
+    // Renewed every second: the move is noticed at once.
+    let server = serve(&pg, &script, &["--lease-ttl", "3"]);
+    let id = server.create(None).await;
+    let after = server.task(&id, "first").await;
+    server.events_until_task_end(&id, after).await;
+    let resp = server
+        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut stream = resp.bytes_stream().eventsource();
+
+    // Another node takes the lease (as a takeover after an expiry would).
+    query(
+        &pg,
+        &format!(
+            "UPDATE sessions SET epoch = epoch + 1, owner_node = 'node-elsewhere', \
+             lease_expiry = now() + interval '300 seconds' WHERE id = '{id}'"
+        ),
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let moved = loop {
+        let ev = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .expect("session_moved in time")
+            .expect("the stream open until session_moved")
+            .expect("valid SSE");
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        if payload_type(&v) == "session_moved" {
+            break (ev, v);
+        }
+    };
+    assert_eq!(moved.0.event, "session_moved");
+    assert_eq!(moved.1["payload"]["node"], "node-elsewhere", "{}", moved.1);
+    let end = tokio::time::timeout_at(deadline, stream.next())
+        .await
+        .expect("the stream ends after session_moved");
+    assert!(end.is_none(), "more after session_moved: {end:?}");
+    // This node no longer serves it: the lease is the other node's.
+    let (s, v) = server
+        .call("GET", &format!("/v1/sessions/{id}"), None)
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "session_locked", "{v}");
+
+    // `sessions rm` on the store is refused while the lease runs, done once it has expired.
+    let url = pg.url();
+    let rm = |yes: bool| {
+        let mut args = vec!["sessions", "rm", "--store", url.as_str(), id.as_str()];
+        if yes {
+            args.push("--yes");
+        }
+        tokio::task::block_in_place(|| command(server.dir.path(), &args).output().unwrap())
+    };
+    let refused = rm(true);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("in use by node node-elsewhere"), "{stderr}");
+    query(
+        &pg,
+        &format!(
+            "UPDATE sessions SET lease_expiry = now() - interval '1 second' WHERE id = '{id}'"
+        ),
+    );
+    let unasked = rm(false);
+    assert_eq!(unasked.status.code(), Some(2), "no terminal to ask on");
+    let done = rm(true);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(
+        value(
+            &pg,
+            &format!("SELECT count(*) FROM trace_records WHERE session_id = '{id}'")
+        ),
+        Some("0".into())
+    );
+    assert_eq!(
+        value(
+            &pg,
+            &format!("SELECT count(*) FROM sessions WHERE id = '{id}'")
+        ),
+        Some("0".into())
+    );
+}
