@@ -248,7 +248,10 @@ async fn measure(
         .json()
         .await
         .map_err(|e| ForwardingBenchError::Request(format!("cannot create a session: {e}")))?;
-    let id = created["session_id"].as_str().unwrap_or_default().to_string();
+    let id = created["session_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let owner = a.me.node_id.clone();
     let at_a = format!("{}/v1/sessions/{id}", a.base);
     let via_b = format!("{}/v1/sessions/{id}", b.base);

@@ -1,23 +1,18 @@
 //! A node of a cluster (`rookery serve --store postgres://… --node-id NAME --advertise URL
 //! --cluster-token-env VAR`): its name, the cluster's shared secret, the store it finds the
-//! other nodes in and the HTTP client it forwards with (`forward.rs`), and `GET /v1/cluster`,
-//! the live nodes with the sessions each holds.
+//! other nodes in and the HTTP client it forwards with (`forward.rs`). `GET /v1/cluster` is
+//! `cluster_route.rs`.
 //!
 //! It owns the node's identity and the check of the cluster token (constant time); it must not
 //! decide where a request goes (`forward.rs` does) nor register or heartbeat the node (the
-//! store's `nodes.rs`, started by the command line).
+//! store's `nodes.rs`, started by the command line). It sits below `state.rs`, which holds it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use super::state::ServerState;
 use crate::store::PgStore;
 
 /// The header an inter-node request carries the cluster secret in.
@@ -104,46 +99,3 @@ pub fn unauthorized() -> ApiError {
         "a forwarded request needs the cluster's token in Rookery-Cluster-Token (the value of every node's --cluster-token-env variable)",
     )
 }
-
-/// `GET /v1/cluster`: the live nodes.
-#[utoipa::path(get, path = "/v1/cluster", tag = "server",
-    responses(
-        (status = 200, description = "The live nodes of the cluster (heartbeat within one lease TTL), by id.", body = super::openapi_shapes::ClusterNodes),
-        (status = 404, description = "cluster_off"),
-        (status = 503, description = "store_unavailable"),
-    ))]
-pub async fn nodes(State(state): State<Arc<ServerState>>) -> Result<Json<Value>, ApiError> {
-    let Some(cluster) = state.cluster() else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "cluster_off",
-            "this server is no cluster node (start it with --store postgres://… --node-id NAME --advertise URL --cluster-token-env VAR)",
-        ));
-    };
-    let nodes = crate::store::nodes::live(&cluster.store)
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                format!("{e}; try again"),
-            )
-        })?;
-    let nodes: Vec<Value> = nodes
-        .into_iter()
-        .map(|n| {
-            json!({
-                "node_id": n.node_id,
-                "advertise": n.advertise,
-                "last_heartbeat": n.last_heartbeat,
-                "resident_sessions": n.resident_sessions,
-            })
-        })
-        .collect();
-    Ok(Json(json!({"node_id": cluster.node_id, "nodes": nodes})))
-}
-
-/// The part of the OpenAPI document a build with the store adds.
-#[derive(utoipa::OpenApi)]
-#[openapi(paths(nodes))]
-pub struct ClusterDoc;

@@ -89,7 +89,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(super::openapi::serve));
     #[cfg(feature = "postgres")]
-    let api = api.route("/v1/cluster", get(super::cluster::nodes));
+    let api = api.route("/v1/cluster", get(super::cluster_route::nodes));
     let api = api.route_layer(middleware::from_fn_with_state(
         state.clone(),
         super::ownership::require_owner,
