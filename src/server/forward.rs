@@ -60,7 +60,14 @@ pub async fn route(
     let Some(id) = id else {
         return stamped(next.run(req).await, &cluster.node_id);
     };
-    match place(&state, &cluster, &id).await {
+    // A forwarded request for a session resident here is served at once: the sender has just
+    // found this node holding it (one store round trip less on every forward).
+    let place = if forwarded && state.is_served(&id) {
+        Ok(Place::Here)
+    } else {
+        place(&state, &cluster, &id).await
+    };
+    match place {
         Ok(Place::Here) => stamped(next.run(req).await, &cluster.node_id),
         Ok(Place::There(holder)) if forwarded => stamped(
             ApiError::new(

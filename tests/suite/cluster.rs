@@ -521,3 +521,43 @@ fn a_session_whose_lease_moves_has_its_command_killed() {
         host.shutdown().await;
     });
 }
+
+#[test]
+fn the_forwarding_bench_reports_the_p95_a_forward_adds() {
+    let pg = TestPostgres::start();
+    let dir = sandbox(&json!({"turns": []}));
+    let out = command(dir.path(), &["bench", "--forwarding", "20", "--json"])
+        .env("ROOKERY_STORE", pg.url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["forwarding"], 20, "{v}");
+    for key in [
+        "direct_p50_ms",
+        "direct_p95_ms",
+        "forwarded_p50_ms",
+        "forwarded_p95_ms",
+    ] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+    assert!(v["added_p95_ms"].is_f64(), "{v}");
+    assert_eq!(v["target_added_p95_ms"], 1.0);
+    // It leaves no node behind, and its session closed.
+    assert_eq!(
+        query(&pg, "SELECT count(*)::text FROM nodes"),
+        vec![vec![Some("0".to_string())]]
+    );
+    // Without a postgres store it says what to set.
+    let out = command(dir.path(), &["bench", "--forwarding", "20"])
+        .env_remove("ROOKERY_STORE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("set $ROOKERY_STORE=postgres://"),
+        "{stderr}"
+    );
+}
