@@ -5,6 +5,7 @@ pub mod background_notice;
 pub mod command;
 pub mod command_supervisor;
 pub mod host;
+pub mod node_lost; // the failover records of a session taken over from a dead node
 pub mod session;
 pub mod session_api;
 pub mod spawn;

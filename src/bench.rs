@@ -27,6 +27,8 @@ pub mod report_html;
 pub mod sampler;
 #[cfg(feature = "cli")]
 pub(crate) mod sandboxed;
+#[cfg(feature = "postgres")]
+pub mod store_appends;
 pub mod trace_appends;
 
 use std::path::{Path, PathBuf};

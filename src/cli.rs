@@ -551,6 +551,11 @@ pub struct BenchArgs {
     /// Address of `--serve-mock` (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,
+    /// With --trace-appends: append into this `postgres://…` store (default
+    /// $ROOKERY_STORE) against a bare client's inserts of the same records; the other
+    /// scenarios run on files.
+    #[command(flatten)]
+    pub store: store_args::StoreArgs,
     /// `compare A.json B.json`: the ratio B/A of every figure of two `--json` results.
     #[command(subcommand)]
     pub action: Option<BenchAction>,

@@ -546,6 +546,11 @@ pub enum EventPayload {
     TaskEnd {
         /// `completed`, `failed` or `aborted`.
         status: StopReason,
+        /// Why a task that did not complete ended, when a code says it: `node_lost` (the node
+        /// running it died; written by the node that took the session over, see
+        /// `docs/protocol.md#failover`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
         /// The parsed final answer of a completed task with an `output_schema`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<Value>,

@@ -14,6 +14,7 @@
 pub mod append; // one session's fenced append stream (group commit: one INSERT per batch)
 pub mod error;
 pub mod export; // a session's trace written back as JSONL
+pub mod fork; // a stored session's fork, stored
 pub mod import; // a files home's traces loaded into the store (idempotent)
 pub mod lease; // taking, renewing and giving up a session's lease
 pub mod listing; // sessions listed by an indexed query, and a trace read for resume

@@ -49,7 +49,28 @@ pub fn notice(
 ) -> String {
     let status = if failed { "failed" } else { "completed" };
     let verb = if failed { "failed" } else { "finished" };
+    render(kind, id, status, verb, detail, label, tail)
+}
+
+/// The notice of a background command that was running on a node that died (status `lost`,
+/// written by the node that took its session over; `docs/protocol.md#failover`). `cmd-` ids
+/// (the openvaala profile's) are named `command_id`, others `process_id`.
+pub fn lost_notice(id: &str, label: &str, node: &str) -> String {
+    let detail = format!("the node running it ({node}) was lost; the command did not survive it");
+    render(NoticeKind::Command, id, "lost", "lost", &detail, label, "")
+}
+
+fn render(
+    kind: NoticeKind,
+    id: &str,
+    status: &str,
+    verb: &str,
+    detail: &str,
+    label: &str,
+    tail: &str,
+) -> String {
     let (kind_name, noun, id_name) = match kind {
+        NoticeKind::Command if id.starts_with("cmd-") => ("command", "command", "command_id"),
         NoticeKind::Command => ("command", "command", "process_id"),
         NoticeKind::Subagent => ("subagent", "subagent", "subagent_id"),
     };
@@ -95,6 +116,17 @@ mod tests {
             t,
             "[background_task_done]\nAutomatic notification from the harness, not the user: a background task you started has finished.\nkind: command\nid: proc-12ab34cd\nstatus: failed\ndetail: exit code 3\n[/background_task_done]\n\nBackground command failed: `pnpm test` (process_id proc-12ab34cd) — exit code 3\n\nboom"
         );
+    }
+
+    #[test]
+    fn lost_notice_says_lost_and_names_the_node() {
+        let t = lost_notice("proc-12ab34cd", "sleep 600", "node-a");
+        assert!(
+            t.starts_with("[background_task_done]\nAutomatic notification from the harness, not the user: a background task you started has finished.\nkind: command\nid: proc-12ab34cd\nstatus: lost\ndetail: the node running it (node-a) was lost; the command did not survive it\n[/background_task_done]\n\n"),
+            "{t}"
+        );
+        assert!(t.ends_with("Background command lost: `sleep 600` (process_id proc-12ab34cd) — the node running it (node-a) was lost; the command did not survive it"), "{t}");
+        assert!(lost_notice("cmd-0000abcd", "make", "b").contains("(command_id cmd-0000abcd)"));
     }
 
     #[test]

@@ -133,9 +133,7 @@ impl HostActor {
             taken => taken?,
         };
         let resumed = async {
-            let trace = crate::store::listing::read_trace(store, &id).await?;
-            let resumed = crate::trace::resume::resume_from_bytes(&trace.earlier, &trace.latest)
-                .map_err(crate::trace::resume::ResumeFileError::Records)?;
+            let resumed = Self::stored_state(store, &id, &taken).await?;
             Self::apply_resumed(&mut options, resumed)
         }
         .await;
@@ -155,6 +153,46 @@ impl HostActor {
             MetaWrite::AtOnce,
         )
         .await
+    }
+
+    /// The resume state of stored session `id`, whose lease was just `taken`. Taken from a
+    /// holder that died (its lease ran out without a release), the failover records
+    /// (`node_lost.rs`) are built from that holder's records and counted in the state, for the
+    /// session to append first, under the new epoch.
+    #[cfg(feature = "postgres")]
+    async fn stored_state(
+        store: &crate::store::PgStore,
+        id: &str,
+        taken: &crate::store::lease::Taken,
+    ) -> Result<crate::trace::resume::ResumeState, RookeryError> {
+        use crate::trace::resume::{ResumeFileError, resume_from_bytes};
+        let trace = crate::store::listing::read_trace(store, id).await?;
+        let resumed =
+            resume_from_bytes(&trace.earlier, &trace.latest).map_err(ResumeFileError::Records)?;
+        let Some(lost) = &taken.abandoned else {
+            return Ok(resumed);
+        };
+        let holder = crate::store::listing::read_epoch(store, id, lost.epoch).await?;
+        let holder = crate::trace::reader::parse_trace_bytes(&holder).records;
+        let first = super::node_lost::takeover_records(&resumed.unpaired, &lost.node, &holder);
+        if first.is_empty() {
+            return Ok(resumed);
+        }
+        tracing::warn!(
+            session = %id,
+            "[store] node {} lost the session (epoch {}); recording {} failover records",
+            lost.node,
+            lost.epoch,
+            first.len()
+        );
+        let mut latest = trace.latest;
+        for record in &first {
+            latest.extend(crate::trace::writer::record_line(record).unwrap_or_default());
+        }
+        let mut resumed =
+            resume_from_bytes(&trace.earlier, &latest).map_err(ResumeFileError::Records)?;
+        resumed.append_first = first;
+        Ok(resumed)
     }
 
     /// Sets up `options` for a session rebuilt from its trace.

@@ -294,8 +294,12 @@ impl Actor for SessionActor {
             }
             Some(_) => {}
         }
-        // The calls the trace left in flight (the process died) get their placeholder output
-        // recorded once, now: the trace is paired, and the next resume reads it back.
+        // A takeover's failover records (the holder's node died) come first, then the calls
+        // the trace left in flight (the process died) get their placeholder output recorded
+        // once, now: the trace is paired, and the next resume reads it back.
+        for record in options.resume.iter().flat_map(|r| r.append_first.iter()) {
+            let _ = trace.cast(TraceMsg::Append(Arc::new(record.clone())));
+        }
         for id in options.resume.iter().flat_map(|r| r.unpaired.iter()) {
             let output = OmniMessage::model(crate::trace::resume::placeholder(id));
             let _ = trace.cast(TraceMsg::Append(Arc::new(output)));

@@ -151,6 +151,7 @@ mod tests {
         assert_eq!(t.render(&abort), None);
         let end = OmniMessage::event(EventPayload::TaskEnd {
             status: StopReason::Failed,
+            reason: None,
             output: None,
         });
         assert_eq!(

@@ -29,7 +29,7 @@ pub struct SessionsArgs {
     #[arg(long, value_name = "DIR", global = true)]
     pub home: Option<PathBuf>,
     /// The trace store: `files` (default) or a postgres URL (default: $ROOKERY_STORE); a
-    /// postgres store supports `list` for now.
+    /// postgres store supports `list`, `show --json`, `rm` and `fork` for now.
     #[arg(long, value_name = "URL", global = true)]
     pub store: Option<String>,
     /// What to do with the recorded sessions.
@@ -106,8 +106,9 @@ pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
                 super::store::export_stored(&store, &show.id).await
             }
             SessionsCommand::Rm(rm) => super::store::rm_stored(&store, &rm.id, rm.yes).await,
+            SessionsCommand::Fork(f) => super::store::fork_stored(&store, &f.id, f.at_task).await,
             _ => Err(CliError::usage(
-                "sessions show (without --json)|fork: not yet with a postgres store; \
+                "sessions show (without --json): not yet with a postgres store; \
                  use `rookery sessions show --json ID` to read a stored trace",
             )),
         };

@@ -158,6 +158,34 @@ pub async fn rm_stored(store: &PgStore, id: &str, yes: bool) -> Result<ExitCode,
     }
 }
 
+/// `rookery sessions fork ID [--at-task N] --store URL`: stores a fork of a stored session
+/// (not held by anyone) and prints its id.
+pub async fn fork_stored(
+    store: &PgStore,
+    id: &str,
+    at_task: Option<u64>,
+) -> Result<ExitCode, CliError> {
+    use crate::store::fork::StoredForkError;
+    use crate::trace::fork::ForkError;
+    let forked = crate::store::fork::fork(store, id, at_task, &Default::default()).await;
+    match forked {
+        Ok(f) => {
+            let _ = writeln!(std::io::stdout().lock(), "{}", f.session_id);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(StoredForkError::Store(StoreError::UnknownSession(id))) => {
+            Err(CliError::usage(format!(
+                "{id}: no session {id} in the store (a stored session is named by its whole id)"
+            )))
+        }
+        Err(StoredForkError::Fork(
+            e @ (ForkError::NoSuchTask { .. } | ForkError::NoCompletedTask(_)),
+        )) => Err(CliError::usage(e.to_string())),
+        Err(StoredForkError::Fork(e)) => Err(CliError::Failed(e.into())),
+        Err(StoredForkError::Store(e)) => Err(failed(e)),
+    }
+}
+
 async fn connect(url: &str) -> Result<PgStore, CliError> {
     PgStore::connect(url, StoreOptions::default())
         .await

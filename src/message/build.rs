@@ -186,8 +186,25 @@ pub fn task_end(status: StopReason) -> OmniMessage {
 
 /// The `task_end` event of a task with an output schema: `output` is its parsed answer.
 pub fn task_end_with(status: StopReason, output: Option<serde_json::Value>) -> OmniMessage {
-    OmniMessage::event(EventPayload::TaskEnd { status, output })
+    OmniMessage::event(EventPayload::TaskEnd {
+        status,
+        reason: None,
+        output,
+    })
 }
+
+/// The `task_end` (`failed`, reason `node_lost`) a node that takes over a session writes for
+/// the task its dead holder was running (`docs/protocol.md#failover`).
+pub fn task_end_node_lost() -> OmniMessage {
+    OmniMessage::event(EventPayload::TaskEnd {
+        status: StopReason::Failed,
+        reason: Some(NODE_LOST.to_string()),
+        output: None,
+    })
+}
+
+/// The `task_end` reason of a task whose node died (`docs/protocol.md#failover`).
+pub const NODE_LOST: &str = "node_lost";
 
 /// A `tool_list_ready` event announcing `tools`.
 pub fn tool_list_ready(tools: impl Into<ToolList>) -> OmniMessage {

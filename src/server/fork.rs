@@ -4,7 +4,8 @@
 //! trace, served at once: 201 `{"session_id"}`. The origin is untouched. 409 `no_such_task`
 //! when the task has not ended (or none has completed); 400 for a bad workspace or mode.
 //!
-//! The handler only translates HTTP to `SessionHandle::fork_with` and the state's resume.
+//! The handler only translates HTTP to `SessionHandle::fork_with` (with `--store`,
+//! `crate::store::fork`) and the state's resume.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,9 +18,9 @@ use serde_json::{Value, json};
 
 use super::credentials::Caller;
 use super::error::{ApiError, ApiPath, OptionalJson};
-use super::state::{OpenOptions, ServerState};
+use super::state::{OpenOptions, ServerState, SessionEntry};
 use crate::approval::ApprovalMode;
-use crate::trace::fork::ForkOverrides;
+use crate::trace::fork::{ForkOverrides, ForkedTrace};
 
 /// The body of a fork request (every field optional).
 #[derive(Deserialize, Default, utoipa::ToSchema)]
@@ -94,11 +95,7 @@ pub async fn fork(
         workspace: workspace.as_ref().map(|w| w.display().to_string()),
         approval_mode: approval_mode.map(|m| m.as_str().to_string()),
     };
-    let forked = entry
-        .handle
-        .fork_with(body.at_task, overrides)
-        .await
-        .map_err(|e| state.call_error(&entry, e))?;
+    let forked = copy(&state, &entry, body.at_task, overrides).await?;
     let open = OpenOptions {
         approval_mode,
         ..OpenOptions::default()
@@ -108,10 +105,56 @@ pub async fn fork(
         Ok(new) => Ok((StatusCode::CREATED, Json(json!({"session_id": new.id()})))),
         Err(e) => {
             // Not served: the copy goes, so no half-made session is left behind.
-            if let Err(rm) = std::fs::remove_file(&forked.path) {
-                tracing::warn!("cannot remove the fork {}: {rm}", forked.path.display());
-            }
+            discard(&state, &forked).await;
             Err(e)
         }
+    }
+}
+
+/// The fork's copy: a new trace file, or with a store a new stored session.
+async fn copy(
+    state: &ServerState,
+    entry: &SessionEntry,
+    at_task: Option<u64>,
+    overrides: ForkOverrides,
+) -> Result<ForkedTrace, ApiError> {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = state.cfg.store.clone() {
+        // Every record so far is stored before it is copied.
+        entry
+            .handle
+            .flush_trace()
+            .await
+            .map_err(|e| state.call_error(entry, e))?;
+        return crate::store::fork::fork(&store, entry.id(), at_task, &overrides)
+            .await
+            .map_err(|e| match e {
+                crate::store::fork::StoredForkError::Fork(f) => {
+                    crate::error::RookeryError::Fork(f).into()
+                }
+                crate::store::fork::StoredForkError::Store(s) => {
+                    crate::error::RookeryError::Store(s).into()
+                }
+            });
+    }
+    entry
+        .handle
+        .fork_with(at_task, overrides)
+        .await
+        .map_err(|e| state.call_error(entry, e))
+}
+
+/// Removes a fork that could not be served.
+async fn discard(state: &ServerState, forked: &ForkedTrace) {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = &state.cfg.store {
+        if let Err(e) = crate::store::removal::remove(store, &forked.session_id).await {
+            tracing::warn!("cannot remove the fork {}: {e}", forked.session_id);
+        }
+        return;
+    }
+    let _ = state;
+    if let Err(rm) = std::fs::remove_file(&forked.path) {
+        tracing::warn!("cannot remove the fork {}: {rm}", forked.path.display());
     }
 }

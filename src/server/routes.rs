@@ -264,11 +264,15 @@ async fn get_session(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
     let entry = state.get(&id).await?;
-    let v = view(&entry).await;
+    let mut v = view(&entry).await;
     if v["status"] == "closed" && !state.is_current(&entry) {
         // Closed or hibernated since the lookup: 404 `session_closed`, or woken.
         let entry = state.get(&id).await?;
-        return Ok(Json(view(&entry).await));
+        v = view(&entry).await;
+    }
+    // With a store: when its last record was stored (no file to read).
+    if let Some(at) = state.stored_last_activity(&id).await {
+        v["last_activity"] = Value::String(at);
     }
     Ok(Json(v))
 }

@@ -3,7 +3,8 @@
 //! and recorded ones (after a restart: every user session under the home) from what the server
 //! kept or their trace's `session_meta` records, with status `hibernated`.
 //!
-//! Each has its `last_activity`: when its trace was last written.
+//! Each has its `last_activity`: when its trace was last written (with `--store`, when its last
+//! record was stored).
 //!
 //! A user sees its own sessions only, an admin every one, each with its `owner`. Listing never
 //! wakes or resumes a session.
@@ -45,8 +46,9 @@ pub async fn list(
     let listed = state
         .list_sessions(after.as_deref(), page.limit, &|owner| who.may_access(owner))
         .await?;
+    let stored_activity = &listed.stored_activity;
     let views = futures::future::join_all(listed.sessions.iter().map(|l| async move {
-        match l {
+        let mut view = match l {
             Listed::Live(e) => super::routes::view(e).await,
             Listed::Hibernated(h) => json!({
                 "session_id": h.id,
@@ -66,7 +68,12 @@ pub async fn list(
                 "queue": [],
             }),
             Listed::Stored(s) => stored(s),
+        };
+        // With a store: when the session's last record was stored (no file to read).
+        if let Some(at) = stored_activity.get(super::state::listing::listed_id(l)) {
+            view["last_activity"] = Value::String(at.clone());
         }
+        view
     }))
     .await;
     let next_cursor = listed.next_after.map(|id| encode(KIND, &id));

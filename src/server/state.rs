@@ -6,7 +6,7 @@
 //! messages. It never runs a turn and never writes a trace: the library does both.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -37,6 +37,7 @@ pub use hibernate::{HibernatedView, HibernationConfig};
 pub use owners::Recorded;
 pub use quotas::quota_exceeded;
 pub use trace_meta::read_trace_meta;
+mod backend;
 #[cfg(feature = "postgres")]
 mod stored;
 #[cfg(feature = "postgres")]
@@ -277,31 +278,6 @@ impl ServerState {
         } else {
             Ok(())
         }
-    }
-
-    /// 503 `store_unavailable` unless the server's store answers (a round trip); `Ok` without
-    /// a store. Asked before work that needs the database (a task, a create).
-    pub async fn store_ready(&self) -> Result<(), ApiError> {
-        #[cfg(feature = "postgres")]
-        if let Some(store) = &self.cfg.store {
-            return crate::store::records::ping(store)
-                .await
-                .map_err(stored::store_error);
-        }
-        Ok(())
-    }
-
-    /// Whether the store (`None`: the files under the home) has session `id`.
-    pub(super) async fn in_store(&self, id: &str) -> Result<Option<bool>, ApiError> {
-        #[cfg(feature = "postgres")]
-        if let Some(store) = &self.cfg.store {
-            return crate::store::records::exists(store, id)
-                .await
-                .map(Some)
-                .map_err(stored::store_error);
-        }
-        let _ = id;
-        Ok(None)
     }
 
     /// Session options from a request: the server's model, the request's or the server's
@@ -606,29 +582,6 @@ impl ServerState {
         tracing::info!(session = %id, "resumed from {}", opening.place.display());
         self.register(handle, policy, approvals, slot, log, created_at)
             .await
-    }
-
-    /// With a store, 409 `workspace_missing` naming this node when the workspace a stored
-    /// session records is not a directory here (before its lease is taken: another node may
-    /// have it). Without one a missing workspace is the resume's 400 `invalid_workspace`.
-    fn check_workspace_here(&self, id: &str, workspace: &Path) -> Result<(), ApiError> {
-        #[cfg(feature = "postgres")]
-        if let Some(store) = &self.cfg.store
-            && !workspace.is_dir()
-        {
-            let node = store.options().node.clone();
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "workspace_missing",
-                format!(
-                    "cannot wake {id} on node {node}: its workspace {} does not exist on this node (every node needs the same workspace paths, e.g. shared storage)",
-                    workspace.display()
-                ),
-            )
-            .with_detail("node", serde_json::Value::String(node)));
-        }
-        let _ = (id, workspace);
-        Ok(())
     }
 
     /// The model, config and launch a recorded session reopens with: the server's own when it

@@ -207,7 +207,7 @@ impl Webhooks {
         if msg.origin.is_some() {
             return;
         }
-        if let Some(EventPayload::TaskEnd { status, output }) = msg.as_event() {
+        if let Some(EventPayload::TaskEnd { status, output, .. }) = msg.as_event() {
             let mut body = json!({
                 "type": "task_end",
                 "session_id": session,

@@ -57,6 +57,19 @@ pub struct Taken {
     pub next_seq: i64,
     /// The latest part of the trace (1 for a new one).
     pub part: u32,
+    /// The holder before this one, when it never gave the session up (its lease ran out: the
+    /// node died or was cut off). `None` for a new session and after a clean release.
+    pub abandoned: Option<Abandoned>,
+}
+
+/// A lease taken over from a holder that did not give it up: whose, and the epoch its records
+/// carry (the new epoch minus one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    /// The node that held the session (`sessions.owner_node`).
+    pub node: String,
+    /// The epoch it appended under.
+    pub epoch: i64,
 }
 
 impl Lease {
@@ -164,23 +177,30 @@ pub async fn take_new(store: &PgStore, row: &SessionRow) -> Result<Taken, StoreE
         lease: Arc::new(Lease::new(row.id.clone(), 1, ttl, sent)),
         next_seq: 0,
         part: 1,
+        abandoned: None,
     })
 }
 
 /// Takes an existing session's lease when nobody holds it (or the holder's expired): its epoch
-/// goes up by one, fencing off every earlier holder.
+/// goes up by one, fencing off every earlier holder. A holder whose lease ran out without a
+/// release is named in [`Taken::abandoned`] (the row is locked while it is read, so two nodes
+/// racing for it see one winner, which alone learns of the abandoned holder).
 pub async fn take_existing(store: &PgStore, id: &str) -> Result<Taken, StoreError> {
     let ttl = store.options().lease_ttl;
     let client = store.client().await?;
     let sent = Instant::now();
     let row = client
         .query_opt(
-            "UPDATE sessions
-                SET epoch = epoch + 1, owner_node = $2, status = 'running',
+            "WITH old AS (
+                 SELECT id, owner_node, epoch FROM sessions WHERE id = $1 FOR UPDATE
+             )
+             UPDATE sessions s
+                SET epoch = s.epoch + 1, owner_node = $2, status = 'running',
                     lease_expiry = now() + make_interval(secs => $3)
-              WHERE id = $1
-                AND (owner_node IS NULL OR lease_expiry IS NULL OR lease_expiry < now())
-             RETURNING epoch",
+               FROM old
+              WHERE s.id = old.id
+                AND (s.owner_node IS NULL OR s.lease_expiry IS NULL OR s.lease_expiry < now())
+             RETURNING s.epoch, old.owner_node, old.epoch",
             &[&id, &store.options().node, &ttl_secs(ttl)],
         )
         .await?;
@@ -203,6 +223,10 @@ pub async fn take_existing(store: &PgStore, id: &str) -> Result<Taken, StoreErro
         });
     };
     let epoch: i64 = row.get(0);
+    let abandoned = row.get::<_, Option<String>>(1).map(|node| Abandoned {
+        node,
+        epoch: row.get(2),
+    });
     let tail = client
         .query_one(
             "SELECT coalesce(max(seq) + 1, 0), coalesce(max(part), 1)
@@ -215,6 +239,7 @@ pub async fn take_existing(store: &PgStore, id: &str) -> Result<Taken, StoreErro
         lease: Arc::new(Lease::new(id.to_string(), epoch, ttl, sent)),
         next_seq: tail.get(0),
         part: u32::try_from(part).unwrap_or(1),
+        abandoned,
     })
 }
 

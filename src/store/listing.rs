@@ -102,3 +102,20 @@ pub async fn read_trace(store: &PgStore, id: &str) -> Result<StoredTrace, StoreE
     }
     Ok(trace)
 }
+
+/// The records session `id`'s holder of `epoch` appended, in order (what a node that died
+/// under that epoch had recorded: its running task, its commands).
+pub async fn read_epoch(store: &PgStore, id: &str, epoch: i64) -> Result<Vec<u8>, StoreError> {
+    let client = store.client().await?;
+    let rows = client
+        .query(
+            "SELECT record FROM trace_records WHERE session_id = $1 AND epoch = $2 ORDER BY seq",
+            &[&id, &epoch],
+        )
+        .await?;
+    let mut records = Vec::new();
+    for r in &rows {
+        records.extend_from_slice(r.get::<_, &[u8]>(0));
+    }
+    Ok(records)
+}

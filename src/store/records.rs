@@ -131,6 +131,19 @@ pub async fn owner_node(store: &PgStore, id: &str) -> Result<Option<String>, Sto
     Ok(row.and_then(|r| r.get(0)))
 }
 
+/// When session `id`'s last record was stored (RFC 3339 UTC, milliseconds), if it is stored.
+pub async fn last_activity(store: &PgStore, id: &str) -> Result<Option<String>, StoreError> {
+    let client = store.client().await?;
+    let row = client
+        .query_opt(
+            "SELECT to_char(last_activity AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+               FROM sessions WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
 /// Answers when the database does (a connection from the pool and a round trip).
 pub async fn ping(store: &PgStore) -> Result<(), StoreError> {
     let client = store.client().await?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::PgStore;
 use super::error::StoreError;
+use crate::message::{EventPayload, OmniMessage, Payload};
 
 /// What a removal deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub struct Removed {
     pub records: i64,
 }
 
-/// Deletes session `id` and the sessions whose parent it is, in one transaction; refused with
+/// Deletes session `id` and its subagents (their records with them), in one transaction; refused with
 /// [`StoreError::Leased`] while a node holds its unexpired lease.
 pub async fn remove(store: &PgStore, id: &str) -> Result<Removed, StoreError> {
     let mut client = store.client().await?;
@@ -42,17 +43,61 @@ pub async fn remove(store: &PgStore, id: &str) -> Result<Removed, StoreError> {
             left: Duration::from_secs_f64(left),
         });
     }
+    let ids = with_subagents(&tx, id).await?;
     let records: i64 = tx
         .query_one(
-            "SELECT count(*) FROM trace_records
-              WHERE session_id IN (SELECT id FROM sessions WHERE id = $1 OR parent = $1)",
-            &[&id],
+            "SELECT count(*) FROM trace_records WHERE session_id = ANY($1)",
+            &[&ids],
         )
         .await?
         .get(0);
     let sessions = tx
-        .execute("DELETE FROM sessions WHERE id = $1 OR parent = $1", &[&id])
+        .execute("DELETE FROM sessions WHERE id = ANY($1)", &[&ids])
         .await?;
     tx.commit().await?;
     Ok(Removed { sessions, records })
+}
+
+/// Subagents a removal follows at most (a session's children, theirs, …).
+const MAX_SESSIONS: usize = 10_000;
+
+/// `id` and its subagents, found by the `subagent` pointers of their traces and by `parent`
+/// (an imported subagent's row names it), breadth first, each once.
+async fn with_subagents(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let needle: &[u8] = b"\"subagent\"";
+    let mut ids = vec![id.to_string()];
+    let mut next = 0;
+    while next < ids.len() && ids.len() < MAX_SESSIONS {
+        let current = ids[next].clone();
+        next += 1;
+        let mut children: Vec<String> = tx
+            .query("SELECT id FROM sessions WHERE parent = $1", &[&current])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let pointers = tx
+            .query(
+                "SELECT record FROM trace_records
+                  WHERE session_id = $1 AND position($2::bytea IN record) > 0",
+                &[&current, &needle],
+            )
+            .await?;
+        children.extend(pointers.iter().filter_map(|r| {
+            let text = std::str::from_utf8(r.get::<_, &[u8]>(0)).ok()?;
+            match OmniMessage::from_json(text.trim_end()).ok()?.payload {
+                Payload::Event(EventPayload::Subagent { session_id }) => Some(session_id),
+                _ => None,
+            }
+        }));
+        for child in children {
+            if !ids.contains(&child) {
+                ids.push(child);
+            }
+        }
+    }
+    Ok(ids)
 }

@@ -97,7 +97,56 @@ pub fn fork_trace(
             files.push(read_trace(&path)?.records);
         }
     }
-    let (file, seq, task) = find_task(&files, at_task, &origin)?;
+    let copy = fork_records(&files, origin, at_task, overrides)?;
+    let ForkCopy {
+        session_id,
+        lines,
+        from,
+    } = copy;
+    let path = paths::trace_path(home, &session_id);
+    if let Some(dir) = path.parent() {
+        create_private_dir_all(dir)?;
+    }
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(&path)?;
+    let mut bytes = Vec::new();
+    for line in lines {
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+    }
+    out.write_all(&bytes)?;
+    out.sync_all()?;
+    Ok(ForkedTrace {
+        session_id,
+        path,
+        from,
+    })
+}
+
+/// A fork's records, made from the origin's, before they are stored anywhere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkCopy {
+    /// The new session's id.
+    pub session_id: String,
+    /// Its records, each one JSONL line without its newline, in order.
+    pub lines: Vec<String>,
+    /// What it was copied from (as its `session_meta` records it).
+    pub from: ForkedFrom,
+}
+
+/// The fork of the session `origin` whose trace is `files` (the records of each part, oldest
+/// first), up to the end of task `at_task` (default: the last completed task). See the module
+/// header; the files backend writes the lines to a new file, a store to its rows.
+pub fn fork_records(
+    files: &[Vec<OmniMessage>],
+    origin: String,
+    at_task: Option<u64>,
+    overrides: &ForkOverrides,
+) -> Result<ForkCopy, ForkError> {
+    let (file, seq, task) = find_task(files, at_task, &origin)?;
     let records = &files[file][..=seq];
     let Some(Payload::SessionMeta(first)) = files
         .first()
@@ -148,25 +197,9 @@ pub fn fork_trace(
             OmniMessage::event(EventPayload::ApprovalModeChanged { mode: mode.clone() }).to_json(),
         );
     }
-    let path = paths::trace_path(home, &session_id);
-    if let Some(dir) = path.parent() {
-        create_private_dir_all(dir)?;
-    }
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(PRIVATE_FILE_MODE)
-        .open(&path)?;
-    let mut bytes = Vec::new();
-    for line in lines {
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
-    }
-    out.write_all(&bytes)?;
-    out.sync_all()?;
-    Ok(ForkedTrace {
+    Ok(ForkCopy {
         session_id,
-        path,
+        lines,
         from,
     })
 }
@@ -214,6 +247,7 @@ mod tests {
     fn end(status: StopReason) -> OmniMessage {
         OmniMessage::event(EventPayload::TaskEnd {
             status,
+            reason: None,
             output: None,
         })
     }

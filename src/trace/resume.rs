@@ -76,6 +76,10 @@ pub struct ResumeState {
     /// flight when the process died), in call order: the resumed session records a
     /// [`placeholder`] output for each before anything else.
     pub unpaired: Vec<String>,
+    /// Records the resumed session appends first, before the placeholders of [`Self::unpaired`]
+    /// and anything else (a takeover's failover records, `docs/protocol.md#failover`; the
+    /// state already counts them). Empty unless the resumer sets it.
+    pub append_first: Vec<OmniMessage>,
 }
 
 /// Why a trace's records cannot be resumed.
@@ -241,6 +245,7 @@ pub fn resume_from_records(records: &[OmniMessage]) -> Result<ResumeState, Resum
         model_switch: replay.model_switch,
         sandbox: replay.sandbox,
         unpaired: replay.calls.unpaired(),
+        append_first: Vec::new(),
     })
 }
 

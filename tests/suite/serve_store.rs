@@ -129,6 +129,17 @@ fn stored_task_ends(pg: &TestPostgres, id: &str) -> usize {
         .count()
 }
 
+/// Waits until the stored trace of `id` has `n` root `task_end` records (its writer commits
+/// after the stream has the event).
+async fn wait_task_ends(pg: &TestPostgres, id: &str, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    while stored_task_ends(pg, id) < n {
+        assert!(Instant::now() < deadline, "task {n} of {id} never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(stored_task_ends(pg, id), n);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     let pg = start_postgres();
@@ -146,7 +157,7 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     let (owner, epoch) = wait_lease(&pg, &a, "held", |o, _| o.is_some()).await;
     assert_eq!(epoch, 1);
     let node = owner.unwrap();
-    assert!(stored_task_ends(&pg, &a) == 1, "{}", stored_trace(&pg, &a));
+    wait_task_ends(&pg, &a, 1).await;
     // Nothing was written under the home's traces.
     let traces = server.dir.path().join("home/traces");
     let files = walk(&traces);
@@ -164,6 +175,10 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     );
     let list = listed(&server).await;
     assert!(list.contains(&(a.clone(), "hibernated".into())), "{list:?}");
+    let (_, v) = server.call("GET", "/v1/sessions", None).await;
+    for e in v["sessions"].as_array().unwrap() {
+        assert!(e["last_activity"].is_string(), "{e}");
+    }
     assert!(list.contains(&(b.clone(), "idle".into())), "{list:?}");
 
     // The download is the stored trace, byte for byte.
@@ -184,10 +199,78 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     );
     let (owner, epoch) = wait_lease(&pg, &a, "taken back", |o, _| o.is_some()).await;
     assert_eq!((owner.as_deref(), epoch), (Some(node.as_str()), 2));
-    assert_eq!(stored_task_ends(&pg, &a), 2);
+    wait_task_ends(&pg, &a, 2).await;
     let (s, v) = server.call("GET", &format!("/v1/sessions/{a}"), None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["trace_path"], format!("postgres:/{a}"));
+    let stored_at = value(
+        &pg,
+        &format!(
+            "SELECT to_char(last_activity AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') FROM sessions WHERE id = '{a}'"
+        ),
+    );
+    assert_eq!(v["last_activity"].as_str(), stored_at.as_deref(), "{v}");
+
+    // A fork through the API is a new stored session, served here.
+    let (s, v) = server
+        .call(
+            "POST",
+            &format!("/v1/sessions/{a}/fork"),
+            Some(json!({"at_task": 1})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let forked = v["session_id"].as_str().unwrap().to_string();
+    let fork_trace = stored_trace(&pg, &forked);
+    let opening = fork_trace.lines().next().unwrap();
+    assert!(
+        opening.contains(&format!(
+            "\"forked_from\":{{\"session_id\":\"{a}\",\"task\":1"
+        )),
+        "{opening}"
+    );
+    assert_eq!(stored_task_ends(&pg, &forked), 1, "{fork_trace}");
+    wait_lease(&pg, &forked, "the fork served here", |o, e| {
+        o == Some(node.as_str()) && e == 2
+    })
+    .await;
+    // And through the command line, at its last completed task: stored, held by nobody.
+    let url = pg.url();
+    let out = tokio::task::block_in_place(|| {
+        command(
+            server.dir.path(),
+            &["sessions", "fork", "--store", &url, &a],
+        )
+        .output()
+        .unwrap()
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli_fork = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(stored_task_ends(&pg, &cli_fork), 2);
+    let (owner, epoch) = wait_lease(&pg, &cli_fork, "stored", |_, _| true).await;
+    assert_eq!((owner, epoch), (None, 1));
+    let out = tokio::task::block_in_place(|| {
+        command(
+            server.dir.path(),
+            &["sessions", "fork", "--store", &url, "--at-task", "9", &a],
+        )
+        .output()
+        .unwrap()
+    });
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no task 9"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for id in [&forked, &cli_fork] {
+        query(&pg, &format!("DELETE FROM sessions WHERE id = '{id}'"));
+    }
 
     // Paging by id over the store.
     let (s, v) = server.call("GET", "/v1/sessions?limit=1", None).await;
@@ -212,21 +295,23 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
     // A files home imported into the store is listed and woken through serve.
     let other = tempfile::tempdir().unwrap();
     let run_home = other.path().join("home");
-    let out = command(
-        server.dir.path(),
-        &[
-            "run",
-            "--home",
-            run_home.to_str().unwrap(),
-            "--script",
-            server.dir.path().join("script.json").to_str().unwrap(),
-            "--workspace",
-            server.ws().to_str().unwrap(),
-            "imported",
-        ],
-    )
-    .output()
-    .unwrap();
+    let out = tokio::task::block_in_place(|| {
+        command(
+            server.dir.path(),
+            &[
+                "run",
+                "--home",
+                run_home.to_str().unwrap(),
+                "--script",
+                server.dir.path().join("script.json").to_str().unwrap(),
+                "--workspace",
+                server.ws().to_str().unwrap(),
+                "imported",
+            ],
+        )
+        .output()
+        .unwrap()
+    });
     assert!(
         out.status.success(),
         "{}",
@@ -360,16 +445,24 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
     let server = serve(
         &pg,
         &script,
-        &["--lease-ttl", "120", "--sse-ring-bytes", "512"],
+        &[
+            "--lease-ttl",
+            "120",
+            "--sse-ring-bytes",
+            "512",
+            "--idle-hibernate",
+            "0",
+            "--max-resident",
+            "1",
+        ],
     );
+    // Hibernated (its lease given up) by the next create: waking it needs the store.
+    let sleeper = server.create(None).await;
     let id = server.create(None).await;
+    wait_lease(&pg, &sleeper, "released", |o, _| o.is_none()).await;
     let after = server.task(&id, "first").await;
     server.events_until_task_end(&id, after).await;
-    let deadline = Instant::now() + WAIT;
-    while stored_task_ends(&pg, &id) < 1 {
-        assert!(Instant::now() < deadline, "the first task never stored");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_task_ends(&pg, &id, 1).await;
 
     tokio::task::block_in_place(|| pg.stop());
     let unavailable = |(s, v): (StatusCode, Value), what: &str| {
@@ -404,6 +497,12 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
     let status = resp.status();
     let body: Value = resp.json().await.unwrap();
     unavailable((status, body), "replay");
+    unavailable(
+        server
+            .call("GET", &format!("/v1/sessions/{sleeper}"), None)
+            .await,
+        "wake",
+    );
 
     tokio::task::block_in_place(|| pg.launch());
     // Everything goes on: the session takes its next task, a create and the list work.
@@ -413,11 +512,7 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
         events.iter().any(|(_, v)| v["payload"]["text"] == "two"),
         "{events:?}"
     );
-    let deadline = Instant::now() + WAIT;
-    while stored_task_ends(&pg, &id) < 2 {
-        assert!(Instant::now() < deadline, "the second task never stored");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_task_ends(&pg, &id, 2).await;
     let stored = stored_trace(&pg, &id);
     assert!(
         stored.contains("\"first\"") && stored.contains("\"second\""),
@@ -428,9 +523,17 @@ async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
         &format!("SELECT count(*), max(seq) + 1 FROM trace_records WHERE session_id = '{id}'"),
     );
     assert_eq!(seqs[0][0], seqs[0][1], "no gap in seq: {seqs:?}");
+    // The hibernated session wakes, under its next epoch.
+    let (s, v) = server
+        .call("GET", &format!("/v1/sessions/{sleeper}"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    wait_lease(&pg, &sleeper, "woken", |o, e| o.is_some() && e == 2).await;
     let other = server.create(None).await;
     let list = listed(&server).await;
-    assert!(list.iter().any(|(i, _)| *i == id) && list.iter().any(|(i, _)| *i == other));
+    for want in [&id, &sleeper, &other] {
+        assert!(list.iter().any(|(i, _)| i == want), "{want}: {list:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rookery::Host;
 use rookery::store::append::append_once;
-use rookery::store::lease::{SessionRow, take_existing, take_new};
+use rookery::store::lease::{Abandoned, SessionRow, release, take_existing, take_new};
 use rookery::store::{PgStore, StoreError, StoreOptions};
 use serde_json::{Value, json};
 
@@ -343,6 +343,14 @@ fn an_append_under_a_stale_epoch_is_refused_by_the_database() {
             }
         };
         assert_eq!((new.lease.epoch, new.next_seq), (2, 1));
+        // a never gave it up: b learns whose lease it took over, and its epoch.
+        assert_eq!(
+            new.abandoned,
+            Some(Abandoned {
+                node: "a".into(),
+                epoch: 1
+            })
+        );
 
         let stale = append_once(&a, &old.lease, 1, &[b"{\"n\":\"stale\"}\n".to_vec()]).await;
         assert!(
@@ -357,6 +365,11 @@ fn an_append_under_a_stale_epoch_is_refused_by_the_database() {
             take_existing(&a, &row.id).await,
             Err(StoreError::Leased { .. })
         ));
+        // Once b gives it up cleanly, the next holder finds nobody abandoned it.
+        release(&b, &new.lease).await.unwrap();
+        let clean = take_existing(&a, &row.id).await.unwrap();
+        assert_eq!((clean.lease.epoch, clean.abandoned), (3, None));
+        release(&a, &clean.lease).await.unwrap();
     });
     let rows =
         pg.query("SELECT seq, epoch, convert_from(record, 'UTF8') FROM trace_records ORDER BY seq");

@@ -46,6 +46,9 @@ pub struct ListPage {
     pub sessions: Vec<Listed>,
     /// The id the next page starts after; `None` when this was the last page.
     pub next_after: Option<String>,
+    /// With a store: when each listed session's last record was stored, by id (its row's
+    /// `last_activity`, for the resident and hibernated ones whose view has no file to read).
+    pub stored_activity: HashMap<String, String>,
 }
 
 impl ServerState {
@@ -140,6 +143,7 @@ impl ServerState {
         let mut page = ListPage {
             sessions: Vec::new(),
             next_after: None,
+            stored_activity: HashMap::new(),
         };
         while let Some(id) = ids.pop() {
             if page.sessions.len() == limit {

@@ -77,6 +77,7 @@ impl ServerState {
         let mut page = ListPage {
             sessions: Vec::new(),
             next_after: None,
+            stored_activity: std::collections::HashMap::new(),
         };
         let mut cursor = after.map(str::to_string);
         loop {
@@ -90,6 +91,8 @@ impl ServerState {
                     return Ok(page);
                 }
                 cursor = Some(row.id.clone());
+                page.stored_activity
+                    .insert(row.id.clone(), row.last_activity.clone());
                 if let Some(listed) = self.listed_stored(row, visible) {
                     page.sessions.push(listed);
                 }
