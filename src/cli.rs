@@ -482,7 +482,7 @@ pub struct BenchArgs {
         "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends",
     ])]
     pub hibernation: Option<usize>,
-    /// Run two cluster nodes in this process on the postgres store of $ROOKERY_STORE and send
+    /// Run two cluster nodes in this process on the postgres store (--store, $ROOKERY_STORE) and send
     /// a session's GET N times to its owner and N times through the other node, interleaved;
     /// print the p95 a forward adds (no workload runs).
     #[arg(long, value_name = "N", conflicts_with_all = [
@@ -552,8 +552,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,
     /// With --trace-appends: append into this `postgres://…` store (default
-    /// $ROOKERY_STORE) against a bare client's inserts of the same records; the other
-    /// scenarios run on files.
+    /// $ROOKERY_STORE) against a bare client's inserts of the same records; with --forwarding:
+    /// the store of its two nodes; the other scenarios run on files.
     #[command(flatten)]
     pub store: store_args::StoreArgs,
     /// `compare A.json B.json`: the ratio B/A of every figure of two `--json` results.

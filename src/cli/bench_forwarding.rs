@@ -1,6 +1,6 @@
 //! `rookery bench --forwarding N`: renders [`crate::bench::forwarding`] (a session's `GET`
 //! sent N times to its owner and N times through another node of a two-node cluster on the
-//! postgres store of `$ROOKERY_STORE`) as text or one JSON object, with the p95 a forward adds
+//! postgres store of `--store` or `$ROOKERY_STORE`) as text or one JSON object, with the p95 a forward adds
 //! beside its target (1 ms on loopback). It owns the rendering, never the measuring.
 
 use std::process::ExitCode;
@@ -21,11 +21,13 @@ pub(super) async fn bench(args: &BenchArgs, n: usize) -> Result<ExitCode, CliErr
     if n == 0 {
         return Err(CliError::usage("--forwarding must be at least 1"));
     }
-    let store_url = match StoreChoice::resolve(None).map_err(|e| CliError::usage(e.to_string()))? {
+    let choice = StoreChoice::resolve(args.store.store.as_deref())
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let store_url = match choice {
         StoreChoice::Postgres(url) => url,
         StoreChoice::Files => {
             return Err(CliError::usage(format!(
-                "--forwarding runs two cluster nodes on a postgres store: set ${STORE_ENV}=postgres://USER@HOST:PORT/DB"
+                "--forwarding runs two cluster nodes on a postgres store: pass --store postgres://USER@HOST:PORT/DB (or set ${STORE_ENV})"
             )));
         }
     };

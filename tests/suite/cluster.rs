@@ -526,10 +526,14 @@ fn a_session_whose_lease_moves_has_its_command_killed() {
 fn the_forwarding_bench_reports_the_p95_a_forward_adds() {
     let pg = TestPostgres::start();
     let dir = sandbox(&json!({"turns": []}));
-    let out = command(dir.path(), &["bench", "--forwarding", "20", "--json"])
-        .env("ROOKERY_STORE", pg.url())
-        .output()
-        .unwrap();
+    let url = pg.url();
+    let out = command(
+        dir.path(),
+        &["bench", "--forwarding", "20", "--json", "--store", &url],
+    )
+    .env_remove("ROOKERY_STORE")
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
