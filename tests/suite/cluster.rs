@@ -553,15 +553,12 @@ fn the_forwarding_bench_reports_the_p95_a_forward_adds() {
         query(&pg, "SELECT count(*)::text FROM nodes"),
         vec![vec![Some("0".to_string())]]
     );
-    // Without a postgres store it says what to set.
+    // Without a postgres store it says what to pass.
     let out = command(dir.path(), &["bench", "--forwarding", "20"])
         .env_remove("ROOKERY_STORE")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("set $ROOKERY_STORE=postgres://"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("pass --store postgres://"), "{stderr}");
 }
