@@ -10,6 +10,8 @@
 //! wrapper, both outside the runtime.
 
 pub(crate) mod actor_floor;
+#[cfg(feature = "postgres")]
+pub mod forwarding;
 pub mod hibernation;
 #[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod latency;

@@ -31,6 +31,7 @@ macro_rules! outln {
 pub mod approve_prompt;
 pub mod auth;
 pub mod bench;
+mod bench_forwarding;
 mod bench_hibernation;
 mod bench_meta;
 mod bench_report;
@@ -38,6 +39,7 @@ mod bench_rounds;
 mod bench_sandbox;
 pub mod bench_trace;
 pub mod chat;
+pub mod cluster_args;
 pub mod completions;
 pub mod config_show;
 pub mod error;
@@ -320,6 +322,10 @@ pub struct ServeArgs {
     #[arg(long = "sandbox-network", value_name = "ON|OFF",
           value_parser = choices(SANDBOX_NETWORK).try_map(|s| s.parse::<crate::sandbox::NetworkAccess>()))]
     pub sandbox_network: Option<crate::sandbox::NetworkAccess>,
+    /// A node of a cluster on the postgres store (`--node-id`, `--advertise`,
+    /// `--cluster-token-env`).
+    #[command(flatten)]
+    pub cluster: cluster_args::ClusterArgs,
     /// The bearer token every route but /healthz needs, read from this environment variable
     /// (default: a random token generated at start and written to `<home>/serve.token`).
     #[arg(long, value_name = "VAR", conflicts_with_all = ["no_auth", "auth"])]
@@ -476,6 +482,15 @@ pub struct BenchArgs {
         "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends",
     ])]
     pub hibernation: Option<usize>,
+    /// Run two cluster nodes in this process on the postgres store (--store, $ROOKERY_STORE) and send
+    /// a session's GET N times to its owner and N times through the other node, interleaved;
+    /// print the p95 a forward adds (no workload runs).
+    #[arg(long, value_name = "N", conflicts_with_all = [
+        "workload", "sessions", "turns", "model_latency_ms", "provider", "base_url", "model",
+        "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends", "hibernation",
+        "report", "sandbox",
+    ])]
+    pub forwarding: Option<usize>,
     /// With --hibernation: the `--max-resident` cap.
     #[arg(
         long,
@@ -537,8 +552,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,
     /// With --trace-appends: append into this `postgres://…` store (default
-    /// $ROOKERY_STORE) against a bare client's inserts of the same records; the other
-    /// scenarios run on files.
+    /// $ROOKERY_STORE) against a bare client's inserts of the same records; with --forwarding:
+    /// the store of its two nodes; the other scenarios run on files.
     #[command(flatten)]
     pub store: store_args::StoreArgs,
     /// `compare A.json B.json`: the ratio B/A of every figure of two `--json` results.

@@ -15,7 +15,9 @@
 //! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
 //! a cron pattern), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs`, `metrics_collect.rs` (the figures, also for OTLP) and `metrics_principal.rs`, `error.rs` (error shape, JSON
-//! bodies), `openapi.rs` with `openapi_shapes.rs` and `openapi_errors.rs` (the OpenAPI document). The server drives sessions only through the library API; it
+//! bodies), `openapi.rs` with `openapi_shapes.rs` and `openapi_errors.rs` (the OpenAPI document),
+//! `cluster.rs`, `cluster_route.rs` and `forward.rs` (a node of a cluster: `/v1/cluster`,
+//! session requests sent to the node holding the session). The server drives sessions only through the library API; it
 //! never writes traces itself. Signal handling and the command line live in `cli/serve.rs`.
 //!
 //! [`Host`]: crate::Host
@@ -26,6 +28,10 @@ pub mod approver;
 pub mod auth;
 pub mod auth_file;
 pub mod busy;
+#[cfg(feature = "postgres")]
+pub mod cluster;
+#[cfg(feature = "postgres")]
+pub mod cluster_route;
 pub mod compact;
 pub mod config_error;
 pub mod console;
@@ -33,6 +39,8 @@ pub mod credentials;
 pub mod error;
 pub mod fd_limit;
 pub mod fork;
+#[cfg(feature = "postgres")]
+pub mod forward;
 pub mod grants;
 pub mod guard;
 pub mod guard_config;

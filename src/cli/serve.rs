@@ -8,8 +8,8 @@
 //! file, a bad webhook flag or a missing webhook secret (`webhook_args.rs`), a missing token
 //! variable,
 //! `--no-auth` on a non-loopback address, an unusable `--config-dir`, an address that cannot be
-//! bound, a home where no trace (or no schedule index) can be written. The HTTP API itself is
-//! `crate::server`.
+//! bound, a home where no trace (or no schedule index) can be written, a postgres store without
+//! the cluster flags (`cluster_args.rs`). The HTTP API itself is `crate::server`.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::cluster_args::Node;
 use super::{CliError, ServeArgs};
 use crate::Host;
 use crate::config::AgentConfig;
@@ -206,7 +207,12 @@ fn serve_sandbox(
 }
 
 /// The listener, the served state and the connection limits.
-type Started = (tokio::net::TcpListener, Arc<ServerState>, ConnectionLimits);
+type Started = (
+    tokio::net::TcpListener,
+    Arc<ServerState>,
+    ConnectionLimits,
+    Option<Node>,
+);
 
 async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     let mut config = match &args.config {
@@ -246,6 +252,7 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     let hooks = std::sync::Arc::new(hooks);
     config.hooks = std::sync::Arc::new(config.hooks.merged(&hooks));
     let token = token(args)?;
+    let node = args.cluster.resolve(args.store.is_postgres()?)?;
     let webhooks = args.webhooks.config()?;
     if args.max_sessions == 0 {
         return Err(CliError::usage("--max-sessions must be at least 1"));
@@ -283,7 +290,10 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
         eprintln!("token: {}", path.display());
     }
     // The store is connected (and migrated) before the host starts on it; `None`: the files.
-    let store = args.store.connect().await?;
+    let store = args
+        .store
+        .connect_as(node.as_ref().map(|n| n.node_id.as_str()))
+        .await?;
     let host = match store.clone() {
         Some(store) => Host::start_with_store(home.clone(), store).await,
         None => Host::start(home.clone()).await,
@@ -329,7 +339,11 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
     server::schedule_runner::start(&schedules, &state);
     server::metrics_collect::start_otel_gauges(&state);
     state.start_hibernation();
-    Ok((listener, state, limits))
+    let node = match (node, state.cfg.store().cloned()) {
+        (Some(settings), Some(store)) => Some(Node::join(settings, store, &state).await?),
+        _ => None,
+    };
+    Ok((listener, state, limits, node))
 }
 
 /// `rookery serve --print-openapi`: the document on stdout, no server, no home touched.
@@ -365,7 +379,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
             return Err(CliError::startup_io("cannot install signal handlers", e));
         }
     };
-    let (listener, state, limits) = start(&args).await?;
+    let (listener, state, limits, node) = start(&args).await?;
     let local = listener
         .local_addr()
         .map_err(|e| CliError::startup_io("cannot read the listening address", e))?;
@@ -380,13 +394,15 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
             _ = term.recv() => {}
         }
     };
-    server::serve(listener, state, limits, stop)
-        .await
-        .map_err(|source| CliError::Io {
-            what: "server error".to_string(),
-            source,
-            code: 1,
-        })?;
+    let served = server::serve(listener, state, limits, stop).await;
+    if let Some(node) = node {
+        node.leave().await;
+    }
+    served.map_err(|source| CliError::Io {
+        what: "server error".to_string(),
+        source,
+        code: 1,
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -29,6 +29,19 @@ pub struct StoreArgs {
 impl StoreArgs {
     /// The chosen store, connected and migrated; `None` for the files.
     pub async fn connect(&self) -> Result<Option<PgStore>, CliError> {
+        self.connect_as(None).await
+    }
+
+    /// Whether the chosen store is a postgres one (`$ROOKERY_STORE` counts); nothing is
+    /// connected.
+    pub fn is_postgres(&self) -> Result<bool, CliError> {
+        let choice = StoreChoice::resolve(self.store.as_deref())
+            .map_err(|e| CliError::usage(e.to_string()))?;
+        Ok(matches!(choice, StoreChoice::Postgres(_)))
+    }
+
+    /// [`Self::connect`], the sessions' `owner_node` being `node` (default: `<host>-<pid>`).
+    pub async fn connect_as(&self, node: Option<&str>) -> Result<Option<PgStore>, CliError> {
         let choice = StoreChoice::resolve(self.store.as_deref())
             .map_err(|e| CliError::usage(e.to_string()))?;
         let url = match choice {
@@ -43,6 +56,9 @@ impl StoreArgs {
             StoreChoice::Postgres(url) => url,
         };
         let mut options = StoreOptions::default();
+        if let Some(node) = node {
+            options.node = node.to_string();
+        }
         if let Some(secs) = self.lease_ttl {
             options.lease_ttl = Duration::from_secs(secs);
         }

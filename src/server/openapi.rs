@@ -119,6 +119,8 @@ pub enum OpenApiError {
 /// with an example per code, and links from a created session to its operations.
 pub fn document() -> Result<Value, OpenApiError> {
     let mut doc = ApiDoc::openapi();
+    #[cfg(feature = "postgres")]
+    doc.merge(super::cluster_route::ClusterDoc::openapi());
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc.servers = Some(vec![Server::new("/")]);
     require_workspace_on_create(&mut doc);

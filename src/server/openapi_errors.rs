@@ -86,6 +86,16 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "missing or wrong bearer token (send Authorization: Bearer <token>)",
     ),
     code(
+        401,
+        "cluster_unauthorized",
+        "a forwarded request needs the cluster's token in Rookery-Cluster-Token (the value of every node's --cluster-token-env variable)",
+    ),
+    code(
+        404,
+        "cluster_off",
+        "this server is no cluster node (start it with --store postgres://… --node-id NAME --advertise URL --cluster-token-env VAR)",
+    ),
+    code(
         403,
         "forbidden_host",
         "Host \"evil.example\" is not served here (use the listen address or localhost, or start the server with --allow-host NAME)",
@@ -269,6 +279,16 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "the session could not be started: too many open files",
     ),
     code(
+        503,
+        "node_unreachable",
+        "node b holds this session but cannot be reached at http://10.0.0.2:7878; try again (its lease moves once it expires)",
+    ),
+    code(
+        503,
+        "session_elsewhere",
+        "session session-2026-12-06-05-10-04-3f8a1c2d moved to node c while this request was forwarded; send it again",
+    ),
+    code(
         501,
         "not_with_store",
         "the conversation pages of /messages are read from trace files; with --store read GET /v1/sessions/{id}/trace or the event stream",
@@ -318,6 +338,9 @@ const OF_A_SESSION: &[&str] = &[
     "session_start_failed",
     "too_many_sessions",
     "store_unavailable",
+    "cluster_unauthorized",
+    "node_unreachable",
+    "session_elsewhere",
     "workspace_missing",
 ];
 /// Codes every route with a JSON request body can answer besides its own.

@@ -403,3 +403,25 @@ pub struct ScheduleList {
     /// The schedule clock's current minute.
     pub now_minute: u64,
 }
+
+/// `GET /v1/cluster`: the live nodes of a cluster.
+#[derive(ToSchema)]
+pub struct ClusterNodes {
+    /// The node that answered.
+    pub node_id: String,
+    /// The live nodes (a heartbeat within one lease TTL), by id.
+    pub nodes: Vec<ClusterNode>,
+}
+
+/// One node of [`ClusterNodes`].
+#[derive(ToSchema)]
+pub struct ClusterNode {
+    /// Its `--node-id`.
+    pub node_id: String,
+    /// Its `--advertise` URL, where the other nodes forward its sessions' requests.
+    pub advertise: String,
+    /// Its last heartbeat (RFC 3339, UTC).
+    pub last_heartbeat: String,
+    /// The sessions whose unexpired lease it holds.
+    pub resident_sessions: i64,
+}

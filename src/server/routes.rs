@@ -87,15 +87,24 @@ pub fn router(state: Arc<ServerState>) -> Router {
             axum::routing::delete(super::schedule_routes::delete),
         )
         .route("/metrics", get(metrics))
-        .route("/v1/openapi.json", get(super::openapi::serve))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            super::ownership::require_owner,
-        ))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_token,
-        ));
+        .route("/v1/openapi.json", get(super::openapi::serve));
+    #[cfg(feature = "postgres")]
+    let api = api.route("/v1/cluster", get(super::cluster_route::nodes));
+    let api = api.route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        super::ownership::require_owner,
+    ));
+    // Inside the auth (a request is authenticated here before it is passed on), outside the
+    // ownership check (the node that serves the session makes it).
+    #[cfg(feature = "postgres")]
+    let api = api.route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        super::forward::route,
+    ));
+    let api = api.route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_token,
+    ));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(api)

@@ -197,6 +197,9 @@ pub struct ServerState {
     webhooks: std::sync::OnceLock<Arc<super::webhooks::Webhooks>>,
     /// The sessions' schedules (`schedules.rs`), set once at start.
     schedules: std::sync::OnceLock<Arc<super::schedules::Schedules>>,
+    /// This node of a cluster (`cluster.rs`), set once at start.
+    #[cfg(feature = "postgres")]
+    cluster: std::sync::OnceLock<Arc<super::cluster::Cluster>>,
     me: Weak<ServerState>,
 }
 
@@ -224,6 +227,8 @@ impl ServerState {
             shutting_down: AtomicBool::new(false),
             webhooks: std::sync::OnceLock::new(),
             schedules: std::sync::OnceLock::new(),
+            #[cfg(feature = "postgres")]
+            cluster: std::sync::OnceLock::new(),
             me: me.clone(),
         })
     }
@@ -246,6 +251,19 @@ impl ServerState {
     /// The server's schedules, if it runs them.
     pub fn schedules(&self) -> Option<&Arc<super::schedules::Schedules>> {
         self.schedules.get()
+    }
+
+    /// Makes this server a node of a cluster (`forward.rs` routes its session requests).
+    #[cfg(feature = "postgres")]
+    pub fn set_cluster(&self, cluster: Arc<super::cluster::Cluster>) {
+        crate::redact::redact_in_logs(cluster.token());
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// This node of a cluster, if the server is one.
+    #[cfg(feature = "postgres")]
+    pub fn cluster(&self) -> Option<&Arc<super::cluster::Cluster>> {
+        self.cluster.get()
     }
 
     /// True once shutdown began (new requests get 503).
@@ -306,6 +324,10 @@ impl ServerState {
         options
             .secrets
             .extend(self.webhooks().map(|w| w.secret().to_string()));
+        #[cfg(feature = "postgres")]
+        options
+            .secrets
+            .extend(self.cluster().map(|c| c.token().to_string()));
         Ok((options, policy, approvals))
     }
 

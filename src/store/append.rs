@@ -64,6 +64,19 @@ impl PgTrace {
         let (tx, rx) = mpsc::channel(QUEUE);
         let place = PgStore::place(&taken.lease.session_id);
         keep_renewed(store.clone(), taken.lease.clone());
+        let lease = taken.lease.clone();
+        // Asked before every tool call: a holder frozen past its TTL (SIGSTOP, a long pause)
+        // may have been replaced while it could not tell, so it gives the session up at once,
+        // before the renewal that would find out runs.
+        health.set_fence(move || {
+            if lease.lost_reason().is_none() && lease.expired_locally() {
+                lease.lose(format!(
+                    "session {} stopped: its lease went unrenewed for a whole TTL, another node may hold it",
+                    lease.session_id
+                ));
+            }
+            lease.lost_reason()
+        });
         let writer = Writer {
             store,
             lease: taken.lease.clone(),

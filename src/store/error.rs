@@ -63,6 +63,11 @@ pub enum StoreError {
         /// The epoch this process held.
         epoch: i64,
     },
+    /// Another live process is registered under this node id.
+    #[error(
+        "--node-id {0}: a live node already has this id (it heartbeat within the lease TTL); choose another id or wait until its heartbeats stop for a TTL"
+    )]
+    NodeTaken(String),
     /// A local file (import, export) failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),

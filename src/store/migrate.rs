@@ -13,9 +13,10 @@ use super::error::StoreError;
 const MIGRATION_LOCK: i64 = 0x0072_6f6f_6b65_7279;
 
 /// The migrations, oldest first: `(version, SQL)`.
-pub const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    r#"
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE sessions (
     id            text PRIMARY KEY,
     parent        text,
@@ -42,7 +43,24 @@ CREATE TABLE trace_records (
     CONSTRAINT trace_records_session_seq UNIQUE (session_id, seq)
 );
 "#,
-)];
+    ),
+    (
+        2,
+        r#"
+-- The nodes of a cluster (`rookery serve --node-id`): each registers itself and heartbeats;
+-- `boot` tells two processes started under one name apart.
+CREATE TABLE nodes (
+    node_id        text PRIMARY KEY,
+    advertise      text NOT NULL,
+    boot           text NOT NULL,
+    started_at     timestamptz NOT NULL DEFAULT now(),
+    last_heartbeat timestamptz NOT NULL DEFAULT now()
+);
+-- Who holds which sessions: `/v1/cluster`'s resident counts.
+CREATE INDEX sessions_by_owner ON sessions (owner_node) WHERE owner_node IS NOT NULL;
+"#,
+    ),
+];
 
 /// The newest schema version this build knows.
 pub fn latest() -> i32 {

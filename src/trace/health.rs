@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 type Listener = Box<dyn Fn(&str) + Send + Sync>;
+type Fence = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// The health of one trace.
 #[derive(Default)]
@@ -19,6 +20,8 @@ pub struct TraceHealth {
     listener: Mutex<Option<Listener>>,
     /// The file records go to now (`_001`, then `_002`, … after each rotation).
     current: RwLock<Option<PathBuf>>,
+    /// Whether the writer still owns the trace (a store's lease), asked before a tool runs.
+    fence: OnceLock<Fence>,
 }
 
 impl std::fmt::Debug for TraceHealth {
@@ -75,6 +78,18 @@ impl TraceHealth {
         self.current.read().ok().and_then(|c| c.clone())
     }
 
+    /// Sets the check of whether this process still owns the trace (a store's lease: `None`
+    /// while it does, else why not). Set once; later calls are ignored.
+    pub fn set_fence(&self, f: impl Fn() -> Option<String> + Send + Sync + 'static) {
+        let _ = self.fence.set(Box::new(f));
+    }
+
+    /// Why this process no longer owns the trace, if the fence says so: the session then runs
+    /// no further tool.
+    pub fn fenced(&self) -> Option<String> {
+        self.fence.get().and_then(|f| f())
+    }
+
     /// Sets who hears of the first failure (at once, if it already happened).
     pub fn on_failure(&self, f: impl Fn(&str) + Send + Sync + 'static) {
         if let Ok(mut listener) = self.listener.lock() {
@@ -109,6 +124,18 @@ mod tests {
             h.failure(),
             Some("trace write failed: No space left on device (/x/t.jsonl)")
         );
+    }
+
+    #[test]
+    fn the_fence_says_why_the_trace_is_no_longer_ours() {
+        let h = TraceHealth::default();
+        assert_eq!(h.fenced(), None);
+        let lost = Arc::new(AtomicUsize::new(0));
+        let l = lost.clone();
+        h.set_fence(move || (l.load(Ordering::SeqCst) > 0).then(|| "moved".to_string()));
+        assert_eq!(h.fenced(), None);
+        lost.store(1, Ordering::SeqCst);
+        assert_eq!(h.fenced().as_deref(), Some("moved"));
     }
 
     #[test]

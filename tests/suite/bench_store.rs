@@ -60,7 +60,7 @@ fn store_appends_report_both_sides_on_the_same_rows() {
     let (code, _, stderr) = bench(&["--workload", "read", "--store", &url]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
-        stderr.contains("only --trace-appends N measures the postgres store"),
+        stderr.contains("only --trace-appends N and --forwarding N measure the postgres store"),
         "{stderr}"
     );
 }

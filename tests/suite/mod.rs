@@ -26,6 +26,7 @@ mod cli_messages;
 mod cli_provider;
 mod cli_run;
 mod cli_terminal;
+mod cluster;
 mod collab;
 mod collab_fork;
 mod collab_models;

@@ -61,12 +61,33 @@ async fn wait_lease(
     }
 }
 
-/// A server on the store with `extra` flags.
+/// A server on the store with `extra` flags: a node of its own (a name no other server of the
+/// test run has, an advertised URL nobody forwards to, as no other node holds its sessions).
 fn serve(pg: &TestPostgres, script: &Value, extra: &[&str]) -> Server {
+    static NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let url = pg.url();
-    let mut flags = vec!["--store", url.as_str()];
+    let node = format!(
+        "node-{}",
+        NODES.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    let mut flags = vec![
+        "--store",
+        url.as_str(),
+        "--node-id",
+        node.as_str(),
+        "--advertise",
+        "http://127.0.0.1:1",
+        "--cluster-token-env",
+        "TEST_CLUSTER_TOKEN",
+    ];
     flags.extend_from_slice(extra);
-    Server::start_with(sandbox(script), None, &flags)
+    Server::start_env(
+        sandbox(script),
+        None,
+        &flags,
+        None,
+        &[("TEST_CLUSTER_TOKEN", "serve-store-test-cluster-secret")],
+    )
 }
 
 /// The ids of `GET /v1/sessions` with their statuses.

@@ -96,6 +96,18 @@ pub(super) fn spawn_tool(
     let Some(cancel) = state.task.as_ref().map(|t| t.turn.io.cancel.clone()) else {
         return;
     };
+    // A session whose trace is no longer this process's (its lease moved) runs no more tools;
+    // the call still gets its one output (the session is being stopped).
+    if let Some(reason) = state.trace_health.fenced() {
+        let output = build::tool_call_output(
+            info.tool_call_id,
+            format!("[not run: {reason}]"),
+            Vec::new(),
+            StopReason::Failed,
+        );
+        let _ = myself.cast(SessionMsg::ToolDone { turn, idx, output });
+        return;
+    }
     let workspace = state.options.workspace.clone();
     // A service-bound tool is bound to this session's own service now.
     let tool = (state.options.config.tools.get(&info.name))
