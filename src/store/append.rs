@@ -17,6 +17,7 @@ use ractor::RpcReplyPort;
 use tokio::sync::mpsc;
 
 use super::PgStore;
+use super::commits::Publisher;
 use super::error::StoreError;
 use super::lease::{Lease, Taken, keep_renewed, release};
 use crate::trace::health::TraceHealth;
@@ -64,7 +65,11 @@ impl PgTrace {
         let (tx, rx) = mpsc::channel(QUEUE);
         let place = PgStore::place(&taken.lease.session_id);
         keep_renewed(store.clone(), taken.lease.clone());
+        let publisher = store
+            .commit_feeds()
+            .open(&taken.lease.session_id, taken.next_seq);
         let writer = Writer {
+            publisher,
             store,
             lease: taken.lease.clone(),
             health: health.clone(),
@@ -125,6 +130,8 @@ impl RemoteTrace for PgTrace {
 }
 
 struct Writer {
+    /// Tells the session's follower what was committed.
+    publisher: Publisher,
     store: PgStore,
     lease: Arc<Lease>,
     health: Arc<TraceHealth>,
@@ -200,6 +207,7 @@ impl Writer {
         loop {
             match self.insert(records, parts).await {
                 Ok(()) => {
+                    self.publisher.publish(self.next_seq, records);
                     self.next_seq += records.len() as i64;
                     return;
                 }
