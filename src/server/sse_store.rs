@@ -205,3 +205,69 @@ pub async fn replay(
     });
     Ok(rx)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::sse::RING_BYTES;
+    use super::*;
+    use crate::message::build;
+
+    fn partial() -> crate::message::OmniMessage {
+        build::partial_text(
+            crate::message::EventType::Delta,
+            "p".to_string(),
+            crate::message::StopReason::Completed,
+        )
+    }
+
+    fn ids(records: &[Arc<Record>]) -> Vec<(u64, bool)> {
+        records.iter().map(|r| (r.seq, r.id)).collect()
+    }
+
+    #[test]
+    fn a_stored_log_sends_records_under_their_seq_in_order_and_the_rest_without_id() {
+        // Woken with records 0..=4 in the store.
+        let log = EventLog::stored(5, 3, RING_BYTES, 8);
+        let mut dropped = 0;
+        // A recorded message of the session waits for its commit; a partial goes at once.
+        assert_eq!(log.push_streamed(&build::user_text("u", None)), 0);
+        log.push_streamed(&partial());
+        assert!(!log.push_stored(6, "{}".into(), &mut dropped), "a gap");
+        assert!(log.push_stored(5, "{}".into(), &mut dropped));
+        assert!(!log.push_stored(5, "{}".into(), &mut dropped), "a repeat");
+        log.push_streamed(&partial());
+        assert!(log.push_stored(6, "{}".into(), &mut dropped));
+        assert_eq!(log.last_seq(), 6);
+        assert_eq!(log.next_stored(), 7);
+        // The ring keeps the last three: (5), partial after 5, 6.
+        let sub = log.subscribe(Some(2));
+        assert_eq!(sub.from_store, Some((2, 4)));
+        assert_eq!(ids(&sub.replay), [(5, true), (5, false), (6, true)]);
+        // From the id before the ring's first record: the store has nothing to add.
+        let sub = log.subscribe(Some(4));
+        assert_eq!(sub.from_store, None);
+        assert_eq!(sub.replay.len(), 3);
+        // After 5: the partial that followed it, then 6.
+        assert_eq!(ids(&log.subscribe(Some(5)).replay), [(5, false), (6, true)]);
+        assert!(log.subscribe(Some(6)).replay.is_empty());
+        assert_eq!(log.subscribe(None).from_store, None);
+        assert_eq!(dropped, 0);
+    }
+
+    #[test]
+    fn a_stored_log_whose_ring_has_no_record_reads_the_store_up_to_its_last_seq() {
+        let log = EventLog::stored(10, 8, RING_BYTES, 8);
+        log.push_streamed(&partial());
+        let sub = log.subscribe(Some(3));
+        assert_eq!(sub.from_store, Some((3, 9)));
+        // The partial came after 9: it follows what the store gives.
+        assert_eq!(ids(&sub.replay), [(9, false)]);
+        // A new session: nothing stored yet, nothing to read.
+        let fresh = EventLog::stored(0, 8, RING_BYTES, 8);
+        assert_eq!(fresh.subscribe(Some(0)).from_store, None);
+        let mut dropped = 0;
+        assert!(fresh.push_stored(0, "{}".into(), &mut dropped));
+        assert_eq!(fresh.last_seq(), 0);
+        assert_eq!(fresh.next_stored(), 1);
+    }
+}

@@ -6,8 +6,9 @@
 //!
 //! A connection failure is retried (the batch keeps its `seq` numbers, so a retry of an insert
 //! that did commit is refused by the unique `(session_id, seq)` and counted as done) until the
-//! lease runs out locally. It owns the append statement and its retry; it must not take or
-//! renew leases (`lease.rs`).
+//! lease runs out locally. Each committed batch is published with its `seq` numbers
+//! (`commits.rs`) for the server's SSE. It owns the append statement and its retry; it must not
+//! take or renew leases (`lease.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
