@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::error::ApiError;
 use super::sse::{EventLog, Record};
-use super::stored_records::{first_page, pages};
+use crate::error::RookeryError;
 use crate::store::PgStore;
 use crate::store::commits::CommitFeed;
 use crate::store::records::{RECORD_PAGE, records_after};
@@ -172,20 +172,15 @@ pub async fn replay(
     (from, to): (i64, i64),
 ) -> Result<mpsc::Receiver<Arc<Record>>, ApiError> {
     let (tx, rx) = mpsc::channel(READ_AHEAD);
-    let first = first_page(&store, &id, from).await?;
+    let mut page = records_after(&store, &id, from, RECORD_PAGE)
+        .await
+        .map_err(|e| ApiError::from(RookeryError::Store(e)))?;
     tokio::spawn(async move {
-        use futures::StreamExt;
-        let stream = pages(store, id.clone(), first);
-        futures::pin_mut!(stream);
-        while let Some(page) = stream.next().await {
-            let page = match page {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!(session = %id, "cannot read the store for an SSE replay: {e}");
-                    return;
-                }
-            };
-            for (seq, record) in page {
+        loop {
+            let full = page.len() as i64 == RECORD_PAGE;
+            let mut last = from;
+            for (seq, record) in std::mem::take(&mut page) {
+                last = seq;
                 if seq > to {
                     return;
                 }
@@ -201,6 +196,16 @@ pub async fn replay(
                     return;
                 }
             }
+            if !full {
+                return;
+            }
+            page = match records_after(&store, &id, last, RECORD_PAGE).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(session = %id, "cannot read the store for an SSE replay: {e}");
+                    return;
+                }
+            };
         }
     });
     Ok(rx)
