@@ -4,7 +4,7 @@
 //!
 //! Layout: `routes.rs` (handlers), `state.rs` (served sessions, their pumps, the session cap),
 //! `sse.rs` (event log and fan-out), `sse_trace.rs` (a replay from before the ring, read
-//! from the trace), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
+//! from the trace), `sse_store.rs` (the event ids the store's `seq` on `serve --store`), `approver.rs` (API approvals), `guard.rs` (Host, Origin,
 //! CORS, content type), `auth.rs` and `credentials.rs` (who a request acts as), `principal.rs` and `auth_file.rs`
 //! (the principals of `--auth FILE`), `token_hash.rs`, `jwt.rs` (JWT bearer tokens), `ownership.rs` (a user's sessions
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
@@ -68,6 +68,8 @@ pub mod schedules;
 pub mod session_config;
 pub mod session_list;
 pub mod sse;
+#[cfg(feature = "postgres")]
+pub mod sse_store;
 pub mod sse_trace;
 pub mod state;
 #[cfg(feature = "postgres")]

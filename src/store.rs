@@ -12,6 +12,7 @@
 //! run sessions (the host does, and stops a session whose lease is lost).
 
 pub mod append; // one session's fenced append stream (group commit: one INSERT per batch)
+pub mod commits; // what a stream committed, told to the session's follower (SSE ids)
 pub mod error;
 pub mod export; // a session's trace written back as JSONL
 pub mod fork; // a stored session's fork, stored
@@ -73,6 +74,7 @@ pub fn default_node_name() -> String {
 pub struct PgStore {
     pool: Pool,
     options: StoreOptions,
+    feeds: commits::CommitFeeds,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -115,12 +117,21 @@ impl PgStore {
             .create_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| StoreError::Pool(e.to_string()))?;
-        Ok(PgStore { pool, options })
+        Ok(PgStore {
+            pool,
+            options,
+            feeds: commits::CommitFeeds::default(),
+        })
     }
 
     /// A connection from the pool.
     pub async fn client(&self) -> Result<Object, StoreError> {
         self.pool.get().await.map_err(StoreError::from_pool)
+    }
+
+    /// The commit feeds of this process's append streams not yet followed.
+    pub fn commit_feeds(&self) -> &commits::CommitFeeds {
+        &self.feeds
     }
 
     /// How this process uses the store.

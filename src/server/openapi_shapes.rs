@@ -303,7 +303,10 @@ pub struct TraceRecord {
 /// `event: <name>`, `data: <record>`, with keep-alive comments between.
 #[derive(ToSchema)]
 pub struct StreamEvent {
-    /// The event's number (1, 2, 3, …): what `Last-Event-ID` takes to go on after it.
+    /// The event's number (1, 2, 3, …): what `Last-Event-ID` takes to go on after it. With
+    /// `--store` it is the record's `seq` in the store (the same on every node), and an event
+    /// that is not stored (a partial, the server's own events) is sent without `id`.
+    #[schema(required = false)]
     pub id: u64,
     /// The payload's type (`text`, `tool_call`, `tool_output`, `request_begin`, `task_end`, …),
     /// or the envelope's when the payload has none (`session_meta`). With `--store`, a stream

@@ -605,6 +605,12 @@ async fn events(
         entry = state.get(&id).await?;
     }
     let sub = entry.log.subscribe(after);
+    #[cfg(feature = "postgres")]
+    if let (Some(range), Some(store)) = (sub.from_store, state.cfg.store.clone()) {
+        // On the store: what is older than the ring, read by `seq`.
+        let earlier = super::sse_store::replay(store, id, range).await?;
+        return Ok(sse_response(sub, Some(earlier)).into_response());
+    }
     let earlier = if sub.from_trace.is_empty() {
         None
     } else {

@@ -4,6 +4,13 @@
 //! leaves the ring leaves its number and the hash of its JSON in an index, so a replay from
 //! before the ring can find it in the trace (`sse_trace.rs`) under the same number.
 //!
+//! On the store (`serve --store`) the log is numbered by the store instead: each recorded
+//! message goes out, once its batch is committed, under its `trace_records.seq`
+//! ([`EventLog::push_stored`], fed by `sse_store.rs`), and what is not recorded (partials, the
+//! server's own events) goes out at once without an id, so every `Last-Event-ID` a client holds
+//! is a stored `seq` any node can go on from; a replay from before the ring reads the store by
+//! `seq`.
+//!
 //! A client whose buffer is full is dropped (its stream ends; it reconnects with
 //! `Last-Event-ID`), so a slow reader never blocks the session or the other clients. This file
 //! never talks to the session actor: the server's per-session pump feeds it.
@@ -34,8 +41,11 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// One numbered message, serialized once.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Record {
-    /// The SSE event id.
+    /// The SSE event id (without [`Record::id`]: the newest id before it, which it is not sent
+    /// with).
     pub seq: u64,
+    /// Whether it is sent with its id (a message not stored, on the store, is not).
+    pub id: bool,
     /// The SSE event name: the payload's type (`text`, `tool_call`, `request_begin`, …), or
     /// the envelope's (`session_meta`) when the payload has none.
     pub event: String,
@@ -48,8 +58,17 @@ impl Record {
     pub fn new(seq: u64, json: String) -> Self {
         Record {
             seq,
+            id: true,
             event: event_name(&json),
             json,
+        }
+    }
+
+    /// A message sent without an id, after the one numbered `after`.
+    pub fn unnumbered(after: u64, json: String) -> Self {
+        Record {
+            id: false,
+            ..Record::new(after, json)
         }
     }
 }
@@ -107,6 +126,8 @@ struct Inner {
     ring_bytes: usize,
     gone: VecDeque<Gone>,
     last_seq: u64,
+    /// On the store: the `seq` of the next stored message.
+    next_stored: i64,
     clients: Vec<mpsc::Sender<Arc<Record>>>,
     closed: bool,
 }
@@ -117,6 +138,8 @@ pub struct EventLog {
     capacity: usize,
     max_bytes: usize,
     client_buffer: usize,
+    /// Numbered by the store (see the module doc).
+    stored: bool,
 }
 
 /// What a new client gets: the recorded messages gone from the ring (to read from the trace),
@@ -124,6 +147,8 @@ pub struct EventLog {
 pub struct Subscription {
     /// Messages to read from the trace first, oldest first.
     pub from_trace: Vec<Gone>,
+    /// On the store: the stored messages to read first, `seq` in `(from, to]`.
+    pub from_store: Option<(i64, i64)>,
     /// The ring's messages after those.
     pub replay: Vec<Arc<Record>>,
     /// The live feed; `None` when the log is closed.
@@ -140,13 +165,54 @@ impl EventLog {
                 ring_bytes: 0,
                 gone: VecDeque::new(),
                 last_seq: 0,
+                next_stored: 0,
                 clients: Vec::new(),
                 closed: false,
             }),
             capacity: capacity.max(1),
             max_bytes,
             client_buffer: client_buffer.max(1),
+            stored: false,
         }
+    }
+
+    /// A log numbered by the store, whose next stored message is `next_seq` (the ones before
+    /// it are read from the store).
+    pub fn stored(next_seq: i64, capacity: usize, max_bytes: usize, client_buffer: usize) -> Self {
+        let mut log = EventLog::new(capacity, max_bytes, client_buffer);
+        log.stored = true;
+        if let Ok(inner) = log.inner.get_mut() {
+            inner.next_stored = next_seq.max(0);
+            inner.last_seq = u64::try_from(next_seq - 1).unwrap_or(0);
+        }
+        log
+    }
+
+    /// Whether the store numbers this log.
+    pub fn is_stored(&self) -> bool {
+        self.stored
+    }
+
+    /// On the store: the `seq` of the next stored message it expects.
+    pub fn next_stored(&self) -> i64 {
+        self.inner.lock().map_or(0, |i| i.next_stored)
+    }
+
+    /// On the store: sends the stored record `seq` (its JSON line) if it is the next one, and
+    /// returns whether it was (an earlier one is a repeat, a later one would leave a gap: the
+    /// caller reads the store first). Clients dropped for lagging are counted in `dropped`.
+    pub fn push_stored(&self, seq: i64, json: String, dropped: &mut usize) -> bool {
+        let Ok(mut inner) = self.inner.lock() else {
+            return false;
+        };
+        if seq != inner.next_stored {
+            return false;
+        }
+        inner.next_stored = seq + 1;
+        inner.last_seq = u64::try_from(seq).unwrap_or(0);
+        let record = Arc::new(Record::new(inner.last_seq, json));
+        *dropped += self.add(&mut inner, record, false);
+        true
     }
 
     /// A log whose first message is numbered `seq + 1` (a hibernated session's next log).
@@ -160,16 +226,38 @@ impl EventLog {
 
     /// Numbers and stores `msg` and sends it to every client. Returns the number of clients
     /// dropped because their buffer was full.
+    /// On the store it goes out at once without an id (use it for what the trace does not
+    /// record, e.g. the server's own events; [`Self::push_streamed`] for the session's).
     pub fn push(&self, msg: &OmniMessage) -> usize {
         // Serialized and named before the lock: the other sessions' clients do not wait.
         let json = msg.to_json();
         let Ok(mut inner) = self.inner.lock() else {
             return 0;
         };
-        inner.last_seq += 1;
-        let record = Arc::new(Record::new(inner.last_seq, json));
+        let record = if self.stored {
+            Record::unnumbered(inner.last_seq, json)
+        } else {
+            inner.last_seq += 1;
+            Record::new(inner.last_seq, json)
+        };
+        let recorded = !self.stored && msg.is_recordable();
+        self.add(&mut inner, Arc::new(record), recorded)
+    }
+
+    /// A message of the session's stream: as [`Self::push`], except that on the store a
+    /// recordable one is left to [`Self::push_stored`] (it goes out once committed, under its
+    /// `seq`).
+    pub fn push_streamed(&self, msg: &OmniMessage) -> usize {
+        if self.stored && msg.is_recordable() {
+            return 0;
+        }
+        self.push(msg)
+    }
+
+    /// Keeps `record` in the ring (indexing what leaves it when `recorded`) and sends it.
+    fn add(&self, inner: &mut Inner, record: Arc<Record>, recorded: bool) -> usize {
         inner.ring_bytes += record.json.len();
-        inner.ring.push_back((record.clone(), msg.is_recordable()));
+        inner.ring.push_back((record.clone(), recorded));
         while inner.ring.len() > self.capacity || inner.ring_bytes > self.max_bytes {
             let Some((old, recorded)) = inner.ring.pop_front() else {
                 break;
@@ -227,12 +315,31 @@ impl EventLog {
         let Ok(mut inner) = self.inner.lock() else {
             return Subscription {
                 from_trace: Vec::new(),
+                from_store: None,
                 replay: Vec::new(),
                 live: None,
             };
         };
+        let mut from_store = None;
         let (from_trace, replay) = match after {
             None => (Vec::new(), Vec::new()),
+            Some(n) if self.stored => {
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                let first_kept = inner.ring.iter().find(|(r, _)| r.id).map(|(r, _)| r.seq);
+                let to = match first_kept {
+                    Some(seq) => i64::try_from(seq).unwrap_or(i64::MAX) - 1,
+                    None => inner.next_stored - 1,
+                };
+                if n < to {
+                    from_store = Some((n, to));
+                }
+                let kept = inner.ring.iter().map(|(r, _)| r);
+                let n = u64::try_from(n).unwrap_or(0);
+                // What has no id goes with the newest id before it: the partials that followed
+                // event `n` (the answer it was streaming) are sent again.
+                let after_n = |r: &&Arc<Record>| r.seq > n || (!r.id && r.seq == n);
+                (Vec::new(), kept.filter(after_n).cloned().collect())
+            }
             Some(n) => {
                 let from = if n > inner.last_seq { 0 } else { n };
                 let gone = inner.gone.iter().filter(|g| g.seq > from).copied();
@@ -252,6 +359,7 @@ impl EventLog {
         };
         Subscription {
             from_trace,
+            from_store,
             replay,
             live,
         }
@@ -280,7 +388,7 @@ impl EventLog {
 }
 
 /// The `text/event-stream` response for a subscription: `event: <payload type>`, `id: <seq>`
-/// and `data: <json>` per message, keep-alive comments in between. `earlier` (the records read back from the trace
+/// (left out for a message without one) and `data: <json>` per message, keep-alive comments in between. `earlier` (the records read back from the trace
 /// for `sub.from_trace`) comes first.
 pub fn sse_response(
     sub: Subscription,
@@ -297,14 +405,25 @@ pub fn sse_response(
         let record = rx.recv().await?;
         Some((record, Some(rx)))
     });
-    let stream = replay.chain(live).map(|r| {
-        Ok::<_, Infallible>(
-            Event::default()
-                .event(&r.event)
-                .id(r.seq.to_string())
-                .data(&r.json),
-        )
-    });
+    // Each id at most once and in order, whatever the sources overlap in.
+    let mut last_id: Option<u64> = None;
+    let stream = replay
+        .chain(live)
+        .filter(move |r| {
+            let fresh = !r.id || last_id.is_none_or(|last| r.seq > last);
+            if fresh && r.id {
+                last_id = Some(r.seq);
+            }
+            std::future::ready(fresh)
+        })
+        .map(|r| {
+            let event = Event::default().event(&r.event).data(&r.json);
+            Ok::<_, Infallible>(if r.id {
+                event.id(r.seq.to_string())
+            } else {
+                event
+            })
+        });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
 }
 

@@ -399,7 +399,16 @@ impl ServerState {
                 return Err(e.into());
             }
         };
+        let carried = log.is_some();
+        // On the store, the log is numbered by the store's `seq` (`sse_store.rs`).
+        #[cfg(feature = "postgres")]
+        let (log, follower) = match self.stored_log(handle.id(), log) {
+            Ok((log, follower)) => (Some(log), Some(follower)),
+            Err(log) => (log, None),
+        };
         let log = match log {
+            // New on the store: its records come as they are committed.
+            Some(log) if !carried => log,
             // Back from hibernation: the same log, so its subscribers stay.
             Some(log) => {
                 log.push(&hibernate::event(false));
@@ -458,10 +467,15 @@ impl ServerState {
                 if let Some(w) = state.webhooks() {
                     w.observe(&id, &msg);
                 }
-                state.metrics.sse_clients_dropped(log.push(&msg));
+                state.metrics.sse_clients_dropped(log.push_streamed(&msg));
             }
             if hibernating.load(Ordering::SeqCst) {
                 return;
+            }
+            // What was committed last goes out before the log closes.
+            #[cfg(feature = "postgres")]
+            if let Some(follower) = follower {
+                let _ = tokio::time::timeout(super::sse_store::FOLLOWER_END, follower).await;
             }
             #[cfg(feature = "postgres")]
             if let Some(state) = me.upgrade()

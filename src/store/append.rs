@@ -6,8 +6,9 @@
 //!
 //! A connection failure is retried (the batch keeps its `seq` numbers, so a retry of an insert
 //! that did commit is refused by the unique `(session_id, seq)` and counted as done) until the
-//! lease runs out locally. It owns the append statement and its retry; it must not take or
-//! renew leases (`lease.rs`).
+//! lease runs out locally. Each committed batch is published with its `seq` numbers
+//! (`commits.rs`) for the server's SSE. It owns the append statement and its retry; it must not
+//! take or renew leases (`lease.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use ractor::RpcReplyPort;
 use tokio::sync::mpsc;
 
 use super::PgStore;
+use super::commits::Publisher;
 use super::error::StoreError;
 use super::lease::{Lease, Taken, keep_renewed, release};
 use crate::trace::health::TraceHealth;
@@ -77,7 +79,11 @@ impl PgTrace {
             }
             lease.lost_reason()
         });
+        let publisher = store
+            .commit_feeds()
+            .open(&taken.lease.session_id, taken.next_seq);
         let writer = Writer {
+            publisher,
             store,
             lease: taken.lease.clone(),
             health: health.clone(),
@@ -138,6 +144,8 @@ impl RemoteTrace for PgTrace {
 }
 
 struct Writer {
+    /// Tells the session's follower what was committed.
+    publisher: Publisher,
     store: PgStore,
     lease: Arc<Lease>,
     health: Arc<TraceHealth>,
@@ -213,6 +221,7 @@ impl Writer {
         loop {
             match self.insert(records, parts).await {
                 Ok(()) => {
+                    self.publisher.publish(self.next_seq, records);
                     self.next_seq += records.len() as i64;
                     return;
                 }

@@ -275,7 +275,8 @@ impl Server {
                 .expect("valid SSE");
             let v: Value = serde_json::from_str(&ev.data).unwrap();
             let end = v["payload"]["type"] == "task_end" && v.get("origin").is_none();
-            out.push((ev.id.parse().unwrap(), v));
+            // An event without its own id (a partial, on the store) carries the last one over.
+            out.push((ev.id.parse().unwrap_or(after), v));
             if end {
                 return out;
             }

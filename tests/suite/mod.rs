@@ -100,6 +100,7 @@ mod serve_schedules;
 mod serve_security;
 mod serve_steer;
 mod serve_store;
+mod serve_store_sse;
 mod serve_task_status;
 mod serve_webhooks;
 mod session_budget;

@@ -1,18 +1,21 @@
 //! The served sessions' `postgres` store (`serve --store`): what the server reads of a session
 //! it does not hold (its opening and last `session_meta`, its owner and workspace, whether it
-//! exists, a listing page by id), and the answer when the database is down (503
-//! `store_unavailable`).
+//! exists, a listing page by id), the answer when the database is down (503
+//! `store_unavailable`), and a session's event log numbered by the store (`sse_store.rs`).
 //!
 //! It only reads the store (`crate::store::records`); leases are the host's (a wake is a
 //! resume, which takes the lease), and it never opens or closes a session.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::listing::{ListPage, Listed, StoredView, listed_id};
 use super::trace_meta::Opening;
 use super::{ApiError, Recorded, ServerState};
 use crate::error::RookeryError;
 use crate::message::{OmniMessage, Payload, SessionMeta};
+use crate::server::sse::{CLIENT_BUFFER, EventLog, RING_CAPACITY};
+use crate::server::sse_store;
 use crate::store::{PgStore, StoreError, records};
 
 /// A store failure as the API answers it: 503 `store_unavailable` while the database cannot be
@@ -129,6 +132,30 @@ impl ServerState {
             created_at: msg.timestamp,
             last_activity: Some(row.last_activity),
         })))
+    }
+
+    /// Session `id`'s event log numbered by the store and its follower, when the server is on
+    /// the store (`carried`: a hibernated session's log); else `carried` back.
+    pub(super) fn stored_log(
+        &self,
+        id: &str,
+        carried: Option<Arc<EventLog>>,
+    ) -> Result<sse_store::Followed, Option<Arc<EventLog>>> {
+        let Some(store) = self.cfg.store.as_ref() else {
+            return Err(carried);
+        };
+        let me = self.me.clone();
+        let ring_bytes = self.cfg.ring_bytes;
+        let new_log = |seq| EventLog::stored(seq, RING_CAPACITY, ring_bytes, CLIENT_BUFFER);
+        let dropped = move |n| {
+            if let Some(state) = me.upgrade() {
+                state.metrics.sse_clients_dropped(n);
+            }
+        };
+        if let Some(started) = sse_store::start(store, id, carried.clone(), new_log, dropped) {
+            return Ok(started);
+        }
+        Err(carried)
     }
 
     /// The `session_moved` event of a session whose stream just ended, when another node holds

@@ -1,0 +1,234 @@
+//! SSE event ids on the store (`serve --store`), through two real `rookery serve` processes
+//! on one real Postgres: every recorded event goes out under its `trace_records.seq`, what is
+//! not stored (partials) without an `id:` field, and a client that reconnects to the other
+//! node with `Last-Event-ID` from the middle gets every stored event after it exactly once,
+//! then the next task live with the ids going on.
+
+use crate::common::postgres::TestPostgres;
+use crate::common::serve as harness;
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use harness::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// One SSE event as sent: its `id:` field if it had one, and its data.
+#[derive(Debug)]
+struct Sent {
+    id: Option<i64>,
+    data: Value,
+}
+
+/// The raw `text/event-stream` of a response, event by event (the `id:` field read as sent:
+/// a client library would carry the last one over to an event without it).
+struct Events {
+    body: futures::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>,
+    buf: String,
+}
+
+impl Events {
+    async fn open(server: &Server, id: &str, last_event_id: Option<&str>) -> reqwest::Response {
+        let mut req = server.req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"));
+        if let Some(last) = last_event_id {
+            req = req.header("Last-Event-ID", last);
+        }
+        req.send().await.unwrap()
+    }
+
+    fn new(resp: reqwest::Response) -> Events {
+        assert_eq!(resp.status(), StatusCode::OK);
+        Events {
+            body: resp.bytes_stream().map(|c| c.map(|b| b.to_vec())).boxed(),
+            buf: String::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped), within [`WAIT`].
+    async fn next(&mut self) -> Sent {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = None;
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().parse().expect("a numeric id"));
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data = Some(serde_json::from_str(v.trim_start()).unwrap());
+                    }
+                }
+                if let Some(data) = data {
+                    return Sent { id, data };
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .expect("the next event in time")
+                .expect("the stream open")
+                .unwrap();
+            self.buf.push_str(&String::from_utf8(chunk).unwrap());
+        }
+    }
+
+    /// Events up to and including the session's own `task_end`.
+    async fn until_task_end(&mut self) -> Vec<Sent> {
+        let mut out = Vec::new();
+        loop {
+            let ev = self.next().await;
+            let end = is_task_end(&ev.data);
+            out.push(ev);
+            if end {
+                return out;
+            }
+        }
+    }
+}
+
+fn is_task_end(v: &Value) -> bool {
+    v["payload"]["type"] == "task_end" && v.get("origin").is_none()
+}
+
+fn is_partial(v: &Value) -> bool {
+    v["payload"]["type"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("partial_"))
+}
+
+/// `(seq, record JSON)` of session `id`'s stored records after `after`, in order.
+fn stored_after(pg: &TestPostgres, id: &str, after: i64) -> Vec<(i64, Value)> {
+    let rows = tokio::task::block_in_place(|| {
+        pg.query(&format!(
+            "SELECT seq::text, convert_from(record, 'UTF8') FROM trace_records \
+             WHERE session_id = '{id}' AND seq > {after} ORDER BY trace_records.seq"
+        ))
+    });
+    rows.into_iter()
+        .map(|r| {
+            let seq = r[0].as_deref().unwrap().parse().unwrap();
+            (seq, serde_json::from_str(r[1].as_deref().unwrap()).unwrap())
+        })
+        .collect()
+}
+
+/// Waits until `id`'s stored records include `n` root `task_end`s.
+async fn wait_stored_task_ends(pg: &TestPostgres, id: &str, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ends = stored_after(pg, id, -1)
+            .iter()
+            .filter(|(_, v)| is_task_end(v))
+            .count();
+        if ends >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "task {n} of {id} never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every event with an id is the stored record of that `seq`; the others are partials.
+fn check_ids(events: &[Sent], stored: &[(i64, Value)]) {
+    let by_seq: std::collections::HashMap<i64, &Value> =
+        stored.iter().map(|(s, v)| (*s, v)).collect();
+    for ev in events {
+        match ev.id {
+            Some(seq) => assert_eq!(
+                by_seq.get(&seq).copied(),
+                Some(&ev.data),
+                "event {seq} is not the stored record {seq}"
+            ),
+            None => assert!(
+                is_partial(&ev.data),
+                "a stored event without id: {}",
+                ev.data
+            ),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_ids_are_the_stores_seq_and_a_reconnect_to_another_node_misses_nothing() {
+    let pg = tokio::task::block_in_place(TestPostgres::start);
+    let url = pg.url();
+    let script = json!({"turns": [
+        {"text": "one from A"},
+        {"text": "two from A"},
+        {"text": "three from B"},
+    ]});
+    let a = Server::start_with(sandbox(&script), None, &["--store", url.as_str()]);
+    // The same script: a resumed session goes on after the turns it played.
+    let b = Server::start_with(sandbox(&script), None, &["--store", url.as_str()]);
+
+    // On A: two tasks, each streamed live with the store's seq as its ids.
+    let id = a.create(None).await;
+    let mut on_a = Vec::new();
+    for text in ["first", "second"] {
+        let after = a.task(&id, text).await;
+        let mut events = Events::new(Events::open(&a, &id, Some(&after.to_string())).await);
+        on_a.extend(events.until_task_end().await);
+    }
+    wait_stored_task_ends(&pg, &id, 2).await;
+    check_ids(&on_a, &stored_after(&pg, &id, -1));
+    let ids: Vec<i64> = on_a.iter().filter_map(|e| e.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order: {ids:?}");
+    assert!(
+        on_a.iter().any(|e| e.id.is_none() && is_partial(&e.data)),
+        "partials are sent (without id)"
+    );
+    // A non-numeric `Last-Event-ID` is refused as with files.
+    let bad = Events::open(&a, &id, Some("x7")).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    // A stops gracefully: its sessions close and give their leases up.
+    nix::sys::signal::kill(a.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let mut a = a;
+    let exited = tokio::task::block_in_place(|| a.child.wait()).unwrap();
+    assert!(exited.success(), "A stopped: {exited:?}");
+    let held = tokio::task::block_in_place(|| {
+        pg.query(&format!(
+            "SELECT owner_node FROM sessions WHERE id = '{id}'"
+        ))
+    });
+    assert_eq!(held[0][0], None, "A gave the lease up");
+
+    // On B, from the middle of what A stored: B wakes the session and sends every stored
+    // event after that id, once, then the next task live.
+    let stored = stored_after(&pg, &id, -1);
+    let mid = stored[stored.len() / 2].0;
+    let before_b = stored.last().unwrap().0;
+    let mut events = Events::new(Events::open(&b, &id, Some(&mid.to_string())).await);
+    let mut on_b = Vec::new();
+    while on_b
+        .last()
+        .and_then(|e: &Sent| e.id)
+        .is_none_or(|s| s < before_b)
+    {
+        on_b.push(events.next().await);
+    }
+    let after = b.task(&id, "third").await;
+    assert!(
+        after >= before_b as u64,
+        "the task's events come after {after}"
+    );
+    on_b.extend(events.until_task_end().await);
+    wait_stored_task_ends(&pg, &id, 3).await;
+    // Whatever was committed after the task_end (its own records) follows on the stream.
+    let last = stored_after(&pg, &id, -1).last().unwrap().0;
+    while on_b.iter().filter_map(|e| e.id).max() < Some(last) {
+        on_b.push(events.next().await);
+    }
+    let stored_now = stored_after(&pg, &id, mid);
+    check_ids(&on_b, &stored_now);
+    let got: Vec<i64> = on_b.iter().filter_map(|e| e.id).collect();
+    let want: Vec<i64> = stored_now.iter().map(|(s, _)| *s).collect();
+    assert_eq!(got, want, "every stored event after {mid}, once, in order");
+    assert!(
+        on_b.iter()
+            .any(|e| e.data["payload"]["text"] == "three from B"),
+        "the task on B streamed live"
+    );
+}
