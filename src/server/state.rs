@@ -15,9 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::approver::ApiApprover;
 use super::error::ApiError;
-use super::guard_config::GuardConfig;
 use super::metrics::{Metrics, SessionObserver};
-use super::session_config::ConfigDir;
 use super::sse::{CLIENT_BUFFER, EventLog, RING_CAPACITY};
 use crate::Host;
 use crate::actors::session::{SessionHandle, SessionOptions};
@@ -38,73 +36,13 @@ pub use owners::Recorded;
 pub use quotas::quota_exceeded;
 pub use trace_meta::read_trace_meta;
 mod backend;
+mod resume;
+mod server_config;
+pub use server_config::ServerConfig;
 #[cfg(feature = "postgres")]
 mod stored;
 #[cfg(feature = "postgres")]
 pub(in crate::server) use stored::store_error;
-
-/// What the command line gives the server.
-pub struct ServerConfig {
-    /// The Rookery home (traces).
-    pub home: PathBuf,
-    /// The model of new sessions (`None`: the server only resumes recorded sessions, each with
-    /// the model its trace records).
-    pub model: Option<Arc<dyn Model>>,
-    /// What the sessions' `session_meta` records of the server's model and config (for a
-    /// later reopen with no flags).
-    pub launch: Launch,
-    /// The agent config of sessions that name none.
-    pub config: AgentConfig,
-    /// How requests are authenticated (`auth.rs`): open, one token, or `--auth FILE`.
-    pub auth: super::credentials::Authenticator,
-    /// Host, Origin and body rules of the API.
-    pub guard: GuardConfig,
-    /// Where named session configs live (`--config-dir`).
-    pub config_dir: Option<ConfigDir>,
-    /// Sessions served at once, at most (`--max-sessions`).
-    pub max_sessions: usize,
-    /// `--hooks FILE`: run for every served session, besides its config's own.
-    pub hooks: Arc<crate::hooks::HooksConfig>,
-    /// `--settings FILE`'s permission rules: for every served session, besides its config's.
-    pub permissions: Arc<crate::approval::permission_rules::PermissionRules>,
-    /// Hibernation (`--idle-hibernate`, `--max-resident`; `hibernate.rs`).
-    pub hibernation: hibernate::HibernationConfig,
-    /// Bytes of each session's SSE replay ring (`--sse-ring-bytes`; `sse.rs`).
-    pub ring_bytes: usize,
-    /// `--sandbox` / `--sandbox-network` over the config's `sandbox:`: the sandbox of sessions
-    /// that ask for none, and the loosest one a request (or a resumed session) may have.
-    pub sandbox: crate::sandbox::SandboxPolicy,
-    /// How long a stream token is accepted (`--stream-token-ttl-ms`; `stream_token.rs`).
-    pub stream_token_ttl: std::time::Duration,
-    /// The `postgres` store the sessions live in (`--store`), the host's; `None`: the files
-    /// under `home`.
-    #[cfg(feature = "postgres")]
-    pub store: Option<crate::store::PgStore>,
-}
-
-impl ServerConfig {
-    /// The one bearer token of a server started without `--auth`, if it has one.
-    pub fn token(&self) -> Option<&str> {
-        match &self.auth {
-            super::credentials::Authenticator::Token(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// The `postgres` store the sessions live in, if the server uses one.
-    #[cfg(feature = "postgres")]
-    pub fn store(&self) -> Option<&crate::store::PgStore> {
-        self.store.as_ref()
-    }
-
-    /// The principals of `--auth FILE`, if the server has them.
-    pub fn principals(&self) -> Option<&super::principal::Principals> {
-        match &self.auth {
-            super::credentials::Authenticator::Principals(p, _) => Some(p),
-            _ => None,
-        }
-    }
-}
 
 /// One served session.
 pub struct SessionEntry {
@@ -528,145 +466,6 @@ impl ServerState {
     /// Whether `id` was closed with `DELETE` (and not resumed since).
     pub fn is_closed(&self, id: &str) -> bool {
         self.closed.lock().is_ok_and(|c| c.contains(id))
-    }
-
-    /// Resumes a session from its trace (a session already served is returned as it is).
-    pub async fn resume(&self, id: &str, open: OpenOptions) -> Result<Arc<SessionEntry>, ApiError> {
-        let _guard = self.resume_lock.lock().await;
-        self.resume_locked(id, open, None).await
-    }
-
-    /// [`Self::resume`] under the resume lock; `carried` is what a hibernated session keeps
-    /// (its event log, its trace file when its id does not say where, its creation time).
-    async fn resume_locked(
-        &self,
-        id: &str,
-        open: OpenOptions,
-        carried: Option<hibernate::Carried>,
-    ) -> Result<Arc<SessionEntry>, ApiError> {
-        if let Some(e) = self.in_memory(id) {
-            return Ok(e);
-        }
-        self.check_open()?;
-        let (log, known, created_at) = match carried {
-            Some(c) => (Some(c.log), c.trace, Some(c.created_at)),
-            None => (None, None, None),
-        };
-        let opening = match self.opening_of(id, known).await? {
-            Some(o) => o,
-            None => return Err(ApiError::unknown_session(id)),
-        };
-        let created_at = created_at.unwrap_or_else(|| opening.created_at.clone());
-        let first_meta = opening.first.clone();
-        let workspace = match open.workspace.clone() {
-            Some(w) => w,
-            None => match &first_meta {
-                Some(meta) => PathBuf::from(&meta.workspace),
-                None => {
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "unreadable_trace",
-                        format!(
-                            "cannot resume {id}: {} has no session_meta",
-                            opening.place.display()
-                        ),
-                    ));
-                }
-            },
-        };
-        self.check_workspace_here(id, &workspace)?;
-        let mut open = open;
-        if open.owner.is_none() {
-            open.owner = first_meta.as_ref().and_then(|m| m.owner.clone());
-        }
-        if open.tools_profile.is_none() {
-            // The session keeps the tool profile its trace recorded.
-            open.tools_profile =
-                first_meta.and_then(|m| m.launch.tool_profile.and_then(|p| p.parse().ok()));
-        }
-        let base = self.reopen_base(id, opening.last.as_ref(), &open)?;
-        self.check_resumed_sandbox(opening.last.as_ref(), &open)?;
-        let (options, policy, approvals) = self.options(workspace, &open, base)?;
-        let slot = self.slot()?;
-        let handle = self
-            .host
-            .resume_session(id, options)
-            .await
-            .map_err(ApiError::session_start)?;
-        tracing::info!(session = %id, "resumed from {}", opening.place.display());
-        self.register(handle, policy, approvals, slot, log, created_at)
-            .await
-    }
-
-    /// The model, config and launch a recorded session reopens with: the server's own when it
-    /// was started with a model (the recorded details are then overridden, and the override is
-    /// recorded when it changes them), else the ones the trace records. Fields of the request
-    /// (`config`) override either and are recorded too.
-    fn reopen_base(
-        &self,
-        id: &str,
-        meta: Option<&crate::message::SessionMeta>,
-        open: &OpenOptions,
-    ) -> Result<Base, ApiError> {
-        let mut overrides = Vec::new();
-        let mut base = match &self.cfg.model {
-            Some(model) => {
-                let info = model.info();
-                let same = meta.is_some_and(|m| {
-                    m.provider == info.provider
-                        && m.model_id == info.model_id
-                        && m.launch.script == self.cfg.launch.script
-                        && m.launch.base_url == self.cfg.launch.base_url
-                        && m.launch.api_key_env == self.cfg.launch.api_key_env
-                });
-                if meta.is_some() && !same {
-                    overrides.push("model".to_string());
-                }
-                Base {
-                    model: model.clone(),
-                    config: self.cfg.config.clone(),
-                    launch: self.cfg.launch.clone(),
-                }
-            }
-            None => {
-                let recorded = meta
-                    .map(super::reopen::recorded)
-                    .transpose()
-                    .map_err(|e| {
-                        ApiError::new(
-                            StatusCode::UNPROCESSABLE_ENTITY,
-                            "invalid_recorded_config",
-                            format!("cannot resume {id} with what its trace records: {e}"),
-                        )
-                    })?
-                    .flatten();
-                let Some(r) = recorded else {
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "no_model",
-                        format!(
-                            "cannot resume {id}: its trace records no model to reopen it with, and the server was started without one"
-                        ),
-                    ));
-                };
-                let mut config = r.config;
-                config.hooks = Arc::new(config.hooks.merged(&self.cfg.hooks));
-                config.permissions = Arc::new(config.permissions.merged(&self.cfg.permissions));
-                Base {
-                    model: r.model,
-                    config,
-                    launch: r.launch,
-                }
-            }
-        };
-        if open.config.is_some() {
-            overrides.push("config".to_string());
-            base.launch.config = None;
-        }
-        if !overrides.is_empty() {
-            base.launch.reopened_with = Some(overrides);
-        }
-        Ok(base)
     }
 
     /// Served sessions, by id.
