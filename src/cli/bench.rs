@@ -42,9 +42,12 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
         }
         return super::bench_meta::compare(a, b);
     }
-    if args.trace_appends.is_none() && args.store.store.as_deref().is_some_and(|s| s != "files") {
+    if args.trace_appends.is_none()
+        && args.hibernation.is_none()
+        && args.store.store.as_deref().is_some_and(|s| s != "files")
+    {
         return Err(CliError::usage(
-            "--store: only --trace-appends N measures the postgres store; the other scenarios run on files",
+            "--store: only --trace-appends N and --hibernation N measure the postgres store; the other scenarios run on files",
         ));
     }
     if args.serve_mock {
