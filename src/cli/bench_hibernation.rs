@@ -246,7 +246,7 @@ pub(super) fn print(json: bool, v: &Value) {
         let _ = writeln!(
             out,
             "node                    {} (postgres store)",
-            g("node")
+            g("node").as_str().unwrap_or("?")
         );
     }
     let mut lines = vec![
@@ -271,9 +271,10 @@ pub(super) fn print(json: bool, v: &Value) {
             met(v, "open_fds_target_met")
         ),
         format!(
-            "wake -> first request   p50 {} ms, p95 {} ms (target < {} ms: {})",
+            "wake -> first request   p50 {} ms, p95 {} ms (target {} {} ms: {})",
             g("wake_first_request_p50_ms"),
             g("wake_first_request_p95_ms"),
+            if stored { "<=" } else { "<" },
             g("wake_target_ms"),
             met(v, "wake_target_met")
         ),

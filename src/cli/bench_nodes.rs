@@ -334,16 +334,21 @@ fn print(json: bool, v: &Value) {
         .into_iter()
         .flatten()
     {
+        // Padded as text: a JSON value's Display ignores the width.
+        let t = |k: &str| match g(node, k) {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
         let _ = writeln!(
             out,
             "{:<22} {:>9} {:>10} {:>12} {:>9} {:>9} {:>9}",
-            g(node, "node").as_str().unwrap_or("?"),
-            g(node, "hibernation_sessions"),
-            g(node, "rss_after_kb"),
-            g(node, "rss_per_hibernated_kb"),
-            g(node, "wake_first_request_p50_ms"),
-            g(node, "wake_first_request_p95_ms"),
-            g(node, "wake_first_request_p99_ms"),
+            t("node"),
+            t("hibernation_sessions"),
+            t("rss_after_kb"),
+            t("rss_per_hibernated_kb"),
+            t("wake_first_request_p50_ms"),
+            t("wake_first_request_p95_ms"),
+            t("wake_first_request_p99_ms"),
         );
     }
     let _ = writeln!(
