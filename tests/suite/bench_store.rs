@@ -159,3 +159,72 @@ fn hibernation_over_three_nodes_on_the_store() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--nodes must be between 1 and"), "{stderr}");
 }
+
+/// The pids whose parent is `parent` (from `/proc/*/stat`), alive (not zombies).
+fn live_children(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Some((state, ppid)) = proc_state(pid)
+            && ppid == parent
+            && state != 'Z'
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// `(state, ppid)` of `pid`, `None` once it is gone.
+fn proc_state(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's `)`: " S ppid ...".
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut it = rest.split(' ');
+    let state = it.next()?.chars().next()?;
+    let ppid = it.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// kill -9 of the bench while its node processes run: they die with it (parent-death signal).
+#[test]
+fn the_nodes_die_with_the_bench() {
+    let pg = TestPostgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut bench = std::process::Command::new(env!("CARGO_BIN_EXE_rookery"))
+        .args(["bench", "--hibernation", "300000", "--nodes", "3"])
+        .args(["--store", &pg.url(), "--json"])
+        .env("TMPDIR", dir.path())
+        .env_remove("ROOKERY_STORE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let parent = bench.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let nodes = loop {
+        let nodes = live_children(parent);
+        if nodes.len() == 3 {
+            break nodes;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bench did not start 3 nodes: {nodes:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for pid in nodes {
+        while proc_state(pid).is_some_and(|(state, _)| state != 'Z') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {pid} outlived the bench"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
