@@ -13,6 +13,8 @@ pub(crate) mod actor_floor;
 #[cfg(feature = "postgres")]
 pub mod forwarding;
 pub mod hibernation;
+#[cfg(feature = "postgres")]
+pub mod hibernation_store;
 #[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod latency;
 // The floors and figures only `rookery bench` prints (`crate::cli`).

@@ -34,6 +34,7 @@ pub mod bench;
 mod bench_forwarding;
 mod bench_hibernation;
 mod bench_meta;
+mod bench_nodes;
 mod bench_report;
 mod bench_rounds;
 mod bench_sandbox;
@@ -510,6 +511,14 @@ pub struct BenchArgs {
     /// With --hibernation: hibernated sessions woken by a task, one after the other.
     #[arg(long, value_name = "N", default_value_t = 20, requires = "hibernation")]
     pub wakes: usize,
+    /// With --hibernation and a postgres --store: spread the N sessions over K processes (this
+    /// one runs itself K times, concurrently; --resident and --wakes are each node's).
+    #[arg(long, value_name = "K", default_value_t = 1, requires = "hibernation")]
+    pub nodes: usize,
+    /// With --hibernation and a postgres --store: this process's node name in the store
+    /// (default `<host>-<pid>`).
+    #[arg(long, value_name = "NAME", requires = "hibernation")]
+    pub node_id: Option<String>,
     /// Also measure the spawn floors (`bash -lc true`) in the same run and print the ratios;
     /// with `--provider openai`, the HTTP floor (the run's bodies resent by a bare client), and
     /// the spawn floors only for `--workload exec`.
@@ -553,7 +562,8 @@ pub struct BenchArgs {
     pub listen: String,
     /// With --trace-appends: append into this `postgres://…` store (default
     /// $ROOKERY_STORE) against a bare client's inserts of the same records; with --forwarding:
-    /// the store of its two nodes; the other scenarios run on files.
+    /// the store of its two nodes; with --hibernation: run the server state on it; the other
+    /// scenarios run on files.
     #[command(flatten)]
     pub store: store_args::StoreArgs,
     /// `compare A.json B.json`: the ratio B/A of every figure of two `--json` results.

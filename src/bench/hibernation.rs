@@ -6,6 +6,12 @@
 //! trace holds `--trace-records T` records: from the task submitted (the request's lookup, which
 //! wakes the session, then its start) to the first model request, and to the task's end.
 //!
+//! With a `postgres` store (`--store URL`) the state and its host run on it: the sessions are
+//! created in the store, a hibernation gives their lease up, and a wake takes it back and reads
+//! the trace from the database; the run then also checks (`hibernation_store.rs`) that every
+//! session is in the store, that no hibernated session kept its lease, and that each wake took
+//! it.
+//!
 //! It prints nothing (the CLI renders the figures) and never changes how a session or the
 //! server works: its only instrumentation is the [`Probed`] model wrapper.
 
@@ -32,6 +38,8 @@ pub const TARGET_RSS_KB: u64 = 100 * 1024;
 pub const TARGET_FDS: usize = 1100;
 /// The p95 wake (task submitted to first model request) should stay under this, in ms.
 pub const TARGET_WAKE_MS: f64 = 50.0;
+/// The p95 wake from the `postgres` store (lease taken, trace read from the database), in ms.
+pub const TARGET_STORE_WAKE_MS: f64 = 20.0;
 
 /// What to run.
 #[derive(Clone)]
@@ -50,6 +58,9 @@ pub struct HibernationSpec {
     pub scratch: PathBuf,
     /// Called after each created session (progress display).
     pub on_create: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The `postgres` store the server state runs on (`None`: the files under `home`).
+    #[cfg(feature = "postgres")]
+    pub store: Option<crate::store::PgStore>,
 }
 
 /// What the scenario measured.
@@ -83,6 +94,20 @@ pub struct HibernationOutcome {
     pub first_request_ms: Vec<f64>,
     /// Per wake, ms, sorted: task submitted to the task's end.
     pub task_end_ms: Vec<f64>,
+    /// With a store: what it holds of the run's sessions once all were created (before the
+    /// wakes), and at the end.
+    #[cfg(feature = "postgres")]
+    pub store: Option<StoreFigures>,
+}
+
+/// What the store holds of a run's sessions.
+#[cfg(feature = "postgres")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreFigures {
+    /// Once every session was created and the cap kept (`leases_held` is the resident ones').
+    pub created: super::hibernation_store::StoreTotals,
+    /// At the end, after the wakes.
+    pub end: super::hibernation_store::StoreTotals,
 }
 
 /// A failure of the scenario's set-up.
@@ -198,6 +223,12 @@ pub async fn run(spec: &HibernationSpec) -> Result<HibernationOutcome, Hibernati
         }),
         probe: probe.clone(),
     });
+    #[cfg(feature = "postgres")]
+    let host = match &spec.store {
+        Some(store) => Host::start_with_store(spec.home.clone(), store.clone()).await?,
+        None => Host::start(spec.home.clone()).await?,
+    };
+    #[cfg(not(feature = "postgres"))]
     let host = Host::start(spec.home.clone()).await?;
     let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let state = ServerState::new(
@@ -222,7 +253,7 @@ pub async fn run(spec: &HibernationSpec) -> Result<HibernationOutcome, Hibernati
             sandbox: Default::default(),
             stream_token_ttl: crate::server::stream_token::DEFAULT_TTL,
             #[cfg(feature = "postgres")]
-            store: None,
+            store: spec.store.clone(),
         },
     );
     state.start_hibernation();
@@ -267,7 +298,7 @@ async fn scenario(
             ));
         }
         e.handle.flush_trace().await?;
-        let n = records(&e.handle.trace_path());
+        let n = trace_records(spec, &e).await?;
         out.records_min = if i == 0 { n } else { out.records_min.min(n) };
         woken.push(e.id().to_string());
         if let Some(f) = &spec.on_create {
@@ -302,6 +333,11 @@ async fn scenario(
     out.fds_after = open_fds();
     out.resident_after = state.resident_count();
     out.hibernated_after = state.hibernated_count();
+    #[cfg(feature = "postgres")]
+    let created_totals = match (&spec.store, woken.first()) {
+        (Some(store), Some(sample)) => Some(store_totals(store, sample).await?),
+        _ => None,
+    };
     if out.resident_after > spec.resident {
         out.failures.push(format!(
             "{} sessions resident, over the cap of {}",
@@ -338,6 +374,19 @@ async fn scenario(
                 .push(format!("session {id}: no model request after the wake")),
         }
         out.task_end_ms.push(ms(ended - submitted));
+        #[cfg(feature = "postgres")]
+        if let Some(store) = &spec.store {
+            let holder = super::hibernation_store::holder(store, id)
+                .await
+                .map_err(RookeryError::Store)?;
+            let me = &store.options().node;
+            if holder.as_deref() != Some(me.as_str()) {
+                out.failures.push(format!(
+                    "session {id}: woken, but its lease is held by {} instead of {me}",
+                    holder.as_deref().unwrap_or("nobody")
+                ));
+            }
+        }
         let done = summary.as_ref().is_some_and(|s| {
             s.status == StopReason::Completed
                 && s.final_text
@@ -352,6 +401,13 @@ async fn scenario(
     }
     out.first_request_ms.sort_by(f64::total_cmp);
     out.task_end_ms.sort_by(f64::total_cmp);
+    #[cfg(feature = "postgres")]
+    if let (Some(store), Some(created), Some(sample)) = (&spec.store, created_totals, woken.first())
+    {
+        let end = store_totals(store, sample).await?;
+        check_store(spec, out, &created, &end);
+        out.store = Some(StoreFigures { created, end });
+    }
     if out.records_min < spec.trace_records && wakes > 0 {
         out.failures.push(format!(
             "a woken trace holds {} records, fewer than {}",
@@ -359,6 +415,53 @@ async fn scenario(
         ));
     }
     Ok(())
+}
+
+/// Records of a created session's trace: its file's lines, or its rows in the store.
+async fn trace_records(
+    spec: &HibernationSpec,
+    entry: &crate::server::state::SessionEntry,
+) -> Result<usize, HibernationBenchError> {
+    #[cfg(feature = "postgres")]
+    if let Some(store) = &spec.store {
+        return super::hibernation_store::records(store, entry.id())
+            .await
+            .map_err(|e| RookeryError::Store(e).into());
+    }
+    let _ = spec;
+    Ok(records(&entry.handle.trace_path()))
+}
+
+#[cfg(feature = "postgres")]
+async fn store_totals(
+    store: &crate::store::PgStore,
+    sample: &str,
+) -> Result<super::hibernation_store::StoreTotals, HibernationBenchError> {
+    super::hibernation_store::totals(store, sample)
+        .await
+        .map_err(|e| RookeryError::Store(e).into())
+}
+
+/// The store's checks: every session stored, no hibernated session holding its lease.
+#[cfg(feature = "postgres")]
+fn check_store(
+    spec: &HibernationSpec,
+    out: &mut HibernationOutcome,
+    created: &super::hibernation_store::StoreTotals,
+    end: &super::hibernation_store::StoreTotals,
+) {
+    if end.sessions != spec.sessions as u64 {
+        out.failures.push(format!(
+            "the store holds {} sessions of this run, but {} were created",
+            end.sessions, spec.sessions
+        ));
+    }
+    if created.leases_held > out.resident_after as u64 {
+        out.failures.push(format!(
+            "{} leases held by this node with {} sessions resident: hibernated sessions kept theirs",
+            created.leases_held, out.resident_after
+        ));
+    }
 }
 
 /// The `p`-th percentile (nearest rank) of sorted values (0 for none).

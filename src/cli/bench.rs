@@ -44,10 +44,11 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     }
     if args.trace_appends.is_none()
         && args.forwarding.is_none()
+        && args.hibernation.is_none()
         && args.store.store.as_deref().is_some_and(|s| s != "files")
     {
         return Err(CliError::usage(
-            "--store: only --trace-appends N and --forwarding N measure the postgres store; the other scenarios run on files",
+            "--store: only --trace-appends N, --forwarding N and --hibernation N measure the postgres store; the other scenarios run on files",
         ));
     }
     if args.serve_mock {
