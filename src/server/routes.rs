@@ -445,7 +445,7 @@ async fn start_task(
             ));
         }
         let entry = state.get(&id).await?;
-        let after = entry.log.last_seq();
+        let after = entry.events_after().await;
         let answer = match super::busy::start(&state, &entry, &body.text, policy).await? {
             super::busy::Started::Now => {
                 state.metrics.task_started();
@@ -465,7 +465,7 @@ async fn start_task(
     let started = on_session(&state, &id, |entry| {
         let schema = schema.clone();
         async move {
-            let after = entry.log.last_seq();
+            let after = entry.events_after().await;
             super::task_schema::start(&entry.handle, text, schema)
                 .await
                 .map(|()| after)
@@ -539,7 +539,7 @@ async fn steer(
     super::task_schema::refuse_on_steer(&body.output_schema, body.max_output_retries)?;
     let text = body.text.as_str();
     let steered = on_session(&state, &id, |entry| async move {
-        let after = entry.log.last_seq();
+        let after = entry.events_after().await;
         entry.handle.steer(text).await.map(|o| (after, o))
     });
     let (entry, (after, outcome)) = state.within_running_quota(&who, &id, steered).await?;

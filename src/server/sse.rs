@@ -128,6 +128,8 @@ struct Inner {
     last_seq: u64,
     /// On the store: the `seq` of the next stored message.
     next_stored: i64,
+    /// On the store: the highest `seq` the session's append stream committed.
+    committed: Option<tokio::sync::watch::Receiver<i64>>,
     clients: Vec<mpsc::Sender<Arc<Record>>>,
     closed: bool,
 }
@@ -166,6 +168,7 @@ impl EventLog {
                 gone: VecDeque::new(),
                 last_seq: 0,
                 next_stored: 0,
+                committed: None,
                 clients: Vec::new(),
                 closed: false,
             }),
@@ -186,6 +189,26 @@ impl EventLog {
             inner.last_seq = u64::try_from(next_seq - 1).unwrap_or(0);
         }
         log
+    }
+
+    /// On the store: follows `committed`, the highest `seq` the session's append stream has
+    /// committed (see [`Self::committed_seq`]).
+    pub fn follow_commits(&self, committed: tokio::sync::watch::Receiver<i64>) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.committed = Some(committed);
+        }
+    }
+
+    /// On the store: the highest `seq` committed so far (which may not have been sent yet),
+    /// else the newest number sent. A task's events follow it.
+    pub fn committed_seq(&self) -> u64 {
+        self.inner.lock().map_or(0, |i| {
+            let committed = i
+                .committed
+                .as_ref()
+                .map_or(0, |c| u64::try_from(*c.borrow()).unwrap_or(0));
+            committed.max(i.last_seq)
+        })
     }
 
     /// Whether the store numbers this log.

@@ -58,6 +58,7 @@ pub fn start(
         Some(log) => return Some((log, tokio::spawn(async {}))),
         None => Arc::new(new_log(feed.first_seq)),
     };
+    log.follow_commits(feed.committed.clone());
     let follower = tokio::spawn(follow(
         store.clone(),
         id.to_string(),

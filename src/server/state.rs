@@ -74,6 +74,19 @@ pub struct SessionEntry {
 }
 
 impl SessionEntry {
+    /// The event id a task's events follow. On the store, the records the session appended
+    /// before it (a takeover's failover records among them) are committed first, so the id is
+    /// past them and a client reading from it sees this task's events only.
+    pub async fn events_after(&self) -> u64 {
+        if !self.log.is_stored() {
+            return self.log.last_seq();
+        }
+        if let Err(e) = self.handle.flush_trace().await {
+            tracing::debug!(session = %self.id(), "cannot flush the trace before a task: {e}");
+        }
+        self.log.committed_seq()
+    }
+
     /// The session's id.
     pub fn id(&self) -> &str {
         self.handle.id()

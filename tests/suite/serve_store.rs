@@ -63,7 +63,7 @@ async fn wait_lease(
 
 /// A server on the store with `extra` flags: a node of its own (a name no other server of the
 /// test run has, an advertised URL nobody forwards to, as no other node holds its sessions).
-fn serve(pg: &TestPostgres, script: &Value, extra: &[&str]) -> Server {
+pub(crate) fn serve(pg: &TestPostgres, script: &Value, extra: &[&str]) -> Server {
     static NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let url = pg.url();
     let node = format!(

@@ -153,15 +153,14 @@ fn check_ids(events: &[Sent], stored: &[(i64, Value)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn event_ids_are_the_stores_seq_and_a_reconnect_to_another_node_misses_nothing() {
     let pg = tokio::task::block_in_place(TestPostgres::start);
-    let url = pg.url();
     let script = json!({"turns": [
         {"text": "one from A"},
         {"text": "two from A"},
         {"text": "three from B"},
     ]});
-    let a = Server::start_with(sandbox(&script), None, &["--store", url.as_str()]);
+    let a = super::serve_store::serve(&pg, &script, &[]);
     // The same script: a resumed session goes on after the turns it played.
-    let b = Server::start_with(sandbox(&script), None, &["--store", url.as_str()]);
+    let b = super::serve_store::serve(&pg, &script, &[]);
 
     // On A: two tasks, each streamed live with the store's seq as its ids.
     let id = a.create(None).await;
