@@ -87,7 +87,7 @@ pub(crate) async fn answer(r: reqwest::RequestBuilder) -> (StatusCode, String, V
 
 /// Events of session `id` through `server` after `after`, up to the session's own `task_end`;
 /// also the stream's `Rookery-Node`.
-pub(crate) async fn events_through(server: &Server, id: &str, after: u64) -> (String, Vec<Value>) {
+async fn events_through(server: &Server, id: &str, after: u64) -> (String, Vec<Value>) {
     let resp = server
         .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
         .header("Last-Event-ID", after.to_string())
