@@ -26,7 +26,7 @@ const TOKEN: &str = "cluster-test-client-token-0123456789";
 /// The secret the nodes share.
 const CLUSTER_TOKEN: &str = "cluster-test-shared-secret-0123456789";
 /// The lease TTL of the nodes, in seconds.
-const TTL: &str = "2";
+pub(crate) const TTL: &str = "2";
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -36,7 +36,7 @@ fn free_port() -> u16 {
 }
 
 /// A node named `name` on the store at `url`, running `script`.
-fn node(url: &str, name: &str, script: &Value) -> Server {
+pub(crate) fn node(url: &str, name: &str, script: &Value) -> Server {
     let port = free_port().to_string();
     let listen = format!("127.0.0.1:{port}");
     let advertise = format!("http://127.0.0.1:{port}");
@@ -73,7 +73,7 @@ fn node_of(resp: &reqwest::Response) -> String {
 }
 
 /// Sends `r`; the status, the `Rookery-Node` and the JSON body.
-async fn answer(r: reqwest::RequestBuilder) -> (StatusCode, String, Value) {
+pub(crate) async fn answer(r: reqwest::RequestBuilder) -> (StatusCode, String, Value) {
     let resp = tokio::time::timeout(WAIT, r.send())
         .await
         .expect("an answer in time")
@@ -115,7 +115,8 @@ async fn events_through(server: &Server, id: &str, after: u64) -> (String, Vec<V
     }
 }
 
-fn texts(events: &[Value]) -> Vec<String> {
+/// The assistant texts of `events`.
+pub(crate) fn texts(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .map(|v| &v["payload"])
@@ -124,7 +125,7 @@ fn texts(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -133,7 +134,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// `sql`'s rows as text, from a thread of its own (the helper runs a runtime of its own).
-fn query(pg: &TestPostgres, sql: &str) -> Vec<Vec<Option<String>>> {
+pub(crate) fn query(pg: &TestPostgres, sql: &str) -> Vec<Vec<Option<String>>> {
     std::thread::scope(|s| s.spawn(|| pg.query(sql)).join().unwrap())
 }
 
@@ -327,7 +328,7 @@ fn a_store_node_without_its_cluster_flags_is_refused_at_start() {
 }
 
 /// Polls `sql` (one row, one column) until it is `want`.
-async fn wait_for(pg: &TestPostgres, sql: &str, want: &str) {
+pub(crate) async fn wait_for(pg: &TestPostgres, sql: &str, want: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let rows = query(pg, sql);
@@ -350,7 +351,7 @@ async fn wait_for(pg: &TestPostgres, sql: &str, want: &str) {
 }
 
 /// Whether process `pid` is gone (or a zombie nobody will run again).
-fn gone(pid: i32) -> bool {
+pub(crate) fn gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(stat) => stat

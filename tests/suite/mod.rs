@@ -27,6 +27,7 @@ mod cli_provider;
 mod cli_run;
 mod cli_terminal;
 mod cluster;
+mod cluster_failover;
 mod collab;
 mod collab_fork;
 mod collab_models;
