@@ -51,8 +51,7 @@ fn carrying(cookie: &str) -> Vec<i32> {
 }
 
 /// Events of session `id` through `server` after `after`, up to its first `completed`
-/// `task_end` (the stream also carries the takeover's records, `node_lost` among them); also
-/// the stream's `Rookery-Node`.
+/// `task_end`; also the stream's `Rookery-Node`.
 async fn until_completed(server: &Server, id: &str, after: u64) -> (String, Vec<Value>) {
     let resp = server
         .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
@@ -161,6 +160,11 @@ async fn killed_owner(pg: &TestPostgres) {
     assert_eq!(node, "b");
     assert_eq!(texts(&events), vec!["after the failover"], "{events:#?}");
     assert_eq!(events.last().unwrap()["payload"]["status"], "completed");
+    // The takeover's records come before the task's `events_after`: its stream is the task's.
+    assert!(
+        events.iter().all(|v| v["payload"]["reason"] != "node_lost"),
+        "{events:#?}"
+    );
     // Any node now sends it to B.
     let (status, node, v) =
         answer(c.req(reqwest::Method::GET, &format!("/v1/sessions/{id}"))).await;
