@@ -254,8 +254,8 @@ impl Server {
         v["events_after"].as_u64().unwrap()
     }
 
-    /// Events `(id, message)` after `after`, up to and including the session's own `task_end`.
-    pub async fn events_until_task_end(&self, id: &str, after: u64) -> Vec<(u64, Value)> {
+    /// The event stream of session `id` from `Last-Event-ID: after` (200, `text/event-stream`).
+    pub async fn events_from(&self, id: &str, after: u64) -> reqwest::Response {
         let resp = self
             .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
             .header("Last-Event-ID", after.to_string())
@@ -264,23 +264,23 @@ impl Server {
             .unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
-        let mut stream = resp.bytes_stream().eventsource();
-        let mut out = Vec::new();
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let ev = tokio::time::timeout_at(deadline, stream.next())
-                .await
-                .expect("task_end in time")
-                .expect("stream open")
-                .expect("valid SSE");
-            let v: Value = serde_json::from_str(&ev.data).unwrap();
-            let end = v["payload"]["type"] == "task_end" && v.get("origin").is_none();
-            // An event without its own id (a partial, on the store) carries the last one over.
-            out.push((ev.id.parse().unwrap_or(after), v));
-            if end {
-                return out;
-            }
-        }
+        resp
+    }
+
+    /// Events `(id, message)` after `after`, up to and including the session's own `task_end`.
+    pub async fn events_until_task_end(&self, id: &str, after: u64) -> Vec<(u64, Value)> {
+        let resp = self.events_from(id, after).await;
+        read_events(resp, |_, v| {
+            v["payload"]["type"] == "task_end" && v.get("origin").is_none()
+        })
+        .await
+        .into_iter()
+        // An event without its own id (a partial, on the store) carries the last one over.
+        .scan(after, |last, (id, v)| {
+            *last = id.unwrap_or(*last);
+            Some((*last, v))
+        })
+        .collect()
     }
 
     pub async fn status_of(&self, id: &str) -> String {
@@ -398,4 +398,29 @@ pub async fn run_settled(server: &Server, id: &str, text: &str) {
     let after = server.task(id, text).await;
     server.events_until_task_end(id, after).await;
     settled_trace(&server.trace(id)).await;
+}
+
+/// Reads the SSE stream `resp` until `last` says an event (its id, `None` when it has none, and
+/// its message) is the last one; fails when that takes longer than [`WAIT`].
+pub async fn read_events(
+    resp: reqwest::Response,
+    mut last: impl FnMut(Option<u64>, &Value) -> bool,
+) -> Vec<(Option<u64>, Value)> {
+    let mut stream = resp.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let ev = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("the last event never came: {out:#?}"))
+            .expect("stream open")
+            .expect("valid SSE");
+        let v: Value = serde_json::from_str(&ev.data).unwrap();
+        let id = ev.id.parse().ok();
+        let end = last(id, &v);
+        out.push((id, v));
+        if end {
+            return out;
+        }
+    }
 }

@@ -12,8 +12,6 @@ use crate::common::serve as harness;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use harness::*;
 use nix::sys::signal::{Signal, kill};
 use reqwest::StatusCode;
@@ -88,31 +86,13 @@ pub(crate) async fn answer(r: reqwest::RequestBuilder) -> (StatusCode, String, V
 /// Events of session `id` through `server` after `after`, up to the session's own `task_end`;
 /// also the stream's `Rookery-Node`.
 async fn events_through(server: &Server, id: &str, after: u64) -> (String, Vec<Value>) {
-    let resp = server
-        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
-        .header("Last-Event-ID", after.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let resp = server.events_from(id, after).await;
     let node = node_of(&resp);
-    let mut stream = resp.bytes_stream().eventsource();
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let ev = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .expect("task_end in time")
-            .expect("stream open")
-            .expect("valid SSE");
-        let v: Value = serde_json::from_str(&ev.data).unwrap();
-        let end = v["payload"]["type"] == "task_end" && v.get("origin").is_none();
-        out.push(v);
-        if end {
-            return (node, out);
-        }
-    }
+    let events = read_events(resp, |_, v| {
+        v["payload"]["type"] == "task_end" && v.get("origin").is_none()
+    })
+    .await;
+    (node, events.into_iter().map(|(_, v)| v).collect())
 }
 
 /// The assistant texts of `events`.

@@ -12,13 +12,10 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
-
 use super::cluster::{TTL, answer, gone, node, query, runtime, texts, wait_for};
 use crate::common::cli::{call_ids, check_pairing, of_kind, output_of};
 use crate::common::postgres::TestPostgres;
-use crate::common::serve::{Server, WAIT, command, sandbox};
+use crate::common::serve::{Server, WAIT, command, read_events, sandbox};
 
 /// The command no other test runs, so its `tool_call` is found in the store by its text.
 const LONG: &str = "exec sleep 600.25";
@@ -53,30 +50,13 @@ fn carrying(cookie: &str) -> Vec<i32> {
 /// Events of session `id` through `server` after `after`, up to its first `completed`
 /// `task_end`; also the stream's `Rookery-Node`.
 async fn until_completed(server: &Server, id: &str, after: u64) -> (String, Vec<Value>) {
-    let resp = server
-        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
-        .header("Last-Event-ID", after.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
+    let resp = server.events_from(id, after).await;
     let node = resp.headers()["rookery-node"].to_str().unwrap().to_string();
-    let mut stream = resp.bytes_stream().eventsource();
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let ev = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .unwrap_or_else(|_| panic!("no completed task_end in time: {out:#?}"))
-            .expect("stream open")
-            .expect("valid SSE");
-        let v: Value = serde_json::from_str(&ev.data).unwrap();
-        let end = v["payload"]["type"] == "task_end" && v["payload"]["status"] == "completed";
-        out.push(v);
-        if end {
-            return (node, out);
-        }
-    }
+    let events = read_events(resp, |_, v| {
+        v["payload"]["type"] == "task_end" && v["payload"]["status"] == "completed"
+    })
+    .await;
+    (node, events.into_iter().map(|(_, v)| v).collect())
 }
 
 #[test]

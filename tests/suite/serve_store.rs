@@ -372,32 +372,13 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// Stored events `(id, message)` after `after` up to and including id `until` (partials, sent
 /// without an id on the store, left out).
 async fn events_through(server: &Server, id: &str, after: u64, until: u64) -> Vec<(u64, Value)> {
-    let resp = server
-        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
-        .header("Last-Event-ID", after.to_string())
-        .send()
+    let resp = server.events_from(id, after).await;
+    read_events(resp, |seq, _| seq.is_some_and(|seq| seq >= until))
         .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let mut stream = resp.bytes_stream().eventsource();
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let ev = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .expect("the replay in time")
-            .expect("stream open")
-            .expect("valid SSE");
-        let v: Value = serde_json::from_str(&ev.data).unwrap();
-        if payload_type(&v).starts_with("partial_") {
-            continue;
-        }
-        let seq: u64 = ev.id.parse().unwrap();
-        out.push((seq, v));
-        if seq >= until {
-            return out;
-        }
-    }
+        .into_iter()
+        .filter(|(_, v)| !payload_type(v).starts_with("partial_"))
+        .map(|(seq, v)| (seq.expect("a stored event has its seq"), v))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
