@@ -23,6 +23,7 @@ pub mod config;
 pub mod connection;
 #[cfg(feature = "mcp")]
 pub(crate) mod convert;
+mod env_expand;
 pub mod names;
 #[cfg(feature = "mcp")]
 pub mod stdio;

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+pub use super::env_expand::{ExpandError, expand};
+
 /// Default of `connectTimeoutMs` (connect + first tool list).
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 /// Default of `timeoutMs` (each tool call).
@@ -84,17 +86,6 @@ fn supported_in(
     Err(McpConfigError::NotBuilt {
         names: names.join(", "),
     })
-}
-
-/// Why `${VAR}` expansion failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExpandError {
-    /// A `${` without its `}` (the whole text).
-    #[error("unclosed ${{ in {0:?}")]
-    Unclosed(String),
-    /// A variable without a default that is not set.
-    #[error("environment variable {0} is not set")]
-    Unset(String),
 }
 
 /// How tool calls of a server are approved: from each tool's `readOnlyHint` (`auto`), or all
@@ -499,37 +490,6 @@ fn expand_map(map: StringMap) -> Result<Vec<(String, String)>, ExpandError> {
         .collect()
 }
 
-/// Replaces every `${VAR}` (and `${VAR:-default}`) with the variable from the environment; an
-/// unset variable without a default is an error naming it.
-pub fn expand(text: &str) -> Result<String, ExpandError> {
-    expand_with(text, |k| std::env::var(k).ok())
-}
-
-fn expand_with(text: &str, get: impl Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            return Err(ExpandError::Unclosed(text.to_string()));
-        };
-        let inner = &after[..end];
-        let (var, default) = match inner.split_once(":-") {
-            Some((v, d)) => (v, Some(d)),
-            None => (inner, None),
-        };
-        match (get(var), default) {
-            (Some(v), _) => out.push_str(&v),
-            (None, Some(d)) => out.push_str(d),
-            (None, None) => return Err(ExpandError::Unset(var.to_string())),
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -629,34 +589,5 @@ mod tests {
             .unwrap_or_default();
         assert!(e.contains("\"old\"") && e.contains("sse"), "{e}");
         assert!(from_mcp_json(r#"{"servers": {}}"#).is_err());
-    }
-
-    #[test]
-    fn variables_expand() {
-        let get = |k: &str| (k == "TOKEN").then(|| "s3cret".to_string());
-        assert_eq!(
-            expand_with("Bearer ${TOKEN}", get).unwrap(),
-            "Bearer s3cret"
-        );
-        assert_eq!(expand_with("${NOPE:-dflt}/x", get).unwrap(), "dflt/x");
-        assert!(
-            expand_with("${NOPE}", get)
-                .unwrap_err()
-                .to_string()
-                .contains("NOPE")
-        );
-    }
-
-    #[test]
-    fn expansion_errors_keep_their_texts() {
-        let get = |_: &str| None;
-        assert_eq!(
-            expand_with("${NOPE}", get).unwrap_err().to_string(),
-            "environment variable NOPE is not set"
-        );
-        assert_eq!(
-            expand_with("a ${B", get).unwrap_err().to_string(),
-            "unclosed ${ in \"a ${B\""
-        );
     }
 }
