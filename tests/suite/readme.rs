@@ -7,7 +7,9 @@
 //! `examples/`, with `HOME` pointing at an empty temp home (so `~/.rookery` is a temp dir) and the
 //! directory of the built binary first on `PATH`. A block fails the test, named by its file and
 //! line, when it exits non-zero or runs longer than [`BLOCK_TIMEOUT`]; whatever it left
-//! running (a `rookery serve &`, a `curl -N &`) is killed with its process group.
+//! running (a `rookery serve &`, a `curl -N &`) is killed with its process group. A block that
+//! `needs postgres` runs with `ROOKERY_STORE` set to a throw-away Postgres started for it, and a
+//! block that needs a command this machine lacks fails, naming it: nothing is skipped.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -122,12 +124,23 @@ fn blocks(file: &str, text: &str, marker: &str) -> Result<Vec<Block>, String> {
     Ok(out)
 }
 
+/// The word of `needs` that asks for a throw-away Postgres rather than a command.
+const NEEDS_POSTGRES: &str = "postgres";
+
+/// Whether a runnable block's `needs` asks for a Postgres: the block then runs with
+/// `ROOKERY_STORE` pointing at one the test starts for it.
+fn needs_postgres(arg: &str) -> bool {
+    arg.strip_prefix("needs")
+        .is_some_and(|list| list.split_whitespace().any(|w| w == NEEDS_POSTGRES))
+}
+
 /// The commands a runnable block names after `needs` that are not on this machine.
 fn missing_commands(arg: &str) -> Vec<String> {
     let Some(list) = arg.strip_prefix("needs") else {
         return Vec::new();
     };
     list.split_whitespace()
+        .filter(|w| *w != NEEDS_POSTGRES)
         .filter(|cmd| {
             !Command::new("bash")
                 .args(["-c", &format!("command -v {cmd}")])
@@ -160,6 +173,8 @@ fn tail(path: &Path, lines: usize) -> String {
 
 /// Runs one block; `Err` says why it failed, with the end of its output.
 fn run_block(block: &Block) -> Result<Duration, String> {
+    // Started before the clock: a fresh cluster takes seconds on a loaded machine.
+    let postgres = needs_postgres(&block.arg).then(crate::common::postgres::TestPostgres::start);
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     let work = dir.path().join("work");
@@ -177,15 +192,20 @@ fn run_block(block: &Block) -> Result<Duration, String> {
         std::env::var("PATH").unwrap_or_default()
     );
     let started = Instant::now();
-    let mut child = Command::new("bash")
-        .arg("-euo")
+    let mut bash = Command::new("bash");
+    bash.arg("-euo")
         .arg("pipefail")
         .arg(&script)
         .current_dir(&work)
         .env("HOME", &home)
         .env("PATH", path)
         .env_remove("ROOKERY_HOME")
-        .env_remove("RUST_LOG")
+        .env_remove("ROOKERY_STORE")
+        .env_remove("RUST_LOG");
+    if let Some(pg) = &postgres {
+        bash.env("ROOKERY_STORE", pg.url());
+    }
+    let mut child = bash
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap())
@@ -249,12 +269,14 @@ fn every_runnable_readme_block_runs() {
         );
         let missing = missing_commands(&block.arg);
         if !missing.is_empty() {
-            eprintln!(
-                "{}:{}: skipped, this machine has no {}",
+            failures.push(format!(
+                "{}:{}: this machine has no {}: install it (e.g. `apt-get install -y {}`); \
+                 a block is never skipped",
                 block.file,
                 block.line,
-                missing.join(", ")
-            );
+                missing.join(", "),
+                missing.join(" ")
+            ));
             continue;
         }
         match run_block(block) {
@@ -293,6 +315,17 @@ fn a_marker_without_its_block_is_an_error() {
     assert!(
         err.contains("README.md:6: the block is not closed"),
         "{err}"
+    );
+}
+
+#[test]
+fn postgres_is_a_need_not_a_command() {
+    assert!(needs_postgres("needs curl jq postgres"));
+    assert!(!needs_postgres("needs curl jq"));
+    assert!(!needs_postgres("same-as: postgres"));
+    assert_eq!(
+        missing_commands("needs bash postgres"),
+        Vec::<String>::new()
     );
 }
 
