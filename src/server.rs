@@ -35,6 +35,7 @@ pub mod cluster_route;
 pub mod compact;
 pub mod config_error;
 pub mod console;
+pub mod create_route;
 pub mod credentials;
 pub mod error;
 pub mod fd_limit;

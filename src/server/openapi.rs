@@ -62,7 +62,7 @@ impl Modify for BearerScheme {
         super::routes::healthz,
         super::routes::metrics,
         serve,
-        super::routes::create_session,
+        super::create_route::create_session,
         super::session_list::list,
         super::routes::get_session,
         super::routes::delete_session,

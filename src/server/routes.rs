@@ -1,5 +1,5 @@
 //! The HTTP routes of `rookery serve`: sessions, tasks, events (SSE), approvals and approval mode
-//! (their handlers in `approval_routes.rs`),
+//! (their handlers in `approval_routes.rs`; the create in `create_route.rs`),
 //! abort, resume, `/healthz` and `/metrics`.
 //!
 //! Handlers translate HTTP to the server state and the session API and back; they hold no state
@@ -8,7 +8,6 @@
 //! again (`on_session`): a closed one answers 404 `session_closed`, a hibernated one is woken.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -21,14 +20,12 @@ use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::approval_routes::{
-    audit, decide_approval, list_approvals, parse_mode, set_approval_mode,
-};
+use super::approval_routes::{audit, decide_approval, list_approvals, set_approval_mode};
 use super::credentials::Caller;
 use super::error::{ApiError, ApiJson, ApiPath, MAX_BODY_BYTES, OptionalJson};
 use super::sse::sse_response;
 use super::state::{OpenOptions, ServerState, SessionEntry};
-use super::{auth, guard, session_config};
+use super::{auth, guard};
 use crate::actors::session::SessionStatus;
 use crate::error::RookeryError;
 
@@ -40,7 +37,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
     let api = Router::new()
         .route(
             "/v1/sessions",
-            post(create_session).get(super::session_list::list),
+            post(super::create_route::create_session).get(super::session_list::list),
         )
         .route("/v1/sessions/{id}", get(get_session).delete(delete_session))
         .route("/v1/sessions/{id}/tasks", post(start_task))
@@ -164,99 +161,6 @@ pub(super) async fn view(entry: &SessionEntry) -> Value {
     })
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct OpenBody {
-    #[serde(default)]
-    #[schema(value_type = Option<String>)]
-    workspace: Option<PathBuf>,
-    #[serde(default)]
-    #[schema(value_type = Option<super::openapi_shapes::ApprovalModeName>)]
-    approval_mode: Option<String>,
-    /// An inline config object or the name of one in `--config-dir`.
-    #[serde(default)]
-    config: Option<Value>,
-    /// `penguin` | `openvaala`: overrides the config's `tools.profile`.
-    #[serde(default)]
-    #[schema(pattern = "^(penguin|openvaala)$")]
-    tools_profile: Option<String>,
-    /// `{"mode": "off|read-only|workspace-write", "network": "off|on"}`: never looser than the
-    /// server's `--sandbox`.
-    #[serde(default)]
-    #[schema(value_type = Option<super::openapi_shapes::SandboxRequest>)]
-    sandbox: Option<Value>,
-    /// This session's own webhook URL (an origin of `--webhook-allow`; `webhooks.rs`).
-    #[serde(default)]
-    webhook: Option<String>,
-}
-
-impl OpenBody {
-    async fn into_options(self, state: &ServerState) -> ApiResult<OpenOptions> {
-        let approval_mode = self.approval_mode.as_deref().map(parse_mode).transpose()?;
-        let tools_profile = self
-            .tools_profile
-            .as_deref()
-            .map(|p| {
-                p.parse::<crate::tools::profile::ToolProfile>()
-                    .map_err(|e| ApiError::bad_request("invalid_tools_profile", e.to_string()))
-            })
-            .transpose()?;
-        let config = match self.config {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(
-                session_config::resolve(
-                    v,
-                    state.cfg.config_dir.as_ref(),
-                    state.cfg.config.model.as_ref(),
-                )
-                .await?,
-            ),
-        };
-        let sandbox = match self.sandbox {
-            None | Some(Value::Null) => Default::default(),
-            Some(v) => serde_json::from_value(v).map_err(|e| {
-                ApiError::bad_request(
-                    "invalid_sandbox",
-                    format!("sandbox: {e} (expected {{\"mode\": \"off|read-only|workspace-write\", \"network\": \"off|on\"}})"),
-                )
-            })?,
-        };
-        Ok(OpenOptions {
-            workspace: self.workspace,
-            approval_mode,
-            config,
-            tools_profile,
-            sandbox,
-            owner: None,
-        })
-    }
-}
-
-#[utoipa::path(post, path = "/v1/sessions", tag = "sessions",
-    request_body(content = OpenBody, description = "The new session; `workspace` is required here."),
-    responses(
-        (status = 201, description = "The session was created and is served.", body = super::openapi_shapes::Created),
-        (status = 400, description = "invalid_workspace, invalid_config, invalid_tools_profile, invalid_sandbox, invalid_webhook"),
-        (status = 403, description = "sandbox_not_allowed, workspace_not_allowed, webhook_not_allowed"),
-        (status = 422, description = "no_model, sandbox_unavailable"),
-        (status = 429, description = "quota_exceeded"),
-        (status = 500, description = "internal"),
-        (status = 503, description = "session_start_failed, too_many_sessions, too_many_webhooks, shutting_down, store_unavailable"),
-    ))]
-async fn create_session(
-    State(state): AppState,
-    Caller(who): Caller,
-    ApiJson(body): ApiJson<OpenBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
-    let webhook = super::webhooks::requested(state.webhooks(), body.webhook.as_deref())?;
-    state.store_ready().await?;
-    let entry = state
-        .create_as(&who, body.into_options(&state).await?)
-        .await?;
-    super::webhooks::attach(state.webhooks(), entry.id(), webhook);
-    Ok((StatusCode::CREATED, Json(json!({"session_id": entry.id()}))))
-}
-
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path, description = "The session's id.")),
     responses((status = 200, description = "The session.", body = super::openapi_shapes::SessionView)))]
 async fn get_session(
@@ -340,7 +244,7 @@ async fn delete_session(
 }
 
 #[utoipa::path(post, path = "/v1/sessions/{id}/resume", tag = "sessions", params(("id" = String, Path, description = "The session's id.")),
-    request_body(content = Option<OpenBody>, description = "Optional: what to change on reopening."),
+    request_body(content = Option<super::create_route::OpenBody>, description = "Optional: what to change on reopening."),
     responses(
         (status = 200, description = "The session is served.", body = super::openapi_shapes::Resumed),
         (status = 400, description = "invalid_workspace, invalid_config, invalid_tools_profile, invalid_sandbox, invalid_webhook"),
@@ -353,7 +257,7 @@ async fn resume(
     State(state): AppState,
     Caller(who): Caller,
     ApiPath(id): ApiPath<String>,
-    OptionalJson(body): OptionalJson<OpenBody>,
+    OptionalJson(body): OptionalJson<super::create_route::OpenBody>,
 ) -> ApiResult<Json<Value>> {
     let webhook = super::webhooks::requested(
         state.webhooks(),
