@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::common::postgres::TestPostgres;
 
 /// The client token every node accepts.
-const TOKEN: &str = "cluster-test-client-token-0123456789";
+pub(crate) const TOKEN: &str = "cluster-test-client-token-0123456789";
 /// The secret the nodes share.
 pub(crate) const CLUSTER_TOKEN: &str = "cluster-test-shared-secret-0123456789";
 /// The lease TTL of the nodes, in seconds.
@@ -35,14 +35,16 @@ fn free_port() -> u16 {
 
 /// A node named `name` on the store at `url`, running `script`.
 pub(crate) fn node(url: &str, name: &str, script: &Value) -> Server {
-    node_with(url, name, script, &[], &[])
+    node_with(url, name, script, Some(TOKEN), &[], &[])
 }
 
-/// [`node`] with more flags (`extra`) and variables (`env`).
+/// [`node`] with the client token `token` (`None`: `extra` says how clients authenticate),
+/// more flags (`extra`) and variables (`env`).
 pub(crate) fn node_with(
     url: &str,
     name: &str,
     script: &Value,
+    token: Option<&str>,
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> Server {
@@ -66,7 +68,7 @@ pub(crate) fn node_with(
     args.extend(extra);
     let mut vars = vec![("TEST_CLUSTER_TOKEN", CLUSTER_TOKEN)];
     vars.extend(env);
-    Server::start_env(sandbox(script), Some(TOKEN), &args, None, &vars)
+    Server::start_env(sandbox(script), token, &args, None, &vars)
 }
 
 /// The `Rookery-Node` of an answer.

@@ -3,14 +3,17 @@
 //! events on B with no bearer token (B checks it, then forwards the stream to A, which checks it
 //! too) and the stream carries a live task's events; the same token is refused (401) for
 //! session T, on another route, altered or forged; a token issued by C with a short TTL opens S'
-//! events on B at first and is refused once it expired; no node logs a token.
+//! events on B at first and is refused once it expired; no node logs a token. With `--auth`,
+//! each node finds the token's principal in its own credentials: a listed principal's token
+//! opens on every node; a JWT subject's opens on a node that verifies JWTs and is refused by one
+//! that does not.
 
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::cluster::{CLUSTER_TOKEN, node_with, runtime, texts};
+use super::cluster::{CLUSTER_TOKEN, TOKEN, node_with, runtime, texts};
 use crate::common::postgres::TestPostgres;
 use crate::common::serve::{Server, WAIT, read_events};
 
@@ -67,13 +70,14 @@ async fn tokens_across_nodes(pg: &TestPostgres) {
     let script = json!({"turns": [{"text": "streamed through b"}]});
     // With the access log on: no token may be printed.
     let log = [("RUST_LOG", "info")];
-    let a = node_with(&pg.url(), "a", &script, &[], &log);
-    let b = node_with(&pg.url(), "b", &script, &[], &log);
+    let a = node_with(&pg.url(), "a", &script, Some(TOKEN), &[], &log);
+    let b = node_with(&pg.url(), "b", &script, Some(TOKEN), &[], &log);
     let short = SHORT_TTL_MS.to_string();
     let c = node_with(
         &pg.url(),
         "c",
         &script,
+        Some(TOKEN),
         &["--stream-token-ttl-ms", &short],
         &log,
     );
@@ -177,4 +181,111 @@ async fn tokens_across_nodes(pg: &TestPostgres) {
             "the cluster token is in a log"
         );
     }
+}
+
+/// The secret of the nodes' `--jwt-hs256-secret-env`.
+const JWT_SECRET: &str = "cluster-jwt-secret-0123456789abcdef";
+
+/// An HS256 JWT for subject `sub` with role `user`.
+fn jwt(sub: &str) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let key = jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()).unwrap();
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({"sub": sub, "role": "user", "exp": exp}),
+        &key,
+    )
+    .unwrap()
+}
+
+/// `POST path` at `server` with `bearer`: the status and body.
+async fn post(
+    server: &Server,
+    bearer: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut r = server
+        .client
+        .post(format!("{}{path}", server.base))
+        .bearer_auth(bearer);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    server.send(r).await
+}
+
+/// A session of `bearer`'s principal on `server` and a stream token for it.
+async fn session_and_token(server: &Server, bearer: &str) -> (String, String) {
+    let (status, v) = post(
+        server,
+        bearer,
+        "/v1/sessions",
+        Some(json!({"workspace": server.ws()})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let id = v["session_id"].as_str().unwrap().to_string();
+    let (status, v) = post(
+        server,
+        bearer,
+        &format!("/v1/sessions/{id}/stream_token"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    (id, v["stream_token"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn each_node_finds_a_stream_tokens_principal_in_its_own_credentials() {
+    let pg = TestPostgres::start();
+    runtime().block_on(principals_across_nodes(&pg));
+}
+
+async fn principals_across_nodes(pg: &TestPostgres) {
+    use rookery::server::token_hash::TokenHash;
+    let files = tempfile::tempdir().unwrap();
+    let auth = files.path().join("auth.yaml");
+    std::fs::write(
+        &auth,
+        format!(
+            "principals:\n  - name: alice\n    role: user\n    token_sha256: [\"{}\"]\n",
+            TokenHash::of("alice-token")
+        ),
+    )
+    .unwrap();
+    let auth = auth.to_str().unwrap();
+    let script = json!({"turns": []});
+    let with_jwt = ["--auth", auth, "--jwt-hs256-secret-env", "TEST_JWT_SECRET"];
+    let env = [("TEST_JWT_SECRET", JWT_SECRET)];
+    let a = node_with(&pg.url(), "a", &script, None, &with_jwt, &env);
+    let b = node_with(&pg.url(), "b", &script, None, &with_jwt, &env);
+    // C has the same auth file but verifies no JWT.
+    let c = node_with(&pg.url(), "c", &script, None, &["--auth", auth], &[]);
+
+    // A listed principal's token opens its session on every node, also C.
+    let (s, token) = session_and_token(&a, "alice-token").await;
+    for n in [&a, &b, &c] {
+        let resp = anonymous(n, &format!("/v1/sessions/{s}/events?stream_token={token}")).await;
+        assert_eq!(resp.status(), StatusCode::OK, "at {}", n.base);
+        assert_eq!(resp.headers()["rookery-node"], "a");
+    }
+
+    // A JWT subject's: B, which verifies JWTs, finds the subject; C could not have
+    // authenticated it and refuses the token.
+    let (j, token) = session_and_token(&a, &jwt("carol")).await;
+    let path = format!("/v1/sessions/{j}/events?stream_token={token}");
+    let resp = anonymous(&b, &path).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["rookery-node"], "a");
+    drop(resp);
+    assert_eq!(
+        refused(&c, &path).await,
+        (StatusCode::UNAUTHORIZED, json!("unauthorized"))
+    );
 }
