@@ -10,7 +10,7 @@
 //! only), `workspace.rs` (workspace roots), `token.rs` (the generated token file), `session_config.rs`
 //! and `config_error.rs` (request configs), `fd_limit.rs`, `access_log.rs` (a log line per request), `last_task.rs` (how
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`), `trace_download.rs`,
-//! `stream_token.rs` (tokens for `EventSource`), `console.rs` (the web console's files), `webhooks.rs` and
+//! `stream_token.rs` (tokens for `EventSource`; `stream_token_signed.rs` a cluster's signed ones), `console.rs` (the web console's files), `webhooks.rs` and
 //! `webhook_delivery.rs` (signed event POSTs, queued and retried), `schedules.rs`,
 //! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
 //! a cron pattern), `listener.rs` (the accept loop,
@@ -77,6 +77,7 @@ pub mod state;
 pub mod stored_records;
 pub mod stream_token;
 pub mod stream_token_route;
+pub mod stream_token_signed;
 pub mod task_queue;
 pub mod task_schema;
 pub mod token;

@@ -22,7 +22,7 @@ pub async fn require_token(
     // The one exception to the bearer credentials: a stream token on its session's event
     // stream, acting as the principal it was issued to.
     let principal = authenticate(&state.cfg.auth, req.headers())
-        .or_else(|| super::stream_token::admits(&state.stream_tokens, &req));
+        .or_else(|| super::stream_token::admits(&state.stream_tokens, &state.cfg.auth, &req));
     let Some(principal) = principal else {
         return ApiError::unauthorized().into_response();
     };

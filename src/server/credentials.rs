@@ -5,7 +5,8 @@
 //! request the admin named `admin`. With `--auth FILE` the bearer token is hashed and compared
 //! in constant time with the file's hashes ([`Principals::by_token`]). Another kind of
 //! credential is one more branch of [`authenticate`]. The principal travels with the request as
-//! a [`Caller`].
+//! a [`Caller`]. [`by_identity`] finds the principal a cluster's stream token names (a name
+//! and a role another node authenticated) among this node's own credentials.
 //!
 //! It decides; it never logs or echoes a credential and never touches a session.
 
@@ -18,7 +19,7 @@ use axum::http::request::Parts;
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use super::principal::{Principal, Principals};
+use super::principal::{DEFAULT_ADMIN as DEFAULT_ADMIN_NAME, Principal, Principals, Role};
 
 /// The admin every request is without `--auth`.
 static DEFAULT_ADMIN: LazyLock<Arc<Principal>> = LazyLock::new(Principal::default_admin);
@@ -81,6 +82,25 @@ pub fn authenticate(auth: &Authenticator, headers: &HeaderMap) -> Option<Arc<Pri
     }
 }
 
+/// The principal named `name` (with `role` where it was authenticated, another node of the
+/// cluster, which has the same credentials) as this node knows it; `None` (refused) when this
+/// node could not have authenticated it:
+/// - without `--auth`, only the admin named `admin`;
+/// - with `--auth FILE`, a listed principal (as listed here, whatever role the claim says),
+///   or, when this node verifies JWTs, a JWT subject with the claimed role (as
+///   [`authenticate`] makes it); an unlisted name on a node without JWT keys is refused.
+pub fn by_identity(auth: &Authenticator, name: &str, role: Role) -> Option<Arc<Principal>> {
+    match auth {
+        Authenticator::Open | Authenticator::Token(_) => {
+            (name == DEFAULT_ADMIN_NAME && role == Role::Admin).then(|| DEFAULT_ADMIN.clone())
+        }
+        Authenticator::Principals(dir, jwt) => dir.by_name(name).or_else(|| {
+            jwt.as_ref()?;
+            super::auth_file::valid_name(name).then(|| dir.for_subject(name, role))
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +156,43 @@ mod tests {
         assert_eq!((found.name.as_str(), found.is_admin()), ("alice", false));
         assert!(authenticate(&dir, &headers(Some("Bearer b"))).is_none());
         assert!(authenticate(&dir, &headers(None)).is_none());
+    }
+
+    #[test]
+    fn an_identity_is_found_only_where_it_could_authenticate() {
+        use crate::server::jwt::{JwtOptions, JwtVerifier};
+        assert!(by_identity(&Authenticator::Open, "admin", Role::Admin).is_some());
+        let one = Authenticator::Token("t".into());
+        assert!(by_identity(&one, "admin", Role::Admin).unwrap().is_admin());
+        assert!(by_identity(&one, "admin", Role::User).is_none());
+        assert!(by_identity(&one, "alice", Role::Admin).is_none());
+        let alice = Arc::new(Principal {
+            name: "alice".into(),
+            role: Role::User,
+            workspace_roots: Vec::new(),
+            quotas: Default::default(),
+            label: "alice".into(),
+        });
+        let dir = Arc::new(Principals {
+            listed: vec![alice],
+            ..Principals::default()
+        });
+        let no_jwt = Authenticator::Principals(dir.clone(), None);
+        // A listed name is as listed here, whatever role the token claims.
+        let found = by_identity(&no_jwt, "alice", Role::Admin).unwrap();
+        assert_eq!((found.name.as_str(), found.is_admin()), ("alice", false));
+        // A JWT subject: refused on a node without JWT keys, found with them.
+        assert!(by_identity(&no_jwt, "carol", Role::User).is_none());
+        let jwt = JwtVerifier::from_options(&JwtOptions {
+            hs256_secret: Some(("V".into(), Some("jwt-secret".into()))),
+            ..JwtOptions::default()
+        })
+        .unwrap()
+        .map(Arc::new);
+        let with_jwt = Authenticator::Principals(dir, jwt);
+        let carol = by_identity(&with_jwt, "carol", Role::Admin).unwrap();
+        assert_eq!((carol.name.as_str(), carol.is_admin()), ("carol", true));
+        assert_eq!(carol.label, "other");
+        assert!(by_identity(&with_jwt, "no spaces", Role::User).is_none());
     }
 }

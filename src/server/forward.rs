@@ -163,6 +163,8 @@ async fn proxy(cluster: &Cluster, holder: &Holder, req: Request) -> Response {
     let answer = match out.send().await {
         Ok(a) => a,
         Err(e) => {
+            // The URL may carry a stream token in its query: never logged.
+            let e = e.without_url();
             tracing::warn!(
                 "[cluster] cannot forward to node {} at {}: {e}",
                 holder.node_id,

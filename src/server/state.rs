@@ -208,6 +208,7 @@ impl ServerState {
     #[cfg(feature = "postgres")]
     pub fn set_cluster(&self, cluster: Arc<super::cluster::Cluster>) {
         crate::redact::redact_in_logs(cluster.token());
+        self.stream_tokens.sign_for_cluster(cluster.token());
         let _ = self.cluster.set(cluster);
     }
 

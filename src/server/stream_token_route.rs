@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::credentials::Caller;
 use super::error::{ApiError, ApiPath};
 use super::state::ServerState;
-use super::stream_token::MAX_TOKENS;
+use super::stream_token::IssueError;
 
 /// `POST /v1/sessions/{id}/stream_token`: `{"stream_token", "expires_in"}` (seconds) for a
 /// session the server serves, has hibernated or finds on disk (none is woken). The token acts
@@ -30,12 +30,16 @@ pub async fn issue(
 ) -> Result<Json<Value>, ApiError> {
     state.check_open()?;
     state.check_known(&id).await?;
-    let Some(token) = state.stream_tokens.issue(&id, who) else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_stream_tokens",
-            format!("{MAX_TOKENS} stream tokens are live; try again once some expire"),
-        ));
+    let token = match state.stream_tokens.issue(&id, who) {
+        Ok(token) => token,
+        Err(e @ IssueError::TooMany) => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_stream_tokens",
+                e.to_string(),
+            ));
+        }
+        Err(e @ IssueError::Signed(_)) => return Err(ApiError::internal(e.to_string())),
     };
     let ttl = state.stream_tokens.ttl();
     Ok(Json(json!({

@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 use crate::common::postgres::TestPostgres;
 
 /// The client token every node accepts.
-const TOKEN: &str = "cluster-test-client-token-0123456789";
+pub(crate) const TOKEN: &str = "cluster-test-client-token-0123456789";
 /// The secret the nodes share.
-const CLUSTER_TOKEN: &str = "cluster-test-shared-secret-0123456789";
+pub(crate) const CLUSTER_TOKEN: &str = "cluster-test-shared-secret-0123456789";
 /// The lease TTL of the nodes, in seconds.
 pub(crate) const TTL: &str = "2";
 
@@ -35,29 +35,40 @@ fn free_port() -> u16 {
 
 /// A node named `name` on the store at `url`, running `script`.
 pub(crate) fn node(url: &str, name: &str, script: &Value) -> Server {
+    node_with(url, name, script, Some(TOKEN), &[], &[])
+}
+
+/// [`node`] with the client token `token` (`None`: `extra` says how clients authenticate),
+/// more flags (`extra`) and variables (`env`).
+pub(crate) fn node_with(
+    url: &str,
+    name: &str,
+    script: &Value,
+    token: Option<&str>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Server {
     let port = free_port().to_string();
     let listen = format!("127.0.0.1:{port}");
     let advertise = format!("http://127.0.0.1:{port}");
-    Server::start_env(
-        sandbox(script),
-        Some(TOKEN),
-        &[
-            "--listen",
-            &listen,
-            "--store",
-            url,
-            "--lease-ttl",
-            TTL,
-            "--node-id",
-            name,
-            "--advertise",
-            &advertise,
-            "--cluster-token-env",
-            "TEST_CLUSTER_TOKEN",
-        ],
-        None,
-        &[("TEST_CLUSTER_TOKEN", CLUSTER_TOKEN)],
-    )
+    let mut args = vec![
+        "--listen",
+        &listen,
+        "--store",
+        url,
+        "--lease-ttl",
+        TTL,
+        "--node-id",
+        name,
+        "--advertise",
+        &advertise,
+        "--cluster-token-env",
+        "TEST_CLUSTER_TOKEN",
+    ];
+    args.extend(extra);
+    let mut vars = vec![("TEST_CLUSTER_TOKEN", CLUSTER_TOKEN)];
+    vars.extend(env);
+    Server::start_env(sandbox(script), token, &args, None, &vars)
 }
 
 /// The `Rookery-Node` of an answer.
