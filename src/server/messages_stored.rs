@@ -54,10 +54,9 @@ pub async fn read(
     };
     let source = BlockingRecords::new(store.clone());
     let owned = id.to_string();
-    let read =
-        tokio::task::spawn_blocking(move || read_stored_page(&source, &owned, &from, limit))
-            .await
-            .map_err(|e| ApiError::internal(format!("the message reader failed: {e}")))?;
+    let read = tokio::task::spawn_blocking(move || read_stored_page(&source, &owned, &from, limit))
+        .await
+        .map_err(|e| ApiError::internal(format!("the message reader failed: {e}")))?;
     let read = match read {
         Ok(read) => read,
         Err(PageError::BadPosition(why)) => return Err(invalid_cursor(why)),
@@ -84,7 +83,11 @@ pub async fn read(
 
 /// 500 `unreadable_trace`.
 fn unreadable(message: String) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "unreadable_trace", message)
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "unreadable_trace",
+        message,
+    )
 }
 
 #[cfg(test)]

@@ -40,13 +40,17 @@ fn normalized(text: &str) -> String {
         let n = seen.len();
         format!("ID{}", seen.entry(c[0].to_string()).or_insert(n))
     });
-    let stamps = regex::Regex::new(
-        r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?",
-    )
-    .unwrap();
+    let stamps =
+        regex::Regex::new(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?").unwrap();
     let text = stamps.replace_all(&text, "T");
     text.lines()
-        .map(|l| if l.starts_with("trace ") { "trace P" } else { l })
+        .map(|l| {
+            if l.starts_with("trace ") {
+                "trace P"
+            } else {
+                l
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -132,7 +136,11 @@ fn sessions_show_on_the_store_prints_the_files_transcript() {
     let stored_child: Vec<Vec<Option<String>>> = pg.query(&format!(
         "SELECT count(*) FROM trace_records WHERE session_id = '{child}'"
     ));
-    assert_ne!(stored_child[0][0].as_deref(), Some("0"), "{child} not stored");
+    assert_ne!(
+        stored_child[0][0].as_deref(),
+        Some("0"),
+        "{child} not stored"
+    );
     let child_show = sessions(&sb, &["show", &child, "--store", &url]);
     child_show.expect_code(0);
     assert!(
@@ -217,7 +225,11 @@ async fn messages_on_a_store_serve_page_as_on_files() {
     }
     // The subagent's messages come tagged with its origin, from its own stored records.
     let (_, whole) = stored
-        .call("GET", &format!("/v1/sessions/{id}/messages?limit=1000"), None)
+        .call(
+            "GET",
+            &format!("/v1/sessions/{id}/messages?limit=1000"),
+            None,
+        )
         .await;
     let tagged: Vec<&Value> = whole["messages"]
         .as_array()

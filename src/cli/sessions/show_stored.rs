@@ -46,7 +46,10 @@ impl Histories for Stored {
         if !summary.is_subagent() {
             return None;
         }
-        match self.runtime.block_on(records::parent(&self.store, &summary.id)) {
+        match self
+            .runtime
+            .block_on(records::parent(&self.store, &summary.id))
+        {
             Ok(parent) => parent,
             Err(e) => {
                 tracing::warn!(session = %summary.id, "cannot read the store: {e}");
