@@ -49,6 +49,8 @@ pub mod jwt;
 pub mod last_task;
 pub mod listener;
 pub mod messages;
+#[cfg(feature = "postgres")]
+pub mod messages_stored; // the pages of /messages read from the postgres store
 pub mod metrics;
 pub mod metrics_collect;
 pub mod metrics_principal;

@@ -21,6 +21,7 @@ pub mod lease; // taking, renewing and giving up a session's lease
 pub mod listing; // sessions listed by an indexed query, and a trace read for resume
 pub mod migrate; // the versioned schema, applied under an advisory lock
 pub mod nodes; // the cluster's nodes: registration, heartbeats, who holds a session
+pub mod record_source; // the store as the trace area's record source (show, /messages)
 pub mod records; // what the server reads of sessions it does not hold, a page at a time
 pub mod removal; // `sessions rm`: a session and its subagents deleted
 

@@ -18,6 +18,7 @@ pub mod page; // a session's conversation read a page at a time, subagents inlin
 pub mod paths;
 pub mod private; // the modes of the trace tree: 0700 directories, 0600 files
 pub mod reader;
+pub mod record_source; // a session's records read from a store, as plain data
 pub mod resume;
 pub mod rotation; // the switch to `_002`, `_003`, … after a compaction
 pub mod sink; // the trace store interface: a file, or a remote store's stream

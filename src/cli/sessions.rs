@@ -2,13 +2,15 @@
 //! home.
 //!
 //! Command line only: scanning, summaries, id resolution and deletion are
-//! `crate::trace::catalog`; the readable transcript is `sessions/show.rs`. This module never
+//! `crate::trace::catalog`; the readable transcript is `sessions/show.rs` (from the postgres
+//! store: `sessions/show_stored.rs`). This module never
 //! writes into a trace. Exit codes: 0 done; 1 `rm` declined or a file could not be deleted;
 //! 2 usage errors (unknown or ambiguous id, a home that is not a directory, `rm` with no
 //! terminal and no `--yes`), each one line on stderr.
 
 mod fork;
 mod show;
+mod show_stored;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -28,8 +30,8 @@ pub struct SessionsArgs {
     /// Where traces are (default: $ROOKERY_HOME, else ~/.rookery).
     #[arg(long, value_name = "DIR", global = true)]
     pub home: Option<PathBuf>,
-    /// The trace store: `files` (default) or a postgres URL (default: $ROOKERY_STORE); a
-    /// postgres store supports `list`, `show --json`, `rm` and `fork` for now.
+    /// The trace store: `files` (default) or a postgres URL (default: $ROOKERY_STORE); with a
+    /// postgres store a session is named by its whole id, and `list --owner` is not supported.
     #[arg(long, value_name = "URL", global = true)]
     pub store: Option<String>,
     /// What to do with the recorded sessions.
@@ -105,12 +107,9 @@ pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
             SessionsCommand::Show(show) if show.json => {
                 super::store::export_stored(&store, &show.id).await
             }
+            SessionsCommand::Show(show) => show_stored::show_stored(&store, &show.id).await,
             SessionsCommand::Rm(rm) => super::store::rm_stored(&store, &rm.id, rm.yes).await,
             SessionsCommand::Fork(f) => super::store::fork_stored(&store, &f.id, f.at_task).await,
-            _ => Err(CliError::usage(
-                "sessions show (without --json): not yet with a postgres store; \
-                 use `rookery sessions show --json ID` to read a stored trace",
-            )),
         };
     }
     let home = paths::rookery_home(args.home.as_deref());

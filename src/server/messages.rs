@@ -2,7 +2,9 @@
 //! its trace (`trace::page`): `{"messages": […], "next_cursor": "…" | null}`, oldest first,
 //! prompts included, subagents' messages tagged with their `origin`.
 //!
-//! It never wakes a hibernated session nor resumes a recorded one: it only reads their files
+//! With `--store` the same pages are read from the postgres store (`messages_stored.rs`).
+//!
+//! It never wakes a hibernated session nor resumes a recorded one: it only reads their traces
 //! (a resident session's trace is flushed first, so the page has what it streamed).
 
 use std::sync::Arc;
@@ -22,7 +24,7 @@ use crate::trace::page::{PageError, Position, Spot, read_page};
 const KIND: &str = "m1";
 
 /// The answer of the route.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct MessagesPage {
     /// The messages, oldest first, each a trace record.
     pub messages: Vec<Box<RawValue>>,
@@ -59,7 +61,17 @@ fn parse_position(id: &str, text: &str) -> Option<Position> {
     Some(Position(spots))
 }
 
-fn invalid_cursor(why: &str) -> ApiError {
+/// A resident session's trace flushed, so the page has what its stream sent.
+async fn flush(state: &ServerState, id: &str) {
+    if let Some(entry) = state.resident(id)
+        && let Err(e) = entry.handle.flush_trace().await
+    {
+        tracing::warn!(session = %id, "cannot flush the trace before reading messages: {e}");
+    }
+}
+
+/// 400 `invalid_cursor`, saying why.
+pub(super) fn invalid_cursor(why: &str) -> ApiError {
     ApiError::bad_request(
         "invalid_cursor",
         format!(
@@ -75,7 +87,7 @@ fn invalid_cursor(why: &str) -> ApiError {
         (status = 200, description = "A page of the conversation, oldest first.", body = super::openapi_shapes::MessagePage),
         (status = 400, description = "invalid_request, invalid_cursor"),
         (status = 500, description = "unreadable_trace"),
-        (status = 501, description = "not_with_store"),
+        (status = 503, description = "store_unavailable"),
     ))]
 pub async fn messages(
     State(state): State<Arc<ServerState>>,
@@ -83,26 +95,20 @@ pub async fn messages(
     RawQuery(query): RawQuery,
 ) -> Result<Json<MessagesPage>, ApiError> {
     let page = page_query(query.as_deref())?;
+    #[cfg(feature = "postgres")]
+    if let Some(store) = &state.cfg.store {
+        state.check_known(&id).await?;
+        flush(&state, &id).await;
+        let read = super::messages_stored::read(store, &id, page.cursor.as_deref(), page.limit);
+        return read.await.map(Json);
+    }
     let from = match &page.cursor {
         Some(c) => parse_position(&id, &decode(KIND, c)?)
             .ok_or_else(|| invalid_cursor("not a position of this session"))?,
         None => Position::start(),
     };
-    #[cfg(feature = "postgres")]
-    if state.cfg.store.is_some() {
-        state.check_known(&id).await?;
-        return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_with_store",
-            "the conversation pages of /messages are read from trace files; with --store read GET /v1/sessions/{id}/trace or the event stream",
-        ));
-    }
     let files = state.trace_files_of(&id)?;
-    if let Some(entry) = state.resident(&id)
-        && let Err(e) = entry.handle.flush_trace().await
-    {
-        tracing::warn!(session = %id, "cannot flush the trace before reading messages: {e}");
-    }
+    flush(&state, &id).await;
     let home = state.cfg.home.clone();
     let limit = page.limit;
     let read = tokio::task::spawn_blocking(move || read_page(&home, files, &from, limit))
@@ -111,7 +117,7 @@ pub async fn messages(
     let read = match read {
         Ok(read) => read,
         Err(PageError::BadPosition(why)) => return Err(invalid_cursor(why)),
-        Err(e @ PageError::Read { .. }) => {
+        Err(e @ (PageError::Read { .. } | PageError::Source(_))) => {
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "unreadable_trace",

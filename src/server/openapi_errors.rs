@@ -288,11 +288,6 @@ pub const ERROR_CODES: &[ErrorCode] = &[
         "session_elsewhere",
         "session session-2026-12-06-05-10-04-3f8a1c2d moved to node c while this request was forwarded; send it again",
     ),
-    code(
-        501,
-        "not_with_store",
-        "the conversation pages of /messages are read from trace files; with --store read GET /v1/sessions/{id}/trace or the event stream",
-    ),
     code(503, "shutting_down", "the server is shutting down"),
     code(
         503,

@@ -1,7 +1,8 @@
 //! What the HTTP server reads of stored sessions without holding their lease: a page of
 //! sessions by id (the primary key, never a scan) with the record that opens each trace, a
 //! session's opening record and its `session_meta` records, its records after a `seq` a
-//! bounded page at a time (event replay, the trace download), and whether a session exists.
+//! bounded page at a time (event replay, the trace download, `sessions show`, `/messages`),
+//! whether a session exists, and the parent of a subagent.
 //!
 //! It only reads; it must not take leases (`lease.rs`) nor append (`append.rs`), and it parses
 //! no record: the bytes go back as the writer stored them.
@@ -149,4 +150,31 @@ pub async fn ping(store: &PgStore) -> Result<(), StoreError> {
     let client = store.client().await?;
     client.simple_query("SELECT 1").await?;
     Ok(())
+}
+
+/// The session that started subagent `id`: its `sessions.parent` when the row has one (an
+/// imported trace), else the session whose trace holds the `subagent` record pointing at it.
+/// That search reads the records' bytes (not an indexed query, as the files backend reads
+/// every trace for it): `sessions show` asks it only for a subagent shown by its own id.
+pub async fn parent(store: &PgStore, id: &str) -> Result<Option<String>, StoreError> {
+    let client = store.client().await?;
+    let row = client
+        .query_opt("SELECT parent FROM sessions WHERE id = $1", &[&id])
+        .await?;
+    if let Some(parent) = row.and_then(|r| r.get::<_, Option<String>>(0)) {
+        return Ok(Some(parent));
+    }
+    // The pointer as the writer serializes it (`EventPayload::Subagent`: tag first).
+    let quoted = serde_json::Value::String(id.to_string()).to_string();
+    let pointer = format!(r#"{{"type":"subagent","session_id":{quoted}}}"#);
+    let needle: &[u8] = pointer.as_bytes();
+    let row = client
+        .query_opt(
+            "SELECT session_id FROM trace_records
+              WHERE session_id <> $1 AND position($2::bytea IN record) > 0
+              LIMIT 1",
+            &[&id, &needle],
+        )
+        .await?;
+    Ok(row.map(|r| r.get(0)))
 }

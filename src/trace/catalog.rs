@@ -353,23 +353,33 @@ impl SessionHistory {
             if is_blank(line) {
                 continue;
             }
-            let text = std::str::from_utf8(line).ok().map(str::trim_end);
-            let parsed = text.and_then(|t| OmniMessage::from_json(t).ok().map(|m| (t, m)));
-            match parsed {
-                Some((text, record)) => {
-                    if let Payload::SessionMeta(_) = record.payload
-                        && let Ok(raw) = serde_json::from_str::<Value>(text)
-                    {
-                        self.metas.push(raw["payload"].clone());
-                    }
-                    self.lines.push(text.to_string());
-                    self.records.push(record);
-                }
-                None if Some(index) == last => {}
-                None => skipped.push(index + 1),
+            if self.push_record(line) {
+                continue;
+            }
+            if Some(index) != last {
+                skipped.push(index + 1);
             }
         }
         skipped
+    }
+
+    /// Parses one record (a JSONL line, its newline optional) onto the history; `false`, and
+    /// nothing added, when it does not parse.
+    pub fn push_record(&mut self, line: &[u8]) -> bool {
+        let text = std::str::from_utf8(line).ok().map(str::trim_end);
+        let Some((text, record)) =
+            text.and_then(|t| OmniMessage::from_json(t).ok().map(|m| (t, m)))
+        else {
+            return false;
+        };
+        if let Payload::SessionMeta(_) = record.payload
+            && let Ok(raw) = serde_json::from_str::<Value>(text)
+        {
+            self.metas.push(raw["payload"].clone());
+        }
+        self.lines.push(text.to_string());
+        self.records.push(record);
+        true
     }
 
     /// The session at a glance (status, times, model, first prompt, …).

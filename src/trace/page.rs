@@ -5,16 +5,21 @@
 //!
 //! A page reads its files line by line from a [`Position`] (file number and byte offset, one
 //! per nesting level), never a whole trace, and stops after `limit` messages or
-//! [`PAGE_BYTES`]. It only reads traces; it never writes one, never starts a session and
-//! trusts no position: one that is not at a record's start in the session's own files, or
-//! whose nesting does not start at a `subagent` record, is [`PageError::BadPosition`].
+//! [`PAGE_BYTES`]. A stored session (`--store`) is read the same way from a [`RecordSource`]
+//! ([`read_stored_page`], a [`StoredPosition`] of sequence numbers), [`SOURCE_PAGE`] records
+//! at a time per level, so both backends give the same pages. It only reads traces; it never
+//! writes one, never starts a session and trusts no position: one that is not at a record's
+//! start in the session's own files, or whose nesting does not start at a `subagent` record,
+//! is [`PageError::BadPosition`].
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::message::{EventPayload, OmniMessage, Payload};
 use crate::trace::paths::{locate_trace, trace_file_name};
+use crate::trace::record_source::{RecordSource, SOURCE_PAGE, SourceError};
 use crate::trace::rotation::split_name;
 
 /// Bytes of message JSON a page holds at most (a page has at least one message).
@@ -28,6 +33,9 @@ pub enum PageError {
     /// The position does not point at a record of this session's history.
     #[error("the cursor does not point into this session's messages ({0})")]
     BadPosition(&'static str),
+    /// The store's records cannot be read.
+    #[error("cannot read the stored trace: {0}")]
+    Source(#[from] SourceError),
     /// A trace file cannot be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -61,13 +69,14 @@ impl Position {
     }
 }
 
-/// One page of messages.
-#[derive(Debug, Default)]
-pub struct Page {
+/// One page of messages; `P` is where a page starts ([`Position`] in trace files,
+/// [`StoredPosition`] in a store).
+#[derive(Debug)]
+pub struct Page<P = Position> {
     /// The messages, oldest first, each as its JSON line.
     pub messages: Vec<String>,
     /// Where the next page starts; `None` when the history ended.
-    pub next: Option<Position>,
+    pub next: Option<P>,
 }
 
 /// The trace files of the session whose latest file is `latest`, oldest first.
@@ -85,38 +94,38 @@ pub fn files_from_latest(latest: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// One level being read.
-struct Level {
+/// How the records of one session's history are read, one at a time, from a place in it.
+trait History {
+    /// A place in the history: before a record, or at its end.
+    type At: Copy;
+    /// Whether `at` may be a place in this history (checked before any read from it).
+    fn admits(&self, at: Self::At) -> bool;
+    /// The record at `at` (its JSON line) and the place after it; `None` at the end.
+    fn next_line(&mut self, at: Self::At) -> Result<Option<(String, Self::At)>, PageError>;
+}
+
+/// A session's trace files.
+struct FileHistory {
     files: Vec<PathBuf>,
-    origin: Vec<String>,
-    /// The next record to read (while a child is read: its `subagent` record).
-    at: Spot,
-    /// While a child is read: the spot after its `subagent` record, where this level goes on.
-    resume: Option<Spot>,
     /// The open file and where its next read starts.
     reader: Option<(Spot, BufReader<File>)>,
 }
 
-impl Level {
-    fn new(files: Vec<PathBuf>, origin: Vec<String>, at: Spot) -> Self {
-        Level {
-            files,
-            origin,
-            at,
-            resume: None,
-            reader: None,
-        }
+impl History for FileHistory {
+    type At = Spot;
+
+    fn admits(&self, at: Spot) -> bool {
+        at.file != 0 && at.file as usize <= self.files.len().max(1)
     }
 
-    /// The record at `self.at` and the spot after it; `None` at the end of the last file.
-    fn next_line(&mut self) -> Result<Option<(String, Spot)>, PageError> {
+    fn next_line(&mut self, mut at: Spot) -> Result<Option<(String, Spot)>, PageError> {
         loop {
-            let index = self.at.file as usize;
+            let index = at.file as usize;
             let Some(path) = index.checked_sub(1).and_then(|i| self.files.get(i)) else {
                 return Ok(None);
             };
-            if !matches!(&self.reader, Some((spot, _)) if *spot == self.at) {
-                self.reader = Some((self.at, open_at(path, self.at.offset)?));
+            if !matches!(&self.reader, Some((spot, _)) if *spot == at) {
+                self.reader = Some((at, open_at(path, at.offset)?));
             }
             let Some((spot, reader)) = self.reader.as_mut() else {
                 return Ok(None);
@@ -133,15 +142,15 @@ impl Level {
                 if index == self.files.len() {
                     return Ok(None);
                 }
-                self.at = Spot {
-                    file: self.at.file + 1,
+                at = Spot {
+                    file: at.file + 1,
                     offset: 0,
                 };
                 continue;
             }
             let after = Spot {
-                file: self.at.file,
-                offset: self.at.offset + read,
+                file: at.file,
+                offset: at.offset + read,
             };
             if bytes.last() != Some(&b'\n') && index == self.files.len() {
                 // A last line still being written: not a record yet.
@@ -151,6 +160,74 @@ impl Level {
             *spot = after;
             return Ok(Some((String::from_utf8_lossy(&bytes).into_owned(), after)));
         }
+    }
+}
+
+/// A session's records in a [`RecordSource`], read [`SOURCE_PAGE`] at a time; a place is the
+/// sequence number of the record before it (`-1`: the start).
+struct StoredHistory<'a> {
+    source: &'a dyn RecordSource,
+    id: String,
+    /// Records read ahead, and the sequence number they follow.
+    ahead: VecDeque<(i64, Vec<u8>)>,
+    ahead_after: i64,
+}
+
+impl<'a> StoredHistory<'a> {
+    /// Session `id`'s history; `None` when it has no record.
+    fn open(source: &'a dyn RecordSource, id: &str) -> Result<Option<Self>, PageError> {
+        let mut history = StoredHistory {
+            source,
+            id: id.to_string(),
+            ahead: VecDeque::new(),
+            ahead_after: -1,
+        };
+        history.fill(-1)?;
+        Ok((!history.ahead.is_empty()).then_some(history))
+    }
+
+    fn fill(&mut self, after: i64) -> Result<(), PageError> {
+        self.ahead = self
+            .source
+            .records_after(&self.id, after, SOURCE_PAGE)?
+            .into();
+        self.ahead_after = after;
+        Ok(())
+    }
+}
+
+impl History for StoredHistory<'_> {
+    type At = i64;
+
+    fn admits(&self, at: i64) -> bool {
+        at >= -1
+    }
+
+    fn next_line(&mut self, at: i64) -> Result<Option<(String, i64)>, PageError> {
+        if self.ahead_after != at || self.ahead.is_empty() {
+            self.fill(at)?;
+        }
+        let Some((seq, bytes)) = self.ahead.pop_front() else {
+            return Ok(None);
+        };
+        self.ahead_after = seq;
+        Ok(Some((String::from_utf8_lossy(&bytes).into_owned(), seq)))
+    }
+}
+
+/// One level being read.
+struct Level<H: History> {
+    history: H,
+    origin: Vec<String>,
+    /// The next record to read (while a child is read: its `subagent` record).
+    at: H::At,
+    /// While a child is read: the place after its `subagent` record, where this level goes on.
+    resume: Option<H::At>,
+}
+
+impl<H: History> Level<H> {
+    fn next_line(&mut self) -> Result<Option<(String, H::At)>, PageError> {
+        self.history.next_line(self.at)
     }
 }
 
@@ -199,16 +276,86 @@ pub fn read_page(
     from: &Position,
     limit: usize,
 ) -> Result<Page, PageError> {
-    let Some((first, nested)) = from.0.split_first() else {
+    let root = FileHistory {
+        files,
+        reader: None,
+    };
+    let open = |child: &str| {
+        let files = session_files(home, child);
+        Ok((!files.is_empty()).then_some(FileHistory {
+            files,
+            reader: None,
+        }))
+    };
+    let start = Spot { file: 1, offset: 0 };
+    let (messages, next) = read_levels(root, &from.0, start, open, limit)?;
+    Ok(Page {
+        messages,
+        next: next.map(Position),
+    })
+}
+
+/// Where a page of a stored session starts: per nesting level (the session's own first, then
+/// one per subagent being read), the sequence number of the record before it (`-1`: the
+/// start); each outer place is then before the `subagent` record of the next level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPosition(pub Vec<i64>);
+
+impl StoredPosition {
+    /// The start of the history.
+    pub fn start() -> Self {
+        StoredPosition(vec![-1])
+    }
+}
+
+/// [`read_page`] for session `id` in a store: the same messages, pages and nesting, its own
+/// and its subagents' records read from `source` (a subagent's under its own session id).
+pub fn read_stored_page(
+    source: &dyn RecordSource,
+    id: &str,
+    from: &StoredPosition,
+    limit: usize,
+) -> Result<Page<StoredPosition>, PageError> {
+    let root = StoredHistory {
+        source,
+        id: id.to_string(),
+        ahead: VecDeque::new(),
+        ahead_after: -1,
+    };
+    let open = |child: &str| StoredHistory::open(source, child);
+    let (messages, next) = read_levels(root, &from.0, -1, open, limit)?;
+    Ok(Page {
+        messages,
+        next: next.map(StoredPosition),
+    })
+}
+
+/// The page read of both backends: at most `limit` messages of the history `root` from the
+/// places `from` (one per nesting level), each child opened by `open` (`None`: it has no
+/// history, its pointer is skipped); also the places the next page starts from.
+#[allow(clippy::type_complexity)]
+fn read_levels<H: History>(
+    root: H,
+    from: &[H::At],
+    start: H::At,
+    mut open: impl FnMut(&str) -> Result<Option<H>, PageError>,
+    limit: usize,
+) -> Result<(Vec<String>, Option<Vec<H::At>>), PageError> {
+    let Some((first, nested)) = from.split_first() else {
         return Err(PageError::BadPosition("empty"));
     };
     if nested.len() >= MAX_DEPTH {
         return Err(PageError::BadPosition("nested too deep"));
     }
-    if first.file == 0 || first.file as usize > files.len().max(1) {
+    if !root.admits(*first) {
         return Err(PageError::BadPosition("no such file"));
     }
-    let mut stack = vec![Level::new(files, Vec::new(), *first)];
+    let mut stack = vec![Level {
+        history: root,
+        origin: Vec::new(),
+        at: *first,
+        resume: None,
+    }];
     // Back into the subagents the position was reading.
     for spot in nested {
         let Some(top) = stack.last_mut() else { break };
@@ -220,22 +367,26 @@ pub fn read_page(
             .ok()
             .and_then(|m| pointer(&m).map(str::to_string))
             .ok_or(PageError::BadPosition("no subagent record there"))?;
-        let files = session_files(home, &child);
-        if spot.file == 0 || spot.file as usize > files.len() {
-            return Err(PageError::BadPosition("no such subagent file"));
-        }
+        let history = open(&child)?
+            .filter(|h| h.admits(*spot))
+            .ok_or(PageError::BadPosition("no such subagent file"))?;
         let mut origin = top.origin.clone();
         origin.push(child);
-        stack.push(Level::new(files, origin, *spot));
+        stack.push(Level {
+            history,
+            origin,
+            at: *spot,
+            resume: None,
+        });
     }
-    let mut page = Page::default();
+    let mut messages = Vec::new();
     let mut bytes = 0usize;
     loop {
         let depth = stack.len();
         let Some(top) = stack.last_mut() else { break };
-        if page.messages.len() >= limit.max(1) || bytes >= PAGE_BYTES {
-            page.next = Some(Position(stack.iter().map(|l| l.at).collect()));
-            return Ok(page);
+        if messages.len() >= limit.max(1) || bytes >= PAGE_BYTES {
+            let next = stack.iter().map(|l| l.at).collect();
+            return Ok((messages, Some(next)));
         }
         let Some((line, after)) = top.next_line()? else {
             // This level ended: its parent goes on after the `subagent` record.
@@ -253,13 +404,22 @@ pub fn read_page(
             continue;
         };
         if let Some(child) = pointer(&msg) {
-            let files = session_files(home, child);
-            if depth < MAX_DEPTH && !files.is_empty() {
+            let history = if depth < MAX_DEPTH {
+                open(child)?
+            } else {
+                None
+            };
+            if let Some(history) = history {
                 let mut origin = top.origin.clone();
                 origin.push(child.to_string());
                 // The parent stays at the pointer until the child's history is read.
                 top.resume = Some(after);
-                stack.push(Level::new(files, origin, Spot { file: 1, offset: 0 }));
+                stack.push(Level {
+                    history,
+                    origin,
+                    at: start,
+                    resume: None,
+                });
             } else {
                 top.at = after;
             }
@@ -274,9 +434,9 @@ pub fn read_page(
         }
         let json = msg.to_json();
         bytes += json.len();
-        page.messages.push(json);
+        messages.push(json);
     }
-    Ok(page)
+    Ok((messages, None))
 }
 
 #[cfg(test)]
@@ -288,7 +448,7 @@ mod tests {
         format!("{}\n", msg.to_json())
     }
 
-    fn texts(page: &Page) -> Vec<String> {
+    fn texts<P>(page: &Page<P>) -> Vec<String> {
         page.messages
             .iter()
             .map(|j| {
@@ -354,5 +514,78 @@ mod tests {
             read_page(home.path(), files, &bad, 2),
             Err(PageError::BadPosition(_))
         ));
+    }
+
+    /// Sessions' records in memory, by id.
+    struct Memory(std::collections::HashMap<String, Vec<String>>);
+
+    impl RecordSource for Memory {
+        fn records_after(
+            &self,
+            id: &str,
+            after: i64,
+            limit: usize,
+        ) -> Result<Vec<(i64, Vec<u8>)>, SourceError> {
+            Ok(self
+                .0
+                .get(id)
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, r)| (i as i64 * 10, r.clone().into_bytes()))
+                .filter(|(seq, _)| *seq > after)
+                .take(limit)
+                .collect())
+        }
+    }
+
+    #[test]
+    fn stored_pages_follow_subagents_like_files() {
+        let meta = line(&OmniMessage::session_meta(SessionMeta::default()));
+        let text = |t: &str| line(&build::user_text(t.to_string(), None));
+        let ptr = line(&OmniMessage::event(EventPayload::Subagent {
+            session_id: "kid".into(),
+        }));
+        let gone = line(&OmniMessage::event(EventPayload::Subagent {
+            session_id: "gone".into(),
+        }));
+        let source = Memory(
+            [
+                (
+                    "p".to_string(),
+                    vec![meta.clone(), text("a"), ptr, gone, text("b"), text("c")],
+                ),
+                ("kid".to_string(), vec![meta, text("k1"), text("k2")]),
+            ]
+            .into(),
+        );
+        for limit in [1, 2, 3, 100] {
+            let mut all = Vec::new();
+            let mut at = StoredPosition::start();
+            loop {
+                let page = read_stored_page(&source, "p", &at, limit).unwrap();
+                assert!(page.messages.len() <= limit);
+                all.extend(texts(&page));
+                match page.next {
+                    Some(next) => at = next,
+                    None => break,
+                }
+            }
+            assert_eq!(all, ["a", "k1'", "k2'", "b", "c"], "limit {limit}");
+        }
+        // Inside the child after one message: the parent waits at its pointer.
+        let page = read_stored_page(&source, "p", &StoredPosition::start(), 2).unwrap();
+        assert_eq!(page.next, Some(StoredPosition(vec![10, 10])));
+        // A nested place whose parent place is no subagent record is refused, as is a place
+        // before the start.
+        for bad in [vec![0, -1], vec![-2]] {
+            assert!(matches!(
+                read_stored_page(&source, "p", &StoredPosition(bad), 2),
+                Err(PageError::BadPosition(_))
+            ));
+        }
+        // A session with no record is an empty last page.
+        let page = read_stored_page(&source, "none", &StoredPosition::start(), 2).unwrap();
+        assert!(page.messages.is_empty() && page.next.is_none());
     }
 }

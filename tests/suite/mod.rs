@@ -113,6 +113,7 @@ mod sessions;
 mod steering;
 mod store_failover;
 mod store_postgres;
+mod store_show;
 mod subagents;
 mod trace_path_rotation;
 mod trace_private;

@@ -13,12 +13,12 @@ use harness::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-0123456789";
-const ROOT: &str = "root-token-0123456789";
+pub(crate) const ALICE: &str = "alice-token-0123456789";
+pub(crate) const BOB: &str = "bob-token-0123456789";
+pub(crate) const ROOT: &str = "root-token-0123456789";
 
 /// `rookery auth hash-token` of `token`, through the binary.
-fn hash(token: &str) -> String {
+pub(crate) fn hash(token: &str) -> String {
     use std::io::Write;
     let mut child = std::process::Command::new(BIN)
         .args(["auth", "hash-token"])
@@ -37,7 +37,7 @@ fn hash(token: &str) -> String {
 
 /// An auth file for alice and bob (users) and root (admin), with `extra` YAML for each user
 /// and `top` at the top level.
-fn auth_file(dir: &std::path::Path, top: &str, alice: &str, bob: &str) -> String {
+pub(crate) fn auth_file(dir: &std::path::Path, top: &str, alice: &str, bob: &str) -> String {
     let text = format!(
         "{top}\nprincipals:\n  - name: alice\n    token_sha256: [\"{}\"]\n{alice}\n  - name: bob\n    role: user\n    token_sha256: [\"{}\"]\n{bob}\n  - name: root\n    role: admin\n    token_sha256: [\"{}\"]\n",
         hash(ALICE),
@@ -53,7 +53,7 @@ fn start(dir: tempfile::TempDir, auth: &str) -> Server {
     Server::start_with(dir, None, &["--auth", auth])
 }
 
-async fn call_as(
+pub(crate) async fn call_as(
     s: &Server,
     token: &str,
     method: &str,
@@ -70,7 +70,7 @@ async fn call_as(
     s.send(r).await
 }
 
-async fn create_as(s: &Server, token: &str, ws: &std::path::Path) -> String {
+pub(crate) async fn create_as(s: &Server, token: &str, ws: &std::path::Path) -> String {
     let (status, v) = call_as(
         s,
         token,

@@ -3,15 +3,57 @@
 //! failed model requests, and each subagent's own transcript indented under its `subagent`
 //! pointer record.
 //!
-//! Rendering only: it reads records the catalog has read and returns lines.
+//! Rendering only: it reads records through [`Histories`] (the catalog of a home's trace
+//! files, or the postgres store: `show_stored.rs`) and returns lines, the same for both.
 
 use std::collections::HashSet;
 
 use super::local_time;
 use crate::cli::render;
 use crate::message::{EventPayload, ModelPayload, OmniMessage, Payload, Role, Sender, StopReason};
-use crate::trace::catalog::{Catalog, SessionHistory, read_history};
+use crate::trace::catalog::{Catalog, CatalogError, SessionHistory, read_history};
 use crate::trace::summary::SessionSummary;
+
+/// Where the transcript reads the sessions it shows (blocking reads).
+pub(super) trait Histories {
+    /// Why a history cannot be read.
+    type Error: std::fmt::Display;
+    /// Whether there is a trace of session `id`.
+    fn exists(&self, id: &str) -> bool;
+    /// The history of session `id` (one that [`Self::exists`]).
+    fn history(&self, id: &str) -> Result<SessionHistory, Self::Error>;
+    /// The session whose trace points at the subagent `summary`.
+    fn parent_of(&self, summary: &SessionSummary) -> Option<String>;
+    /// Where a missing subagent was looked for (`under this home`).
+    fn place(&self) -> &'static str;
+}
+
+impl Histories for Catalog {
+    type Error = CatalogError;
+
+    fn exists(&self, id: &str) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn history(&self, id: &str) -> Result<SessionHistory, CatalogError> {
+        read_history(self.resolve(id)?)
+    }
+
+    /// Looked up only for subagents: it reads every trace of the home.
+    fn parent_of(&self, summary: &SessionSummary) -> Option<String> {
+        if !summary.is_subagent() {
+            return None;
+        }
+        self.summaries()
+            .into_iter()
+            .find(|s| s.subagents.contains(&summary.id))
+            .map(|s| s.id)
+    }
+
+    fn place(&self) -> &'static str {
+        "under this home"
+    }
+}
 
 /// Indentation of a subagent's transcript under its pointer.
 const CHILD_PREFIX: &str = "    │ ";
@@ -20,7 +62,7 @@ const CHILD_PREFIX: &str = "    │ ";
 const MAX_DEPTH: usize = 4;
 
 /// The transcript of `history`, line by line.
-pub(super) fn transcript(catalog: &Catalog, history: &SessionHistory) -> Vec<String> {
+pub(super) fn transcript(catalog: &impl Histories, history: &SessionHistory) -> Vec<String> {
     let summary = history.summary();
     let mut out = vec![
         format!(
@@ -41,7 +83,7 @@ pub(super) fn transcript(catalog: &Catalog, history: &SessionHistory) -> Vec<Str
     if let Some(owner) = &summary.owner {
         out.push(format!("owner {owner}"));
     }
-    if let Some(parent) = parent_of(catalog, &summary) {
+    if let Some(parent) = catalog.parent_of(&summary) {
         out.push(format!("subagent of {parent}"));
     }
     for file in &summary.files {
@@ -51,19 +93,6 @@ pub(super) fn transcript(catalog: &Catalog, history: &SessionHistory) -> Vec<Str
     let mut visited = HashSet::from([history.id.clone()]);
     body(catalog, &history.records, 0, &mut visited, &mut out);
     out
-}
-
-/// The session whose trace points at this subagent (looked up only for subagents: it reads
-/// every trace of the home).
-fn parent_of(catalog: &Catalog, summary: &SessionSummary) -> Option<String> {
-    if !summary.is_subagent() {
-        return None;
-    }
-    catalog
-        .summaries()
-        .into_iter()
-        .find(|s| s.subagents.contains(&summary.id))
-        .map(|s| s.id)
 }
 
 fn push_lines(out: &mut Vec<String>, text: &str, prefix: &str) {
@@ -76,7 +105,7 @@ fn push_lines(out: &mut Vec<String>, text: &str, prefix: &str) {
 }
 
 fn body(
-    catalog: &Catalog,
+    catalog: &impl Histories,
     records: &[OmniMessage],
     depth: usize,
     visited: &mut HashSet<String>,
@@ -132,23 +161,24 @@ fn body(
 }
 
 fn subagent(
-    catalog: &Catalog,
+    catalog: &impl Histories,
     id: &str,
     depth: usize,
     visited: &mut HashSet<String>,
     out: &mut Vec<String>,
 ) {
-    let Some(files) = catalog.get(id) else {
+    if !catalog.exists(id) {
         out.push(format!(
-            "    ↳ subagent {id} (no trace of it under this home)"
+            "    ↳ subagent {id} (no trace of it {})",
+            catalog.place()
         ));
         return;
-    };
+    }
     if depth + 1 > MAX_DEPTH || !visited.insert(id.to_string()) {
         out.push(format!("    ↳ subagent {id} (shown above)"));
         return;
     }
-    let history = match read_history(files) {
+    let history = match catalog.history(id) {
         Ok(h) => h,
         Err(e) => {
             out.push(format!("    ↳ subagent {id} ({e})"));
