@@ -96,6 +96,7 @@ mod serve_lifecycle;
 mod serve_limits;
 mod serve_messages;
 mod serve_principals;
+mod serve_principals_acts;
 mod serve_reopen;
 mod serve_rollback;
 mod serve_schedules;
