@@ -112,6 +112,7 @@ mod sessions;
 mod steering;
 mod store_failover;
 mod store_postgres;
+mod store_subagents;
 mod subagents;
 mod trace_path_rotation;
 mod trace_private;
