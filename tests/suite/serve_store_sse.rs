@@ -15,7 +15,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 /// One SSE event as sent: its `id:` field if it had one, and its data.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Sent {
     id: Option<i64>,
     data: Value,
@@ -229,5 +229,130 @@ async fn event_ids_are_the_stores_seq_and_a_reconnect_to_another_node_misses_not
         on_b.iter()
             .any(|e| e.data["payload"]["text"] == "three from B"),
         "the task on B streamed live"
+    );
+}
+
+/// [`check_ids`] for a stream across hibernations: each id is its stored record, and what has
+/// none (partials, `session_hibernated`, `session_resumed`) is no stored record.
+fn check_woken_ids(events: &[Sent], stored: &[(i64, Value)]) {
+    let numbered: Vec<Sent> = events.iter().filter(|e| e.id.is_some()).cloned().collect();
+    check_ids(&numbered, stored);
+    for ev in events.iter().filter(|e| e.id.is_none()) {
+        assert!(
+            stored.iter().all(|(_, v)| *v != ev.data),
+            "a stored record sent without its id: {}",
+            ev.data
+        );
+    }
+}
+
+/// Waits until nobody holds `id`'s lease, last taken under `epoch` (it hibernated).
+async fn wait_parked(pg: &TestPostgres, id: &str, epoch: i64) {
+    super::serve_store::wait_lease(pg, id, "hibernated", |owner, e| {
+        owner.is_none() && e == epoch
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_kept_on_a_node_across_a_move_and_back_gets_every_record_once_in_order() {
+    let pg = tokio::task::block_in_place(TestPostgres::start);
+    let script = json!({"turns": [
+        {"text": "one on A"},
+        {"text": "two on B"},
+        {"text": "three on A"},
+        {"text": "four on B"},
+    ]});
+    // One resident session per node: a second one hibernates the first.
+    let flags = ["--idle-hibernate", "0", "--max-resident", "1"];
+    let a = super::serve_store::serve(&pg, &script, &flags);
+    let b = super::serve_store::serve(&pg, &script, &flags);
+
+    // On A: a task, streamed to a client that stays connected to A from here on.
+    let id = a.create(None).await;
+    let from = a.task(&id, "first").await;
+    let mut events = Events::new(Events::open(&a, &id, Some(&from.to_string())).await);
+    let mut got = events.until_task_end().await;
+    wait_stored_task_ends(&pg, &id, 1).await;
+    // Another session on A hibernates it there (the lease given up, epoch 1).
+    a.create(None).await;
+    wait_parked(&pg, &id, 1).await;
+
+    // B wakes it (epoch 2), runs a task (nobody streams it from B) and hibernates it in
+    // turn: A's client sees none of it while it happens.
+    b.task(&id, "second").await;
+    wait_stored_task_ends(&pg, &id, 2).await;
+    b.create(None).await;
+    wait_parked(&pg, &id, 2).await;
+
+    // A wakes it again (epoch 3): its client gets B's records, then A's, each once, in order.
+    a.task(&id, "third").await;
+    wait_stored_task_ends(&pg, &id, 3).await;
+    let last = stored_after(&pg, &id, -1).last().unwrap().0;
+    while got.iter().filter_map(|e| e.id).max() < Some(last) {
+        got.push(events.next().await);
+    }
+    let ids: Vec<i64> = got.iter().filter_map(|e| e.id).collect();
+    let stored = stored_after(&pg, &id, from as i64);
+    let want: Vec<i64> = stored
+        .iter()
+        .map(|(s, _)| *s)
+        .take_while(|s| *s <= *ids.last().unwrap())
+        .collect();
+    assert_eq!(
+        ids, want,
+        "every stored record after {from}, once, in order"
+    );
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "ids go up by one: {ids:?}"
+    );
+    check_woken_ids(&got, &stored);
+    let epochs = tokio::task::block_in_place(|| {
+        pg.query(&format!(
+            "SELECT DISTINCT epoch::text FROM trace_records WHERE session_id = '{id}' \
+             ORDER BY 1"
+        ))
+    });
+    assert_eq!(epochs.len(), 3, "written on A, B, then A: {epochs:?}");
+    let texts: Vec<&Value> = got
+        .iter()
+        .filter(|e| e.id.is_some())
+        .map(|e| &e.data["payload"]["text"])
+        .filter(|t| t.is_string())
+        .collect();
+    for text in ["one on A", "two on B", "three on A"] {
+        assert!(
+            texts.iter().any(|t| *t == text),
+            "{text} missing: {texts:?}"
+        );
+    }
+
+    // Back to B, which hibernated it with no client (it kept only its last number): a client
+    // that comes to B later, from the same id, gets the same ids, the store's.
+    a.create(None).await;
+    wait_parked(&pg, &id, 3).await;
+    let after = b.task(&id, "fourth").await;
+    wait_stored_task_ends(&pg, &id, 4).await;
+    let stored = stored_after(&pg, &id, from as i64);
+    let last = stored.last().unwrap().0;
+    assert!(after < last as u64, "the task's events come after {after}");
+    let mut on_b = Events::new(Events::open(&b, &id, Some(&from.to_string())).await);
+    let mut later: Vec<Sent> = Vec::new();
+    while later.iter().filter_map(|e| e.id).max() < Some(last) {
+        later.push(on_b.next().await);
+    }
+    let ids: Vec<i64> = later.iter().filter_map(|e| e.id).collect();
+    let want: Vec<i64> = stored.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        ids, want,
+        "every stored record after {from}, once, in order"
+    );
+    check_woken_ids(&later, &stored);
+    assert!(
+        later
+            .iter()
+            .any(|e| e.id.is_some() && e.data["payload"]["text"] == "four on B"),
+        "the task on B is in its stream"
     );
 }
