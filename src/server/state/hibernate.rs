@@ -193,7 +193,11 @@ pub(super) fn event(hibernated: bool) -> OmniMessage {
 
 impl ServerState {
     /// Starts the sweeper that hibernates idle sessions and enforces `--max-resident`.
+    /// On the store it also starts the watch that ends the streams of sessions hibernated here
+    /// once another node woke them (`parked_moves.rs`).
     pub fn start_hibernation(self: &Arc<Self>) {
+        #[cfg(feature = "postgres")]
+        self.start_parked_watch();
         let cfg = self.cfg.hibernation;
         let every = cfg
             .idle
