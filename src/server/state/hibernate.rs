@@ -5,7 +5,9 @@
 //! time, event numbering (the event log itself, without its replay ring, while SSE clients are
 //! connected) and its trace file (for an id that dates it, only the file's number). The next request naming it (task,
 //! approvals, events, …) resumes it from its latest trace file with that mode; SSE subscribers
-//! see `session_hibernated` then `session_resumed` on the same stream.
+//! see `session_hibernated` then `session_resumed` on the same stream (on the store, a stream
+//! parked here ends with `session_moved` once another node wakes the session instead:
+//! `parked_moves.rs`).
 //!
 //! A create at the cap hibernates the least recently used idle session before it starts the new
 //! one; a resume beyond the cap wakes the sweeper, which hibernates one after the resume.
