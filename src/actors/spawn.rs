@@ -105,7 +105,7 @@ pub(crate) async fn spawn_session(
     if let Some(store) = &env.store {
         let taken = match file {
             Some(OpenedTrace::Store(taken)) => taken,
-            _ => crate::store::lease::take_new(store, &session_row(&id, &meta)).await?,
+            _ => crate::store::lease::take_new(store, &session_row(&id, &meta, &options)).await?,
         };
         let trace = crate::store::append::PgTrace::start(store.clone(), taken, health.clone());
         let lease = trace.lease().clone();
@@ -217,16 +217,21 @@ async fn spawn_with(
     })
 }
 
-/// What a new session's row in the store shows (from its `session_meta`).
+/// What a new session's row in the store shows (from its `session_meta`; a subagent's
+/// `parent` from its options).
 #[cfg(feature = "postgres")]
-fn session_row(id: &str, meta: &crate::message::SessionMeta) -> crate::store::lease::SessionRow {
+fn session_row(
+    id: &str,
+    meta: &crate::message::SessionMeta,
+    options: &SessionOptions,
+) -> crate::store::lease::SessionRow {
     let tool_profile = serde_json::to_value(meta)
         .ok()
         .and_then(|v| v.get("tool_profile")?.as_str().map(str::to_string))
         .unwrap_or_default();
     crate::store::lease::SessionRow {
         id: id.to_string(),
-        parent: None,
+        parent: options.parent.clone(),
         workspace: meta.workspace.clone(),
         tool_profile,
         model: format!("{}/{}", meta.provider, meta.model_id),

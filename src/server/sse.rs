@@ -155,6 +155,10 @@ pub struct Subscription {
     pub replay: Vec<Arc<Record>>,
     /// The live feed; `None` when the log is closed.
     pub live: Option<mpsc::Receiver<Arc<Record>>>,
+    /// On the store: the client's `Last-Event-ID`. A record numbered at or below it is not
+    /// sent, even live (a follower still reading the store after a wake may push records the
+    /// client already has).
+    pub floor: Option<u64>,
 }
 
 impl EventLog {
@@ -341,9 +345,11 @@ impl EventLog {
                 from_store: None,
                 replay: Vec::new(),
                 live: None,
+                floor: None,
             };
         };
         let mut from_store = None;
+        let floor = after.filter(|_| self.stored);
         let (from_trace, replay) = match after {
             None => (Vec::new(), Vec::new()),
             Some(n) if self.stored => {
@@ -385,6 +391,7 @@ impl EventLog {
             from_store,
             replay,
             live,
+            floor,
         }
     }
 
@@ -428,8 +435,9 @@ pub fn sse_response(
         let record = rx.recv().await?;
         Some((record, Some(rx)))
     });
-    // Each id at most once and in order, whatever the sources overlap in.
-    let mut last_id: Option<u64> = None;
+    // Each id at most once and in order, whatever the sources overlap in, and on the store
+    // none the client had.
+    let mut last_id: Option<u64> = sub.floor;
     let stream = replay
         .chain(live)
         .filter(move |r| {

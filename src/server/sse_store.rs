@@ -42,8 +42,9 @@ fn json_of(record: &[u8]) -> String {
 pub type Followed = (Arc<EventLog>, tokio::task::JoinHandle<()>);
 
 /// A session's log on the store and its follower, when its append stream has a feed to
-/// follow: `carried` (a hibernated session's log, which goes on from what it sent) or a new
-/// log numbered from the stream's first `seq`. `None` when there is no feed (the caller
+/// follow: `carried` (a hibernated session's stored log, which goes on from what it sent,
+/// reading first what other nodes stored meanwhile) or a new log numbered from the stream's
+/// first `seq`. `None` when there is no feed (the caller
 /// numbers the log itself). `dropped` counts the clients dropped for lagging.
 pub fn start(
     store: &PgStore,
@@ -55,8 +56,10 @@ pub fn start(
     let feed = store.commit_feeds().take(id)?;
     let log = match carried {
         Some(log) if log.is_stored() => log,
-        Some(log) => return Some((log, tokio::spawn(async {}))),
-        None => Arc::new(new_log(feed.first_seq)),
+        // A session hibernated with no client kept only its last number, not a stored log:
+        // it goes on with a new one numbered by the store (a log numbered by the server
+        // would give ids no other node knows, and none of what another node wrote meanwhile).
+        _ => Arc::new(new_log(feed.first_seq)),
     };
     log.follow_commits(feed.committed.clone());
     let follower = tokio::spawn(follow(
@@ -275,5 +278,46 @@ mod tests {
         assert!(fresh.push_stored(0, "{}".into(), &mut dropped));
         assert_eq!(fresh.last_seq(), 0);
         assert_eq!(fresh.next_stored(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_client_gets_no_record_at_or_below_its_last_event_id_even_live() {
+        use axum::response::IntoResponse;
+        // Woken with 0..=4 stored before; its follower has not yet read 5 and 6, which were
+        // committed (a task's `events_after` says 6), when a client comes with 6.
+        let log = EventLog::stored(5, 8, RING_BYTES, 8);
+        let sub = log.subscribe(Some(6));
+        assert_eq!(sub.floor, Some(6));
+        assert_eq!(sub.from_store, None);
+        let mut dropped = 0;
+        for seq in 5..=7 {
+            assert!(log.push_stored(seq, format!("{{\"n\":{seq}}}"), &mut dropped));
+        }
+        log.push_streamed(&partial());
+        log.close();
+        let body = super::super::sse::sse_response(sub, None)
+            .into_response()
+            .into_body();
+        let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let ids: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("id:").map(str::trim))
+            .collect();
+        assert_eq!(ids, ["7"], "{text}");
+        assert!(
+            text.contains("{\"n\":7}") && !text.contains("{\"n\":6}"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("data:").count(),
+            2,
+            "7 and the partial: {text}"
+        );
+        // Without a store the floor stays off (an id from an earlier run replays everything).
+        assert_eq!(
+            EventLog::new(8, RING_BYTES, 8).subscribe(Some(3)).floor,
+            None
+        );
     }
 }

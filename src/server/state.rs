@@ -40,6 +40,8 @@ mod resume;
 mod server_config;
 pub use server_config::ServerConfig;
 #[cfg(feature = "postgres")]
+mod parked_moves;
+#[cfg(feature = "postgres")]
 mod stored;
 #[cfg(feature = "postgres")]
 pub(in crate::server) use stored::store_error;

@@ -1,12 +1,15 @@
 //! `rookery store import HOME`: every session trace of a `files` home loaded into the store,
-//! its records with the exact bytes of their lines, part by file (`_001` is part 1, …).
+//! its records with the exact bytes of their lines, part by file (`_001` is part 1, …), and a
+//! subagent's row naming as `parent` the session whose trace points at it.
 //! Idempotent: a session row and each `(session_id, seq)` are inserted only when missing, so a
 //! second import changes nothing. A torn last line (no newline) is not a record and is left out.
 //! It owns the import; it must not change the files.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::trace::catalog::{Catalog, read_history};
+use crate::trace::summary::SessionSummary;
 
 use super::PgStore;
 use super::error::StoreError;
@@ -28,9 +31,14 @@ pub struct Imported {
 /// Imports every session under `home` (see the module doc).
 pub async fn import(store: &PgStore, home: &Path) -> Result<Imported, StoreError> {
     let catalog = Catalog::scan(home)?;
-    let mut done = Imported::default();
+    let mut summaries = Vec::new();
     for session in catalog.sessions() {
-        let summary = read_history(session)?.summary();
+        summaries.push(read_history(session)?.summary());
+    }
+    let parents = parents(&summaries);
+    let mut done = Imported::default();
+    for (session, summary) in catalog.sessions().iter().zip(&summaries) {
+        let parent = parents.get(summary.id.as_str()).copied();
         let mut client = store.client().await?;
         let tx = client.transaction().await?;
         let model = match (&summary.provider, &summary.model) {
@@ -48,7 +56,7 @@ pub async fn import(store: &PgStore, home: &Path) -> Result<Imported, StoreError
                  ON CONFLICT (id) DO NOTHING",
                 &[
                     &session.id,
-                    &summary.parent,
+                    &parent,
                     &summary.workspace.clone().unwrap_or_default(),
                     &summary.tool_profile,
                     &model,
@@ -57,6 +65,15 @@ pub async fn import(store: &PgStore, home: &Path) -> Result<Imported, StoreError
                 ],
             )
             .await?;
+        if created == 0 && parent.is_some() {
+            // Imported before its parent was known (or written by a node that did not fill
+            // it): the row learns it; one that names a parent keeps it.
+            tx.execute(
+                "UPDATE sessions SET parent = $2 WHERE id = $1 AND parent IS NULL",
+                &[&session.id, &parent],
+            )
+            .await?;
+        }
         done.sessions += 1;
         done.new_sessions += created;
         let mut seq: i64 = 0;
@@ -84,4 +101,16 @@ pub async fn import(store: &PgStore, home: &Path) -> Result<Imported, StoreError
         tx.commit().await?;
     }
     Ok(done)
+}
+
+/// Each subagent's parent: the first session whose trace points at it with a `subagent`
+/// record (the files home says who the parent is only there).
+fn parents(summaries: &[SessionSummary]) -> HashMap<&str, &str> {
+    let mut parents = HashMap::new();
+    for summary in summaries {
+        for child in &summary.subagents {
+            parents.entry(child.as_str()).or_insert(summary.id.as_str());
+        }
+    }
+    parents
 }

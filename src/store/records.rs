@@ -2,7 +2,8 @@
 //! sessions by id (the primary key, never a scan) with the record that opens each trace, a
 //! session's opening record and its `session_meta` records, its records after a `seq` a
 //! bounded page at a time (event replay, the trace download, `sessions show`, `/messages`),
-//! whether a session exists, and the parent of a subagent.
+//! whether a session exists, the parent of a subagent, and which node holds a session (or
+//! which of a set another node holds).
 //!
 //! It only reads; it must not take leases (`lease.rs`) nor append (`append.rs`), and it parses
 //! no record: the bytes go back as the writer stored them.
@@ -130,6 +131,24 @@ pub async fn owner_node(store: &PgStore, id: &str) -> Result<Option<String>, Sto
         )
         .await?;
     Ok(row.and_then(|r| r.get(0)))
+}
+
+/// Of sessions `ids`, those whose unexpired lease a node other than `me` holds, with that node.
+pub async fn held_elsewhere(
+    store: &PgStore,
+    ids: &[String],
+    me: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let client = store.client().await?;
+    let rows = client
+        .query(
+            "SELECT id, owner_node FROM sessions
+              WHERE id = ANY($1) AND owner_node IS NOT NULL AND owner_node <> $2
+                AND lease_expiry IS NOT NULL AND lease_expiry > now()",
+            &[&ids, &me],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 /// When session `id`'s last record was stored (RFC 3339 UTC, milliseconds), if it is stored.

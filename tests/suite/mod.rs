@@ -115,6 +115,7 @@ mod steering;
 mod store_failover;
 mod store_postgres;
 mod store_show;
+mod store_subagents;
 mod subagents;
 mod trace_path_rotation;
 mod trace_private;

@@ -36,7 +36,7 @@ fn value(pg: &TestPostgres, sql: &str) -> Option<String> {
 }
 
 /// The session's `owner_node` and `epoch` once `done` accepts them (polled until [`WAIT`]).
-async fn wait_lease(
+pub(crate) async fn wait_lease(
     pg: &TestPostgres,
     id: &str,
     what: &str,

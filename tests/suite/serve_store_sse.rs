@@ -2,7 +2,9 @@
 //! on one real Postgres: every recorded event goes out under its `trace_records.seq`, what is
 //! not stored (partials) without an `id:` field, and a client that reconnects to the other
 //! node with `Last-Event-ID` from the middle gets every stored event after it exactly once,
-//! then the next task live with the ids going on.
+//! then the next task live with the ids going on; and a client that follows a session moving
+//! A → B → A → B by hibernation (its stream ends with `session_moved` when another node wakes
+//! the session, it reconnects with its last id) gets every stored record once, in order.
 
 use crate::common::postgres::TestPostgres;
 use crate::common::serve as harness;
@@ -15,7 +17,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 /// One SSE event as sent: its `id:` field if it had one, and its data.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Sent {
     id: Option<i64>,
     data: Value,
@@ -71,6 +73,43 @@ impl Events {
                 .expect("the stream open")
                 .unwrap();
             self.buf.push_str(&String::from_utf8(chunk).unwrap());
+        }
+    }
+
+    /// Events up to `session_moved` (left out), which must end the stream; and the node it
+    /// names.
+    async fn until_moved(&mut self) -> (Vec<Sent>, String) {
+        let mut out = Vec::new();
+        loop {
+            let ev = self.next().await;
+            if ev.data["payload"]["type"] == "session_moved" {
+                assert_eq!(ev.id, None, "session_moved is not stored");
+                let node = ev.data["payload"]["node"].as_str().expect("a node");
+                self.ended().await;
+                return (out, node.to_string());
+            }
+            out.push(ev);
+        }
+    }
+
+    /// Waits for the end of the stream, with no event before it.
+    async fn ended(&mut self) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            assert!(
+                !self.buf.contains("data:"),
+                "more after the end: {}",
+                self.buf
+            );
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .expect("the stream ends in time");
+            match chunk {
+                None => return,
+                Some(chunk) => self
+                    .buf
+                    .push_str(&String::from_utf8(chunk.unwrap()).unwrap()),
+            }
         }
     }
 
@@ -229,5 +268,166 @@ async fn event_ids_are_the_stores_seq_and_a_reconnect_to_another_node_misses_not
         on_b.iter()
             .any(|e| e.data["payload"]["text"] == "three from B"),
         "the task on B streamed live"
+    );
+}
+
+/// [`check_ids`] for a stream across hibernations: each id is its stored record, and what has
+/// none (partials, `session_hibernated`, `session_resumed`) is no stored record.
+fn check_woken_ids(events: &[Sent], stored: &[(i64, Value)]) {
+    let numbered: Vec<Sent> = events.iter().filter(|e| e.id.is_some()).cloned().collect();
+    check_ids(&numbered, stored);
+    for ev in events.iter().filter(|e| e.id.is_none()) {
+        assert!(
+            stored.iter().all(|(_, v)| *v != ev.data),
+            "a stored record sent without its id: {}",
+            ev.data
+        );
+    }
+}
+
+/// Waits until nobody holds `id`'s lease, last taken under `epoch` (it hibernated).
+async fn wait_parked(pg: &TestPostgres, id: &str, epoch: i64) {
+    super::serve_store::wait_lease(pg, id, "hibernated", |owner, e| {
+        owner.is_none() && e == epoch
+    })
+    .await;
+}
+
+/// Reads `client` onto `got` until it has sent the stored record `last`.
+async fn read_to(client: &mut Events, got: &mut Vec<Sent>, last: i64) {
+    while got.iter().filter_map(|e| e.id).max() < Some(last) {
+        got.push(client.next().await);
+    }
+}
+
+/// The client's stream again, at `server`, from the last id it got.
+async fn reconnect(server: &Server, id: &str, got: &[Sent]) -> Events {
+    let last = got.iter().filter_map(|e| e.id).max().expect("an id so far");
+    Events::new(Events::open(server, id, Some(&last.to_string())).await)
+}
+
+/// The last stored `seq` of `id`.
+fn last_stored(pg: &TestPostgres, id: &str) -> i64 {
+    stored_after(pg, id, -1).last().expect("stored records").0
+}
+
+/// The node holding `id`'s lease once it holds it under `epoch`.
+async fn holder(pg: &TestPostgres, id: &str, epoch: i64) -> String {
+    let (owner, _) =
+        super::serve_store::wait_lease(pg, id, "taken", |owner, e| owner.is_some() && e == epoch)
+            .await;
+    owner.expect("a holder")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_follows_a_session_across_nodes_and_gets_every_record_once_in_order() {
+    let pg = tokio::task::block_in_place(TestPostgres::start);
+    let script = json!({"turns": [
+        {"text": "one on A"},
+        {"text": "two on B"},
+        {"text": "three on A"},
+        {"text": "four on B"},
+    ]});
+    // One resident session per node: a second one hibernates the first.
+    let flags = ["--idle-hibernate", "0", "--max-resident", "1"];
+    let a = super::serve_store::serve(&pg, &script, &flags);
+    let b = super::serve_store::serve(&pg, &script, &flags);
+
+    // On A: a task, streamed to a client from its `events_after`.
+    let id = a.create(None).await;
+    let from = a.task(&id, "first").await;
+    let mut client = Events::new(Events::open(&a, &id, Some(&from.to_string())).await);
+    let mut got = client.until_task_end().await;
+    wait_stored_task_ends(&pg, &id, 1).await;
+    // Another session on A hibernates it there (its lease given up); the client stays.
+    a.create(None).await;
+    wait_parked(&pg, &id, 1).await;
+
+    // B wakes it for a task: A ends the client's stream with `session_moved` naming B, and the
+    // client goes on at B from its last id.
+    b.task(&id, "second").await;
+    let on_b = holder(&pg, &id, 2).await;
+    let (more, node) = client.until_moved().await;
+    got.extend(more);
+    assert_eq!(node, on_b);
+    let mut client = reconnect(&b, &id, &got).await;
+    wait_stored_task_ends(&pg, &id, 2).await;
+    read_to(&mut client, &mut got, last_stored(&pg, &id)).await;
+    // B hibernates it with the client connected; A wakes it: the same again, the other way.
+    b.create(None).await;
+    wait_parked(&pg, &id, 2).await;
+    a.task(&id, "third").await;
+    let on_a = holder(&pg, &id, 3).await;
+    let (more, node) = client.until_moved().await;
+    got.extend(more);
+    assert_eq!(node, on_a);
+    let mut client = reconnect(&a, &id, &got).await;
+    wait_stored_task_ends(&pg, &id, 3).await;
+    read_to(&mut client, &mut got, last_stored(&pg, &id)).await;
+
+    // Every stored record after `from`, once and in order, ids up by exactly one.
+    let ids: Vec<i64> = got.iter().filter_map(|e| e.id).collect();
+    let stored = stored_after(&pg, &id, from as i64);
+    let want: Vec<i64> = stored
+        .iter()
+        .map(|(s, _)| *s)
+        .take_while(|s| *s <= *ids.last().unwrap())
+        .collect();
+    assert_eq!(
+        ids, want,
+        "every stored record after {from}, once, in order"
+    );
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "ids go up by one: {ids:?}"
+    );
+    check_woken_ids(&got, &stored);
+    let epochs = tokio::task::block_in_place(|| {
+        pg.query(&format!(
+            "SELECT DISTINCT epoch::text FROM trace_records WHERE session_id = '{id}' \
+             ORDER BY 1"
+        ))
+    });
+    assert_eq!(epochs.len(), 3, "written on A, B, then A: {epochs:?}");
+    let texts: Vec<&Value> = got
+        .iter()
+        .filter(|e| e.id.is_some())
+        .map(|e| &e.data["payload"]["text"])
+        .filter(|t| t.is_string())
+        .collect();
+    for text in ["one on A", "two on B", "three on A"] {
+        assert!(
+            texts.iter().any(|t| *t == text),
+            "{text} missing: {texts:?}"
+        );
+    }
+
+    // A hibernates it (the client stays on A) and B wakes it from an entry that kept only its
+    // numbering (B ended its stream): the client is told, and a client that comes to B later,
+    // from `from`, gets the store's ids.
+    a.create(None).await;
+    wait_parked(&pg, &id, 3).await;
+    let after = b.task(&id, "fourth").await;
+    let (_, node) = client.until_moved().await;
+    assert_eq!(node, on_b);
+    wait_stored_task_ends(&pg, &id, 4).await;
+    let stored = stored_after(&pg, &id, from as i64);
+    let last = stored.last().unwrap().0;
+    assert!(after < last as u64, "the task's events come after {after}");
+    let mut later_client = Events::new(Events::open(&b, &id, Some(&from.to_string())).await);
+    let mut later: Vec<Sent> = Vec::new();
+    read_to(&mut later_client, &mut later, last).await;
+    let ids: Vec<i64> = later.iter().filter_map(|e| e.id).collect();
+    let want: Vec<i64> = stored.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        ids, want,
+        "every stored record after {from}, once, in order"
+    );
+    check_woken_ids(&later, &stored);
+    assert!(
+        later
+            .iter()
+            .any(|e| e.id.is_some() && e.data["payload"]["text"] == "four on B"),
+        "the task on B is in its stream"
     );
 }

@@ -92,6 +92,8 @@ pub(super) async fn ensure(myself: &ActorRef<SessionMsg>, state: &mut SessionSta
         let mut template = state.options.clone();
         // A resumed parent's children are new sessions, not resumes of the parent's trace.
         template.resume = None;
+        // Each child's store row names this session as its parent.
+        template.parent = Some(state.id.clone());
         // A child has no MCP connections of its own: the parent's MCP tools are not offered.
         let mcp_bound: Vec<String> = template
             .config

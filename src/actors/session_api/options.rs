@@ -25,6 +25,8 @@ pub struct SessionOptions {
     pub config: AgentConfig,
     /// `session_meta.source` (`subagent`, `schedule`); `None` for a user session.
     pub(crate) source: Option<String>,
+    /// A subagent's parent session id (its store row's `parent`); `None` for a user session.
+    pub(crate) parent: Option<String>,
     /// `session_meta.owner`: the principal the session belongs to (a subagent inherits its
     /// parent's; a resume restores the recorded one).
     pub owner: Option<String>,
@@ -70,6 +72,7 @@ impl SessionOptions {
             approver: Arc::new(crate::approval::DenyAllApprover),
             config: AgentConfig::default(),
             source: None,
+            parent: None,
             owner: None,
             first_prompt: None,
             depth: 0,

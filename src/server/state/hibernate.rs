@@ -5,7 +5,9 @@
 //! time, event numbering (the event log itself, without its replay ring, while SSE clients are
 //! connected) and its trace file (for an id that dates it, only the file's number). The next request naming it (task,
 //! approvals, events, …) resumes it from its latest trace file with that mode; SSE subscribers
-//! see `session_hibernated` then `session_resumed` on the same stream.
+//! see `session_hibernated` then `session_resumed` on the same stream (on the store, a stream
+//! parked here ends with `session_moved` once another node wakes the session instead:
+//! `parked_moves.rs`).
 //!
 //! A create at the cap hibernates the least recently used idle session before it starts the new
 //! one; a resume beyond the cap wakes the sweeper, which hibernates one after the resume.
@@ -193,7 +195,11 @@ pub(super) fn event(hibernated: bool) -> OmniMessage {
 
 impl ServerState {
     /// Starts the sweeper that hibernates idle sessions and enforces `--max-resident`.
+    /// On the store it also starts the watch that ends the streams of sessions hibernated here
+    /// once another node woke them (`parked_moves.rs`).
     pub fn start_hibernation(self: &Arc<Self>) {
+        #[cfg(feature = "postgres")]
+        self.start_parked_watch();
         let cfg = self.cfg.hibernation;
         let every = cfg
             .idle
