@@ -23,6 +23,7 @@ pub mod migrate; // the versioned schema, applied under an advisory lock
 pub mod nodes; // the cluster's nodes: registration, heartbeats, who holds a session
 pub mod records; // what the server reads of sessions it does not hold, a page at a time
 pub mod removal; // `sessions rm`: a session and its subagents deleted
+pub mod schedules; // the sessions' schedules, and the claim that lets one node fire a minute
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
