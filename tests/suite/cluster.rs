@@ -35,26 +35,34 @@ fn free_port() -> u16 {
 
 /// A node named `name` on the store at `url`, running `script`.
 pub(crate) fn node(url: &str, name: &str, script: &Value) -> Server {
+    node_in(sandbox(script), url, name, &[])
+}
+
+/// A node named `name` on the store at `url`, in the sandbox `dir` (a restart keeps its
+/// workspace and home), with the flags `extra` too.
+pub(crate) fn node_in(dir: tempfile::TempDir, url: &str, name: &str, extra: &[&str]) -> Server {
     let port = free_port().to_string();
     let listen = format!("127.0.0.1:{port}");
     let advertise = format!("http://127.0.0.1:{port}");
+    let mut args = vec![
+        "--listen",
+        &listen,
+        "--store",
+        url,
+        "--lease-ttl",
+        TTL,
+        "--node-id",
+        name,
+        "--advertise",
+        &advertise,
+        "--cluster-token-env",
+        "TEST_CLUSTER_TOKEN",
+    ];
+    args.extend(extra);
     Server::start_env(
-        sandbox(script),
+        dir,
         Some(TOKEN),
-        &[
-            "--listen",
-            &listen,
-            "--store",
-            url,
-            "--lease-ttl",
-            TTL,
-            "--node-id",
-            name,
-            "--advertise",
-            &advertise,
-            "--cluster-token-env",
-            "TEST_CLUSTER_TOKEN",
-        ],
+        &args,
         None,
         &[("TEST_CLUSTER_TOKEN", CLUSTER_TOKEN)],
     )
