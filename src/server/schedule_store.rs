@@ -13,7 +13,6 @@ use std::collections::HashSet;
 use super::error::ApiError;
 use super::schedule_index::Stored;
 use super::schedule_spec::{Spec, minute_of, now_ms};
-use super::state::store_error;
 use crate::store::PgStore;
 use crate::store::schedules::{self as rows, Claim, Inserted, ScheduleRow};
 
@@ -35,6 +34,12 @@ pub struct Claimed {
 pub struct StoreTable {
     store: PgStore,
     minute_ms: u64,
+}
+
+/// The answer to a store failure (503 `store_unavailable` when it is transient), as every
+/// route's.
+fn store_error(e: crate::store::StoreError) -> ApiError {
+    crate::error::RookeryError::Store(e).into()
 }
 
 fn to_i64(n: u64) -> i64 {
