@@ -37,8 +37,7 @@ pub fn start(schedules: &Arc<Schedules>, state: &Arc<ServerState>) {
 async fn tick_forever(schedules: Arc<Schedules>, state: Weak<ServerState>) {
     let minute_ms = schedules.minute_ms();
     loop {
-        let now_ms = now_ms();
-        let now = minute_of(now_ms, minute_ms);
+        let now = minute_of(now_ms(), minute_ms);
         {
             let Some(state) = state.upgrade() else { return };
             if state.is_shutting_down() {
@@ -48,9 +47,10 @@ async fn tick_forever(schedules: Arc<Schedules>, state: Weak<ServerState>) {
                 tokio::spawn(run(state.clone(), schedules.clone(), due, now));
             }
         }
-        // Just past the start of the next minute.
+        // Just past the start of the next minute (from the time now: asking the store took
+        // some of it).
         let next_ms = (now + 1).saturating_mul(minute_ms);
-        let wait = next_ms.saturating_sub(now_ms) + 1;
+        let wait = next_ms.saturating_sub(now_ms()) + 1;
         tokio::time::sleep(Duration::from_millis(wait)).await;
     }
 }
