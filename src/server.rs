@@ -12,8 +12,9 @@
 //! the last task ended), `messages.rs` and `session_list.rs` (paged reads, `paging.rs`), `trace_download.rs`,
 //! `stream_token.rs` (tokens for `EventSource`; `stream_token_signed.rs` a cluster's signed ones), `console.rs` (the web console's files), `webhooks.rs` and
 //! `webhook_delivery.rs` (signed event POSTs, queued and retried), `schedules.rs`,
-//! `schedule_spec.rs`, `schedule_index.rs`, `schedule_runner.rs` and `schedule_routes.rs` (tasks on
-//! a cron pattern), `listener.rs` (the accept loop,
+//! `schedule_spec.rs`, `schedule_files.rs` with `schedule_index.rs` (the `files` backend's),
+//! `schedule_store.rs` (the store's, shared by a cluster), `schedule_runner.rs` and
+//! `schedule_routes.rs` (tasks on a cron pattern), `listener.rs` (the accept loop,
 //! connection cap and header/idle timeouts), `metrics.rs`, `metrics_collect.rs` (the figures, also for OTLP) and `metrics_principal.rs`, `error.rs` (error shape, JSON
 //! bodies), `openapi.rs` with `openapi_shapes.rs` and `openapi_errors.rs` (the OpenAPI document),
 //! `cluster.rs`, `cluster_route.rs` and `forward.rs` (a node of a cluster: `/v1/cluster`,
@@ -63,10 +64,13 @@ pub mod principal;
 pub mod reopen;
 pub mod rollback;
 pub mod routes;
+pub mod schedule_files;
 pub mod schedule_index;
 pub mod schedule_routes;
 pub mod schedule_runner;
 pub mod schedule_spec;
+#[cfg(feature = "postgres")]
+pub mod schedule_store;
 pub mod schedules;
 pub mod session_config;
 pub mod session_list;

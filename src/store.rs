@@ -24,6 +24,7 @@ pub mod nodes; // the cluster's nodes: registration, heartbeats, who holds a ses
 pub mod record_source; // the store as the trace area's record source (show, /messages)
 pub mod records; // what the server reads of sessions it does not hold, a page at a time
 pub mod removal; // `sessions rm`: a session and its subagents deleted
+pub mod schedules; // the sessions' schedules, and the claim that lets one node fire a minute
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

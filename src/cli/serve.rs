@@ -332,9 +332,14 @@ async fn start(args: &ServeArgs) -> Result<Started, CliError> {
             .map_err(|e| CliError::usage(format!("cannot start the webhook client: {e}")))?;
         state.set_webhooks(w);
     }
-    let schedules =
-        server::schedules::Schedules::open(state.cfg.home.clone(), args.schedule_minute_ms)
-            .map_err(|e| CliError::usage(e.to_string()))?;
+    // On the store the schedules are the cluster's, in its `schedules` table; else the home's.
+    let schedules = match state.cfg.store().cloned() {
+        Some(store) => server::schedules::Schedules::open_store(store, args.schedule_minute_ms)
+            .await
+            .map_err(|e| CliError::Start(e.into()))?,
+        None => server::schedules::Schedules::open(state.cfg.home.clone(), args.schedule_minute_ms)
+            .map_err(|e| CliError::usage(e.to_string()))?,
+    };
     state.set_schedules(schedules.clone());
     server::schedule_runner::start(&schedules, &state);
     server::metrics_collect::start_otel_gauges(&state);

@@ -81,7 +81,7 @@ pub async fn create(
         if_busy: if_busy_name(body.if_busy.as_deref())?,
     };
     let entry = state.get(&id).await?;
-    let view = schedules.add(&entry.handle, new)?;
+    let view = schedules.add(&entry.handle, new).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -98,7 +98,7 @@ pub async fn list(
     let schedules = schedules(&state)?;
     state.check_known(&id).await?;
     Ok(Json(json!({
-        "schedules": schedules.list(&id),
+        "schedules": schedules.list(&id).await?,
         "minute_ms": schedules.minute_ms(),
         "now_minute": schedules.now_minute(),
     })))
@@ -117,7 +117,7 @@ pub async fn delete(
 ) -> Result<StatusCode, ApiError> {
     let schedules = schedules(&state)?;
     state.check_known(&id).await?;
-    if !schedules.has_any(&id) {
+    if !schedules.has_any(&id).await? {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "unknown_schedule",
@@ -125,7 +125,7 @@ pub async fn delete(
         ));
     }
     let entry = state.get(&id).await?;
-    schedules.remove(&entry.handle, &schedule_id)?;
+    schedules.remove(&entry.handle, &schedule_id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -135,14 +135,19 @@ pub async fn session_deleted(state: &ServerState, id: &str) {
     let Some(schedules) = state.schedules() else {
         return;
     };
-    if !schedules.has_any(id) {
-        return;
+    match schedules.has_any(id).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            tracing::warn!(session = %id, "cannot tell whether it has schedules: {}", e.message);
+            return;
+        }
     }
     match state.get(id).await {
-        Ok(entry) => schedules.remove_session(id, Some(&entry.handle)),
+        Ok(entry) => schedules.remove_session(id, Some(&entry.handle)).await,
         Err(e) => {
             tracing::warn!(session = %id, "the removal of its schedules is not recorded in its trace: {}", e.message);
-            schedules.remove_session(id, None);
+            schedules.remove_session(id, None).await;
         }
     }
 }

@@ -1,64 +1,53 @@
-//! The schedules of `rookery serve`: each session's tasks that run on a cron pattern, kept in
-//! memory and in the home's index (`schedule_index.rs`), each with its next minute on the
-//! schedule clock (`schedule_spec.rs`).
+//! The schedules of `rookery serve`: each session's tasks that run on a cron pattern, each
+//! with its next minute on the schedule clock (`schedule_spec.rs`), kept by one of two
+//! backends: on the `files` backend in memory and in the home's index (`schedule_files.rs`,
+//! `schedule_index.rs`); on the `postgres` store in its `schedules` table, shared by every node
+//! of a cluster (`schedule_store.rs`).
 //!
 //! A schedule is due when a minute its pattern matches, after the one it last ran in, has come;
 //! [`Schedules::take_due`] hands the due ones out marked as run now, so a schedule runs once
-//! however many of its minutes went by unseen (the server was down, the machine too slow).
-//! At most [`MAX_PER_SESSION`] schedules per session and [`MAX_TOTAL`] per server; additions
-//! and removals are recorded in the session's trace through its handle.
+//! however many of its minutes went by unseen (the server was down, the machine too slow). On
+//! the store, only the due ones this node claimed (one node per minute) are handed out.
+//! At most [`MAX_PER_SESSION`] schedules per session and [`MAX_TOTAL`] per server (per store);
+//! additions and removals are recorded in the session's trace through its handle.
 //!
-//! The table only: the ticker that starts the due tasks is `schedule_runner.rs`. It must not
-//! import the server's state (which holds it), and never writes a trace itself.
+//! The checks of a request and the choice of backend only: the ticker that starts the due
+//! tasks is `schedule_runner.rs`. It must not import the server's state (which holds it), and
+//! never writes a trace itself.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::schedule_index::{self, IndexError, Stored};
+use super::schedule_files::{FileTable, Refused};
+use super::schedule_index::{IndexError, Stored};
 use super::schedule_spec::{Spec, minute_of, now_ms};
 use crate::actors::session::SessionHandle;
 use crate::message::schedule::ScheduleRecord;
 
 /// Schedules one session may have.
 pub const MAX_PER_SESSION: usize = 32;
-/// Schedules one server may have.
+/// Schedules one server (or one store, shared by a cluster) may have.
 pub const MAX_TOTAL: usize = 100_000;
 /// The default of `--schedule-minute-ms`.
 pub const DEFAULT_MINUTE_MS: u64 = 60_000;
 
-/// A schedule in memory: what the index keeps, its compiled pattern and its next minute.
-struct Live {
-    stored: Stored,
-    spec: Spec,
-    /// The first matching minute after `stored.last_minute` (`None`: never again).
-    next: Option<u64>,
-}
-
-impl Live {
-    fn new(stored: Stored, spec: Spec) -> Live {
-        let next = spec.next_after(stored.last_minute);
-        Live { stored, spec, next }
-    }
-
-    fn view(&self, minute_ms: u64) -> Value {
-        let s = &self.stored;
-        json!({
-            "schedule_id": s.schedule_id,
-            "cron": s.cron,
-            "text": s.text,
-            "timezone": s.timezone,
-            "if_busy": s.if_busy,
-            "created_minute": s.created_minute,
-            "last_minute": s.last_minute,
-            "next_minute": self.next,
-            "next_at_ms": self.next.and_then(|m| m.checked_mul(minute_ms)),
-        })
-    }
+/// A schedule's view in the API: what is stored and its next minute.
+fn view(s: &Stored, next: Option<u64>, minute_ms: u64) -> Value {
+    json!({
+        "schedule_id": s.schedule_id,
+        "cron": s.cron,
+        "text": s.text,
+        "timezone": s.timezone,
+        "if_busy": s.if_busy,
+        "created_minute": s.created_minute,
+        "last_minute": s.last_minute,
+        "next_minute": next,
+        "next_at_ms": next.and_then(|m| m.checked_mul(minute_ms)),
+    })
 }
 
 /// What a request asks for (checked by [`Schedules::add`]).
@@ -73,14 +62,30 @@ pub struct NewSchedule {
     pub if_busy: &'static str,
 }
 
+/// Where the schedules are kept.
+enum Backend {
+    /// The home's index, this process alone.
+    Files(FileTable),
+    /// The store's table, shared by the cluster.
+    #[cfg(feature = "postgres")]
+    Store(super::schedule_store::StoreTable),
+}
+
+/// A due schedule handed out by [`Schedules::take_due`], marked as run in the minute it was
+/// taken in.
+#[derive(Debug, Clone)]
+pub struct Due {
+    /// The schedule.
+    pub stored: Stored,
+    /// On the store, the claim [`Schedules::give_back`] undoes.
+    #[cfg(feature = "postgres")]
+    claim: Option<super::schedule_store::Claimed>,
+}
+
 /// Every session's schedules and the clock they run on.
 pub struct Schedules {
-    home: PathBuf,
     minute_ms: u64,
-    /// By session id.
-    sessions: Mutex<BTreeMap<String, Vec<Live>>>,
-    /// Serializes writes of the index (each writes what is in memory when it takes this).
-    saving: Mutex<()>,
+    backend: Backend,
 }
 
 impl Schedules {
@@ -89,41 +94,25 @@ impl Schedules {
     /// nothing on this clock: those schedules start over from now, with no catch-up.
     pub fn open(home: PathBuf, minute_ms: u64) -> Result<Arc<Schedules>, IndexError> {
         let minute_ms = minute_ms.max(1);
-        let loaded = schedule_index::load(&home)?;
-        let now = minute_of(now_ms(), minute_ms);
-        let restart = loaded.minute_ms.is_some_and(|ms| ms != minute_ms);
-        if restart {
-            tracing::info!(
-                "--schedule-minute-ms changed to {minute_ms}: schedules start over from now"
-            );
-        }
-        let mut sessions: BTreeMap<String, Vec<Live>> = BTreeMap::new();
-        for mut stored in loaded.schedules {
-            if restart {
-                stored.last_minute = now;
-            }
-            match Spec::parse(&stored.cron, &stored.timezone) {
-                Ok(spec) => sessions
-                    .entry(stored.session_id.clone())
-                    .or_default()
-                    .push(Live::new(stored, spec)),
-                Err(e) => tracing::warn!(
-                    session = %stored.session_id,
-                    "schedule {} dropped: {e}",
-                    stored.schedule_id
-                ),
-            }
-        }
-        let schedules = Arc::new(Schedules {
-            home,
+        Ok(Arc::new(Schedules {
             minute_ms,
-            sessions: Mutex::new(sessions),
-            saving: Mutex::new(()),
-        });
-        if loaded.rebuilt || restart {
-            schedules.save()?;
-        }
-        Ok(schedules)
+            backend: Backend::Files(FileTable::open(home, minute_ms)?),
+        }))
+    }
+
+    /// The schedules in `store`, shared with every node of its cluster, on a clock of
+    /// `minute_ms` minutes (those counted on another length start over from now).
+    #[cfg(feature = "postgres")]
+    pub async fn open_store(
+        store: crate::store::PgStore,
+        minute_ms: u64,
+    ) -> Result<Arc<Schedules>, crate::store::StoreError> {
+        let minute_ms = minute_ms.max(1);
+        let table = super::schedule_store::StoreTable::open(store, minute_ms).await?;
+        Ok(Arc::new(Schedules {
+            minute_ms,
+            backend: Backend::Store(table),
+        }))
     }
 
     /// The length of a schedule minute, in milliseconds.
@@ -136,26 +125,9 @@ impl Schedules {
         minute_of(now_ms(), self.minute_ms)
     }
 
-    /// Writes the index as it is in memory now.
-    fn save(&self) -> Result<(), IndexError> {
-        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
-        let all: Vec<Stored> = match self.sessions.lock() {
-            Ok(map) => map.values().flatten().map(|l| l.stored.clone()).collect(),
-            Err(_) => return Ok(()),
-        };
-        schedule_index::save(&self.home, self.minute_ms, all)
-    }
-
-    /// [`Self::save`], a failure logged (the traces still hold the change).
-    fn save_or_warn(&self) {
-        if let Err(e) = self.save() {
-            tracing::warn!("{e}");
-        }
-    }
-
     /// Adds a schedule to `entry`'s session (recorded in its trace): the new schedule's view.
     /// 400 `invalid_cron` / `unknown_timezone` / `invalid_request`, 429 `too_many_schedules`.
-    pub fn add(&self, entry: &SessionHandle, new: NewSchedule) -> Result<Value, ApiError> {
+    pub async fn add(&self, entry: &SessionHandle, new: NewSchedule) -> Result<Value, ApiError> {
         if new.text.trim().is_empty() {
             return Err(ApiError::bad_request(
                 "invalid_request",
@@ -176,68 +148,78 @@ impl Schedules {
             created_minute: minute,
             last_minute: minute,
         };
-        let live = Live::new(stored.clone(), spec);
-        let view = live.view(self.minute_ms);
+        let next = spec.next_after(minute);
+        let view = view(&stored, next, self.minute_ms);
         let added = ScheduleRecord::Added(crate::message::schedule::ScheduleAdded {
-            schedule_id: stored.schedule_id,
-            cron: stored.cron,
-            text: stored.text,
-            timezone: stored.timezone,
-            if_busy: stored.if_busy,
+            schedule_id: stored.schedule_id.clone(),
+            cron: stored.cron.clone(),
+            text: stored.text.clone(),
+            timezone: stored.timezone.clone(),
+            if_busy: stored.if_busy.clone(),
             minute,
         });
-        {
-            let mut map = self.sessions.lock().map_err(|_| poisoned())?;
-            let total: usize = map.values().map(Vec::len).sum();
-            let own = map.get(entry.id()).map_or(0, Vec::len);
-            if own >= MAX_PER_SESSION || total >= MAX_TOTAL {
-                return Err(too_many(entry.id(), own >= MAX_PER_SESSION));
+        let limits = (MAX_PER_SESSION, MAX_TOTAL);
+        match &self.backend {
+            Backend::Files(table) => table
+                .insert(stored, spec, limits, || {
+                    entry
+                        .record_schedule(added)
+                        .map_err(|_| ApiError::session_closed(entry.id()))
+                })
+                .map_err(|refused| match refused {
+                    Refused::SessionFull => too_many(entry.id(), true),
+                    Refused::ServerFull => too_many(entry.id(), false),
+                    Refused::Record(e) => e,
+                })?,
+            #[cfg(feature = "postgres")]
+            Backend::Store(table) => {
+                use crate::store::schedules::Inserted;
+                // The row first: a schedule recorded in the trace is one the cluster runs.
+                match table.insert(&stored, next, limits).await? {
+                    Inserted::Stored => {}
+                    Inserted::SessionFull => return Err(too_many(entry.id(), true)),
+                    Inserted::StoreFull => return Err(too_many(entry.id(), false)),
+                }
+                if entry.record_schedule(added).is_err() {
+                    if let Err(e) = table.remove(entry.id(), &stored.schedule_id).await {
+                        tracing::warn!(session = %entry.id(), "schedule {} is stored but its session closed: {}", stored.schedule_id, e.message);
+                    }
+                    return Err(ApiError::session_closed(entry.id()));
+                }
             }
-            entry
-                .record_schedule(added)
-                .map_err(|_| ApiError::session_closed(entry.id()))?;
-            map.entry(entry.id().to_string()).or_default().push(live);
         }
-        self.save_or_warn();
         Ok(view)
     }
 
     /// The views of session `id`'s schedules, oldest first.
-    pub fn list(&self, id: &str) -> Vec<Value> {
-        self.sessions
-            .lock()
-            .ok()
-            .and_then(|m| {
-                m.get(id)
-                    .map(|l| l.iter().map(|s| s.view(self.minute_ms)).collect())
-            })
-            .unwrap_or_default()
+    pub async fn list(&self, id: &str) -> Result<Vec<Value>, ApiError> {
+        let list = match &self.backend {
+            Backend::Files(table) => table.list(id),
+            #[cfg(feature = "postgres")]
+            Backend::Store(table) => table.list(id).await?,
+        };
+        Ok(list
+            .iter()
+            .map(|(s, next)| view(s, *next, self.minute_ms))
+            .collect())
     }
 
     /// Whether session `id` has any schedule.
-    pub fn has_any(&self, id: &str) -> bool {
-        self.sessions.lock().is_ok_and(|m| m.contains_key(id))
+    pub async fn has_any(&self, id: &str) -> Result<bool, ApiError> {
+        match &self.backend {
+            Backend::Files(table) => Ok(table.has_any(id)),
+            #[cfg(feature = "postgres")]
+            Backend::Store(table) => table.has_any(id).await,
+        }
     }
 
     /// Removes schedule `schedule_id` of `entry`'s session (recorded with `reason`); 404
     /// `unknown_schedule` when it has none of that id.
-    pub fn remove(&self, entry: &SessionHandle, schedule_id: &str) -> Result<(), ApiError> {
-        let removed = {
-            let mut map = self.sessions.lock().map_err(|_| poisoned())?;
-            let list = map.get_mut(entry.id());
-            let at = list
-                .as_ref()
-                .and_then(|l| l.iter().position(|s| s.stored.schedule_id == schedule_id));
-            match (list, at) {
-                (Some(list), Some(at)) => {
-                    list.remove(at);
-                    if list.is_empty() {
-                        map.remove(entry.id());
-                    }
-                    true
-                }
-                _ => false,
-            }
+    pub async fn remove(&self, entry: &SessionHandle, schedule_id: &str) -> Result<(), ApiError> {
+        let removed = match &self.backend {
+            Backend::Files(table) => table.remove(entry.id(), schedule_id)?,
+            #[cfg(feature = "postgres")]
+            Backend::Store(table) => table.remove(entry.id(), schedule_id).await?,
         };
         if !removed {
             return Err(ApiError::new(
@@ -250,56 +232,74 @@ impl Schedules {
             ));
         }
         record_removed(entry, schedule_id, "deleted");
-        self.save_or_warn();
         Ok(())
     }
 
     /// Removes every schedule of session `id` (it is being deleted), recorded in its trace
     /// when its `entry` is at hand.
-    pub fn remove_session(&self, id: &str, entry: Option<&SessionHandle>) {
-        for s in self.drop_session(id) {
+    pub async fn remove_session(&self, id: &str, entry: Option<&SessionHandle>) {
+        for schedule_id in self.drop_session(id).await {
             if let Some(entry) = entry {
-                record_removed(entry, &s.schedule_id, "session_deleted");
+                record_removed(entry, &schedule_id, "session_deleted");
             }
         }
     }
 
-    /// Forgets session `id`'s schedules (nothing recorded; the index is written); what they
-    /// were.
-    pub fn drop_session(&self, id: &str) -> Vec<Stored> {
-        let dropped = self
-            .sessions
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(id))
-            .map(|l| l.into_iter().map(|s| s.stored).collect::<Vec<_>>())
-            .unwrap_or_default();
-        self.save_or_warn();
-        dropped
+    /// Forgets session `id`'s schedules (nothing recorded); the ids they had. A store that
+    /// fails is logged (its rows go with the session's when it is deleted).
+    pub async fn drop_session(&self, id: &str) -> Vec<String> {
+        match &self.backend {
+            Backend::Files(table) => table
+                .drop_session(id)
+                .into_iter()
+                .map(|s| s.schedule_id)
+                .collect(),
+            #[cfg(feature = "postgres")]
+            Backend::Store(table) => table.drop_session(id).await.unwrap_or_else(|e| {
+                tracing::warn!(session = %id, "cannot delete its schedules: {}", e.message);
+                Vec::new()
+            }),
+        }
     }
 
     /// The schedules due at `now` (a matching minute after their last run, up to `now`),
-    /// marked as run in `now`; the index is written when any is.
-    pub fn take_due(&self, now: u64) -> Vec<Stored> {
-        let mut due = Vec::new();
-        if let Ok(mut map) = self.sessions.lock() {
-            for live in map.values_mut().flatten() {
-                if live.next.is_some_and(|n| n <= now) {
-                    live.stored.last_minute = now;
-                    live.next = live.spec.next_after(now);
-                    due.push(live.stored.clone());
-                }
-            }
+    /// marked as run in `now`. On the store, only those this node claimed: no other node runs
+    /// them in this minute.
+    pub async fn take_due(&self, now: u64) -> Vec<Due> {
+        match &self.backend {
+            Backend::Files(table) => table
+                .take_due(now)
+                .into_iter()
+                .map(|stored| Due {
+                    stored,
+                    #[cfg(feature = "postgres")]
+                    claim: None,
+                })
+                .collect(),
+            #[cfg(feature = "postgres")]
+            Backend::Store(table) => table
+                .take_due(now)
+                .await
+                .into_iter()
+                .map(|c| Due {
+                    stored: c.stored.clone(),
+                    claim: Some(c),
+                })
+                .collect(),
         }
-        if !due.is_empty() {
-            self.save_or_warn();
-        }
-        due
     }
-}
 
-fn poisoned() -> ApiError {
-    ApiError::internal("the schedule table is unusable after a panic")
+    /// Gives back a due schedule taken in `now` that this node could not start (its session
+    /// is held elsewhere since, or the store failed): on the store, the node that may run it
+    /// does at its next tick, once. On the `files` backend the run is lost, as before.
+    pub async fn give_back(&self, due: &Due, now: u64) {
+        #[cfg(feature = "postgres")]
+        if let (Backend::Store(table), Some(claim)) = (&self.backend, &due.claim) {
+            table.unclaim(claim, now).await;
+        }
+        #[cfg(not(feature = "postgres"))]
+        let _ = (due, now);
+    }
 }
 
 fn too_many(id: &str, per_session: bool) -> ApiError {

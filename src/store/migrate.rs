@@ -60,6 +60,32 @@ CREATE TABLE nodes (
 CREATE INDEX sessions_by_owner ON sessions (owner_node) WHERE owner_node IS NOT NULL;
 "#,
     ),
+    (
+        3,
+        r#"
+-- The sessions' schedules (`POST /v1/sessions/{id}/schedules`), shared by every node. Minutes
+-- count `minute_ms` milliseconds since the Unix epoch; `next_minute` is the first minute after
+-- `last_minute` the pattern matches (NULL: never again), so the due ones are an indexed range.
+-- A node fires a schedule only after moving `last_minute` from the value it read to the minute
+-- it fires (a compare-and-set): one node per minute.
+CREATE TABLE schedules (
+    schedule_id    text PRIMARY KEY,
+    session_id     text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    cron           text NOT NULL,
+    text           text NOT NULL,
+    timezone       text NOT NULL,
+    if_busy        text NOT NULL,
+    minute_ms      bigint NOT NULL,
+    created_minute bigint NOT NULL,
+    last_minute    bigint NOT NULL,
+    next_minute    bigint,
+    last_node      text,
+    added_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX schedules_by_session ON schedules (session_id, added_at);
+CREATE INDEX schedules_due ON schedules (next_minute) WHERE next_minute IS NOT NULL;
+"#,
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -48,6 +48,23 @@ pub(crate) fn node_with(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> Server {
+    node_full(sandbox(script), url, name, token, extra, env)
+}
+
+/// A node named `name` on the store at `url`, in the sandbox `dir` (a restart keeps its
+/// workspace and home), with the flags `extra` too.
+pub(crate) fn node_in(dir: tempfile::TempDir, url: &str, name: &str, extra: &[&str]) -> Server {
+    node_full(dir, url, name, Some(TOKEN), extra, &[])
+}
+
+fn node_full(
+    dir: tempfile::TempDir,
+    url: &str,
+    name: &str,
+    token: Option<&str>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Server {
     let port = free_port().to_string();
     let listen = format!("127.0.0.1:{port}");
     let advertise = format!("http://127.0.0.1:{port}");
@@ -68,7 +85,7 @@ pub(crate) fn node_with(
     args.extend(extra);
     let mut vars = vec![("TEST_CLUSTER_TOKEN", CLUSTER_TOKEN)];
     vars.extend(env);
-    Server::start_env(sandbox(script), token, &args, None, &vars)
+    Server::start_env(dir, token, &args, None, &vars)
 }
 
 /// The `Rookery-Node` of an answer.

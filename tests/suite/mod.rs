@@ -28,6 +28,7 @@ mod cli_run;
 mod cli_terminal;
 mod cluster;
 mod cluster_failover;
+mod cluster_schedules;
 mod cluster_stream_token;
 mod collab;
 mod collab_fork;
