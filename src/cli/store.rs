@@ -92,9 +92,38 @@ pub async fn store(args: StoreArgs) -> Result<ExitCode, CliError> {
                 done.new_sessions,
                 done.new_records
             );
+            import_schedules(&store, &home).await?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stores the schedules of the `files` home `home` (its `schedules.json`, or what its traces
+/// record when there is none) for the sessions the store has, and says what it did.
+async fn import_schedules(store: &PgStore, home: &std::path::Path) -> Result<(), CliError> {
+    use crate::server::{schedule_index, schedule_store, schedules};
+    let loaded = schedule_index::load(home).map_err(|e| match e {
+        schedule_index::IndexError::Scan(e) => CliError::Catalog(e),
+        schedule_index::IndexError::Read { path, source }
+        | schedule_index::IndexError::Write { path, source } => CliError::Io {
+            what: format!("cannot read the schedule index {}", path.display()),
+            source,
+            code: 1,
+        },
+    })?;
+    if loaded.schedules.is_empty() {
+        return Ok(());
+    }
+    let minute_ms = loaded.minute_ms.unwrap_or(schedules::DEFAULT_MINUTE_MS);
+    let limits = (schedules::MAX_PER_SESSION, schedules::MAX_TOTAL);
+    let done = schedule_store::import(store, loaded.schedules, minute_ms, limits)
+        .await
+        .map_err(failed)?;
+    eprintln!(
+        "schedules: {} new, {} already stored, {} of sessions not in the store, {} over a limit",
+        done.new, done.present, done.no_session, done.refused
+    );
+    Ok(())
 }
 
 /// Writes stored session `id`'s trace to stdout as JSONL (`store export`, `sessions show

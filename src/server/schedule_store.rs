@@ -234,3 +234,76 @@ impl StoreTable {
         }
     }
 }
+
+/// What [`import`] did with a `files` home's schedules.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportedSchedules {
+    /// Schedules stored by this import.
+    pub new: usize,
+    /// Schedules the store had already (a second import).
+    pub present: usize,
+    /// Schedules of a session the store does not have (not imported, or deleted since).
+    pub no_session: usize,
+    /// Schedules refused by the limits (per session, per store).
+    pub refused: usize,
+}
+
+/// Stores `schedules`, a `files` home's index counted on `minute_ms` minutes, in `store`
+/// (`rookery store import HOME`): each one whose session the store has and that it does not
+/// have yet, with its next minute from its pattern, within `limits` (per session, in all).
+/// A second import stores nothing.
+pub async fn import(
+    store: &PgStore,
+    schedules: Vec<Stored>,
+    minute_ms: u64,
+    (per_session, total): (usize, usize),
+) -> Result<ImportedSchedules, crate::store::StoreError> {
+    let mut done = ImportedSchedules::default();
+    let mut known: std::collections::HashMap<String, Option<HashSet<String>>> =
+        std::collections::HashMap::new();
+    for s in schedules {
+        if !known.contains_key(&s.session_id) {
+            let ids = if crate::store::records::exists(store, &s.session_id).await? {
+                let rows = rows::of_session(store, &s.session_id).await?;
+                Some(rows.into_iter().map(|r| r.schedule_id).collect())
+            } else {
+                None
+            };
+            known.insert(s.session_id.clone(), ids);
+        }
+        let Some(Some(ids)) = known.get_mut(&s.session_id) else {
+            done.no_session += 1;
+            continue;
+        };
+        if ids.contains(&s.schedule_id) {
+            done.present += 1;
+            continue;
+        }
+        let next = Spec::parse(&s.cron, &s.timezone)
+            .ok()
+            .and_then(|spec| spec.next_after(s.last_minute));
+        let row = ScheduleRow {
+            session_id: s.session_id.clone(),
+            schedule_id: s.schedule_id.clone(),
+            cron: s.cron,
+            text: s.text,
+            timezone: s.timezone,
+            if_busy: s.if_busy,
+            created_minute: to_i64(s.created_minute),
+            last_minute: to_i64(s.last_minute),
+            next_minute: next.map(to_i64),
+        };
+        let limits = (
+            i64::try_from(per_session).unwrap_or(i64::MAX),
+            i64::try_from(total).unwrap_or(i64::MAX),
+        );
+        match rows::insert(store, &row, to_i64(minute_ms), limits.0, limits.1).await? {
+            Inserted::Stored => {
+                ids.insert(s.schedule_id);
+                done.new += 1;
+            }
+            Inserted::SessionFull | Inserted::StoreFull => done.refused += 1,
+        }
+    }
+    Ok(done)
+}

@@ -6,7 +6,8 @@
 //! through A for a session B holds fires once a minute from B, from another node once B is
 //! killed with SIGKILL, survives every node restarting (in new processes that hibernate the
 //! session between runs, so each minute's run is a race of all three), and, removed through
-//! C, fires nowhere again. Each minute is counted in the store's trace: its `schedule_fired`
+//! C, fires nowhere again; a files home's schedule, brought over by `rookery store import`,
+//! fires from the store. Each minute is counted in the store's trace: its `schedule_fired`
 //! records, exactly one per minute.
 //!
 //! Waits are on the store or on the schedule clock (Unix time in minutes of
@@ -335,4 +336,76 @@ fn the_store_lets_one_node_claim_each_minute() {
         assert_eq!(claim(&stores[1], 121, &claims).await.unwrap().len(), 1);
         drop(held);
     });
+}
+
+/// `rookery store import HOME` of a `files` home whose session has a schedule, run twice.
+fn import(dir: &std::path::Path, url: &str) -> String {
+    let home = dir.join("home");
+    let out = crate::common::serve::command(
+        dir,
+        &["store", "import", "--store", url, home.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "store import: {stderr}");
+    stderr
+}
+
+#[test]
+fn an_imported_homes_schedules_fire_from_the_store() {
+    let pg = TestPostgres::start();
+    runtime().block_on(imported_schedules(&pg));
+}
+
+async fn imported_schedules(pg: &TestPostgres) {
+    let turns: Vec<Value> = (0..50)
+        .map(|i| json!({"text": format!("ran {i}")}))
+        .collect();
+    let script = json!({ "turns": turns });
+    let minute = MINUTE_MS.to_string();
+    let flags = ["--schedule-minute-ms", minute.as_str()];
+
+    // A files-backed server, its session given a schedule, then stopped.
+    let files = Server::start_with(sandbox(&script), None, &flags);
+    let id = files.create(None).await;
+    let (status, v) = files
+        .call(
+            "POST",
+            &format!("/v1/sessions/{id}/schedules"),
+            Some(json!({"cron": "* * * * *", "text": "tick"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{v}");
+    let sch = v["schedule_id"].as_str().unwrap().to_string();
+    let dir = stop(files);
+
+    let url = pg.url();
+    let first = import(dir.path(), &url);
+    assert!(
+        first.contains("schedules: 1 new, 0 already stored"),
+        "{first}"
+    );
+    let second = import(dir.path(), &url);
+    assert!(
+        second.contains("0 new sessions, 0 new records")
+            && second.contains("schedules: 0 new, 1 already stored"),
+        "{second}"
+    );
+    assert_eq!(
+        one(
+            pg,
+            &format!("SELECT session_id FROM schedules WHERE schedule_id = '{sch}'")
+        )
+        .as_deref(),
+        Some(id.as_str())
+    );
+
+    // A node on the store lists it and fires it, in the same workspace.
+    let a = node_in(dir, &url, "a", &flags);
+    let (status, _, v) = answer(a.req(Method::GET, &format!("/v1/sessions/{id}/schedules"))).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["schedules"][0]["schedule_id"], sch.as_str(), "{v}");
+    let start = now_minute();
+    fired_after(pg, &id, &sch, start, 2, &[&a]).await;
 }
