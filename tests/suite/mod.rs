@@ -104,6 +104,7 @@ mod serve_schedules;
 mod serve_security;
 mod serve_steer;
 mod serve_store;
+mod serve_store_outages;
 mod serve_store_sse;
 mod serve_task_status;
 mod serve_webhooks;

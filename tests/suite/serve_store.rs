@@ -1,33 +1,30 @@
 //! `rookery serve --store` on a real Postgres the tests start (`tests/common/postgres.rs`),
 //! through the built binary over HTTP on 127.0.0.1: sessions created, listed, run, shown and
 //! downloaded from the store; hibernation gives the lease up and the next request takes it
-//! back; an imported files home is listed and woken; the database going away answers 503
-//! `store_unavailable` and nothing is lost once it is back; an SSE replay past a tiny ring reads
-//! the store; a wake whose workspace is missing on this node is 409 `workspace_missing`.
+//! back; an imported files home is listed and woken; an SSE replay past a tiny ring reads the
+//! store. What happens when things go wrong is `serve_store_outages.rs`.
 
 use crate::common::postgres::TestPostgres;
 use crate::common::serve as harness;
 
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use harness::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 /// A throw-away Postgres (its harness runs its own runtime: off this test's).
-fn start_postgres() -> TestPostgres {
+pub(crate) fn start_postgres() -> TestPostgres {
     tokio::task::block_in_place(TestPostgres::start)
 }
 
 /// `sql`'s rows as text (the harness's own runtime, off this test's).
-fn query(pg: &TestPostgres, sql: &str) -> Vec<Vec<Option<String>>> {
+pub(crate) fn query(pg: &TestPostgres, sql: &str) -> Vec<Vec<Option<String>>> {
     tokio::task::block_in_place(|| pg.query(sql))
 }
 
 /// One value of `sql`'s first row.
-fn value(pg: &TestPostgres, sql: &str) -> Option<String> {
+pub(crate) fn value(pg: &TestPostgres, sql: &str) -> Option<String> {
     query(pg, sql)
         .into_iter()
         .next()
@@ -91,7 +88,7 @@ pub(crate) fn serve(pg: &TestPostgres, script: &Value, extra: &[&str]) -> Server
 }
 
 /// The ids of `GET /v1/sessions` with their statuses.
-async fn listed(server: &Server) -> Vec<(String, String)> {
+pub(crate) async fn listed(server: &Server) -> Vec<(String, String)> {
     let (s, v) = server.call("GET", "/v1/sessions", None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     v["sessions"]
@@ -108,7 +105,7 @@ async fn listed(server: &Server) -> Vec<(String, String)> {
 }
 
 /// The stored trace of `id`: its records' bytes in `seq` order.
-fn stored_trace(pg: &TestPostgres, id: &str) -> String {
+pub(crate) fn stored_trace(pg: &TestPostgres, id: &str) -> String {
     query(
         pg,
         &format!(
@@ -122,7 +119,7 @@ fn stored_trace(pg: &TestPostgres, id: &str) -> String {
 }
 
 /// Whether the stored trace of `id` has `n` root `task_end` records.
-fn stored_task_ends(pg: &TestPostgres, id: &str) -> usize {
+pub(crate) fn stored_task_ends(pg: &TestPostgres, id: &str) -> usize {
     stored_trace(pg, id)
         .lines()
         .filter(|l| l.contains("\"type\":\"task_end\"") && !l.contains("\"origin\""))
@@ -131,7 +128,7 @@ fn stored_task_ends(pg: &TestPostgres, id: &str) -> usize {
 
 /// Waits until the stored trace of `id` has `n` root `task_end` records (its writer commits
 /// after the stream has the event).
-async fn wait_task_ends(pg: &TestPostgres, id: &str, n: usize) {
+pub(crate) async fn wait_task_ends(pg: &TestPostgres, id: &str, n: usize) {
     let deadline = Instant::now() + WAIT;
     while stored_task_ends(pg, id) < n {
         assert!(Instant::now() < deadline, "task {n} of {id} never stored");
@@ -356,7 +353,7 @@ async fn serve_runs_lists_hibernates_and_wakes_sessions_of_the_store() {
 }
 
 /// Every file under `dir` (none when it is missing).
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
@@ -371,7 +368,12 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 /// Stored events `(id, message)` after `after` up to and including id `until` (partials, sent
 /// without an id on the store, left out).
-async fn events_through(server: &Server, id: &str, after: u64, until: u64) -> Vec<(u64, Value)> {
+pub(crate) async fn events_through(
+    server: &Server,
+    id: &str,
+    after: u64,
+    until: u64,
+) -> Vec<(u64, Value)> {
     let resp = server.events_from(id, after).await;
     read_events(resp, |seq, _| seq.is_some_and(|seq| seq >= until))
         .await
@@ -429,240 +431,4 @@ async fn a_replay_past_a_tiny_ring_reads_the_store_with_no_gap_or_duplicate() {
         }
     }
     assert!(old_text, "the first answer was streamed");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn while_the_store_is_down_requests_answer_503_and_nothing_is_lost() {
-    let mut pg = start_postgres();
-    let script = json!({"turns": [{"text": "one"}, {"text": "two"}, {"text": "three"}]});
-    // A lease long enough to outlive the database's restart on a loaded machine.
-    let server = serve(
-        &pg,
-        &script,
-        &[
-            "--lease-ttl",
-            "120",
-            "--sse-ring-bytes",
-            "512",
-            "--idle-hibernate",
-            "0",
-            "--max-resident",
-            "1",
-        ],
-    );
-    // Hibernated (its lease given up) by the next create: waking it needs the store.
-    let sleeper = server.create(None).await;
-    let id = server.create(None).await;
-    wait_lease(&pg, &sleeper, "released", |o, _| o.is_none()).await;
-    let after = server.task(&id, "first").await;
-    server.events_until_task_end(&id, after).await;
-    wait_task_ends(&pg, &id, 1).await;
-
-    tokio::task::block_in_place(|| pg.stop());
-    let unavailable = |(s, v): (StatusCode, Value), what: &str| {
-        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{what}: {v}");
-        assert_eq!(v["error"]["code"], "store_unavailable", "{what}: {v}");
-    };
-    let ws = server.ws();
-    unavailable(
-        server
-            .call("POST", "/v1/sessions", Some(json!({"workspace": ws})))
-            .await,
-        "create",
-    );
-    unavailable(server.call("GET", "/v1/sessions", None).await, "list");
-    unavailable(
-        server
-            .call(
-                "POST",
-                &format!("/v1/sessions/{id}/tasks"),
-                Some(json!({"text": "second"})),
-            )
-            .await,
-        "task",
-    );
-    // A replay from the start needs the store (the ring keeps 512 bytes).
-    let resp = server
-        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
-        .header("Last-Event-ID", "0")
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    let body: Value = resp.json().await.unwrap();
-    unavailable((status, body), "replay");
-    unavailable(
-        server
-            .call("GET", &format!("/v1/sessions/{sleeper}"), None)
-            .await,
-        "wake",
-    );
-
-    tokio::task::block_in_place(|| pg.launch());
-    // Everything goes on: the session takes its next task, a create and the list work.
-    let after = server.task(&id, "second").await;
-    let events = server.events_until_task_end(&id, after).await;
-    assert!(
-        events.iter().any(|(_, v)| v["payload"]["text"] == "two"),
-        "{events:?}"
-    );
-    wait_task_ends(&pg, &id, 2).await;
-    let stored = stored_trace(&pg, &id);
-    assert!(
-        stored.contains("\"first\"") && stored.contains("\"second\""),
-        "{stored}"
-    );
-    let seqs = query(
-        &pg,
-        &format!("SELECT count(*), max(seq) + 1 FROM trace_records WHERE session_id = '{id}'"),
-    );
-    assert_eq!(seqs[0][0], seqs[0][1], "no gap in seq: {seqs:?}");
-    // The hibernated session wakes, under its next epoch.
-    let (s, v) = server
-        .call("GET", &format!("/v1/sessions/{sleeper}"), None)
-        .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    wait_lease(&pg, &sleeper, "woken", |o, e| o.is_some() && e == 2).await;
-    let other = server.create(None).await;
-    let list = listed(&server).await;
-    for want in [&id, &sleeper, &other] {
-        assert!(list.iter().any(|(i, _)| i == want), "{want}: {list:?}");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wake_whose_workspace_is_missing_here_is_409_naming_the_node() {
-    let pg = start_postgres();
-    let script = json!({"turns": [{"text": "one"}]});
-    let server = serve(
-        &pg,
-        &script,
-        &["--idle-hibernate", "0", "--max-resident", "1"],
-    );
-    let gone = server.ws().join("gone");
-    std::fs::create_dir(&gone).unwrap();
-    let (s, v) = server
-        .call("POST", "/v1/sessions", Some(json!({"workspace": gone})))
-        .await;
-    assert_eq!(s, StatusCode::CREATED, "{v}");
-    let id = v["session_id"].as_str().unwrap().to_string();
-    let (owner, _) = wait_lease(&pg, &id, "held", |o, _| o.is_some()).await;
-    let node = owner.unwrap();
-    // Hibernated by the next create, then its workspace disappears.
-    server.create(None).await;
-    wait_lease(&pg, &id, "released", |o, _| o.is_none()).await;
-    std::fs::remove_dir(&gone).unwrap();
-
-    let (s, v) = server
-        .call("GET", &format!("/v1/sessions/{id}"), None)
-        .await;
-    assert_eq!(s, StatusCode::CONFLICT, "{v}");
-    assert_eq!(v["error"]["code"], "workspace_missing", "{v}");
-    assert_eq!(v["error"]["node"], node.as_str(), "{v}");
-    assert!(
-        v["error"]["message"].as_str().unwrap().contains(&node),
-        "{v}"
-    );
-    // No lease was taken for it.
-    let (owner, epoch) = wait_lease(&pg, &id, "untouched", |_, _| true).await;
-    assert_eq!((owner, epoch), (None, 1));
-
-    // A create in a missing workspace is a 400.
-    let (s, v) = server
-        .call("POST", "/v1/sessions", Some(json!({"workspace": gone})))
-        .await;
-    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_lease_ends_the_streams_with_session_moved_and_rm_waits_for_it() {
-    let pg = start_postgres();
-    let script = json!({"turns": [{"text": "one"}]});
-    // Renewed every second: the move is noticed at once.
-    let server = serve(&pg, &script, &["--lease-ttl", "3"]);
-    let id = server.create(None).await;
-    let after = server.task(&id, "first").await;
-    server.events_until_task_end(&id, after).await;
-    let resp = server
-        .req(reqwest::Method::GET, &format!("/v1/sessions/{id}/events"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let mut stream = resp.bytes_stream().eventsource();
-
-    // Another node takes the lease (as a takeover after an expiry would).
-    query(
-        &pg,
-        &format!(
-            "UPDATE sessions SET epoch = epoch + 1, owner_node = 'node-elsewhere', \
-             lease_expiry = now() + interval '300 seconds' WHERE id = '{id}'"
-        ),
-    );
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let moved = loop {
-        let ev = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .expect("session_moved in time")
-            .expect("the stream open until session_moved")
-            .expect("valid SSE");
-        let v: Value = serde_json::from_str(&ev.data).unwrap();
-        if payload_type(&v) == "session_moved" {
-            break (ev, v);
-        }
-    };
-    assert_eq!(moved.0.event, "session_moved");
-    assert_eq!(moved.1["payload"]["node"], "node-elsewhere", "{}", moved.1);
-    let end = tokio::time::timeout_at(deadline, stream.next())
-        .await
-        .expect("the stream ends after session_moved");
-    assert!(end.is_none(), "more after session_moved: {end:?}");
-    // This node no longer serves it: the lease is the other node's.
-    let (s, v) = server
-        .call("GET", &format!("/v1/sessions/{id}"), None)
-        .await;
-    assert_eq!(s, StatusCode::CONFLICT, "{v}");
-    assert_eq!(v["error"]["code"], "session_locked", "{v}");
-
-    // `sessions rm` on the store is refused while the lease runs, done once it has expired.
-    let url = pg.url();
-    let rm = |yes: bool| {
-        let mut args = vec!["sessions", "rm", "--store", url.as_str(), id.as_str()];
-        if yes {
-            args.push("--yes");
-        }
-        tokio::task::block_in_place(|| command(server.dir.path(), &args).output().unwrap())
-    };
-    let refused = rm(true);
-    assert_eq!(refused.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("in use by node node-elsewhere"), "{stderr}");
-    query(
-        &pg,
-        &format!(
-            "UPDATE sessions SET lease_expiry = now() - interval '1 second' WHERE id = '{id}'"
-        ),
-    );
-    let unasked = rm(false);
-    assert_eq!(unasked.status.code(), Some(2), "no terminal to ask on");
-    let done = rm(true);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    assert_eq!(
-        value(
-            &pg,
-            &format!("SELECT count(*) FROM trace_records WHERE session_id = '{id}'")
-        ),
-        Some("0".into())
-    );
-    assert_eq!(
-        value(
-            &pg,
-            &format!("SELECT count(*) FROM sessions WHERE id = '{id}'")
-        ),
-        Some("0".into())
-    );
 }
