@@ -11,6 +11,12 @@
 
 pub(crate) mod actor_floor;
 #[cfg(feature = "postgres")]
+pub mod failover;
+#[cfg(feature = "postgres")]
+pub mod failover_nodes;
+#[cfg(feature = "postgres")]
+pub mod failover_store;
+#[cfg(feature = "postgres")]
 pub mod forwarding;
 pub mod hibernation;
 #[cfg(feature = "postgres")]
