@@ -120,8 +120,10 @@ impl FailoverOutcome {
         self.sessions
             .iter()
             .filter(|s| s.in_flight == in_flight)
-            .map(|s| s.accepted.as_secs_f64() * 1000.0)
-            .fold(0.0, f64::max)
+            .map(|s| s.accepted.as_micros() as u64)
+            .max()
+            .unwrap_or(0) as f64
+            / 1000.0
     }
 
     /// The goal: lease TTL + 2 s.
@@ -358,21 +360,25 @@ async fn drive(
     let (tx, rx) = mpsc::channel::<(usize, i64)>(n.max(1));
     let accept_deadline = killed + spec.lease_ttl + Duration::from_secs(60);
     let accepting = async {
-        let answers: Vec<Result<(u32, Duration, String, i64), String>> =
+        // Unordered: a session still refused holds no other session's slot.
+        let mut answers: Vec<(usize, Result<Accepted, String>)> =
             futures::stream::iter(ids.iter().cloned().enumerate())
                 .map(|(i, id)| {
                     let base = survivors[i % survivors.len()].clone();
                     let (tx, api) = (tx.clone(), api.clone());
                     async move {
-                        let got = accept(&api, &base, &id, killed, accept_deadline).await?;
-                        let _ = tx.send((i, got.3)).await;
-                        Ok(got)
+                        let got = accept(&api, &base, &id, killed, accept_deadline).await;
+                        if let Ok(got) = &got {
+                            let _ = tx.send((i, got.3)).await;
+                        }
+                        (i, got)
                     }
                 })
-                .buffered(CONCURRENCY)
+                .buffer_unordered(CONCURRENCY)
                 .collect()
                 .await;
         drop(tx);
+        answers.sort_by_key(|(i, _)| *i);
         answers
     };
     let complete_deadline = killed + spec.lease_ttl + Duration::from_secs(120);
@@ -381,7 +387,7 @@ async fn drive(
         completions(store, ids, rx, killed, complete_deadline)
     );
     let mut accepted = Vec::with_capacity(n);
-    for a in answers {
+    for (_, a) in answers {
         accepted.push(a.map_err(FailoverBenchError::Request)?);
     }
     let completions = completions?;
@@ -504,15 +510,18 @@ async fn wait_ready(
     }
 }
 
-/// Sends session `id` its new task through `base` until 202: the requests sent, the time from
-/// `killed`, the node that took it and the event id its events follow.
+/// A 202: the requests sent, the time from the kill, the node that took the task and the event
+/// id its events follow.
+type Accepted = (u32, Duration, String, i64);
+
+/// Sends session `id` its new task through `base` until 202 (see [`Accepted`]).
 async fn accept(
     api: &Api,
     base: &str,
     id: &str,
     killed: Instant,
     deadline: Instant,
-) -> Result<(u32, Duration, String, i64), String> {
+) -> Result<Accepted, String> {
     let url = format!("{base}/v1/sessions/{id}/tasks");
     let body = json!({"text": "Run the task after the failover."});
     let mut attempts = 0u32;
