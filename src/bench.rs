@@ -15,6 +15,8 @@ pub mod failover;
 #[cfg(feature = "postgres")]
 pub mod failover_nodes;
 #[cfg(feature = "postgres")]
+pub(crate) mod failover_requests;
+#[cfg(feature = "postgres")]
 pub mod failover_store;
 #[cfg(feature = "postgres")]
 pub mod forwarding;

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::failover_nodes::{NodeSet, NodeSetup, NodeStartError};
+use super::failover_requests::{Accepted, Api, accept, create, wait_listed};
 use super::failover_store::{self as fstore, Progress};
 use super::measure::percentile;
 use crate::store::{PgStore, StoreError, StoreOptions};
@@ -242,48 +243,6 @@ pub async fn run(spec: &FailoverSpec) -> Result<FailoverOutcome, FailoverBenchEr
     Ok(out)
 }
 
-/// An HTTP client of the nodes (cheap to clone).
-#[derive(Clone)]
-struct Api {
-    client: reqwest::Client,
-    token: String,
-}
-
-impl Api {
-    /// Sends `body` (or nothing) to `url`; the status, the `Rookery-Node` and the JSON body.
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        url: &str,
-        body: Option<&Value>,
-    ) -> Result<(reqwest::StatusCode, String, Value), String> {
-        let mut req = self
-            .client
-            .request(method.clone(), url)
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            req = req.json(body);
-        }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| format!("{method} {url}: {e}"))?;
-        let status = resp.status();
-        let node = resp
-            .headers()
-            .get("rookery-node")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| format!("{method} {url}: {e}"))?;
-        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok((status, node, v))
-    }
-}
-
 async fn drive(
     spec: &FailoverSpec,
     setup: &NodeSetup,
@@ -312,7 +271,9 @@ async fn drive(
     };
     let all: Vec<String> = set.nodes.iter().map(|n| n.id.clone()).collect();
     for node in &set.nodes {
-        wait_listed(&api, &node.base, &all).await?;
+        wait_listed(&api, &node.base, &all)
+            .await
+            .map_err(FailoverBenchError::Request)?;
     }
     let a = &set.nodes[0];
     let (a_id, a_base) = (a.id.clone(), a.base.clone());
@@ -418,60 +379,6 @@ async fn drive(
     })
 }
 
-/// Waits until `GET {base}/v1/cluster` lists every node of `all`.
-async fn wait_listed(api: &Api, base: &str, all: &[String]) -> Result<(), FailoverBenchError> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let url = format!("{base}/v1/cluster");
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match api.send(reqwest::Method::GET, &url, None).await {
-            Ok((status, _, v)) if status.is_success() => {
-                let listed: Vec<&str> = v["nodes"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|n| n["node_id"].as_str())
-                    .collect();
-                if all.iter().all(|id| listed.contains(&id.as_str())) {
-                    return Ok(());
-                }
-                last = format!("it lists {listed:?}");
-            }
-            Ok((status, _, v)) => last = format!("{status} {v}"),
-            Err(e) => last = e,
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(FailoverBenchError::Request(format!(
-        "GET {url} did not list the {} nodes within 30 s: {last}",
-        all.len()
-    )))
-}
-
-/// Creates a session in `ws` on `base` and sends it its first task; its id.
-async fn create(api: &Api, base: &str, ws: &std::path::Path) -> Result<String, String> {
-    let url = format!("{base}/v1/sessions");
-    let (status, _, v) = api
-        .send(reqwest::Method::POST, &url, Some(&json!({"workspace": ws})))
-        .await?;
-    let id = match v["session_id"].as_str() {
-        Some(id) if status == reqwest::StatusCode::CREATED => id.to_string(),
-        _ => return Err(format!("POST {url}: {status} {v}")),
-    };
-    let url = format!("{base}/v1/sessions/{id}/tasks");
-    let (status, _, v) = api
-        .send(
-            reqwest::Method::POST,
-            &url,
-            Some(&json!({"text": "Run the first task."})),
-        )
-        .await?;
-    if status != reqwest::StatusCode::ACCEPTED {
-        return Err(format!("POST {url}: {status} {v}"));
-    }
-    Ok(id)
-}
-
 /// Waits until every session's first task is where it must be at the kill: completed, or
 /// (in flight) its command called and not answered.
 async fn wait_ready(
@@ -507,50 +414,6 @@ async fn wait_ready(
             )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A 202: the requests sent, the time from the kill, the node that took the task and the event
-/// id its events follow.
-type Accepted = (u32, Duration, String, i64);
-
-/// Sends session `id` its new task through `base` until 202 (see [`Accepted`]).
-async fn accept(
-    api: &Api,
-    base: &str,
-    id: &str,
-    killed: Instant,
-    deadline: Instant,
-) -> Result<Accepted, String> {
-    let url = format!("{base}/v1/sessions/{id}/tasks");
-    let body = json!({"text": "Run the task after the failover."});
-    let mut attempts = 0u32;
-    loop {
-        attempts += 1;
-        let last = match api.send(reqwest::Method::POST, &url, Some(&body)).await {
-            Ok((reqwest::StatusCode::ACCEPTED, node, v)) => {
-                let took = killed.elapsed();
-                let after = v["events_after"]
-                    .as_i64()
-                    .ok_or_else(|| format!("POST {url}: 202 without events_after: {v}"))?;
-                return Ok((attempts, took, node, after));
-            }
-            Ok((status, _, v))
-                if status == reqwest::StatusCode::CONFLICT
-                    || status == reqwest::StatusCode::SERVICE_UNAVAILABLE =>
-            {
-                format!("{status} {v}")
-            }
-            Ok((status, _, v)) => return Err(format!("POST {url}: {status} {v}")),
-            Err(e) => e,
-        };
-        if Instant::now() > deadline {
-            return Err(format!(
-                "POST {url}: not accepted {:.1} s after the kill ({attempts} requests), last: {last}",
-                killed.elapsed().as_secs_f64()
-            ));
-        }
-        tokio::time::sleep(RETRY_BACKOFF).await;
     }
 }
 
