@@ -11,6 +11,14 @@
 
 pub(crate) mod actor_floor;
 #[cfg(feature = "postgres")]
+pub mod failover;
+#[cfg(feature = "postgres")]
+pub mod failover_nodes;
+#[cfg(feature = "postgres")]
+pub(crate) mod failover_requests;
+#[cfg(feature = "postgres")]
+pub mod failover_store;
+#[cfg(feature = "postgres")]
 pub mod forwarding;
 pub mod hibernation;
 #[cfg(feature = "postgres")]

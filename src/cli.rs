@@ -31,6 +31,7 @@ macro_rules! outln {
 pub mod approve_prompt;
 pub mod auth;
 pub mod bench;
+mod bench_failover;
 mod bench_forwarding;
 mod bench_hibernation;
 mod bench_meta;
@@ -478,7 +479,7 @@ pub struct BenchArgs {
     /// them resident (the rest hibernate) and report RSS, open descriptors and the next task
     /// of hibernated sessions (no workload: not with --workload, --sessions, --turns, a model,
     /// --floor, --idle-sessions or --trace-appends).
-    #[arg(long, value_name = "N", conflicts_with_all = [
+    #[arg(long, value_name = "N", group = "node_scenarios", conflicts_with_all = [
         "workload", "sessions", "turns", "model_latency_ms", "provider", "base_url", "model",
         "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends",
     ])]
@@ -492,6 +493,21 @@ pub struct BenchArgs {
         "report", "sandbox",
     ])]
     pub forwarding: Option<usize>,
+    /// Start --nodes K (default 2) `rookery serve` processes on the postgres store (--store,
+    /// $ROOKERY_STORE), N (default 100) sessions on the first, kill -9 it and time each
+    /// session's next task through the others: until accepted (202) and until completed
+    /// (no workload runs).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
+        group = "node_scenarios", conflicts_with_all = [
+        "workload", "sessions", "turns", "model_latency_ms", "provider", "base_url", "model",
+        "api_key_env", "floor", "serve_mock", "idle_sessions", "trace_appends", "hibernation",
+        "report", "sandbox", "forwarding", "rounds",
+    ])]
+    pub failover: Option<usize>,
+    /// With --failover: sessions inside a long `exec_command` when their node is killed
+    /// (default: half of N, spread evenly; the others have finished their task).
+    #[arg(long, value_name = "K", requires = "failover")]
+    pub in_flight: Option<usize>,
     /// With --hibernation: the `--max-resident` cap.
     #[arg(
         long,
@@ -512,9 +528,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 20, requires = "hibernation")]
     pub wakes: usize,
     /// With --hibernation and a postgres --store: spread the N sessions over K processes (this
-    /// one runs itself K times, concurrently; --resident and --wakes are each node's).
-    #[arg(long, value_name = "K", default_value_t = 1, requires = "hibernation")]
-    pub nodes: usize,
+    /// one runs itself K times, concurrently; --resident and --wakes are each node's; default
+    /// 1). With --failover: the node processes, at least 2 (default 2).
+    #[arg(long, value_name = "K", requires = "node_scenarios")]
+    pub nodes: Option<usize>,
     /// With --hibernation and a postgres --store: this process's node name in the store
     /// (default `<host>-<pid>`).
     #[arg(long, value_name = "NAME", requires = "hibernation")]

@@ -44,11 +44,12 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     }
     if args.trace_appends.is_none()
         && args.forwarding.is_none()
+        && args.failover.is_none()
         && args.hibernation.is_none()
         && args.store.store.as_deref().is_some_and(|s| s != "files")
     {
         return Err(CliError::usage(
-            "--store: only --trace-appends N, --forwarding N and --hibernation N measure the postgres store; the other scenarios run on files",
+            "--store: only --trace-appends N, --forwarding N, --failover N and --hibernation N measure the postgres store; the other scenarios run on files",
         ));
     }
     if args.serve_mock {
@@ -56,6 +57,9 @@ pub async fn bench(args: BenchArgs) -> Result<ExitCode, CliError> {
     }
     if let Some(n) = args.forwarding {
         return super::bench_forwarding::bench(&args, n).await;
+    }
+    if let Some(n) = args.failover {
+        return super::bench_failover::bench(&args, n).await;
     }
     if let Some(n) = args.hibernation {
         return super::bench_hibernation::bench(&args, n).await;

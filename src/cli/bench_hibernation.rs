@@ -46,12 +46,13 @@ pub(super) async fn bench(args: &BenchArgs, n: usize) -> Result<ExitCode, CliErr
         StoreChoice::Postgres(url) => Some(url),
         StoreChoice::Files => None,
     };
-    if url.is_none() && (args.nodes != 1 || args.node_id.is_some()) {
+    if url.is_none() && (args.nodes.is_some_and(|k| k != 1) || args.node_id.is_some()) {
         return Err(CliError::usage(
             "--nodes and --node-id: only with a postgres store (--store postgres://…)",
         ));
     }
-    if args.nodes == 0 || args.nodes > n {
+    let nodes = args.nodes.unwrap_or(1);
+    if nodes == 0 || nodes > n {
         return Err(CliError::usage(format!(
             "--nodes must be between 1 and --hibernation ({n}): each node creates at least one session"
         )));
@@ -61,7 +62,7 @@ pub(super) async fn bench(args: &BenchArgs, n: usize) -> Result<ExitCode, CliErr
         None => None,
     };
     if let Some(url) = &url
-        && args.nodes > 1
+        && nodes > 1
     {
         return super::bench_nodes::bench(args, n, url).await;
     }

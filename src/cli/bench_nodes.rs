@@ -205,7 +205,7 @@ async fn run_node(
 /// to the store once already (a bad URL fails before any node starts; the migrations are
 /// applied once).
 pub(super) async fn bench(args: &BenchArgs, n: usize, url: &str) -> Result<ExitCode, CliError> {
-    let k = args.nodes;
+    let k = args.nodes.unwrap_or(1);
     let exe = std::env::current_exe()
         .map_err(|e| CliError::startup_io("cannot find this program to run the nodes", e))?;
     let (stop_tx, stop_rx) = watch::channel(false);

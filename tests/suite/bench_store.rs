@@ -62,7 +62,7 @@ fn store_appends_report_both_sides_on_the_same_rows() {
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains(
-            "only --trace-appends N, --forwarding N and --hibernation N measure the postgres store"
+            "only --trace-appends N, --forwarding N, --failover N and --hibernation N measure the postgres store"
         ),
         "{stderr}"
     );

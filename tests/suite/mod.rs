@@ -8,6 +8,7 @@ mod approval_mode;
 mod architecture_map;
 mod bench;
 mod bench_compare;
+mod bench_failover;
 mod bench_hibernation;
 mod bench_http_floor;
 mod bench_report;
