@@ -123,6 +123,8 @@ pub async fn chat(args: ChatArgs) -> Result<ExitCode, CliError> {
         if session_args.workspace.is_none() {
             session_args.workspace = Some(super::store::stored_workspace(store, id).await?.into());
         }
+        let meta = super::store::stored_last_meta(store, id).await?;
+        overrides = super::reopen::fill_from_meta(meta, &mut session_args);
     } else if let Some(query) = &args.resume {
         let id = match Catalog::scan(&home).and_then(|c| c.resolve(query).map(|s| s.id.clone())) {
             Ok(id) => id,

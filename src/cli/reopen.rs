@@ -1,16 +1,24 @@
 //! `chat --resume`: fills the flags not given on the command line from what the session's
-//! trace recorded (its last `session_meta`), so a session reopens with no other flag, and
-//! names the flags that were given (they override and are recorded by the session).
+//! trace recorded (its last `session_meta`, from its trace file or the store), so a session
+//! reopens with no other flag, and names the flags that were given (they override and are
+//! recorded by the session).
 //!
 //! It only reads the trace; it must not write it nor build the model.
 
 use std::path::Path;
 
 use super::SessionArgs;
+use crate::message::SessionMeta;
 use crate::server::reopen::last_meta;
 
-/// Fills `args` from the trace's record; returns the reopen flags the user gave.
+/// Fills `args` from the trace file's record; returns the reopen flags the user gave.
 pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
+    fill_from_meta(last_meta(path), args)
+}
+
+/// Fills `args` from `meta`, the session's last own `session_meta` (`None`: nothing
+/// recorded); returns the reopen flags the user gave.
+pub fn fill_from_meta(meta: Option<SessionMeta>, args: &mut SessionArgs) -> Vec<String> {
     let m = &args.model;
     let mut given = Vec::new();
     for (flag, set) in [
@@ -29,7 +37,7 @@ pub fn fill_from_trace(path: &Path, args: &mut SessionArgs) -> Vec<String> {
             given.push(flag.to_string());
         }
     }
-    let Some(meta) = last_meta(path) else {
+    let Some(meta) = meta else {
         return given;
     };
     let launch = &meta.launch;

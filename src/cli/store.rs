@@ -126,6 +126,27 @@ async fn import_schedules(store: &PgStore, home: &std::path::Path) -> Result<(),
     Ok(())
 }
 
+/// Stored session `id`'s last own `session_meta` (a subagent's, which carry an origin, are
+/// skipped); `None` when it recorded none that parses.
+pub async fn stored_last_meta(
+    store: &PgStore,
+    id: &str,
+) -> Result<Option<crate::message::SessionMeta>, CliError> {
+    use crate::message::{OmniMessage, Payload};
+    let records = crate::store::records::meta_records(store, id)
+        .await
+        .map_err(failed)?;
+    Ok(records
+        .iter()
+        .filter_map(|r| std::str::from_utf8(r).ok())
+        .filter_map(|line| OmniMessage::from_json(line.trim_end()).ok())
+        .filter(|r| !r.has_origin())
+        .find_map(|r| match r.payload {
+            Payload::SessionMeta(m) => Some(*m),
+            _ => None,
+        }))
+}
+
 /// Writes stored session `id`'s trace to stdout as JSONL (`store export`, `sessions show
 /// --json`).
 pub async fn export_stored(store: &PgStore, id: &str) -> Result<ExitCode, CliError> {

@@ -232,7 +232,7 @@ fn chat_resumes_a_stored_session_at_its_next_turn_under_a_new_epoch() {
     let url = pg.url();
     let sb = Sandbox::new();
     let script =
-        sb.script(&json!({"turns": [{"text": "first answer"}, {"text": "second answer"}]}));
+        sb.script(&json!({"turns": [{"text": "first answer"}, {"text": "second answer"}, {"text": "third answer"}]}));
     let (home, ws) = (sb.home(), sb.ws());
     let common = [
         "--home",
@@ -271,6 +271,21 @@ fn chat_resumes_a_stored_session_at_its_next_turn_under_a_new_epoch() {
     );
     assert!(sb.trace_files().is_empty(), "a stored chat wrote files");
 
+    // With no model flag and no workspace: both come from what the store recorded, as a
+    // trace file's `session_meta` gives them on the files backend.
+    let third = chat(
+        &sb,
+        &["--home", s(&home), "--store", &url, "--resume", &id],
+        "and then?\n",
+    );
+    third.expect_code(0);
+    assert!(
+        third.stdout.lines().any(|l| l == "third answer"),
+        "{}\n{}",
+        third.stdout,
+        third.stderr
+    );
+
     let export = rookery(&sb, &["store", "export", "--store", &url, &id]);
     export.expect_code(0);
     let texts: Vec<String> = export
@@ -281,7 +296,14 @@ fn chat_resumes_a_stored_session_at_its_next_turn_under_a_new_epoch() {
         .collect();
     assert_eq!(
         texts,
-        ["hello", "first answer", "and now?", "second answer"],
+        [
+            "hello",
+            "first answer",
+            "and now?",
+            "second answer",
+            "and then?",
+            "third answer"
+        ],
         "{}",
         export.stdout
     );
@@ -289,8 +311,9 @@ fn chat_resumes_a_stored_session_at_its_next_turn_under_a_new_epoch() {
         "SELECT epoch, count(*) FROM trace_records WHERE session_id = '{id}' \
          GROUP BY epoch ORDER BY epoch"
     ));
-    assert_eq!(epochs.len(), 2, "{epochs:?}");
+    assert_eq!(epochs.len(), 3, "{epochs:?}");
     assert_eq!(epochs[1][0].as_deref(), Some("2"));
+    assert_eq!(epochs[2][0].as_deref(), Some("3"));
 }
 
 fn runtime() -> tokio::runtime::Runtime {
