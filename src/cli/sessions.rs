@@ -31,7 +31,7 @@ pub struct SessionsArgs {
     #[arg(long, value_name = "DIR", global = true)]
     pub home: Option<PathBuf>,
     /// The trace store: `files` (default) or a postgres URL (default: $ROOKERY_STORE); with a
-    /// postgres store a session is named by its whole id, and `list --owner` is not supported.
+    /// postgres store a session is named by its whole id.
     #[arg(long, value_name = "URL", global = true)]
     pub store: Option<String>,
     /// What to do with the recorded sessions.
@@ -100,10 +100,9 @@ pub async fn sessions(args: SessionsArgs) -> Result<ExitCode, CliError> {
     };
     if let Some(store) = store.connect().await? {
         return match &args.command {
-            SessionsCommand::List(list) if list.owner.is_some() => Err(CliError::usage(
-                "sessions list --owner: not yet with a postgres store",
-            )),
-            SessionsCommand::List(list) => super::store::list_stored(&store, list.json).await,
+            SessionsCommand::List(list) => {
+                super::store::list_stored(&store, list.json, list.owner.as_deref()).await
+            }
             SessionsCommand::Show(show) if show.json => {
                 super::store::export_stored(&store, &show.id).await
             }

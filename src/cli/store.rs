@@ -247,10 +247,16 @@ const LIST_LIMIT: i64 = 1000;
 
 /// `rookery sessions list --store URL`: the newest sessions of the store, a table or (with
 /// `json`) one JSON object a line.
-pub async fn list_stored(store: &PgStore, json: bool) -> Result<ExitCode, CliError> {
-    let sessions = crate::store::listing::list(store, LIST_LIMIT)
-        .await
-        .map_err(failed)?;
+pub async fn list_stored(
+    store: &PgStore,
+    json: bool,
+    owner: Option<&str>,
+) -> Result<ExitCode, CliError> {
+    let sessions = match owner {
+        Some(owner) => crate::store::listing::list_owned(store, owner, LIST_LIMIT).await,
+        None => crate::store::listing::list(store, LIST_LIMIT).await,
+    }
+    .map_err(failed)?;
     let mut stdout = std::io::stdout().lock();
     if json {
         for s in &sessions {

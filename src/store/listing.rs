@@ -32,6 +32,25 @@ pub struct ListedSession {
 
 /// Up to `limit` sessions, newest activity first (the `sessions_by_activity` index).
 pub async fn list(store: &PgStore, limit: i64) -> Result<Vec<ListedSession>, StoreError> {
+    list_where(store, limit, None).await
+}
+
+/// Up to `limit` sessions of the `rookery serve --auth` principal `owner` (the `owner` of the
+/// `session_meta` that opens each trace), newest activity first. The sessions are walked in
+/// the index's order and each one's opening record looked up by its `(session_id, seq)` key.
+pub async fn list_owned(
+    store: &PgStore,
+    owner: &str,
+    limit: i64,
+) -> Result<Vec<ListedSession>, StoreError> {
+    list_where(store, limit, Some(owner)).await
+}
+
+async fn list_where(
+    store: &PgStore,
+    limit: i64,
+    owner: Option<&str>,
+) -> Result<Vec<ListedSession>, StoreError> {
     let client = store.client().await?;
     let rows = client
         .query(
@@ -39,10 +58,16 @@ pub async fn list(store: &PgStore, limit: i64) -> Result<Vec<ListedSession>, Sto
                     to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
                     to_char(last_activity AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
                     owner_node, epoch
-               FROM sessions
+               FROM sessions s
+              WHERE $2::text IS NULL
+                 OR (SELECT convert_from(r.record, 'UTF8')::jsonb #>> '{payload,owner}'
+                       FROM trace_records r
+                      WHERE r.session_id = s.id
+                      ORDER BY r.seq
+                      LIMIT 1) = $2::text
               ORDER BY last_activity DESC, id
               LIMIT $1",
-            &[&limit],
+            &[&limit, &owner],
         )
         .await?;
     Ok(rows

@@ -295,4 +295,35 @@ async fn another_principals_stored_messages_stay_unknown() {
         assert_eq!(s, StatusCode::OK, "{v}");
         assert!(v["next_cursor"].is_null(), "{v}");
     }
+
+    // `sessions list --owner` on the store lists each principal's own, as on files.
+    let bobs = create_as(&server, BOB, &server.ws()).await;
+    let url = pg.url();
+    let listed = |owner: &str| {
+        let out = crate::common::serve::command(
+            server.dir.path(),
+            &[
+                "sessions", "list", "--json", "--store", &url, "--owner", owner,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed("alice"), [id.clone()]);
+    assert_eq!(listed("bob"), [bobs]);
+    assert!(listed("carol").is_empty());
 }
