@@ -323,7 +323,7 @@ async fn another_principals_stored_messages_stay_unknown() {
             })
             .collect::<Vec<_>>()
     };
-    assert_eq!(listed("alice"), [id.clone()]);
+    assert_eq!(listed("alice"), [id]);
     assert_eq!(listed("bob"), [bobs]);
     assert!(listed("carol").is_empty());
 }
