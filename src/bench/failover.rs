@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::failover_nodes::{NodeSet, NodeSetup, NodeStartError};
-use super::failover_requests::{Accepted, Api, accept, create, wait_listed};
+use super::failover_requests::{Accepted, Api, RequestError, accept, create, wait_listed};
 use super::failover_store::{self as fstore, Progress};
 use super::measure::percentile;
 use crate::store::{PgStore, StoreError, StoreOptions};
@@ -174,8 +174,14 @@ pub enum FailoverBenchError {
         source: std::io::Error,
     },
     /// A request failed, was answered wrongly or not in time.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The run's own checks failed (a session not held, a task not completed, bad sizes).
     #[error("{0}")]
-    Request(String),
+    Check(String),
 }
 
 /// Whether session `i` of `n` is one of the `k` in flight (spread evenly over the creation
@@ -252,7 +258,7 @@ async fn drive(
     ids: &mut Vec<String>,
 ) -> Result<FailoverOutcome, FailoverBenchError> {
     if spec.nodes < 2 || spec.sessions == 0 || spec.in_flight > spec.sessions {
-        return Err(FailoverBenchError::Request(format!(
+        return Err(FailoverBenchError::Check(format!(
             "cannot run {} sessions ({} in flight) on {} nodes: at least 2 nodes and 1 session",
             spec.sessions, spec.in_flight, spec.nodes
         )));
@@ -266,14 +272,12 @@ async fn drive(
             .no_proxy()
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|e| FailoverBenchError::Request(e.to_string()))?,
+            .map_err(FailoverBenchError::Client)?,
         token: setup.token.clone(),
     };
     let all: Vec<String> = set.nodes.iter().map(|n| n.id.clone()).collect();
     for node in &set.nodes {
-        wait_listed(&api, &node.base, &all)
-            .await
-            .map_err(FailoverBenchError::Request)?;
+        wait_listed(&api, &node.base, &all).await?;
     }
     let a = &set.nodes[0];
     let (a_id, a_base) = (a.id.clone(), a.base.clone());
@@ -283,7 +287,7 @@ async fn drive(
     let started = Instant::now();
     let n = spec.sessions;
     let kinds: Vec<bool> = (0..n).map(|i| is_in_flight(i, n, spec.in_flight)).collect();
-    let created: Vec<Result<String, String>> = futures::stream::iter(kinds.clone())
+    let created: Vec<Result<String, RequestError>> = futures::stream::iter(kinds.clone())
         .map(|in_flight| {
             let (api, base) = (api.clone(), a_base.clone());
             let ws = workspaces[usize::from(in_flight)].clone();
@@ -292,17 +296,14 @@ async fn drive(
         .buffered(SETUP_CONCURRENCY)
         .collect()
         .await;
-    for c in &created {
-        match c {
-            Ok(id) => ids.push(id.clone()),
-            Err(e) => return Err(FailoverBenchError::Request(e.clone())),
-        }
+    for c in created {
+        ids.push(c?);
     }
     let ids: &[String] = ids;
     wait_ready(store, ids, &kinds).await?;
     let held = fstore::held_by(store, ids, &a_id).await?;
     if held != n as u64 {
-        return Err(FailoverBenchError::Request(format!(
+        return Err(FailoverBenchError::Check(format!(
             "node {a_id} holds {held} of the {n} sessions created on it, not all"
         )));
     }
@@ -322,7 +323,7 @@ async fn drive(
     let accept_deadline = killed + spec.lease_ttl + Duration::from_secs(60);
     let accepting = async {
         // Unordered: a session still refused holds no other session's slot.
-        let mut answers: Vec<(usize, Result<Accepted, String>)> =
+        let mut answers: Vec<(usize, Result<Accepted, RequestError>)> =
             futures::stream::iter(ids.iter().cloned().enumerate())
                 .map(|(i, id)| {
                     let base = survivors[i % survivors.len()].clone();
@@ -349,13 +350,13 @@ async fn drive(
     );
     let mut accepted = Vec::with_capacity(n);
     for (_, a) in answers {
-        accepted.push(a.map_err(FailoverBenchError::Request)?);
+        accepted.push(a?);
     }
     let completions = completions?;
     let mut sessions = Vec::with_capacity(n);
     for (i, (attempts, took, node, _)) in accepted.into_iter().enumerate() {
         let Some(done) = completions.get(&i) else {
-            return Err(FailoverBenchError::Request(format!(
+            return Err(FailoverBenchError::Check(format!(
                 "session {}'s new task did not complete",
                 ids[i]
             )));
@@ -393,7 +394,7 @@ async fn wait_ready(
         for (id, in_flight) in ids.iter().zip(kinds) {
             let p = progress.get(id).copied().unwrap_or(Progress::default());
             if *in_flight && (p.outputs > 0 || p.completed > 0) {
-                return Err(FailoverBenchError::Request(format!(
+                return Err(FailoverBenchError::Check(format!(
                     "session {id}'s long command ended before the kill ({p:?})"
                 )));
             }
@@ -408,7 +409,7 @@ async fn wait_ready(
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(FailoverBenchError::Request(format!(
+            return Err(FailoverBenchError::Check(format!(
                 "{waiting} of the {} sessions' first tasks did not get far enough in time",
                 ids.len()
             )));
@@ -459,7 +460,7 @@ async fn completions(
             return Ok(done);
         }
         if Instant::now() > deadline {
-            return Err(FailoverBenchError::Request(format!(
+            return Err(FailoverBenchError::Check(format!(
                 "{} new tasks did not complete within {:.0} s of the kill",
                 pending.len(),
                 deadline.duration_since(killed).as_secs_f64()

@@ -12,6 +12,56 @@ use serde_json::{Value, json};
 
 use super::failover::RETRY_BACKOFF;
 
+/// Why a request of the bench failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The request could not be sent or its answer not read.
+    #[error("{method} {url}: {source}")]
+    Send {
+        /// The method.
+        method: reqwest::Method,
+        /// The URL.
+        url: String,
+        /// The cause.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer was not the one expected.
+    #[error("{request}: {status} {body}")]
+    Answer {
+        /// The method and URL.
+        request: String,
+        /// Its status.
+        status: reqwest::StatusCode,
+        /// Its body.
+        body: Value,
+    },
+    /// `GET /v1/cluster` did not list every node in time.
+    #[error("GET {url} did not list the {nodes} nodes within 30 s: {last}")]
+    NotListed {
+        /// The URL.
+        url: String,
+        /// The nodes expected.
+        nodes: usize,
+        /// What the last try saw.
+        last: String,
+    },
+    /// A new task was refused until the deadline.
+    #[error(
+        "POST {url}: not accepted {secs:.1} s after the kill ({attempts} requests), last: {last}"
+    )]
+    NotAccepted {
+        /// The URL.
+        url: String,
+        /// Seconds since the kill.
+        secs: f64,
+        /// Requests sent.
+        attempts: u32,
+        /// The last refusal.
+        last: String,
+    },
+}
+
 /// An HTTP client of the nodes (cheap to clone).
 #[derive(Clone)]
 pub(super) struct Api {
@@ -28,7 +78,7 @@ impl Api {
         method: reqwest::Method,
         url: &str,
         body: Option<&Value>,
-    ) -> Result<(reqwest::StatusCode, String, Value), String> {
+    ) -> Result<(reqwest::StatusCode, String, Value), RequestError> {
         let mut req = self
             .client
             .request(method.clone(), url)
@@ -36,10 +86,12 @@ impl Api {
         if let Some(body) = body {
             req = req.json(body);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| format!("{method} {url}: {e}"))?;
+        let failed = |source| RequestError::Send {
+            method: method.clone(),
+            url: url.to_string(),
+            source,
+        };
+        let resp = req.send().await.map_err(failed)?;
         let status = resp.status();
         let node = resp
             .headers()
@@ -47,17 +99,14 @@ impl Api {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| format!("{method} {url}: {e}"))?;
+        let text = resp.text().await.map_err(failed)?;
         let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Ok((status, node, v))
     }
 }
 
 /// Waits until `GET {base}/v1/cluster` lists every node of `all`.
-pub(super) async fn wait_listed(api: &Api, base: &str, all: &[String]) -> Result<(), String> {
+pub(super) async fn wait_listed(api: &Api, base: &str, all: &[String]) -> Result<(), RequestError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let url = format!("{base}/v1/cluster");
     let mut last = String::new();
@@ -76,25 +125,36 @@ pub(super) async fn wait_listed(api: &Api, base: &str, all: &[String]) -> Result
                 last = format!("it lists {listed:?}");
             }
             Ok((status, _, v)) => last = format!("{status} {v}"),
-            Err(e) => last = e,
+            Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(format!(
-        "GET {url} did not list the {} nodes within 30 s: {last}",
-        all.len()
-    ))
+    Err(RequestError::NotListed {
+        url,
+        nodes: all.len(),
+        last,
+    })
 }
 
 /// Creates a session in `ws` on `base` and sends it its first task; its id.
-pub(super) async fn create(api: &Api, base: &str, ws: &std::path::Path) -> Result<String, String> {
+pub(super) async fn create(
+    api: &Api,
+    base: &str,
+    ws: &std::path::Path,
+) -> Result<String, RequestError> {
     let url = format!("{base}/v1/sessions");
     let (status, _, v) = api
         .send(reqwest::Method::POST, &url, Some(&json!({"workspace": ws})))
         .await?;
     let id = match v["session_id"].as_str() {
         Some(id) if status == reqwest::StatusCode::CREATED => id.to_string(),
-        _ => return Err(format!("POST {url}: {status} {v}")),
+        _ => {
+            return Err(RequestError::Answer {
+                request: format!("POST {url}"),
+                status,
+                body: v,
+            });
+        }
     };
     let url = format!("{base}/v1/sessions/{id}/tasks");
     let (status, _, v) = api
@@ -105,7 +165,11 @@ pub(super) async fn create(api: &Api, base: &str, ws: &std::path::Path) -> Resul
         )
         .await?;
     if status != reqwest::StatusCode::ACCEPTED {
-        return Err(format!("POST {url}: {status} {v}"));
+        return Err(RequestError::Answer {
+            request: format!("POST {url}"),
+            status,
+            body: v,
+        });
     }
     Ok(id)
 }
@@ -121,18 +185,22 @@ pub(super) async fn accept(
     id: &str,
     killed: Instant,
     deadline: Instant,
-) -> Result<Accepted, String> {
+) -> Result<Accepted, RequestError> {
     let url = format!("{base}/v1/sessions/{id}/tasks");
     let body = json!({"text": "Run the task after the failover."});
     let mut attempts = 0u32;
     loop {
         attempts += 1;
         let last = match api.send(reqwest::Method::POST, &url, Some(&body)).await {
-            Ok((reqwest::StatusCode::ACCEPTED, node, v)) => {
+            Ok((status @ reqwest::StatusCode::ACCEPTED, node, v)) => {
                 let took = killed.elapsed();
-                let after = v["events_after"]
-                    .as_i64()
-                    .ok_or_else(|| format!("POST {url}: 202 without events_after: {v}"))?;
+                let Some(after) = v["events_after"].as_i64() else {
+                    return Err(RequestError::Answer {
+                        request: format!("POST {url} (no events_after)"),
+                        status,
+                        body: v,
+                    });
+                };
                 return Ok((attempts, took, node, after));
             }
             Ok((status, _, v))
@@ -141,14 +209,22 @@ pub(super) async fn accept(
             {
                 format!("{status} {v}")
             }
-            Ok((status, _, v)) => return Err(format!("POST {url}: {status} {v}")),
-            Err(e) => e,
+            Ok((status, _, v)) => {
+                return Err(RequestError::Answer {
+                    request: format!("POST {url}"),
+                    status,
+                    body: v,
+                });
+            }
+            Err(e) => e.to_string(),
         };
         if Instant::now() > deadline {
-            return Err(format!(
-                "POST {url}: not accepted {:.1} s after the kill ({attempts} requests), last: {last}",
-                killed.elapsed().as_secs_f64()
-            ));
+            return Err(RequestError::NotAccepted {
+                url,
+                secs: killed.elapsed().as_secs_f64(),
+                attempts,
+                last,
+            });
         }
         tokio::time::sleep(RETRY_BACKOFF).await;
     }
