@@ -51,25 +51,34 @@ async fn list_where(
     limit: i64,
     owner: Option<&str>,
 ) -> Result<Vec<ListedSession>, StoreError> {
+    const COLUMNS: &str = "SELECT id, parent, status, workspace, model, tool_profile,
+            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+            to_char(last_activity AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+            owner_node, epoch
+       FROM sessions s";
+    const ORDER: &str = "ORDER BY last_activity DESC, id LIMIT $1";
     let client = store.client().await?;
-    let rows = client
-        .query(
-            "SELECT id, parent, status, workspace, model, tool_profile,
-                    to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-                    to_char(last_activity AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-                    owner_node, epoch
-               FROM sessions s
-              WHERE $2::text IS NULL
-                 OR (SELECT convert_from(r.record, 'UTF8')::jsonb #>> '{payload,owner}'
-                       FROM trace_records r
-                      WHERE r.session_id = s.id
-                      ORDER BY r.seq
-                      LIMIT 1) = $2::text
-              ORDER BY last_activity DESC, id
-              LIMIT $1",
-            &[&limit, &owner],
-        )
-        .await?;
+    // Two statements rather than one with `$2 IS NULL OR …`: the plain listing stays the
+    // index's walk whatever plan the server picks.
+    let rows = match owner {
+        None => {
+            client
+                .query(&format!("{COLUMNS} {ORDER}"), &[&limit])
+                .await?
+        }
+        Some(owner) => {
+            let sql = format!(
+                "{COLUMNS}
+                  WHERE (SELECT convert_from(r.record, 'UTF8')::jsonb #>> '{{payload,owner}}'
+                           FROM trace_records r
+                          WHERE r.session_id = s.id
+                          ORDER BY r.seq
+                          LIMIT 1) = $2
+                  {ORDER}"
+            );
+            client.query(&sql, &[&limit, &owner]).await?
+        }
+    };
     Ok(rows
         .iter()
         .map(|r| ListedSession {
